@@ -1,0 +1,172 @@
+//! AVX2 kernels (`vpmaddubsw`) and the SIMD activation quantizer.
+//!
+//! A 16-row group is processed as two halves of 8 rows (lane `j` = row `j` of the half); each
+//! half reads the 32-byte half of every 64-byte unit.
+//!
+//! * Q8_0: weights are turned back into signed bytes and multiplied with llama.cpp's
+//!   `maddubs(|w|, sign(x, w))` trick (no saturation since `|x| <= 127`).
+//! * Q4_1: nibbles (≤ 15) times activations (|x| ≤ 127): the eight 16-bit pair sums of a block
+//!   stay below `8 · 2 · 15 · 127 = 30480`, so they are accumulated in 16 bits and widened once.
+
+use std::arch::x86_64::*;
+
+use crate::act::{ActRow, ROUND_BIAS};
+use crate::dispatch::{check_lengths, TileOut};
+use crate::layout::{tile_bytes, tile_scales, GROUP, QK, UNIT};
+use crate::QFormat;
+
+/// Rows in one half group.
+const HALF: usize = GROUP / 2;
+
+/// Broadcasts the four activation bytes at `p` to every 32-bit lane.
+macro_rules! bcast4 {
+    ($p:expr) => {
+        _mm256_set1_epi32($p.cast::<i32>().read_unaligned())
+    };
+}
+
+/// Runs the kernel for `format` with the tile width `acts.len()` (1 ..= `TILE`).
+///
+/// # Safety
+/// The CPU must support AVX2, FMA and F16C.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) unsafe fn tile(f: QFormat, w: (&[u8], &[u16]), acts: &[ActRow<'_>], out: &mut TileOut) {
+    check_lengths(f, w, acts);
+    for h in 0..2 {
+        match (f, acts.len()) {
+            (QFormat::Q8_0, 1) => q8_0::<1>(w, acts, out, h),
+            (QFormat::Q8_0, 2) => q8_0::<2>(w, acts, out, h),
+            (QFormat::Q8_0, 3) => q8_0::<3>(w, acts, out, h),
+            (QFormat::Q8_0, _) => q8_0::<4>(w, acts, out, h),
+            (QFormat::Q4_1, 1) => q4_1::<1>(w, acts, out, h),
+            (QFormat::Q4_1, 2) => q4_1::<2>(w, acts, out, h),
+            (QFormat::Q4_1, 3) => q4_1::<3>(w, acts, out, h),
+            (QFormat::Q4_1, _) => q4_1::<4>(w, acts, out, h),
+        }
+    }
+}
+
+/// Q8_0 half group `h` × `C` activation rows.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn q8_0<const C: usize>(w: (&[u8], &[u16]), acts: &[ActRow<'_>], out: &mut TileOut, h: usize) {
+    let (quants, scales) = w;
+    let nb = quants.len() / tile_bytes(QFormat::Q8_0);
+    let (ones, bias) = (_mm256_set1_epi16(1), _mm256_set1_epi8(-128));
+    let xq: [*const i8; C] = std::array::from_fn(|c| acts[c].qs.as_ptr());
+    let mut facc = [_mm256_setzero_ps(); C];
+    for b in 0..nb {
+        let wq = quants.as_ptr().add(b * tile_bytes(QFormat::Q8_0) + h * 32);
+        let dw = _mm256_cvtph_ps(_mm_loadu_si128(scales.as_ptr().add(b * GROUP + h * HALF).cast()));
+        let mut ia = [_mm256_setzero_si256(); C];
+        for k in 0..8 {
+            let wk = _mm256_xor_si256(_mm256_loadu_si256(wq.add(k * UNIT).cast()), bias);
+            let aw = _mm256_abs_epi8(wk);
+            for c in 0..C {
+                let xs = _mm256_sign_epi8(bcast4!(xq[c].add(b * QK + 4 * k)), wk);
+                let p = _mm256_madd_epi16(_mm256_maddubs_epi16(aw, xs), ones);
+                ia[c] = _mm256_add_epi32(ia[c], p);
+            }
+        }
+        for c in 0..C {
+            let scale = _mm256_mul_ps(dw, _mm256_set1_ps(*acts[c].d.get_unchecked(b)));
+            facc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ia[c]), scale, facc[c]);
+        }
+    }
+    for c in 0..C {
+        _mm256_storeu_ps(out[c].as_mut_ptr().add(h * HALF), facc[c]);
+    }
+}
+
+/// Q4_1 half group `h` × `C` activation rows.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn q4_1<const C: usize>(w: (&[u8], &[u16]), acts: &[ActRow<'_>], out: &mut TileOut, h: usize) {
+    let (quants, scales) = w;
+    let nb = quants.len() / tile_bytes(QFormat::Q4_1);
+    let (ones, mask) = (_mm256_set1_epi16(1), _mm256_set1_epi8(0x0F));
+    let xq: [*const i8; C] = std::array::from_fn(|c| acts[c].qs.as_ptr());
+    let mut facc = [_mm256_setzero_ps(); C];
+    for b in 0..nb {
+        let wq = quants.as_ptr().add(b * tile_bytes(QFormat::Q4_1) + h * 32);
+        let sc = scales.as_ptr().add(b * tile_scales(QFormat::Q4_1) + h * HALF);
+        let dw = _mm256_cvtph_ps(_mm_loadu_si128(sc.cast()));
+        let mw = _mm256_cvtph_ps(_mm_loadu_si128(sc.add(GROUP).cast()));
+        let mut acc16 = [_mm256_setzero_si256(); C];
+        for u in 0..4 {
+            let v = _mm256_loadu_si256(wq.add(u * UNIT).cast());
+            let lo = _mm256_and_si256(v, mask);
+            let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(v), mask);
+            for c in 0..C {
+                let x = xq[c].add(b * QK + 4 * u);
+                let plo = _mm256_maddubs_epi16(lo, bcast4!(x));
+                let phi = _mm256_maddubs_epi16(hi, bcast4!(x.add(16)));
+                acc16[c] = _mm256_add_epi16(acc16[c], _mm256_add_epi16(plo, phi));
+            }
+        }
+        for c in 0..C {
+            let dx = *acts[c].d.get_unchecked(b);
+            let sx = dx * *acts[c].sum.get_unchecked(b) as f32;
+            let isum = _mm256_cvtepi32_ps(_mm256_madd_epi16(acc16[c], ones));
+            facc[c] = _mm256_fmadd_ps(isum, _mm256_mul_ps(dw, _mm256_set1_ps(dx)), facc[c]);
+            facc[c] = _mm256_fmadd_ps(mw, _mm256_set1_ps(sx), facc[c]);
+        }
+    }
+    for c in 0..C {
+        _mm256_storeu_ps(out[c].as_mut_ptr().add(h * HALF), facc[c]);
+    }
+}
+
+/// Quantizes consecutive 32-value blocks of `x`; bit-identical to
+/// [`quantize_block_scalar`](crate::act::quantize_block_scalar).
+///
+/// # Safety
+/// The CPU must support AVX2, FMA and F16C.
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) unsafe fn quantize_blocks(x: &[f32], qs: &mut [i8], d: &mut [f32], sum: &mut [i32]) {
+    let nblk = x.len() / QK;
+    assert!(qs.len() >= nblk * QK && d.len() >= nblk && sum.len() >= nblk);
+    let absmask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFF_FFFF));
+    for i in 0..nblk {
+        let p = x.as_ptr().add(i * QK);
+        let v: [__m256; 4] = std::array::from_fn(|k| _mm256_loadu_ps(p.add(8 * k)));
+        let mut amax = _mm256_setzero_ps();
+        for vk in v {
+            amax = _mm256_max_ps(_mm256_and_ps(vk, absmask), amax);
+        }
+        let amax = hmax(amax);
+        let dd = amax / 127.0;
+        let id = if dd != 0.0 { 1.0 / dd } else { 0.0 };
+        let q: [__m256i; 4] = std::array::from_fn(|k| round_clamped(v[k], id));
+        let s = _mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3]));
+        let packed = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
+        let order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+        let packed = _mm256_permutevar8x32_epi32(packed, order);
+        _mm256_storeu_si256(qs.as_mut_ptr().add(i * QK).cast(), packed);
+        d[i] = dd;
+        sum[i] = hsum_epi32(s);
+    }
+}
+
+/// `trunc(clamp(v·id, ±127) + copysign(ROUND_BIAS, ·))` per lane, as in the scalar quantizer.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn round_clamped(v: __m256, id: f32) -> __m256i {
+    let s = _mm256_mul_ps(v, _mm256_set1_ps(id));
+    let s = _mm256_min_ps(_mm256_max_ps(s, _mm256_set1_ps(-127.0)), _mm256_set1_ps(127.0));
+    let bias = _mm256_or_ps(_mm256_and_ps(s, _mm256_set1_ps(-0.0)), _mm256_set1_ps(ROUND_BIAS));
+    _mm256_cvttps_epi32(_mm256_add_ps(s, bias))
+}
+
+/// Maximum of the eight lanes.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn hmax(v: __m256) -> f32 {
+    let m4 = _mm_max_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps::<1>(v));
+    let m2 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+    _mm_cvtss_f32(_mm_max_ss(m2, _mm_movehdup_ps(m2)))
+}
+
+/// Sum of the eight 32-bit lanes.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn hsum_epi32(v: __m256i) -> i32 {
+    let s4 = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256::<1>(v));
+    let s2 = _mm_add_epi32(s4, _mm_unpackhi_epi64(s4, s4));
+    _mm_cvtsi128_si32(_mm_add_epi32(s2, _mm_shuffle_epi32::<1>(s2)))
+}

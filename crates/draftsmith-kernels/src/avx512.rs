@@ -1,0 +1,114 @@
+//! AVX-512 VNNI kernels: one `vpdpbusd` per 4 elements × 16 rows × activation row.
+//!
+//! Lane `j` of every vector is row `j` of the 16-row group, so a block's integer dot products for
+//! all 16 rows come out in one register, which is converted and scaled by `d_w · d_x` with one
+//! FMA. Each 64-byte weight unit is loaded once per tile of up to [`TILE`] activation rows.
+//!
+//! * Q8_0: packed weights are `q + 128` (unsigned); the bias is removed by starting each block's
+//!   integer accumulator at `-128 · Σ q_x`.
+//! * Q4_1: nibbles are already unsigned; the minimum adds `m · d_x · Σ q_x` per block.
+
+use std::arch::x86_64::*;
+
+use crate::act::ActRow;
+use crate::dispatch::{check_lengths, TileOut, TILE};
+use crate::layout::{tile_bytes, tile_scales, GROUP, QK, UNIT};
+use crate::QFormat;
+
+/// Broadcasts the four activation bytes at `p` to every 32-bit lane.
+macro_rules! bcast4 {
+    ($p:expr) => {
+        _mm512_set1_epi32($p.cast::<i32>().read_unaligned())
+    };
+}
+
+/// Runs the kernel for `format` with the tile width `acts.len()` (1 ..= [`TILE`]).
+///
+/// # Safety
+/// The CPU must support AVX-512 F/BW/VL/VNNI, AVX2, FMA and F16C.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+pub(crate) unsafe fn tile(f: QFormat, w: (&[u8], &[u16]), acts: &[ActRow<'_>], out: &mut TileOut) {
+    check_lengths(f, w, acts);
+    match (f, acts.len()) {
+        (QFormat::Q8_0, 1) => q8_0::<1>(w, acts, out),
+        (QFormat::Q8_0, 2) => q8_0::<2>(w, acts, out),
+        (QFormat::Q8_0, 3) => q8_0::<3>(w, acts, out),
+        (QFormat::Q8_0, _) => q8_0::<4>(w, acts, out),
+        (QFormat::Q4_1, 1) => q4_1::<1>(w, acts, out),
+        (QFormat::Q4_1, 2) => q4_1::<2>(w, acts, out),
+        (QFormat::Q4_1, 3) => q4_1::<3>(w, acts, out),
+        (QFormat::Q4_1, _) => q4_1::<4>(w, acts, out),
+    }
+}
+
+/// Q8_0 group × `C` activation rows.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+unsafe fn q8_0<const C: usize>(w: (&[u8], &[u16]), acts: &[ActRow<'_>], out: &mut TileOut) {
+    let (quants, scales) = w;
+    let nb = quants.len() / tile_bytes(QFormat::Q8_0);
+    let xq: [*const i8; C] = std::array::from_fn(|c| acts[c].qs.as_ptr());
+    let mut facc = [_mm512_setzero_ps(); C];
+    for b in 0..nb {
+        let wq = quants.as_ptr().add(b * tile_bytes(QFormat::Q8_0));
+        let dw = _mm512_cvtph_ps(_mm256_loadu_si256(scales.as_ptr().add(b * GROUP).cast()));
+        // Two accumulator chains per activation row; the first one carries the bias fix-up.
+        let mut ia: [__m512i; C] =
+            std::array::from_fn(|c| _mm512_set1_epi32(-128 * *acts[c].sum.get_unchecked(b)));
+        let mut ib = [_mm512_setzero_si512(); C];
+        for k in (0..8).step_by(2) {
+            let w0 = _mm512_loadu_si512(wq.add(k * UNIT).cast());
+            let w1 = _mm512_loadu_si512(wq.add((k + 1) * UNIT).cast());
+            for c in 0..C {
+                let x = xq[c].add(b * QK + 4 * k);
+                ia[c] = _mm512_dpbusd_epi32(ia[c], w0, bcast4!(x));
+                ib[c] = _mm512_dpbusd_epi32(ib[c], w1, bcast4!(x.add(4)));
+            }
+        }
+        for c in 0..C {
+            let scale = _mm512_mul_ps(dw, _mm512_set1_ps(*acts[c].d.get_unchecked(b)));
+            let isum = _mm512_cvtepi32_ps(_mm512_add_epi32(ia[c], ib[c]));
+            facc[c] = _mm512_fmadd_ps(isum, scale, facc[c]);
+        }
+    }
+    for c in 0..C {
+        _mm512_storeu_ps(out[c].as_mut_ptr(), facc[c]);
+    }
+}
+
+/// Q4_1 group × `C` activation rows.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+unsafe fn q4_1<const C: usize>(w: (&[u8], &[u16]), acts: &[ActRow<'_>], out: &mut TileOut) {
+    let (quants, scales) = w;
+    let nb = quants.len() / tile_bytes(QFormat::Q4_1);
+    let mask = _mm512_set1_epi8(0x0F);
+    let xq: [*const i8; C] = std::array::from_fn(|c| acts[c].qs.as_ptr());
+    let mut facc = [_mm512_setzero_ps(); C];
+    for b in 0..nb {
+        let wq = quants.as_ptr().add(b * tile_bytes(QFormat::Q4_1));
+        let sc = scales.as_ptr().add(b * tile_scales(QFormat::Q4_1));
+        let dw = _mm512_cvtph_ps(_mm256_loadu_si256(sc.cast()));
+        let mw = _mm512_cvtph_ps(_mm256_loadu_si256(sc.add(GROUP).cast()));
+        let mut ia = [_mm512_setzero_si512(); C];
+        let mut ib = [_mm512_setzero_si512(); C];
+        for u in 0..4 {
+            let v = _mm512_loadu_si512(wq.add(u * UNIT).cast());
+            let lo = _mm512_and_si512(v, mask);
+            let hi = _mm512_and_si512(_mm512_srli_epi16::<4>(v), mask);
+            for c in 0..C {
+                let x = xq[c].add(b * QK + 4 * u);
+                ia[c] = _mm512_dpbusd_epi32(ia[c], lo, bcast4!(x));
+                ib[c] = _mm512_dpbusd_epi32(ib[c], hi, bcast4!(x.add(16)));
+            }
+        }
+        for c in 0..C {
+            let dx = *acts[c].d.get_unchecked(b);
+            let sx = dx * *acts[c].sum.get_unchecked(b) as f32;
+            let isum = _mm512_cvtepi32_ps(_mm512_add_epi32(ia[c], ib[c]));
+            facc[c] = _mm512_fmadd_ps(isum, _mm512_mul_ps(dw, _mm512_set1_ps(dx)), facc[c]);
+            facc[c] = _mm512_fmadd_ps(mw, _mm512_set1_ps(sx), facc[c]);
+        }
+    }
+    for c in 0..C {
+        _mm512_storeu_ps(out[c].as_mut_ptr(), facc[c]);
+    }
+}

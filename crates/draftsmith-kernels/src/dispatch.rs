@@ -1,0 +1,187 @@
+//! Kernel path selection and the parallel `matmul` driver.
+
+use std::cell::RefCell;
+use std::ops::Range;
+use std::sync::OnceLock;
+
+use rayon::prelude::*;
+
+use crate::act::{ActQuant, ActRow};
+use crate::layout::{tile_bytes, tile_scales, GROUP, QK};
+use crate::{QFormat, QMatrix};
+
+/// Activation rows processed together against one loaded weight tile.
+pub(crate) const TILE: usize = 4;
+/// Below this many multiply-adds a `matmul` runs on the calling thread.
+const INLINE_MACS: usize = 1 << 18;
+/// Target number of rayon tasks per pool thread (load balance vs. task overhead).
+const TASKS_PER_THREAD: usize = 4;
+
+/// One tile of results: `[activation row][weight row within the group]`.
+pub(crate) type TileOut = [[f32; GROUP]; TILE];
+
+/// A SIMD implementation of the kernels.
+#[doc(hidden)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum KernelPath {
+    /// Portable scalar code (any architecture).
+    Scalar,
+    /// x86-64 AVX2 + FMA + F16C (`vpmaddubsw`).
+    Avx2,
+    /// x86-64 AVX-512 F/BW/VL + VNNI (`vpdpbusd`), plus AVX2, FMA and F16C.
+    Avx512Vnni,
+}
+
+impl KernelPath {
+    /// Every path, slowest first.
+    pub const ALL: [KernelPath; 3] = [KernelPath::Scalar, KernelPath::Avx2, KernelPath::Avx512Vnni];
+
+    /// Whether this CPU can run the path.
+    pub fn is_supported(self) -> bool {
+        #[cfg(target_arch = "x86_64")]
+        {
+            use std::arch::is_x86_feature_detected as has;
+            let avx2 = has!("avx2") && has!("fma") && has!("f16c");
+            match self {
+                KernelPath::Scalar => true,
+                KernelPath::Avx2 => avx2,
+                KernelPath::Avx512Vnni => {
+                    avx2 && has!("avx512f")
+                        && has!("avx512bw")
+                        && has!("avx512vl")
+                        && has!("avx512vnni")
+                }
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            self == KernelPath::Scalar
+        }
+    }
+
+    /// The path `matmul` uses: the fastest supported one, or `DRAFTSMITH_KERNEL_PATH`
+    /// (`scalar`, `avx2`, `avx512vnni`) when set to a supported path. Cached after the first call.
+    pub fn detect() -> Self {
+        static PATH: OnceLock<KernelPath> = OnceLock::new();
+        *PATH.get_or_init(|| {
+            let forced = std::env::var("DRAFTSMITH_KERNEL_PATH").ok();
+            let forced = forced.and_then(|v| Self::ALL.into_iter().find(|p| p.name() == v));
+            match forced {
+                Some(p) if p.is_supported() => p,
+                _ => Self::ALL.into_iter().rev().find(|p| p.is_supported()).unwrap_or(Self::Scalar),
+            }
+        })
+    }
+
+    /// Short lowercase name (as accepted by `DRAFTSMITH_KERNEL_PATH`).
+    pub fn name(self) -> &'static str {
+        match self {
+            KernelPath::Scalar => "scalar",
+            KernelPath::Avx2 => "avx2",
+            KernelPath::Avx512Vnni => "avx512vnni",
+        }
+    }
+}
+
+thread_local! {
+    static SCRATCH: RefCell<ActQuant> = RefCell::new(ActQuant::default());
+}
+
+/// Runs `f` with this thread's activation scratch (a fresh one if it is already in use, which
+/// happens when rayon runs a nested `matmul` on a thread that is waiting inside another).
+fn with_scratch<R>(f: impl FnOnce(&mut ActQuant) -> R) -> R {
+    SCRATCH.with(|cell| match cell.try_borrow_mut() {
+        Ok(mut act) => f(&mut act),
+        Err(_) => f(&mut ActQuant::default()),
+    })
+}
+
+/// `y[n, rows] = x[n, cols] · Wᵀ` on `path`, which the caller has checked is supported.
+pub(crate) fn matmul_impl(m: &QMatrix, path: KernelPath, x: &[f32], n: usize, y: &mut [f32]) {
+    assert_eq!(x.len(), n * m.cols(), "x must hold n * cols values");
+    assert_eq!(y.len(), n * m.rows(), "y must hold n * rows values");
+    if n == 0 || m.rows() == 0 {
+        return;
+    }
+    with_scratch(|act| {
+        act.quantize(x, n, m.cols(), path);
+        run(m, path, act, y);
+    });
+}
+
+/// Raw output pointer shared by tasks that write disjoint row ranges.
+struct OutPtr {
+    ptr: *mut f32,
+    len: usize,
+}
+
+// SAFETY: tasks write disjoint index sets (distinct row groups) of one live `&mut [f32]`.
+unsafe impl Sync for OutPtr {}
+
+impl OutPtr {
+    /// Copies `vals` to `y[at .. at + vals.len()]`.
+    fn write(&self, at: usize, vals: &[f32]) {
+        assert!(at + vals.len() <= self.len, "output write out of bounds");
+        // SAFETY: in bounds (checked); no other task writes these indices (see `Sync` impl).
+        unsafe { std::ptr::copy_nonoverlapping(vals.as_ptr(), self.ptr.add(at), vals.len()) };
+    }
+}
+
+/// Splits the row groups over rayon tasks, or runs inline for small problems.
+fn run(m: &QMatrix, path: KernelPath, act: &ActQuant, y: &mut [f32]) {
+    let out = OutPtr { ptr: y.as_mut_ptr(), len: y.len() };
+    let groups = m.groups();
+    let macs = groups * GROUP * m.cols() * act.n();
+    let threads = rayon::current_num_threads();
+    if threads <= 1 || groups < 2 || macs < INLINE_MACS {
+        compute(m, path, act, 0..groups, &out);
+        return;
+    }
+    let chunk = groups.div_ceil(threads * TASKS_PER_THREAD).max(1);
+    (0..groups.div_ceil(chunk)).into_par_iter().for_each(|i| {
+        let range = i * chunk..((i + 1) * chunk).min(groups);
+        compute(m, path, act, range, &out);
+    });
+}
+
+/// Computes all activation rows for the row groups in `range`.
+fn compute(m: &QMatrix, path: KernelPath, act: &ActQuant, range: Range<usize>, out: &OutPtr) {
+    let (rows, n) = (m.rows(), act.n());
+    let mut tile: TileOut = [[0.0; GROUP]; TILE];
+    for g in range {
+        let (quants, scales) = m.group(g);
+        let valid = GROUP.min(rows - g * GROUP);
+        for c0 in (0..n).step_by(TILE) {
+            let cn = TILE.min(n - c0);
+            let acts: [ActRow<'_>; TILE] = std::array::from_fn(|t| act.row((c0 + t).min(n - 1)));
+            kernel(path, m.format(), (quants, scales), &acts[..cn], &mut tile);
+            for (t, res) in tile.iter().enumerate().take(cn) {
+                out.write((c0 + t) * rows + g * GROUP, &res[..valid]);
+            }
+        }
+    }
+}
+
+/// Runs one tile kernel: one packed row group against up to [`TILE`] activation rows.
+fn kernel(path: KernelPath, f: QFormat, w: (&[u8], &[u16]), acts: &[ActRow<'_>], out: &mut TileOut) {
+    match path {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: callers only pass supported paths (`detect` / `matmul_with` check).
+        KernelPath::Avx512Vnni => unsafe { crate::avx512::tile(f, w, acts, out) },
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: as above.
+        KernelPath::Avx2 => unsafe { crate::avx2::tile(f, w, acts, out) },
+        _ => crate::scalar::tile(f, w, acts, out),
+    }
+}
+
+/// Asserts the slice lengths the unchecked pointer arithmetic below relies on.
+pub(crate) fn check_lengths(f: QFormat, w: (&[u8], &[u16]), acts: &[ActRow<'_>]) {
+    let nb = w.0.len() / tile_bytes(f);
+    assert!((1..=TILE).contains(&acts.len()), "tile width must be 1..={TILE}");
+    assert_eq!(w.0.len(), nb * tile_bytes(f), "packed quants are whole tiles");
+    assert!(w.1.len() >= nb * tile_scales(f), "packed scales too short");
+    for a in acts {
+        assert!(a.qs.len() >= nb * QK && a.d.len() >= nb && a.sum.len() >= nb, "activation row too short");
+    }
+}

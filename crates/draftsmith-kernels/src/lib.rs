@@ -1,0 +1,63 @@
+//! Quantized CPU matrix kernels for the LLM decode and small-batch verify path.
+//!
+//! A [`QMatrix`] holds a weight matrix `W` (`rows` outputs × `cols` inputs) in one of the GGUF
+//! block formats ([`QFormat::Q8_0`], [`QFormat::Q4_1`]). [`QMatrix::matmul`] computes
+//! `y[n, rows] = x[n, cols] · Wᵀ` the way llama.cpp does: each activation row is quantized per
+//! 32 values to 8 bits, and every 32-element block product is an exact integer dot product scaled
+//! by the two block scales.
+//!
+//! # Layout
+//!
+//! At load time the GGUF blocks are repacked so that 16 consecutive weight rows are interleaved
+//! four bytes at a time (see [`layout`](crate::layout)). One 64-byte load then holds four
+//! consecutive elements of 16 rows, and a single `vpdpbusd` against four broadcast activation
+//! bytes yields one partial dot product per row, lane `j` being row `j`. Per-block scales are
+//! applied as one vector multiply per block, and no horizontal reduction is needed.
+//!
+//! # Paths
+//!
+//! The kernel path is chosen once at run time: AVX-512 VNNI, AVX2 (+FMA, F16C), or a portable
+//! scalar fallback. `DRAFTSMITH_KERNEL_PATH=scalar|avx2|avx512vnni` forces a (supported) path.
+
+mod act;
+#[cfg(target_arch = "x86_64")]
+mod avx2;
+#[cfg(target_arch = "x86_64")]
+mod avx512;
+mod dispatch;
+mod error;
+mod layout;
+mod matrix;
+mod scalar;
+
+#[cfg(test)]
+mod tests;
+
+pub use dispatch::KernelPath;
+pub use error::KernelError;
+pub use matrix::QMatrix;
+
+/// A GGUF weight block format supported by the kernels.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum QFormat {
+    /// 32 signed 8-bit values with one f16 scale: `value = d * q` (34 bytes per block).
+    Q8_0,
+    /// 32 unsigned 4-bit values with an f16 scale and an f16 minimum: `value = d * q + m`
+    /// (20 bytes per block; low nibbles are elements 0..16, high nibbles 16..32).
+    Q4_1,
+}
+
+impl QFormat {
+    /// Bytes of one 32-element block in the GGUF (ggml) layout.
+    pub const fn block_bytes(self) -> usize {
+        match self {
+            QFormat::Q8_0 => 34,
+            QFormat::Q4_1 => 20,
+        }
+    }
+
+    /// Number of elements per block (32 for every supported format).
+    pub const fn block_elems(self) -> usize {
+        layout::QK
+    }
+}

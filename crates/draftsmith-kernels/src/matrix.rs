@@ -1,0 +1,194 @@
+//! The [`QMatrix`] type: construction, accessors and row dequantization.
+
+use crate::act::quantize_block_scalar;
+use crate::dispatch::{matmul_impl, KernelPath};
+use crate::layout::{self, AlignedBytes, GROUP, QK};
+use crate::{KernelError, QFormat};
+
+/// Weight matrix `W` with `rows` outputs × `cols` inputs, quantized in a GGUF block format.
+///
+/// Internally the blocks are repacked into a row-interleaved layout (see the crate docs); the
+/// values are exactly those of the GGUF blocks.
+#[derive(Clone)]
+pub struct QMatrix {
+    format: QFormat,
+    rows: usize,
+    cols: usize,
+    /// Row groups of [`GROUP`] rows (the last one zero-padded).
+    groups: usize,
+    quants: AlignedBytes,
+    scales: Vec<u16>,
+}
+
+impl std::fmt::Debug for QMatrix {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("QMatrix")
+            .field("format", &self.format)
+            .field("rows", &self.rows)
+            .field("cols", &self.cols)
+            .field("n_bytes", &self.n_bytes())
+            .finish()
+    }
+}
+
+/// Checks `cols % 32 == 0` and that `rows × cols` fits; returns `rows × cols / 32` blocks.
+fn check_shape(rows: usize, cols: usize) -> Result<usize, KernelError> {
+    if cols % QK != 0 {
+        return Err(KernelError::ColsNotBlockMultiple { cols });
+    }
+    rows.checked_mul(cols)
+        .map(|e| e / QK)
+        .ok_or(KernelError::ShapeOverflow { rows, cols })
+}
+
+impl QMatrix {
+    /// An all-zero matrix ready to be filled block by block.
+    fn empty(format: QFormat, rows: usize, cols: usize) -> Self {
+        let groups = rows.div_ceil(GROUP);
+        let tiles = groups * (cols / QK);
+        let fill = if format == QFormat::Q8_0 { 0x80 } else { 0 };
+        Self {
+            format,
+            rows,
+            cols,
+            groups,
+            quants: AlignedBytes::filled(tiles * layout::tile_bytes(format), fill),
+            scales: vec![0; tiles * layout::tile_scales(format)],
+        }
+    }
+
+    /// Wraps raw GGUF block bytes (row-major, each row `cols / 32` blocks).
+    ///
+    /// Q8_0 block: f16 `d` + 32 × i8 (34 bytes). Q4_1 block: f16 `d`, f16 `m`, 16 nibble bytes
+    /// (20 bytes), `value = d * q + m`, low nibbles are elements 0..16, high nibbles 16..32.
+    ///
+    /// # Errors
+    /// [`KernelError::ColsNotBlockMultiple`] when `cols % 32 != 0`, [`KernelError::ByteLength`]
+    /// when `bytes.len() != rows × cols/32 × block_bytes`, [`KernelError::ShapeOverflow`].
+    pub fn from_ggml_blocks(
+        format: QFormat,
+        bytes: &[u8],
+        rows: usize,
+        cols: usize,
+    ) -> Result<Self, KernelError> {
+        let blocks = check_shape(rows, cols)?;
+        let expected = blocks
+            .checked_mul(format.block_bytes())
+            .ok_or(KernelError::ShapeOverflow { rows, cols })?;
+        if bytes.len() != expected {
+            let actual = bytes.len();
+            return Err(KernelError::ByteLength { format, rows, cols, expected, actual });
+        }
+        let mut m = Self::empty(format, rows, cols);
+        let nb = cols / QK;
+        for (i, src) in bytes.chunks_exact(format.block_bytes()).enumerate() {
+            m.pack(src, i / nb, i % nb);
+        }
+        Ok(m)
+    }
+
+    /// Quantizes an f32 row-major `[rows, cols]` matrix to Q8_0 with ggml's rounding:
+    /// `d = amax / 127` (stored as f16), `q = round(x / d)`.
+    ///
+    /// # Errors
+    /// [`KernelError::ColsNotBlockMultiple`], [`KernelError::ValueCount`] when
+    /// `w.len() != rows × cols`, [`KernelError::ShapeOverflow`].
+    pub fn quantize_q8_0(w: &[f32], rows: usize, cols: usize) -> Result<Self, KernelError> {
+        let blocks = check_shape(rows, cols)?;
+        if w.len() != blocks * QK {
+            let (expected, actual) = (blocks * QK, w.len());
+            return Err(KernelError::ValueCount { rows, cols, expected, actual });
+        }
+        let mut m = Self::empty(QFormat::Q8_0, rows, cols);
+        let nb = cols / QK;
+        let mut block = [0u8; 34];
+        let mut q = [0i8; QK];
+        for (i, x) in w.chunks_exact(QK).enumerate() {
+            let (d, _) = quantize_block_scalar(x, &mut q);
+            block[..2].copy_from_slice(&layout::f32_to_f16(d).to_le_bytes());
+            for (dst, &v) in block[2..].iter_mut().zip(&q) {
+                *dst = v as u8;
+            }
+            m.pack(&block, i / nb, i % nb);
+        }
+        Ok(m)
+    }
+
+    /// Stores one GGUF-format block at `(row, b)`.
+    fn pack(&mut self, src: &[u8], row: usize, b: usize) {
+        let nb = self.cols / QK;
+        let quants = self.quants.as_mut_slice();
+        layout::pack_block(self.format, src, (row, b, nb), quants, &mut self.scales);
+    }
+
+    /// Number of output rows.
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+
+    /// Number of input columns.
+    pub fn cols(&self) -> usize {
+        self.cols
+    }
+
+    /// Block format of the weights.
+    pub fn format(&self) -> QFormat {
+        self.format
+    }
+
+    /// Bytes of weight storage held (packed quants and scales, rows padded to a multiple of 16).
+    /// For `rows % 16 == 0` this equals the GGUF size `rows × cols/32 × block_bytes`.
+    pub fn n_bytes(&self) -> usize {
+        self.quants.as_slice().len() + 2 * self.scales.len()
+    }
+
+    /// Number of 16-row groups.
+    pub(crate) fn groups(&self) -> usize {
+        self.groups
+    }
+
+    /// Packed quants and scales of row group `g` (all `cols / 32` blocks).
+    pub(crate) fn group(&self, g: usize) -> (&[u8], &[u16]) {
+        let nb = self.cols / QK;
+        let qb = nb * layout::tile_bytes(self.format);
+        let sb = nb * layout::tile_scales(self.format);
+        (&self.quants.as_slice()[g * qb..][..qb], &self.scales[g * sb..][..sb])
+    }
+
+    /// `y[n, rows] = x[n, cols] · Wᵀ`.
+    ///
+    /// Each row of `x` is quantized per 32 values to 8 bits (scale `amax / 127`, with the block
+    /// sum kept for Q4_1's minimum term, as llama.cpp's Q8_0 / Q8_1), then every block product is
+    /// an exact integer dot product. Runs on rayon's global pool, split over output rows; small
+    /// problems run inline.
+    ///
+    /// # Panics
+    /// If `x.len() != n × cols` or `y.len() != n × rows`.
+    pub fn matmul(&self, x: &[f32], n: usize, y: &mut [f32]) {
+        matmul_impl(self, KernelPath::detect(), x, n, y);
+    }
+
+    /// [`matmul`](Self::matmul) on an explicit kernel path (for tests and benchmarks).
+    ///
+    /// # Panics
+    /// As `matmul`, and if `path` is not supported by this CPU.
+    #[doc(hidden)]
+    pub fn matmul_with(&self, path: KernelPath, x: &[f32], n: usize, y: &mut [f32]) {
+        assert!(path.is_supported(), "kernel path {path:?} is not supported on this CPU");
+        matmul_impl(self, path, x, n, y);
+    }
+
+    /// Dequantizes row `row` into `out` (embedding lookup).
+    ///
+    /// # Panics
+    /// If `row >= rows` or `out.len() != cols`.
+    pub fn dequantize_row(&self, row: usize, out: &mut [f32]) {
+        assert!(row < self.rows, "row {row} out of range for {} rows", self.rows);
+        assert_eq!(out.len(), self.cols, "output length must equal cols");
+        let nb = self.cols / QK;
+        let quants = self.quants.as_slice();
+        for (b, chunk) in out.chunks_exact_mut(QK).enumerate() {
+            layout::unpack_block(self.format, (row, b, nb), quants, &self.scales, chunk);
+        }
+    }
+}

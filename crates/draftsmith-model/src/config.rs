@@ -1,0 +1,326 @@
+//! One runtime configuration for every supported architecture, built from either a Hugging Face
+//! `config.json` (through the serde mirror [`HfConfig`]) or GGUF metadata.
+
+use std::path::Path;
+
+use serde::Deserialize;
+
+use crate::error::ModelError;
+
+/// Model families the engine implements.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Architecture {
+    /// Llama 2/3, SmolLM2 and other `LlamaForCausalLM` models.
+    Llama,
+    /// Qwen2 / Qwen2.5: Llama with biases on q, k and v.
+    Qwen2,
+}
+
+impl Architecture {
+    /// Parses the GGUF `general.architecture` or HF `model_type` value.
+    pub fn parse(name: &str) -> Option<Self> {
+        match name {
+            "llama" | "mistral" => Some(Self::Llama),
+            "qwen2" => Some(Self::Qwen2),
+            _ => None,
+        }
+    }
+
+    /// Name as it appears in GGUF metadata keys.
+    pub fn gguf_name(self) -> &'static str {
+        match self {
+            Self::Llama => "llama",
+            Self::Qwen2 => "qwen2",
+        }
+    }
+
+    /// Whether q, k and v projections carry a bias.
+    pub fn qkv_bias(self) -> bool {
+        matches!(self, Self::Qwen2)
+    }
+}
+
+/// How rotary position frequencies are rescaled for longer contexts.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RopeScaling {
+    /// Plain RoPE.
+    None,
+    /// Position interpolation: every frequency divided by `factor`.
+    Linear { factor: f32 },
+    /// Llama 3.1 frequency-dependent scaling.
+    Llama3 { factor: f32, low_freq_factor: f32, high_freq_factor: f32, original_max_position: usize },
+    /// YaRN (NTK-by-parts interpolation plus attention temperature).
+    Yarn { factor: f32, original_max_position: usize, beta_fast: f32, beta_slow: f32 },
+    /// Per-frequency divisors, as llama.cpp stores Llama 3.1 scaling (`rope_freqs.weight`).
+    PerFrequency { factors: Vec<f32> },
+}
+
+/// The runtime configuration every loader resolves to.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelConfig {
+    pub architecture: Architecture,
+    pub vocab_size: usize,
+    pub hidden_size: usize,
+    pub intermediate_size: usize,
+    pub num_layers: usize,
+    pub num_heads: usize,
+    pub num_kv_heads: usize,
+    pub head_dim: usize,
+    pub rms_norm_eps: f32,
+    pub rope_theta: f32,
+    pub rope_scaling: RopeScaling,
+    pub max_position_embeddings: usize,
+    pub tie_word_embeddings: bool,
+}
+
+impl ModelConfig {
+    /// Number of query heads sharing one key/value head.
+    pub fn gqa_group(&self) -> usize {
+        self.num_heads / self.num_kv_heads
+    }
+
+    /// Checks the invariants the forward pass relies on.
+    pub fn validate(&self, source: &Path) -> Result<(), ModelError> {
+        let bad = |problem: String| ModelError::Config { path: source.to_path_buf(), problem };
+        if self.num_heads == 0 || self.num_kv_heads == 0 || self.num_heads % self.num_kv_heads != 0 {
+            return Err(bad(format!(
+                "num_heads ({}) must be a positive multiple of num_kv_heads ({})",
+                self.num_heads, self.num_kv_heads
+            )));
+        }
+        if self.head_dim % 2 != 0 || self.head_dim == 0 {
+            return Err(bad(format!("head_dim ({}) must be even and positive", self.head_dim)));
+        }
+        if self.hidden_size == 0 || self.vocab_size == 0 || self.num_layers == 0 {
+            return Err(bad("hidden_size, vocab_size and num_layers must be positive".into()));
+        }
+        Ok(())
+    }
+
+    /// Rotary inverse frequencies (length `head_dim / 2`) after scaling, and the attention
+    /// scale multiplier YaRN applies to cos/sin (1.0 otherwise).
+    pub fn rope_inv_freq(&self) -> (Vec<f32>, f32) {
+        let d = self.head_dim as f64;
+        let base: Vec<f64> = (0..self.head_dim / 2)
+            .map(|i| 1.0 / (self.rope_theta as f64).powf(2.0 * i as f64 / d))
+            .collect();
+        match &self.rope_scaling {
+            RopeScaling::None => (base.iter().map(|&f| f as f32).collect(), 1.0),
+            RopeScaling::Linear { factor } => {
+                (base.iter().map(|&f| (f / *factor as f64) as f32).collect(), 1.0)
+            }
+            RopeScaling::Llama3 { factor, low_freq_factor, high_freq_factor, original_max_position } => {
+                let inv = llama3_scale(&base, *factor as f64, *low_freq_factor as f64, *high_freq_factor as f64, *original_max_position as f64);
+                (inv, 1.0)
+            }
+            RopeScaling::PerFrequency { factors } => {
+                (base.iter().zip(factors).map(|(&f, &k)| (f / k as f64) as f32).collect(), 1.0)
+            }
+            RopeScaling::Yarn { factor, original_max_position, beta_fast, beta_slow } => {
+                yarn_scale(&base, d, self.rope_theta as f64, *factor as f64, *original_max_position as f64, *beta_fast as f64, *beta_slow as f64)
+            }
+        }
+    }
+}
+
+fn llama3_scale(base: &[f64], factor: f64, low: f64, high: f64, original: f64) -> Vec<f32> {
+    let low_wavelen = original / low;
+    let high_wavelen = original / high;
+    base.iter()
+        .map(|&f| {
+            let wavelen = 2.0 * std::f64::consts::PI / f;
+            let scaled = if wavelen < high_wavelen {
+                f
+            } else if wavelen > low_wavelen {
+                f / factor
+            } else {
+                let smooth = (original / wavelen - low) / (high - low);
+                (1.0 - smooth) * f / factor + smooth * f
+            };
+            scaled as f32
+        })
+        .collect()
+}
+
+fn yarn_scale(base: &[f64], d: f64, theta: f64, factor: f64, original: f64, beta_fast: f64, beta_slow: f64) -> (Vec<f32>, f32) {
+    // Dimension index at which a frequency completes `rotations` turns over the original context.
+    let dim_for = |rotations: f64| d * (original / (rotations * 2.0 * std::f64::consts::PI)).ln() / (2.0 * theta.ln());
+    let low = dim_for(beta_fast).floor().max(0.0);
+    let high = dim_for(beta_slow).ceil().min(d - 1.0);
+    let inv = base
+        .iter()
+        .enumerate()
+        .map(|(i, &f)| {
+            let ramp = if high == low { 0.0 } else { ((i as f64 - low) / (high - low)).clamp(0.0, 1.0) };
+            let extrapolation = 1.0 - ramp;
+            (f / factor * (1.0 - extrapolation) + f * extrapolation) as f32
+        })
+        .collect();
+    let mscale = if factor <= 1.0 { 1.0 } else { 0.1 * factor.ln() + 1.0 };
+    (inv, mscale as f32)
+}
+
+/// Serde mirror of a Hugging Face `config.json` (the fields the engine reads).
+#[derive(Debug, Clone, Deserialize)]
+pub struct HfConfig {
+    pub model_type: String,
+    pub vocab_size: usize,
+    pub hidden_size: usize,
+    pub intermediate_size: usize,
+    pub num_hidden_layers: usize,
+    pub num_attention_heads: usize,
+    pub num_key_value_heads: Option<usize>,
+    pub head_dim: Option<usize>,
+    #[serde(default = "default_eps")]
+    pub rms_norm_eps: f32,
+    #[serde(default = "default_theta")]
+    pub rope_theta: f32,
+    pub rope_scaling: Option<HfRopeScaling>,
+    #[serde(default = "default_max_pos")]
+    pub max_position_embeddings: usize,
+    #[serde(default)]
+    pub tie_word_embeddings: bool,
+    pub bos_token_id: Option<serde_json::Value>,
+    pub eos_token_id: Option<serde_json::Value>,
+}
+
+fn default_eps() -> f32 {
+    1e-6
+}
+fn default_theta() -> f32 {
+    10_000.0
+}
+fn default_max_pos() -> usize {
+    2048
+}
+
+/// `rope_scaling` object of a Hugging Face config.
+#[derive(Debug, Clone, Deserialize)]
+pub struct HfRopeScaling {
+    #[serde(alias = "type")]
+    pub rope_type: String,
+    pub factor: Option<f32>,
+    pub low_freq_factor: Option<f32>,
+    pub high_freq_factor: Option<f32>,
+    pub original_max_position_embeddings: Option<usize>,
+    pub beta_fast: Option<f32>,
+    pub beta_slow: Option<f32>,
+}
+
+impl HfConfig {
+    /// Reads and parses `config.json`.
+    pub fn read(path: &Path) -> Result<Self, ModelError> {
+        let text = std::fs::read_to_string(path).map_err(|e| ModelError::io(path, e))?;
+        serde_json::from_str(&text).map_err(|e| ModelError::Config { path: path.to_path_buf(), problem: e.to_string() })
+    }
+
+    /// Resolves into the runtime configuration.
+    pub fn into_config(self, path: &Path) -> Result<ModelConfig, ModelError> {
+        let architecture = Architecture::parse(&self.model_type)
+            .ok_or_else(|| ModelError::UnknownArchitecture { path: path.to_path_buf(), name: self.model_type.clone() })?;
+        let head_dim = self.head_dim.unwrap_or(self.hidden_size / self.num_attention_heads.max(1));
+        let rope_scaling = match self.rope_scaling {
+            None => RopeScaling::None,
+            Some(s) => hf_rope_scaling(s, self.max_position_embeddings, path)?,
+        };
+        let config = ModelConfig {
+            architecture,
+            vocab_size: self.vocab_size,
+            hidden_size: self.hidden_size,
+            intermediate_size: self.intermediate_size,
+            num_layers: self.num_hidden_layers,
+            num_heads: self.num_attention_heads,
+            num_kv_heads: self.num_key_value_heads.unwrap_or(self.num_attention_heads),
+            head_dim,
+            rms_norm_eps: self.rms_norm_eps,
+            rope_theta: self.rope_theta,
+            rope_scaling,
+            max_position_embeddings: self.max_position_embeddings,
+            tie_word_embeddings: self.tie_word_embeddings,
+        };
+        config.validate(path)?;
+        Ok(config)
+    }
+}
+
+fn hf_rope_scaling(s: HfRopeScaling, max_pos: usize, path: &Path) -> Result<RopeScaling, ModelError> {
+    let factor = s.factor.unwrap_or(1.0);
+    let original = s.original_max_position_embeddings.unwrap_or(max_pos);
+    Ok(match s.rope_type.as_str() {
+        "default" => RopeScaling::None,
+        "linear" => RopeScaling::Linear { factor },
+        "llama3" => RopeScaling::Llama3 {
+            factor,
+            low_freq_factor: s.low_freq_factor.unwrap_or(1.0),
+            high_freq_factor: s.high_freq_factor.unwrap_or(4.0),
+            original_max_position: original,
+        },
+        "yarn" => RopeScaling::Yarn {
+            factor,
+            original_max_position: original,
+            beta_fast: s.beta_fast.unwrap_or(32.0),
+            beta_slow: s.beta_slow.unwrap_or(1.0),
+        },
+        other => {
+            return Err(ModelError::Config {
+                path: path.to_path_buf(),
+                problem: format!("rope_scaling type `{other}` is not supported (default, linear, llama3, yarn)"),
+            })
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn base() -> ModelConfig {
+        ModelConfig {
+            architecture: Architecture::Llama,
+            vocab_size: 10,
+            hidden_size: 8,
+            intermediate_size: 16,
+            num_layers: 1,
+            num_heads: 2,
+            num_kv_heads: 1,
+            head_dim: 4,
+            rms_norm_eps: 1e-5,
+            rope_theta: 10_000.0,
+            rope_scaling: RopeScaling::None,
+            max_position_embeddings: 64,
+            tie_word_embeddings: true,
+        }
+    }
+
+    #[test]
+    fn linear_scaling_divides_every_frequency() {
+        let plain = base().rope_inv_freq().0;
+        let cfg = ModelConfig { rope_scaling: RopeScaling::Linear { factor: 4.0 }, ..base() };
+        let scaled = cfg.rope_inv_freq().0;
+        for (p, s) in plain.iter().zip(&scaled) {
+            assert!((p / 4.0 - s).abs() < 1e-7);
+        }
+    }
+
+    #[test]
+    fn llama3_keeps_high_frequencies_and_divides_low_ones() {
+        let cfg = ModelConfig {
+            head_dim: 64,
+            rope_theta: 500_000.0,
+            rope_scaling: RopeScaling::Llama3 { factor: 8.0, low_freq_factor: 1.0, high_freq_factor: 4.0, original_max_position: 8192 },
+            ..base()
+        };
+        let plain = ModelConfig { rope_scaling: RopeScaling::None, ..cfg.clone() }.rope_inv_freq().0;
+        let scaled = cfg.rope_inv_freq().0;
+        assert_eq!(scaled[0], plain[0], "the fastest frequency is kept");
+        let last = plain.len() - 1;
+        assert!((scaled[last] - plain[last] / 8.0).abs() < 1e-12, "the slowest frequency is divided by the factor");
+    }
+
+    #[test]
+    fn invalid_gqa_is_rejected_with_the_path() {
+        let cfg = ModelConfig { num_heads: 3, num_kv_heads: 2, ..base() };
+        let err = cfg.validate(Path::new("/x/config.json")).unwrap_err().to_string();
+        assert!(err.contains("/x/config.json") && err.contains("num_kv_heads"), "{err}");
+    }
+}

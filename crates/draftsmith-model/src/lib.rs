@@ -1,0 +1,22 @@
+//! The draftsmith target engine: Llama-family decoders in burn with explicit positions and
+//! attention masks (so a flattened draft tree verifies in one pass), a KV cache kept outside
+//! the model, and loaders for GGUF files and Hugging Face directories.
+
+pub mod cache;
+pub mod chat;
+pub mod config;
+pub mod error;
+pub mod layers;
+pub mod load;
+pub mod model;
+pub mod names;
+pub mod source;
+pub mod tokenizer;
+
+pub use cache::KvCache;
+pub use chat::{ChatMessage, ChatTemplate};
+pub use config::{Architecture, ModelConfig, RopeScaling};
+pub use error::ModelError;
+pub use load::{load_model, LoadOptions, LoadedModel, MatmulWeights, SourceKind};
+pub use model::{AttentionMask, ForwardOutput, LogitsSelect, Model};
+pub use tokenizer::TextTokenizer;

@@ -1,0 +1,290 @@
+//! Loading a target model from a GGUF file or a Hugging Face directory into one runtime config,
+//! one tokenizer and one [`Model`]. Reports missing and unused tensors as errors.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use burn::tensor::{backend::Backend, Tensor, TensorData};
+use draftsmith_gguf::GgufFile;
+
+use crate::chat::ChatTemplate;
+use crate::config::{Architecture, HfConfig, ModelConfig, RopeScaling};
+use crate::error::ModelError;
+use crate::layers::{Linear, LinearWeight, RmsNorm, Rope};
+use crate::model::{Attention, Block, Mlp, Model};
+use crate::names;
+use crate::source::{GgufSource, SafetensorsSource, WeightSource};
+use crate::tokenizer::TextTokenizer;
+
+/// How matrix weights are held in memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MatmulWeights {
+    /// f32 burn tensors (any backend; exact for f32/f16/bf16 checkpoints).
+    Dense,
+    /// Quantized blocks with the CPU kernels (GGUF Q8_0/Q4_1 kept as stored, other types
+    /// re-quantized to Q8_0). CPU backends only.
+    Quantized,
+}
+
+/// Options for [`load_model`].
+#[derive(Debug, Clone, Copy)]
+pub struct LoadOptions {
+    pub matmul: MatmulWeights,
+}
+
+/// What a model was loaded from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SourceKind {
+    Gguf,
+    HfDirectory,
+}
+
+/// A model, its tokenizer and where they came from.
+pub struct LoadedModel<B: Backend> {
+    pub model: Model<B>,
+    pub tokenizer: TextTokenizer,
+    pub path: PathBuf,
+    pub kind: SourceKind,
+}
+
+/// Loads a `.gguf` file or a Hugging Face model directory.
+pub fn load_model<B: Backend>(path: &Path, options: LoadOptions, device: &B::Device) -> Result<LoadedModel<B>, ModelError> {
+    if path.is_dir() {
+        load_hf_dir(path, options, device)
+    } else if path.is_file() {
+        load_gguf(path, options, device)
+    } else if !path.exists() {
+        Err(ModelError::io(path, std::io::Error::new(std::io::ErrorKind::NotFound, "no such file or directory")))
+    } else {
+        Err(ModelError::NotAModel { path: path.to_path_buf() })
+    }
+}
+
+fn load_gguf<B: Backend>(path: &Path, options: LoadOptions, device: &B::Device) -> Result<LoadedModel<B>, ModelError> {
+    let file = GgufFile::open(path)?;
+    let config = gguf_config(&file)?;
+    let tokenizer = TextTokenizer::from_gguf(&file)?;
+    let source = GgufSource::new(file, config.architecture, config.num_heads, config.num_kv_heads);
+    check_vocab(&tokenizer, &config)?;
+    let model = build(&config, &source, options, device, &[names::GGUF_ROPE_FREQS])?;
+    Ok(LoadedModel { model, tokenizer, path: path.to_path_buf(), kind: SourceKind::Gguf })
+}
+
+fn load_hf_dir<B: Backend>(dir: &Path, options: LoadOptions, device: &B::Device) -> Result<LoadedModel<B>, ModelError> {
+    let config_path = dir.join("config.json");
+    if !config_path.exists() {
+        return Err(ModelError::NotAModel { path: dir.to_path_buf() });
+    }
+    let hf = HfConfig::read(&config_path)?;
+    let eos = json_ids(hf.eos_token_id.as_ref());
+    let bos = json_ids(hf.bos_token_id.as_ref()).first().copied();
+    let config = hf.into_config(&config_path)?;
+    let tokenizer = hf_tokenizer(dir, bos, eos)?;
+    check_vocab(&tokenizer, &config)?;
+    let source = SafetensorsSource::open(dir)?;
+    let model = build(&config, &source, options, device, &[])?;
+    Ok(LoadedModel { model, tokenizer, path: dir.to_path_buf(), kind: SourceKind::HfDirectory })
+}
+
+fn json_ids(v: Option<&serde_json::Value>) -> Vec<u32> {
+    match v {
+        Some(serde_json::Value::Number(n)) => n.as_u64().map(|x| vec![x as u32]).unwrap_or_default(),
+        Some(serde_json::Value::Array(a)) => a.iter().filter_map(|x| x.as_u64().map(|x| x as u32)).collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// `tokenizer.json` plus `tokenizer_config.json` (chat template, BOS policy, EOS token).
+fn hf_tokenizer(dir: &Path, bos: Option<u32>, mut eos: Vec<u32>) -> Result<TextTokenizer, ModelError> {
+    let tok_path = dir.join("tokenizer.json");
+    let cfg_path = dir.join("tokenizer_config.json");
+    let cfg: serde_json::Value = match std::fs::read_to_string(&cfg_path) {
+        Ok(text) => serde_json::from_str(&text).map_err(|e| ModelError::Tokenizer { path: cfg_path.clone(), problem: e.to_string() })?,
+        Err(_) => serde_json::Value::Null,
+    };
+    let token_text = |key: &str| match cfg.get(key) {
+        Some(serde_json::Value::String(s)) => Some(s.clone()),
+        Some(serde_json::Value::Object(o)) => o.get("content").and_then(|c| c.as_str()).map(String::from),
+        _ => None,
+    };
+    let template = match cfg.get("chat_template").and_then(|t| t.as_str()) {
+        Some(t) => Some(ChatTemplate::new(&cfg_path, t, token_text("bos_token"), token_text("eos_token"))?),
+        None => None,
+    };
+    let add_bos = cfg.get("add_bos_token").and_then(|b| b.as_bool()).unwrap_or(false);
+    let inner = TextTokenizer::read_json(&tok_path)?;
+    if let Some(id) = token_text("eos_token").and_then(|t| inner.token_to_id(&t)) {
+        if !eos.contains(&id) {
+            eos.push(id);
+        }
+    }
+    Ok(TextTokenizer::new(inner, &tok_path, bos, eos, add_bos, template))
+}
+
+fn check_vocab(tokenizer: &TextTokenizer, config: &ModelConfig) -> Result<(), ModelError> {
+    if tokenizer.vocab_size() > config.vocab_size {
+        return Err(ModelError::VocabMismatch { path: tokenizer.source().to_path_buf(), tokenizer: tokenizer.vocab_size(), model: config.vocab_size });
+    }
+    Ok(())
+}
+
+/// Reads the runtime config from GGUF metadata (`{arch}.*` keys).
+fn gguf_config(file: &GgufFile) -> Result<ModelConfig, ModelError> {
+    let arch_name = file.get_str("general.architecture")?;
+    let architecture = Architecture::parse(arch_name)
+        .ok_or_else(|| ModelError::UnknownArchitecture { path: file.path().to_path_buf(), name: arch_name.to_string() })?;
+    let key = |k: &str| format!("{}.{k}", architecture.gguf_name());
+    let usize_key = |k: &str| file.get_u64(&key(k)).map(|v| v as usize);
+    let hidden_size = usize_key("embedding_length")?;
+    let num_heads = usize_key("attention.head_count")?;
+    let embd = file.tensor("token_embd.weight").ok_or_else(|| ModelError::MissingTensors { path: file.path().to_path_buf(), names: "token_embd.weight".into() })?;
+    let vocab_size = embd.dims.get(1).copied().unwrap_or(0) as usize;
+    let head_dim = usize_key("attention.key_length").unwrap_or(hidden_size / num_heads.max(1));
+    let rope_scaling = gguf_rope_scaling(file, &key)?;
+    let config = ModelConfig {
+        architecture,
+        vocab_size,
+        hidden_size,
+        intermediate_size: usize_key("feed_forward_length")?,
+        num_layers: usize_key("block_count")?,
+        num_heads,
+        num_kv_heads: usize_key("attention.head_count_kv").unwrap_or(num_heads),
+        head_dim,
+        rms_norm_eps: file.get_f32(&key("attention.layer_norm_rms_epsilon"))?,
+        rope_theta: file.get_f32(&key("rope.freq_base")).unwrap_or(10_000.0),
+        rope_scaling,
+        max_position_embeddings: usize_key("context_length")?,
+        tie_word_embeddings: file.tensor("output.weight").is_none(),
+    };
+    config.validate(file.path())?;
+    Ok(config)
+}
+
+fn gguf_rope_scaling(file: &GgufFile, key: &dyn Fn(&str) -> String) -> Result<RopeScaling, ModelError> {
+    if file.tensor(names::GGUF_ROPE_FREQS).is_some() {
+        return Ok(RopeScaling::PerFrequency { factors: file.dequantize(names::GGUF_ROPE_FREQS)? });
+    }
+    let kind = file.get(&key("rope.scaling.type")).and_then(|v| v.as_str()).unwrap_or("none");
+    let factor = file.get_f32(&key("rope.scaling.factor")).unwrap_or(1.0);
+    let original = file.get(&key("rope.scaling.original_context_length")).and_then(|v| v.as_u64()).unwrap_or(0) as usize;
+    Ok(match kind {
+        "none" => RopeScaling::None,
+        "linear" => RopeScaling::Linear { factor },
+        "yarn" => RopeScaling::Yarn { factor, original_max_position: original, beta_fast: 32.0, beta_slow: 1.0 },
+        other => return Err(ModelError::Config { path: file.path().to_path_buf(), problem: format!("rope scaling `{other}` is not supported") }),
+    })
+}
+
+/// Checks the source holds exactly the tensors the config needs (`extra_used` = tensors read
+/// elsewhere, e.g. into the config), then builds the model.
+fn build<B: Backend>(config: &ModelConfig, source: &dyn WeightSource, options: LoadOptions, device: &B::Device, extra_used: &[&str]) -> Result<Model<B>, ModelError> {
+    let expected = names::expected_tensors(config);
+    let present: BTreeSet<String> = source.names().into_iter().collect();
+    let missing: Vec<&String> = expected.iter().filter(|n| !present.contains(*n)).collect();
+    if !missing.is_empty() {
+        return Err(ModelError::MissingTensors { path: source.path().to_path_buf(), names: join(&missing) });
+    }
+    let expected_set: BTreeSet<&String> = expected.iter().collect();
+    let unused: Vec<&String> = present
+        .iter()
+        .filter(|n| !expected_set.contains(n) && !names::is_derived_buffer(n) && !extra_used.contains(&n.as_str()))
+        .collect();
+    if !unused.is_empty() {
+        return Err(ModelError::UnusedTensors { path: source.path().to_path_buf(), arch: config.architecture.gguf_name().into(), names: join(&unused) });
+    }
+    for name in &expected {
+        let found = source.shape(name).unwrap_or_default();
+        let want = names::expected_shape(config, name).unwrap_or_default();
+        if found != want {
+            return Err(ModelError::TensorShape { path: source.path().to_path_buf(), name: name.clone(), found, expected: want });
+        }
+    }
+    Builder { config, source, options, device }.model()
+}
+
+fn join(names: &[&String]) -> String {
+    const SHOWN: usize = 12;
+    let mut s = names.iter().take(SHOWN).map(|n| n.as_str()).collect::<Vec<_>>().join(", ");
+    if names.len() > SHOWN {
+        s.push_str(&format!(" … ({} in all)", names.len()));
+    }
+    s
+}
+
+struct Builder<'a, B: Backend> {
+    config: &'a ModelConfig,
+    source: &'a dyn WeightSource,
+    options: LoadOptions,
+    device: &'a B::Device,
+}
+
+impl<B: Backend> Builder<'_, B> {
+    fn model(&self) -> Result<Model<B>, ModelError> {
+        let c = self.config;
+        let embed = self.matrix("model.embed_tokens.weight", false)?;
+        let head_name = if c.tie_word_embeddings { "model.embed_tokens.weight" } else { "lm_head.weight" };
+        let lm_head = self.linear(head_name, None)?;
+        let blocks = (0..c.num_layers).map(|i| self.block(i)).collect::<Result<Vec<_>, _>>()?;
+        let (inv_freq, mscale) = c.rope_inv_freq();
+        Ok(Model {
+            config: c.clone(),
+            embed,
+            blocks,
+            norm: self.norm("model.norm.weight")?,
+            lm_head,
+            rope: Rope::new(inv_freq, mscale),
+            device: self.device.clone(),
+        })
+    }
+
+    fn block(&self, i: usize) -> Result<Block<B>, ModelError> {
+        let p = |s: &str| format!("model.layers.{i}.{s}");
+        let bias = |s: &str| if self.config.architecture.qkv_bias() { Some(p(s)) } else { None };
+        Ok(Block {
+            attn_norm: self.norm(&p("input_layernorm.weight"))?,
+            attn: Attention {
+                q: self.linear(&p("self_attn.q_proj.weight"), bias("self_attn.q_proj.bias"))?,
+                k: self.linear(&p("self_attn.k_proj.weight"), bias("self_attn.k_proj.bias"))?,
+                v: self.linear(&p("self_attn.v_proj.weight"), bias("self_attn.v_proj.bias"))?,
+                o: self.linear(&p("self_attn.o_proj.weight"), None)?,
+            },
+            mlp_norm: self.norm(&p("post_attention_layernorm.weight"))?,
+            mlp: Mlp {
+                gate: self.linear(&p("mlp.gate_proj.weight"), None)?,
+                up: self.linear(&p("mlp.up_proj.weight"), None)?,
+                down: self.linear(&p("mlp.down_proj.weight"), None)?,
+            },
+        })
+    }
+
+    fn vector(&self, name: &str) -> Result<Tensor<B, 1>, ModelError> {
+        let v = self.source.load_f32(name)?;
+        let n = v.len();
+        Ok(Tensor::from_data(TensorData::new(v, [n]), self.device))
+    }
+
+    fn norm(&self, name: &str) -> Result<RmsNorm<B>, ModelError> {
+        Ok(RmsNorm { weight: self.vector(name)?, eps: self.config.rms_norm_eps })
+    }
+
+    /// A `[rows, cols]` matrix as stored, or transposed to `[cols, rows]`.
+    fn matrix(&self, name: &str, transpose: bool) -> Result<Tensor<B, 2>, ModelError> {
+        let shape = self.source.shape(name).unwrap_or_default();
+        let (rows, cols) = (shape[0], shape[1]);
+        let values = self.source.load_f32(name)?;
+        let t = Tensor::<B, 2>::from_data(TensorData::new(values, [rows, cols]), self.device);
+        // Materialize the transpose so forward multiplies a contiguous [in, out] matrix.
+        Ok(if transpose { Tensor::from_data(t.transpose().into_data(), self.device) } else { t })
+    }
+
+    fn linear(&self, name: &str, bias: Option<String>) -> Result<Linear<B>, ModelError> {
+        let out_features = self.source.shape(name).unwrap_or_default()[0];
+        let weight = match self.options.matmul {
+            MatmulWeights::Quantized => LinearWeight::Quant(Arc::new(self.source.load_quant(name)?)),
+            MatmulWeights::Dense => LinearWeight::Dense(self.matrix(name, true)?),
+        };
+        let bias = bias.map(|b| self.vector(&b)).transpose()?;
+        Ok(Linear { weight, bias, out_features })
+    }
+}

@@ -1,0 +1,213 @@
+//! The Llama / Qwen2 decoder. Modules hold tensors only; loading lives in `load.rs` and decode
+//! loops live in other crates.
+
+use burn::tensor::{activation, backend::Backend, Int, Tensor, TensorData};
+
+use crate::cache::KvCache;
+use crate::config::ModelConfig;
+use crate::error::ModelError;
+use crate::layers::{Linear, RmsNorm, Rope};
+
+/// Which key positions each new token may attend to.
+#[derive(Debug, Clone, PartialEq)]
+pub enum AttentionMask {
+    /// New token `i` sees the whole cache and new tokens `0..=i`.
+    Causal,
+    /// Row-major `[n_new, cache_len + n_new]`, `true` = visible. Lets a flattened draft tree
+    /// (siblings at the same position) be verified in one pass.
+    Visible(Vec<bool>),
+}
+
+/// Which positions get logits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogitsSelect {
+    All,
+    Last,
+    None,
+}
+
+/// What one forward pass returns; rows follow the input tokens.
+#[derive(Debug, Clone)]
+pub struct ForwardOutput<B: Backend> {
+    /// `[n, vocab]` (`[1, vocab]` with [`LogitsSelect::Last`]); `None` with [`LogitsSelect::None`].
+    pub logits: Option<Tensor<B, 2>>,
+    /// Last decoder layer output before the final norm, `[n, hidden]` (TokenSwift heads).
+    pub hidden_prenorm: Tensor<B, 2>,
+    /// After the final norm, `[n, hidden]` (ReDrafter).
+    pub hidden_final: Tensor<B, 2>,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct Attention<B: Backend> {
+    pub q: Linear<B>,
+    pub k: Linear<B>,
+    pub v: Linear<B>,
+    pub o: Linear<B>,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct Mlp<B: Backend> {
+    pub gate: Linear<B>,
+    pub up: Linear<B>,
+    pub down: Linear<B>,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct Block<B: Backend> {
+    pub attn_norm: RmsNorm<B>,
+    pub attn: Attention<B>,
+    pub mlp_norm: RmsNorm<B>,
+    pub mlp: Mlp<B>,
+}
+
+/// A decoder-only transformer of the Llama family.
+#[derive(Debug, Clone)]
+pub struct Model<B: Backend> {
+    pub(crate) config: ModelConfig,
+    /// `[vocab, hidden]` token embeddings (shared, frozen, with drafters).
+    pub(crate) embed: Tensor<B, 2>,
+    pub(crate) blocks: Vec<Block<B>>,
+    pub(crate) norm: RmsNorm<B>,
+    pub(crate) lm_head: Linear<B>,
+    pub(crate) rope: Rope,
+    pub(crate) device: B::Device,
+}
+
+impl<B: Backend> Model<B> {
+    pub fn config(&self) -> &ModelConfig {
+        &self.config
+    }
+
+    pub fn device(&self) -> &B::Device {
+        &self.device
+    }
+
+    /// The token-embedding matrix `[vocab, hidden]`.
+    pub fn embeddings(&self) -> &Tensor<B, 2> {
+        &self.embed
+    }
+
+    /// A fresh cache for this model.
+    pub fn new_cache(&self, capacity: usize) -> KvCache<B> {
+        KvCache::new(&self.config, capacity, &self.device)
+    }
+
+    /// Embeds token ids: `[n, hidden]`.
+    pub fn embed_tokens(&self, tokens: &[u32]) -> Tensor<B, 2> {
+        let ids: Vec<i32> = tokens.iter().map(|&t| t as i32).collect();
+        let ids = Tensor::<B, 1, Int>::from_data(TensorData::new(ids, [tokens.len()]), &self.device);
+        self.embed.clone().select(0, ids)
+    }
+
+    /// Applies the final norm and the LM head to hidden states `[n, hidden]`.
+    pub fn logits_from_prenorm(&self, hidden_prenorm: Tensor<B, 2>) -> Tensor<B, 2> {
+        self.lm_head.forward(self.norm.forward(hidden_prenorm))
+    }
+
+    /// Runs `tokens` at `positions` against the cached prefix, appends their keys/values to
+    /// `cache`, and returns logits and hidden states for the new positions.
+    pub fn forward(
+        &self,
+        tokens: &[u32],
+        positions: &[usize],
+        mask: &AttentionMask,
+        select: LogitsSelect,
+        cache: &mut KvCache<B>,
+    ) -> Result<ForwardOutput<B>, ModelError> {
+        self.check_input(tokens, positions, mask, cache)?;
+        let n = tokens.len();
+        cache.reserve(n);
+        let (cos, sin) = self.rope.tables::<B>(positions, &self.device);
+        let bias = attention_bias::<B>(mask, n, cache.len(), &self.device);
+        let mut x = self.embed_tokens(tokens);
+        for (i, block) in self.blocks.iter().enumerate() {
+            let h = block.attn_norm.forward(x.clone());
+            let h = self.attention(&block.attn, h, &cos, &sin, bias.as_ref(), i, cache);
+            x = x + h;
+            let h = block.mlp_norm.forward(x.clone());
+            x = x + block.mlp.forward(h);
+        }
+        cache.advance(n);
+        let hidden_final = self.norm.forward(x.clone());
+        let logits = match select {
+            LogitsSelect::All => Some(self.lm_head.forward(hidden_final.clone())),
+            LogitsSelect::Last => Some(self.lm_head.forward(hidden_final.clone().slice([n - 1..n]))),
+            LogitsSelect::None => None,
+        };
+        Ok(ForwardOutput { logits, hidden_prenorm: x, hidden_final })
+    }
+
+    fn check_input(&self, tokens: &[u32], positions: &[usize], mask: &AttentionMask, cache: &KvCache<B>) -> Result<(), ModelError> {
+        let n = tokens.len();
+        if n == 0 || positions.len() != n {
+            return Err(ModelError::Input(format!("{} tokens but {} positions", n, positions.len())));
+        }
+        if let Some(&t) = tokens.iter().find(|&&t| t as usize >= self.config.vocab_size) {
+            return Err(ModelError::Input(format!("token id {t} is outside the vocabulary of {}", self.config.vocab_size)));
+        }
+        let needed = positions.iter().max().copied().unwrap_or(0) + 1;
+        if needed > self.config.max_position_embeddings {
+            return Err(ModelError::ContextOverflow { needed, context: self.config.max_position_embeddings });
+        }
+        if let AttentionMask::Visible(v) = mask {
+            let expected = n * (cache.len() + n);
+            if v.len() != expected {
+                return Err(ModelError::Input(format!("mask has {} entries, expected {n} × {} = {expected}", v.len(), cache.len() + n)));
+            }
+        }
+        Ok(())
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn attention(
+        &self,
+        attn: &Attention<B>,
+        x: Tensor<B, 2>,
+        cos: &Tensor<B, 3>,
+        sin: &Tensor<B, 3>,
+        bias: Option<&Tensor<B, 4>>,
+        layer: usize,
+        cache: &mut KvCache<B>,
+    ) -> Tensor<B, 2> {
+        let c = &self.config;
+        let (n, hd, kvh, group) = (x.dims()[0], c.head_dim, c.num_kv_heads, c.gqa_group());
+        let q = attn.q.forward(x.clone()).reshape([n, c.num_heads, hd]);
+        let k = attn.k.forward(x.clone()).reshape([n, kvh, hd]);
+        let v = attn.v.forward(x).reshape([n, kvh, hd]);
+        let q = Rope::apply(q, cos, sin);
+        let k = Rope::apply(k, cos, sin);
+        let (keys, values) = cache.write(layer, k.swap_dims(0, 1), v.swap_dims(0, 1));
+        let total = keys.dims()[1];
+        // Queries of one KV group stacked: [kv_heads, group·n, hd]; no repeated keys needed.
+        let q = q.swap_dims(0, 1).reshape([kvh, group * n, hd]);
+        let scores = q.matmul(keys.swap_dims(1, 2)).mul_scalar(1.0 / (hd as f32).sqrt());
+        let scores = scores.reshape([kvh, group, n, total]);
+        let scores = match bias {
+            Some(b) => scores + b.clone(),
+            None => scores,
+        };
+        let probs = activation::softmax(scores, 3).reshape([kvh, group * n, total]);
+        let out = probs.matmul(values).reshape([c.num_heads, n, hd]).swap_dims(0, 1).reshape([n, c.num_heads * hd]);
+        attn.o.forward(out)
+    }
+}
+
+impl<B: Backend> Mlp<B> {
+    fn forward(&self, x: Tensor<B, 2>) -> Tensor<B, 2> {
+        let gate = activation::silu(self.gate.forward(x.clone()));
+        self.down.forward(gate * self.up.forward(x))
+    }
+}
+
+/// Additive attention bias `[1, 1, n, cached + n]` (0 or −∞), or `None` when nothing is masked.
+fn attention_bias<B: Backend>(mask: &AttentionMask, n: usize, cached: usize, device: &B::Device) -> Option<Tensor<B, 4>> {
+    let total = cached + n;
+    let values: Vec<f32> = match mask {
+        AttentionMask::Causal if n == 1 => return None,
+        AttentionMask::Causal => (0..n)
+            .flat_map(|i| (0..total).map(move |j| if j <= cached + i { 0.0 } else { f32::NEG_INFINITY }))
+            .collect(),
+        AttentionMask::Visible(v) => v.iter().map(|&ok| if ok { 0.0 } else { f32::NEG_INFINITY }).collect(),
+    };
+    Some(Tensor::from_data(TensorData::new(values, [1, 1, n, total]), device))
+}

@@ -1,0 +1,259 @@
+//! Weight sources: a GGUF file or Hugging Face safetensors, both seen through HF tensor names
+//! and HF (`[out, in]`) shapes, with llama.cpp's q/k row permutation undone.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use draftsmith_gguf::{GgmlType, GgufFile};
+use draftsmith_kernels::{QFormat, QMatrix};
+use memmap2::Mmap;
+use safetensors::{Dtype, SafeTensors};
+
+use crate::config::Architecture;
+use crate::error::ModelError;
+use crate::names;
+
+/// Where the engine reads weights from.
+pub trait WeightSource {
+    /// File (or directory) the weights come from, for error messages.
+    fn path(&self) -> &Path;
+    /// Every tensor in the source, under HF names where the name is known.
+    fn names(&self) -> Vec<String>;
+    /// HF-order shape of a tensor.
+    fn shape(&self, name: &str) -> Option<Vec<usize>>;
+    /// Tensor values as f32, row-major in HF order.
+    fn load_f32(&self, name: &str) -> Result<Vec<f32>, ModelError>;
+    /// A 2-D weight as a quantized CPU matrix: the file's own blocks when the kernels support
+    /// them, otherwise re-quantized to Q8_0.
+    fn load_quant(&self, name: &str) -> Result<QMatrix, ModelError> {
+        let shape = self.shape(name).unwrap_or_default();
+        let values = self.load_f32(name)?;
+        quantize(self.path(), name, &values, &shape)
+    }
+}
+
+fn quantize(path: &Path, name: &str, values: &[f32], shape: &[usize]) -> Result<QMatrix, ModelError> {
+    let [rows, cols] = shape else {
+        return Err(tensor_err(path, name, format!("expected a matrix, found shape {shape:?}")));
+    };
+    QMatrix::quantize_q8_0(values, *rows, *cols).map_err(|e| tensor_err(path, name, e.to_string()))
+}
+
+fn tensor_err(path: &Path, name: &str, problem: String) -> ModelError {
+    ModelError::Tensor { path: path.to_path_buf(), name: name.to_string(), problem }
+}
+
+/// Rows of `[rows, cols]` reordered from llama.cpp's rotary layout (pairs adjacent) back to the
+/// HF layout (halves split): HF row `j·d/2 + i` of a head is GGUF row `2i + j`.
+fn unpermute_rows<T: Copy>(data: &[T], rows: usize, n_heads: usize) -> Vec<T> {
+    let row_len = data.len() / rows;
+    let head_dim = rows / n_heads;
+    let half = head_dim / 2;
+    let mut out = Vec::with_capacity(data.len());
+    for head in 0..n_heads {
+        for r in 0..head_dim {
+            let (j, i) = (r / half, r % half);
+            let src = head * head_dim + 2 * i + j;
+            out.extend_from_slice(&data[src * row_len..(src + 1) * row_len]);
+        }
+    }
+    out
+}
+
+/// A GGUF file as a weight source.
+pub struct GgufSource {
+    file: GgufFile,
+    architecture: Architecture,
+    num_heads: usize,
+    num_kv_heads: usize,
+    /// HF name → GGUF name.
+    map: BTreeMap<String, String>,
+}
+
+impl GgufSource {
+    pub fn new(file: GgufFile, architecture: Architecture, num_heads: usize, num_kv_heads: usize) -> Self {
+        let map = file
+            .tensors()
+            .iter()
+            .map(|t| (names::gguf_to_hf(&t.name).unwrap_or_else(|| t.name.clone()), t.name.clone()))
+            .collect();
+        Self { file, architecture, num_heads, num_kv_heads, map }
+    }
+
+    pub fn file(&self) -> &GgufFile {
+        &self.file
+    }
+
+    fn info(&self, name: &str) -> Result<&draftsmith_gguf::TensorInfo, ModelError> {
+        self.map
+            .get(name)
+            .and_then(|g| self.file.tensor(g))
+            .ok_or_else(|| ModelError::MissingTensors { path: self.file.path().to_path_buf(), names: name.to_string() })
+    }
+
+    /// Heads whose rows llama.cpp permuted for this tensor, if any.
+    fn permuted_heads(&self, name: &str) -> Option<usize> {
+        if self.architecture != Architecture::Llama {
+            return None;
+        }
+        if name.ends_with("self_attn.q_proj.weight") || name.ends_with("self_attn.q_proj.bias") {
+            Some(self.num_heads)
+        } else if name.ends_with("self_attn.k_proj.weight") || name.ends_with("self_attn.k_proj.bias") {
+            Some(self.num_kv_heads)
+        } else {
+            None
+        }
+    }
+}
+
+impl WeightSource for GgufSource {
+    fn path(&self) -> &Path {
+        self.file.path()
+    }
+
+    fn names(&self) -> Vec<String> {
+        self.map.keys().cloned().collect()
+    }
+
+    fn shape(&self, name: &str) -> Option<Vec<usize>> {
+        let info = self.info(name).ok()?;
+        Some(info.dims.iter().rev().map(|&d| d as usize).collect())
+    }
+
+    fn load_f32(&self, name: &str) -> Result<Vec<f32>, ModelError> {
+        let info = self.info(name)?;
+        let values = self.file.dequantize(&info.name)?;
+        Ok(match self.permuted_heads(name) {
+            Some(heads) => {
+                let rows = if info.dims.len() == 2 { info.dims[1] as usize } else { values.len() };
+                unpermute_rows(&values, rows, heads)
+            }
+            None => values,
+        })
+    }
+
+    fn load_quant(&self, name: &str) -> Result<QMatrix, ModelError> {
+        let info = self.info(name)?;
+        let format = match info.dtype {
+            GgmlType::Q8_0 => QFormat::Q8_0,
+            GgmlType::Q4_1 => QFormat::Q4_1,
+            _ => {
+                let shape = self.shape(name).unwrap_or_default();
+                return quantize(self.path(), name, &self.load_f32(name)?, &shape);
+            }
+        };
+        let (cols, rows) = match info.dims.as_slice() {
+            [c, r] => (*c as usize, *r as usize),
+            dims => return Err(tensor_err(self.path(), name, format!("expected a matrix, found dims {dims:?}"))),
+        };
+        let bytes = self.file.tensor_bytes(info);
+        let bytes = match self.permuted_heads(name) {
+            Some(heads) => unpermute_rows(bytes, rows, heads),
+            None => bytes.to_vec(),
+        };
+        QMatrix::from_ggml_blocks(format, &bytes, rows, cols).map_err(|e| tensor_err(self.path(), name, e.to_string()))
+    }
+}
+
+/// One or more `.safetensors` files of a Hugging Face model directory.
+pub struct SafetensorsSource {
+    dir: PathBuf,
+    files: Vec<(PathBuf, Mmap)>,
+    /// Tensor name → index into `files`.
+    index: BTreeMap<String, usize>,
+}
+
+impl SafetensorsSource {
+    /// Opens `model.safetensors`, or every shard listed in `model.safetensors.index.json`.
+    pub fn open(dir: &Path) -> Result<Self, ModelError> {
+        let index_path = dir.join("model.safetensors.index.json");
+        let shard_names: Vec<String> = if index_path.exists() {
+            let text = std::fs::read_to_string(&index_path).map_err(|e| ModelError::io(&index_path, e))?;
+            let json: serde_json::Value = serde_json::from_str(&text)
+                .map_err(|e| ModelError::Safetensors { path: index_path.clone(), problem: e.to_string() })?;
+            let map = json.get("weight_map").and_then(|m| m.as_object()).ok_or_else(|| ModelError::Safetensors {
+                path: index_path.clone(),
+                problem: "no `weight_map` object".into(),
+            })?;
+            let mut shards: Vec<String> = map.values().filter_map(|v| v.as_str().map(String::from)).collect();
+            shards.sort();
+            shards.dedup();
+            shards
+        } else {
+            vec!["model.safetensors".to_string()]
+        };
+        let mut files = Vec::new();
+        let mut index = BTreeMap::new();
+        for shard in shard_names {
+            let path = dir.join(&shard);
+            let file = std::fs::File::open(&path).map_err(|e| ModelError::io(&path, e))?;
+            // SAFETY: the file is opened read-only and not modified while mapped.
+            let mmap = unsafe { Mmap::map(&file) }.map_err(|e| ModelError::io(&path, e))?;
+            let tensors = SafeTensors::deserialize(&mmap)
+                .map_err(|e| ModelError::Safetensors { path: path.clone(), problem: e.to_string() })?;
+            for name in tensors.names() {
+                index.insert(name.to_string(), files.len());
+            }
+            files.push((path, mmap));
+        }
+        Ok(Self { dir: dir.to_path_buf(), files, index })
+    }
+
+    fn view(&self, name: &str) -> Result<(PathBuf, safetensors::tensor::TensorView<'_>), ModelError> {
+        let &i = self.index.get(name).ok_or_else(|| ModelError::MissingTensors { path: self.dir.clone(), names: name.to_string() })?;
+        let (path, mmap) = &self.files[i];
+        let tensors = SafeTensors::deserialize(mmap)
+            .map_err(|e| ModelError::Safetensors { path: path.clone(), problem: e.to_string() })?;
+        let view = tensors.tensor(name).map_err(|e| ModelError::Safetensors { path: path.clone(), problem: e.to_string() })?;
+        Ok((path.clone(), view))
+    }
+}
+
+impl WeightSource for SafetensorsSource {
+    fn path(&self) -> &Path {
+        &self.dir
+    }
+
+    fn names(&self) -> Vec<String> {
+        self.index.keys().cloned().collect()
+    }
+
+    fn shape(&self, name: &str) -> Option<Vec<usize>> {
+        self.view(name).ok().map(|(_, v)| v.shape().to_vec())
+    }
+
+    fn load_f32(&self, name: &str) -> Result<Vec<f32>, ModelError> {
+        let (path, view) = self.view(name)?;
+        let bytes = view.data();
+        let values = match view.dtype() {
+            Dtype::F32 => bytes.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect(),
+            Dtype::F16 => bytes.chunks_exact(2).map(|b| half::f16::from_le_bytes([b[0], b[1]]).to_f32()).collect(),
+            Dtype::BF16 => bytes.chunks_exact(2).map(|b| half::bf16::from_le_bytes([b[0], b[1]]).to_f32()).collect(),
+            other => return Err(tensor_err(&path, name, format!("dtype {other:?} is not supported (F32, F16, BF16)"))),
+        };
+        Ok(values)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unpermute_inverts_llama_cpp_permutation() {
+        // llama.cpp: w.reshape(n_head, 2, d/2, cols).swapaxes(1, 2): GGUF row 2i+j = HF row j*d/2+i.
+        let (heads, head_dim, cols) = (2, 6, 3);
+        let rows = heads * head_dim;
+        let hf: Vec<u32> = (0..(rows * cols) as u32).collect();
+        let mut gguf = vec![0; hf.len()];
+        for h in 0..heads {
+            for i in 0..head_dim / 2 {
+                for j in 0..2 {
+                    let (dst, src) = (h * head_dim + 2 * i + j, h * head_dim + j * head_dim / 2 + i);
+                    gguf[dst * cols..(dst + 1) * cols].copy_from_slice(&hf[src * cols..(src + 1) * cols]);
+                }
+            }
+        }
+        assert_eq!(unpermute_rows(&gguf, rows, heads), hf);
+    }
+}
