@@ -30,7 +30,7 @@ Regenerate (from the repository root; needs ``pip install gguf numpy tokenizers`
         --model $HOME/.cache/draftsmith/models/qwen2.5-coder-0.5b/qwen2.5-coder-0.5b-instruct.gguf \\
         --out tests/golden/qwen2.5-coder-0.5b
 
-(about 2 and 6 minutes on a 2-core machine.)
+(a few minutes each on a 2-core machine.)
 """
 
 from __future__ import annotations
@@ -152,8 +152,14 @@ def main(argv=None):
         assert back == text, f"tokenizer round trip failed for {name}: {back!r}"
         logits = model.forward(ids, last_only=True)[0]
         top_ids, top_vals = topk(logits, 5)
-        g_ids, g_margins = model.greedy(ids, args.greedy)
+        g_ids, g_margins = model.greedy(ids, args.greedy)  # KV-cached
         assert g_ids[0] == top_ids[0]
+        # cross-check the cached greedy steps against one full (uncached) forward
+        full = model.forward(ids + g_ids[:-1])[len(ids) - 1:]
+        for step, row in enumerate(full):
+            i2, v2 = topk(row, 2)
+            assert i2[0] == g_ids[step] and abs((v2[0] - v2[1]) - g_margins[step]) < 1e-8, (name, step)
+        del full
         rec = {
             "name": name,
             "text": text,

@@ -196,7 +196,9 @@ class GGUFModel:
     def silu(x):
         return x / (1.0 + np.exp(-x))
 
-    def attention(self, L, h, cos, sin, mask):
+    def attention(self, L, h, cos, sin, mask, kv=None):
+        """Causal GQA self-attention.  kv: optional per-layer cache dict with
+        "k"/"v" arrays [S, n_head_kv, head_dim] of earlier positions (RoPE'd)."""
         T = h.shape[0]
         hd, nh, nkv = self.head_dim, self.n_head, self.n_head_kv
         q = h @ L["wq"].T
@@ -211,6 +213,11 @@ class GGUFModel:
         q = self.apply_rope(q.reshape(T, nh, hd), cos, sin)
         k = self.apply_rope(k.reshape(T, nkv, hd), cos, sin)
         v = v.reshape(T, nkv, hd)
+        if kv is not None:
+            if "k" in kv:
+                k = np.concatenate([kv["k"], k], axis=0)
+                v = np.concatenate([kv["v"], v], axis=0)
+            kv["k"], kv["v"] = k, v
         group = nh // nkv
         qg = q.reshape(T, nkv, group, hd)  # query head h = kv*group + g
         scores = np.einsum("tkgd,skd->kgts", qg, k) / math.sqrt(hd)
@@ -221,37 +228,53 @@ class GGUFModel:
         o = np.einsum("kgts,skd->tkgd", p, v).reshape(T, nh * hd)
         return o @ L["wo"].T
 
-    def forward(self, tokens, last_only: bool = False) -> np.ndarray:
-        """Logits [len(tokens), vocab] (or [1, vocab] with last_only) in self.dtype."""
+    def forward(self, tokens, last_only: bool = False, cache=None) -> np.ndarray:
+        """Logits [len(tokens), vocab] (or [1, vocab] with last_only) in self.dtype.
+
+        cache: None for a plain full forward, or a dict (start with {}) that is
+        extended in place with the keys/values of these tokens, which are then
+        at positions cache["n"] .. cache["n"] + len(tokens) - 1."""
         tokens = np.asarray(tokens, dtype=np.int64)
         assert tokens.ndim == 1 and len(tokens) > 0
         T = len(tokens)
+        p0 = 0 if cache is None else cache.get("n", 0)
         x = self.tok_embd[tokens].copy()
-        theta = self.rope_angles(T)
+        theta = self.rope_angles(p0 + T)[p0:]
         cos, sin = np.cos(theta), np.sin(theta)
-        mask = np.triu(np.ones((T, T), dtype=bool), k=1)  # True = masked (future)
-        for L in self.layers:
-            x = x + self.attention(L, self.rms_norm(x, L["attn_norm"]), cos, sin, mask)
+        # query i (position p0+i) may attend key j (position j) iff j <= p0+i
+        mask = np.arange(p0 + T)[None, :] > (p0 + np.arange(T))[:, None]  # True = masked
+        if cache is not None and "layers" not in cache:
+            cache["layers"] = [{} for _ in self.layers]
+        for li, L in enumerate(self.layers):
+            kv = None if cache is None else cache["layers"][li]
+            x = x + self.attention(L, self.rms_norm(x, L["attn_norm"]), cos, sin, mask, kv)
             h = self.rms_norm(x, L["ffn_norm"])
             x = x + (self.silu(h @ L["w_gate"].T) * (h @ L["w_up"].T)) @ L["w_down"].T
+        if cache is not None:
+            cache["n"] = p0 + T
         if last_only:
             x = x[-1:]
         x = self.rms_norm(x, self.output_norm)
         return x @ self.output.T
 
-    def greedy(self, tokens, n_new: int):
-        """Greedy continuation by full recomputation (no KV cache).
+    def greedy(self, tokens, n_new: int, use_cache: bool = True):
+        """Greedy continuation.  With use_cache the prompt is run once and each
+        new token is fed alone against a KV cache (same math as recomputing the
+        whole sequence, up to float64 rounding); use_cache=False recomputes.
 
         Returns (new_ids, margins) where margins[i] = top1 - top2 logit of the
         distribution that produced new_ids[i]."""
-        seq = list(int(t) for t in tokens)
+        seq = [int(t) for t in tokens]
+        cache = {} if use_cache else None
         new_ids, margins = [], []
+        feed = seq
         for _ in range(n_new):
-            logits = self.forward(seq, last_only=True)[0]
+            logits = self.forward(feed, last_only=True, cache=cache)[0]
             top2 = np.argsort(-logits, kind="stable")[:2]
             new_ids.append(int(top2[0]))
             margins.append(float(logits[top2[0]] - logits[top2[1]]))
             seq.append(int(top2[0]))
+            feed = [int(top2[0])] if use_cache else seq
         return new_ids, margins
 
 

@@ -1,1 +1,39 @@
-fn main(){}
+//! `draftsmith`: lossless speculative decoding toolkit.
+
+mod backend;
+mod commands;
+mod model_arg;
+
+use anyhow::Result;
+use clap::{Parser, Subcommand};
+
+/// Train small drafters for a frozen target model and decode faster without changing a token.
+#[derive(Debug, Parser)]
+#[command(name = "draftsmith", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Fetch a model or dataset into the data dir (`$DRAFTSMITH_HOME`, default ~/.cache/draftsmith).
+    Fetch(commands::fetch::FetchArgs),
+    /// Generate text with the target model.
+    Generate(commands::generate::GenerateArgs),
+    /// Benchmarks.
+    #[command(subcommand)]
+    Bench(commands::bench::BenchCommand),
+}
+
+fn main() -> Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("DRAFTSMITH_LOG").unwrap_or_else(|_| "warn".into()))
+        .with_writer(std::io::stderr)
+        .init();
+    match Cli::parse().command {
+        Command::Fetch(args) => commands::fetch::run(args),
+        Command::Generate(args) => commands::generate::run(args),
+        Command::Bench(cmd) => commands::bench::run(cmd),
+    }
+}

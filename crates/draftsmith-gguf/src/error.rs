@@ -35,7 +35,9 @@ pub enum GgufError {
     },
 
     /// The first four bytes are not `GGUF`.
-    #[error("{path}: not a GGUF file: magic bytes are {found:02x?} ({shown:?}), expected \"GGUF\"")]
+    #[error(
+        "{path}: not a GGUF file: magic bytes are {found:02x?} ({shown:?}), expected \"GGUF\""
+    )]
     BadMagic {
         /// The file.
         path: PathBuf,
@@ -72,7 +74,7 @@ pub enum GgufError {
     },
 
     /// A count or length is too large to be plausible for this file.
-    #[error("{path}: absurd {what} {value} at offset {offset} (limit {limit}); the file is corrupt or truncated")]
+    #[error("{path}: absurd {what}: {value} at offset {offset} (limit {limit}); the file is corrupt or truncated")]
     AbsurdValue {
         /// The file.
         path: PathBuf,

@@ -87,6 +87,7 @@ pub enum GgmlType {
 type Row = (GgmlType, u32, &'static str, usize, usize, bool);
 
 /// The ggml type table (ids and sizes follow ggml.h / gguf-py `GGML_QUANT_SIZES`).
+#[rustfmt::skip]
 const TABLE: &[Row] = &[
     (GgmlType::F32, 0, "F32", 1, 4, true),
     (GgmlType::F16, 1, "F16", 1, 2, true),
@@ -205,7 +206,11 @@ mod tests {
             (GgmlType::Q6_K, 256, 210),
         ];
         for (t, bs, ts) in expect {
-            assert_eq!((t.block_size(), t.type_size(), t.is_supported()), (bs, ts, true), "{t}");
+            assert_eq!(
+                (t.block_size(), t.type_size(), t.is_supported()),
+                (bs, ts, true),
+                "{t}"
+            );
         }
         let supported = TABLE.iter().filter(|row| row.5).count();
         assert_eq!(supported, expect.len());

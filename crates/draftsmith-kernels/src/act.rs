@@ -8,8 +8,13 @@
 //! The scalar and SIMD quantizers perform the same IEEE operations in the same order and give
 //! bit-identical results, so all kernel paths see the same integers.
 
+use rayon::prelude::*;
+
 use crate::dispatch::KernelPath;
 use crate::layout::QK;
+
+/// From this many activation values on, rows are quantized in parallel.
+const PARALLEL_VALUES: usize = 1 << 15;
 
 /// Largest f32 below 0.5: `trunc(s + copysign(ROUND_BIAS, s))` rounds half away from zero.
 pub(crate) const ROUND_BIAS: f32 = 0.499_999_97;
@@ -23,6 +28,8 @@ pub(crate) fn quantize_block_scalar(x: &[f32], q: &mut [i8]) -> (f32, i32) {
     let id = if d != 0.0 { 1.0 / d } else { 0.0 };
     let mut sum = 0i32;
     for (dst, &v) in q.iter_mut().zip(x) {
+        // Not `clamp`: `max` maps NaN to -127 exactly like `_mm256_max_ps` does.
+        #[allow(clippy::manual_clamp)]
         let s = (v * id).max(-127.0).min(127.0);
         let r = (s + ROUND_BIAS.copysign(s)) as i32;
         *dst = r as i8;
@@ -63,7 +70,16 @@ impl ActQuant {
         self.qs.resize(n * cols, 0);
         self.d.resize(blocks, 0.0);
         self.sum.resize(blocks, 0);
-        quantize_blocks(path, x, &mut self.qs, &mut self.d, &mut self.sum);
+        if n * cols < PARALLEL_VALUES || n < 2 || rayon::current_num_threads() < 2 {
+            quantize_blocks(path, x, &mut self.qs, &mut self.d, &mut self.sum);
+            return;
+        }
+        let nb = cols / QK;
+        let rows = (x.chunks(cols), self.qs.chunks_mut(cols));
+        let scales = (self.d.chunks_mut(nb), self.sum.chunks_mut(nb));
+        let jobs: Vec<_> = rows.0.zip(rows.1).zip(scales.0.zip(scales.1)).collect();
+        jobs.into_par_iter()
+            .for_each(|((x, qs), (d, sum))| quantize_blocks(path, x, qs, d, sum));
     }
 
     /// Number of quantized rows.

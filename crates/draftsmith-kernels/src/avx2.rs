@@ -11,7 +11,7 @@
 use std::arch::x86_64::*;
 
 use crate::act::{ActRow, ROUND_BIAS};
-use crate::dispatch::{check_lengths, TileOut};
+use crate::dispatch::{check_lengths, Group, TileOut};
 use crate::layout::{tile_bytes, tile_scales, GROUP, QK, UNIT};
 use crate::QFormat;
 
@@ -25,13 +25,14 @@ macro_rules! bcast4 {
     };
 }
 
-/// Runs the kernel for `format` with the tile width `acts.len()` (1 ..= `TILE`).
+/// Runs the kernel for `format` with the tile width `acts.len()` (1 ..= 4).
 ///
 /// # Safety
 /// The CPU must support AVX2, FMA and F16C.
 #[target_feature(enable = "avx2,fma,f16c")]
-pub(crate) unsafe fn tile(f: QFormat, w: (&[u8], &[u16]), acts: &[ActRow<'_>], out: &mut TileOut) {
+pub(crate) unsafe fn tile(f: QFormat, w: Group<'_>, acts: &[ActRow<'_>], out: &mut TileOut) {
     check_lengths(f, w, acts);
+    assert!(acts.len() <= 4, "AVX2 tile width is at most 4");
     for h in 0..2 {
         match (f, acts.len()) {
             (QFormat::Q8_0, 1) => q8_0::<1>(w, acts, out, h),
@@ -48,15 +49,20 @@ pub(crate) unsafe fn tile(f: QFormat, w: (&[u8], &[u16]), acts: &[ActRow<'_>], o
 
 /// Q8_0 half group `h` × `C` activation rows.
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn q8_0<const C: usize>(w: (&[u8], &[u16]), acts: &[ActRow<'_>], out: &mut TileOut, h: usize) {
-    let (quants, scales) = w;
+unsafe fn q8_0<const C: usize>(w: Group<'_>, acts: &[ActRow<'_>], out: &mut TileOut, h: usize) {
+    let (quants, scales) = (w.quants, w.scales);
     let nb = quants.len() / tile_bytes(QFormat::Q8_0);
     let (ones, bias) = (_mm256_set1_epi16(1), _mm256_set1_epi8(-128));
     let xq: [*const i8; C] = std::array::from_fn(|c| acts[c].qs.as_ptr());
     let mut facc = [_mm256_setzero_ps(); C];
     for b in 0..nb {
+        if h == 0 {
+            prefetch_block(&w, QFormat::Q8_0, b);
+        }
         let wq = quants.as_ptr().add(b * tile_bytes(QFormat::Q8_0) + h * 32);
-        let dw = _mm256_cvtph_ps(_mm_loadu_si128(scales.as_ptr().add(b * GROUP + h * HALF).cast()));
+        let dw = _mm256_cvtph_ps(_mm_loadu_si128(
+            scales.as_ptr().add(b * GROUP + h * HALF).cast(),
+        ));
         let mut ia = [_mm256_setzero_si256(); C];
         for k in 0..8 {
             let wk = _mm256_xor_si256(_mm256_loadu_si256(wq.add(k * UNIT).cast()), bias);
@@ -79,15 +85,20 @@ unsafe fn q8_0<const C: usize>(w: (&[u8], &[u16]), acts: &[ActRow<'_>], out: &mu
 
 /// Q4_1 half group `h` × `C` activation rows.
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn q4_1<const C: usize>(w: (&[u8], &[u16]), acts: &[ActRow<'_>], out: &mut TileOut, h: usize) {
-    let (quants, scales) = w;
+unsafe fn q4_1<const C: usize>(w: Group<'_>, acts: &[ActRow<'_>], out: &mut TileOut, h: usize) {
+    let (quants, scales) = (w.quants, w.scales);
     let nb = quants.len() / tile_bytes(QFormat::Q4_1);
     let (ones, mask) = (_mm256_set1_epi16(1), _mm256_set1_epi8(0x0F));
     let xq: [*const i8; C] = std::array::from_fn(|c| acts[c].qs.as_ptr());
     let mut facc = [_mm256_setzero_ps(); C];
     for b in 0..nb {
+        if h == 0 {
+            prefetch_block(&w, QFormat::Q4_1, b);
+        }
         let wq = quants.as_ptr().add(b * tile_bytes(QFormat::Q4_1) + h * 32);
-        let sc = scales.as_ptr().add(b * tile_scales(QFormat::Q4_1) + h * HALF);
+        let sc = scales
+            .as_ptr()
+            .add(b * tile_scales(QFormat::Q4_1) + h * HALF);
         let dw = _mm256_cvtph_ps(_mm_loadu_si128(sc.cast()));
         let mw = _mm256_cvtph_ps(_mm_loadu_si128(sc.add(GROUP).cast()));
         let mut acc16 = [_mm256_setzero_si256(); C];
@@ -115,6 +126,24 @@ unsafe fn q4_1<const C: usize>(w: (&[u8], &[u16]), acts: &[ActRow<'_>], out: &mu
     }
 }
 
+/// Prefetches block `b` of the next group (quants and scales), when `w` has one.
+#[inline(always)]
+pub(crate) fn prefetch_block(w: &Group<'_>, f: QFormat, b: usize) {
+    if !w.prefetch() {
+        return;
+    }
+    let (tb, ts) = (tile_bytes(f), tile_scales(f));
+    // SAFETY: `prefetch()` guarantees the next group has this group's shape, so both addresses
+    // are in bounds (and a prefetch never faults anyway).
+    unsafe {
+        let q = w.next.0.as_ptr().add(b * tb);
+        for line in (0..tb).step_by(64) {
+            _mm_prefetch::<_MM_HINT_T0>(q.add(line).cast());
+        }
+        _mm_prefetch::<_MM_HINT_T0>(w.next.1.as_ptr().add(b * ts).cast());
+    }
+}
+
 /// Quantizes consecutive 32-value blocks of `x`; bit-identical to
 /// [`quantize_block_scalar`](crate::act::quantize_block_scalar).
 ///
@@ -137,7 +166,10 @@ pub(crate) unsafe fn quantize_blocks(x: &[f32], qs: &mut [i8], d: &mut [f32], su
         let id = if dd != 0.0 { 1.0 / dd } else { 0.0 };
         let q: [__m256i; 4] = std::array::from_fn(|k| round_clamped(v[k], id));
         let s = _mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3]));
-        let packed = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
+        let packed = _mm256_packs_epi16(
+            _mm256_packs_epi32(q[0], q[1]),
+            _mm256_packs_epi32(q[2], q[3]),
+        );
         let order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
         let packed = _mm256_permutevar8x32_epi32(packed, order);
         _mm256_storeu_si256(qs.as_mut_ptr().add(i * QK).cast(), packed);
@@ -150,8 +182,14 @@ pub(crate) unsafe fn quantize_blocks(x: &[f32], qs: &mut [i8], d: &mut [f32], su
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn round_clamped(v: __m256, id: f32) -> __m256i {
     let s = _mm256_mul_ps(v, _mm256_set1_ps(id));
-    let s = _mm256_min_ps(_mm256_max_ps(s, _mm256_set1_ps(-127.0)), _mm256_set1_ps(127.0));
-    let bias = _mm256_or_ps(_mm256_and_ps(s, _mm256_set1_ps(-0.0)), _mm256_set1_ps(ROUND_BIAS));
+    let s = _mm256_min_ps(
+        _mm256_max_ps(s, _mm256_set1_ps(-127.0)),
+        _mm256_set1_ps(127.0),
+    );
+    let bias = _mm256_or_ps(
+        _mm256_and_ps(s, _mm256_set1_ps(-0.0)),
+        _mm256_set1_ps(ROUND_BIAS),
+    );
     _mm256_cvttps_epi32(_mm256_add_ps(s, bias))
 }
 

@@ -2,7 +2,8 @@
 //!
 //! Lane `j` of every vector is row `j` of the 16-row group, so a block's integer dot products for
 //! all 16 rows come out in one register, which is converted and scaled by `d_w · d_x` with one
-//! FMA. Each 64-byte weight unit is loaded once per tile of up to [`TILE`] activation rows.
+//! FMA. Each 64-byte weight unit is loaded once per tile of up to
+//! [`TILE`](crate::dispatch::TILE) activation rows.
 //!
 //! * Q8_0: packed weights are `q + 128` (unsigned); the bias is removed by starting each block's
 //!   integer accumulator at `-128 · Σ q_x`.
@@ -11,7 +12,8 @@
 use std::arch::x86_64::*;
 
 use crate::act::ActRow;
-use crate::dispatch::{check_lengths, TileOut, TILE};
+use crate::avx2::prefetch_block;
+use crate::dispatch::{check_lengths, Group, TileOut};
 use crate::layout::{tile_bytes, tile_scales, GROUP, QK, UNIT};
 use crate::QFormat;
 
@@ -22,46 +24,59 @@ macro_rules! bcast4 {
     };
 }
 
-/// Runs the kernel for `format` with the tile width `acts.len()` (1 ..= [`TILE`]).
+/// Runs the kernel for `format` with the tile width `acts.len()`
+/// (1 ..= [`TILE`](crate::dispatch::TILE)).
 ///
 /// # Safety
 /// The CPU must support AVX-512 F/BW/VL/VNNI, AVX2, FMA and F16C.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
-pub(crate) unsafe fn tile(f: QFormat, w: (&[u8], &[u16]), acts: &[ActRow<'_>], out: &mut TileOut) {
+pub(crate) unsafe fn tile(f: QFormat, w: Group<'_>, acts: &[ActRow<'_>], out: &mut TileOut) {
     check_lengths(f, w, acts);
-    match (f, acts.len()) {
-        (QFormat::Q8_0, 1) => q8_0::<1>(w, acts, out),
-        (QFormat::Q8_0, 2) => q8_0::<2>(w, acts, out),
-        (QFormat::Q8_0, 3) => q8_0::<3>(w, acts, out),
-        (QFormat::Q8_0, _) => q8_0::<4>(w, acts, out),
-        (QFormat::Q4_1, 1) => q4_1::<1>(w, acts, out),
-        (QFormat::Q4_1, 2) => q4_1::<2>(w, acts, out),
-        (QFormat::Q4_1, 3) => q4_1::<3>(w, acts, out),
-        (QFormat::Q4_1, _) => q4_1::<4>(w, acts, out),
+    macro_rules! width {
+        ($kernel:ident) => {
+            match acts.len() {
+                1 => $kernel::<1>(w, acts, out),
+                2 => $kernel::<2>(w, acts, out),
+                3 => $kernel::<3>(w, acts, out),
+                4 => $kernel::<4>(w, acts, out),
+                5 => $kernel::<5>(w, acts, out),
+                6 => $kernel::<6>(w, acts, out),
+                7 => $kernel::<7>(w, acts, out),
+                _ => $kernel::<8>(w, acts, out),
+            }
+        };
+    }
+    match f {
+        QFormat::Q8_0 => width!(q8_0),
+        QFormat::Q4_1 => width!(q4_1),
     }
 }
 
 /// Q8_0 group × `C` activation rows.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
-unsafe fn q8_0<const C: usize>(w: (&[u8], &[u16]), acts: &[ActRow<'_>], out: &mut TileOut) {
-    let (quants, scales) = w;
+unsafe fn q8_0<const C: usize>(w: Group<'_>, acts: &[ActRow<'_>], out: &mut TileOut) {
+    let (quants, scales) = (w.quants, w.scales);
     let nb = quants.len() / tile_bytes(QFormat::Q8_0);
     let xq: [*const i8; C] = std::array::from_fn(|c| acts[c].qs.as_ptr());
     let mut facc = [_mm512_setzero_ps(); C];
     for b in 0..nb {
+        prefetch_block(&w, QFormat::Q8_0, b);
         let wq = quants.as_ptr().add(b * tile_bytes(QFormat::Q8_0));
         let dw = _mm512_cvtph_ps(_mm256_loadu_si256(scales.as_ptr().add(b * GROUP).cast()));
-        // Two accumulator chains per activation row; the first one carries the bias fix-up.
+        // With few activation rows, a second chain per row hides the `vpdpbusd` latency; the
+        // first chain carries the bias fix-up. (For `C > 2`, `ib` stays zero and folds away.)
         let mut ia: [__m512i; C] =
             std::array::from_fn(|c| _mm512_set1_epi32(-128 * *acts[c].sum.get_unchecked(b)));
         let mut ib = [_mm512_setzero_si512(); C];
-        for k in (0..8).step_by(2) {
-            let w0 = _mm512_loadu_si512(wq.add(k * UNIT).cast());
-            let w1 = _mm512_loadu_si512(wq.add((k + 1) * UNIT).cast());
+        for k in 0..8 {
+            let wk = _mm512_loadu_si512(wq.add(k * UNIT).cast());
             for c in 0..C {
-                let x = xq[c].add(b * QK + 4 * k);
-                ia[c] = _mm512_dpbusd_epi32(ia[c], w0, bcast4!(x));
-                ib[c] = _mm512_dpbusd_epi32(ib[c], w1, bcast4!(x.add(4)));
+                let x = bcast4!(xq[c].add(b * QK + 4 * k));
+                if C <= 2 && k % 2 == 1 {
+                    ib[c] = _mm512_dpbusd_epi32(ib[c], wk, x);
+                } else {
+                    ia[c] = _mm512_dpbusd_epi32(ia[c], wk, x);
+                }
             }
         }
         for c in 0..C {
@@ -77,13 +92,14 @@ unsafe fn q8_0<const C: usize>(w: (&[u8], &[u16]), acts: &[ActRow<'_>], out: &mu
 
 /// Q4_1 group × `C` activation rows.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
-unsafe fn q4_1<const C: usize>(w: (&[u8], &[u16]), acts: &[ActRow<'_>], out: &mut TileOut) {
-    let (quants, scales) = w;
+unsafe fn q4_1<const C: usize>(w: Group<'_>, acts: &[ActRow<'_>], out: &mut TileOut) {
+    let (quants, scales) = (w.quants, w.scales);
     let nb = quants.len() / tile_bytes(QFormat::Q4_1);
     let mask = _mm512_set1_epi8(0x0F);
     let xq: [*const i8; C] = std::array::from_fn(|c| acts[c].qs.as_ptr());
     let mut facc = [_mm512_setzero_ps(); C];
     for b in 0..nb {
+        prefetch_block(&w, QFormat::Q4_1, b);
         let wq = quants.as_ptr().add(b * tile_bytes(QFormat::Q4_1));
         let sc = scales.as_ptr().add(b * tile_scales(QFormat::Q4_1));
         let dw = _mm512_cvtph_ps(_mm256_loadu_si256(sc.cast()));
@@ -97,12 +113,16 @@ unsafe fn q4_1<const C: usize>(w: (&[u8], &[u16]), acts: &[ActRow<'_>], out: &mu
             for c in 0..C {
                 let x = xq[c].add(b * QK + 4 * u);
                 ia[c] = _mm512_dpbusd_epi32(ia[c], lo, bcast4!(x));
-                ib[c] = _mm512_dpbusd_epi32(ib[c], hi, bcast4!(x.add(16)));
+                if C <= 2 {
+                    ib[c] = _mm512_dpbusd_epi32(ib[c], hi, bcast4!(x.add(16)));
+                } else {
+                    ia[c] = _mm512_dpbusd_epi32(ia[c], hi, bcast4!(x.add(16)));
+                }
             }
         }
         for c in 0..C {
             let dx = *acts[c].d.get_unchecked(b);
-            let sx = dx * *acts[c].sum.get_unchecked(b) as f32;
+            let sx = dx * (*acts[c].sum.get_unchecked(b) + 1) as f32;
             let isum = _mm512_cvtepi32_ps(_mm512_add_epi32(ia[c], ib[c]));
             facc[c] = _mm512_fmadd_ps(isum, _mm512_mul_ps(dw, _mm512_set1_ps(dx)), facc[c]);
             facc[c] = _mm512_fmadd_ps(mw, _mm512_set1_ps(sx), facc[c]);

@@ -10,12 +10,35 @@ use crate::act::{ActQuant, ActRow};
 use crate::layout::{tile_bytes, tile_scales, GROUP, QK};
 use crate::{QFormat, QMatrix};
 
-/// Activation rows processed together against one loaded weight tile.
-pub(crate) const TILE: usize = 4;
-/// Below this many multiply-adds a `matmul` runs on the calling thread.
-const INLINE_MACS: usize = 1 << 18;
+/// Most activation rows processed together against one loaded weight tile (the widest
+/// [`KernelPath::tile_width`]).
+pub(crate) const TILE: usize = 8;
+/// Below this many multiply-adds a `matmul` runs on the calling thread: waking rayon workers
+/// costs a few microseconds, about the single-core time of a 576×576 Q4_1 matvec.
+const INLINE_MACS: usize = 1 << 19;
 /// Target number of rayon tasks per pool thread (load balance vs. task overhead).
 const TASKS_PER_THREAD: usize = 4;
+
+/// The packed weights of one 16-row group, plus the next group's to prefetch.
+#[derive(Clone, Copy)]
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+pub(crate) struct Group<'a> {
+    /// Packed quants, `cols / 32` tiles.
+    pub quants: &'a [u8],
+    /// Packed f16 scales, `cols / 32` tiles.
+    pub scales: &'a [u16],
+    /// The next group's quants and scales, prefetched while this one is computed; empty when
+    /// there is nothing (more) to prefetch.
+    pub next: (&'a [u8], &'a [u16]),
+}
+
+impl Group<'_> {
+    /// Whether `next` should be prefetched (it has the same shape as this group).
+    #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+    pub(crate) fn prefetch(&self) -> bool {
+        self.next.0.len() == self.quants.len() && self.next.1.len() == self.scales.len()
+    }
+}
 
 /// One tile of results: `[activation row][weight row within the group]`.
 pub(crate) type TileOut = [[f32; GROUP]; TILE];
@@ -68,9 +91,21 @@ impl KernelPath {
             let forced = forced.and_then(|v| Self::ALL.into_iter().find(|p| p.name() == v));
             match forced {
                 Some(p) if p.is_supported() => p,
-                _ => Self::ALL.into_iter().rev().find(|p| p.is_supported()).unwrap_or(Self::Scalar),
+                _ => Self::ALL
+                    .into_iter()
+                    .rev()
+                    .find(|p| p.is_supported())
+                    .unwrap_or(Self::Scalar),
             }
         })
+    }
+
+    /// Activation rows per kernel call: AVX-512 has 32 vector registers, the others 16.
+    pub(crate) fn tile_width(self) -> usize {
+        match self {
+            KernelPath::Avx512Vnni => 8,
+            _ => 4,
+        }
     }
 
     /// Short lowercase name (as accepted by `DRAFTSMITH_KERNEL_PATH`).
@@ -129,7 +164,10 @@ impl OutPtr {
 
 /// Splits the row groups over rayon tasks, or runs inline for small problems.
 fn run(m: &QMatrix, path: KernelPath, act: &ActQuant, y: &mut [f32]) {
-    let out = OutPtr { ptr: y.as_mut_ptr(), len: y.len() };
+    let out = OutPtr {
+        ptr: y.as_mut_ptr(),
+        len: y.len(),
+    };
     let groups = m.groups();
     let macs = groups * GROUP * m.cols() * act.n();
     let threads = rayon::current_num_threads();
@@ -148,22 +186,39 @@ fn run(m: &QMatrix, path: KernelPath, act: &ActQuant, y: &mut [f32]) {
 fn compute(m: &QMatrix, path: KernelPath, act: &ActQuant, range: Range<usize>, out: &OutPtr) {
     let (rows, n) = (m.rows(), act.n());
     let mut tile: TileOut = [[0.0; GROUP]; TILE];
+    let tiles = n.div_ceil(path.tile_width());
+    let last = range.end;
     for g in range {
         let (quants, scales) = m.group(g);
+        let next = if g + 1 < last {
+            m.group(g + 1)
+        } else {
+            (&[][..], &[][..])
+        };
         let valid = GROUP.min(rows - g * GROUP);
-        for c0 in (0..n).step_by(TILE) {
-            let cn = TILE.min(n - c0);
+        let mut c0 = 0;
+        for i in 0..tiles {
+            // Near-equal tile widths (17 rows → 6, 6, 5) keep every kernel call well filled.
+            let cn = n / tiles + usize::from(i < n % tiles);
             let acts: [ActRow<'_>; TILE] = std::array::from_fn(|t| act.row((c0 + t).min(n - 1)));
-            kernel(path, m.format(), (quants, scales), &acts[..cn], &mut tile);
+            // Only the first pass over the group prefetches the next one.
+            let next = if i == 0 { next } else { (&[][..], &[][..]) };
+            let w = Group {
+                quants,
+                scales,
+                next,
+            };
+            kernel(path, m.format(), w, &acts[..cn], &mut tile);
             for (t, res) in tile.iter().enumerate().take(cn) {
                 out.write((c0 + t) * rows + g * GROUP, &res[..valid]);
             }
+            c0 += cn;
         }
     }
 }
 
 /// Runs one tile kernel: one packed row group against up to [`TILE`] activation rows.
-fn kernel(path: KernelPath, f: QFormat, w: (&[u8], &[u16]), acts: &[ActRow<'_>], out: &mut TileOut) {
+fn kernel(path: KernelPath, f: QFormat, w: Group<'_>, acts: &[ActRow<'_>], out: &mut TileOut) {
     match path {
         #[cfg(target_arch = "x86_64")]
         // SAFETY: callers only pass supported paths (`detect` / `matmul_with` check).
@@ -175,13 +230,27 @@ fn kernel(path: KernelPath, f: QFormat, w: (&[u8], &[u16]), acts: &[ActRow<'_>],
     }
 }
 
-/// Asserts the slice lengths the unchecked pointer arithmetic below relies on.
-pub(crate) fn check_lengths(f: QFormat, w: (&[u8], &[u16]), acts: &[ActRow<'_>]) {
-    let nb = w.0.len() / tile_bytes(f);
-    assert!((1..=TILE).contains(&acts.len()), "tile width must be 1..={TILE}");
-    assert_eq!(w.0.len(), nb * tile_bytes(f), "packed quants are whole tiles");
-    assert!(w.1.len() >= nb * tile_scales(f), "packed scales too short");
+/// Asserts the slice lengths the SIMD kernels' unchecked pointer arithmetic relies on.
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
+pub(crate) fn check_lengths(f: QFormat, w: Group<'_>, acts: &[ActRow<'_>]) {
+    let nb = w.quants.len() / tile_bytes(f);
+    assert!(
+        (1..=TILE).contains(&acts.len()),
+        "tile width must be 1..={TILE}"
+    );
+    assert_eq!(
+        w.quants.len(),
+        nb * tile_bytes(f),
+        "packed quants are whole tiles"
+    );
+    assert!(
+        w.scales.len() >= nb * tile_scales(f),
+        "packed scales too short"
+    );
     for a in acts {
-        assert!(a.qs.len() >= nb * QK && a.d.len() >= nb && a.sum.len() >= nb, "activation row too short");
+        assert!(
+            a.qs.len() >= nb * QK && a.d.len() >= nb && a.sum.len() >= nb,
+            "activation row too short"
+        );
     }
 }

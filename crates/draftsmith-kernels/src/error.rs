@@ -12,9 +12,7 @@ pub enum KernelError {
         cols: usize,
     },
     /// The raw GGUF block bytes do not match `rows × cols/32 × block size`.
-    #[error(
-        "{format:?} matrix of {rows}×{cols} needs {expected} bytes of blocks, got {actual}"
-    )]
+    #[error("{format:?} matrix of {rows}×{cols} needs {expected} bytes of blocks, got {actual}")]
     ByteLength {
         /// Block format of the data.
         format: QFormat,

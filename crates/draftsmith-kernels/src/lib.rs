@@ -6,6 +6,23 @@
 //! 32 values to 8 bits, and every 32-element block product is an exact integer dot product scaled
 //! by the two block scales.
 //!
+//! ```
+//! use draftsmith_kernels::{QFormat, QMatrix};
+//!
+//! // A 64×32 weight matrix, quantized to Q8_0 (GGUF bytes work too: `from_ggml_blocks`).
+//! let w: Vec<f32> = (0..64 * 32).map(|i| (i % 7) as f32 - 3.0).collect();
+//! let m = QMatrix::quantize_q8_0(&w, 64, 32)?;
+//! assert_eq!((m.rows(), m.cols(), m.format()), (64, 32, QFormat::Q8_0));
+//!
+//! // Two activation rows at once: y[2, 64] = x[2, 32] · Wᵀ.
+//! let x = vec![0.5f32; 2 * 32];
+//! let mut y = vec![0.0f32; 2 * 64];
+//! m.matmul(&x, 2, &mut y);
+//! let want: f32 = w[..32].iter().map(|v| 0.5 * v).sum();
+//! assert!((y[0] - want).abs() < 1e-3 * want.abs().max(1.0));
+//! # Ok::<(), draftsmith_kernels::KernelError>(())
+//! ```
+//!
 //! # Layout
 //!
 //! At load time the GGUF blocks are repacked so that 16 consecutive weight rows are interleaved

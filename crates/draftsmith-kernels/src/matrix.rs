@@ -33,7 +33,7 @@ impl std::fmt::Debug for QMatrix {
 
 /// Checks `cols % 32 == 0` and that `rows × cols` fits; returns `rows × cols / 32` blocks.
 fn check_shape(rows: usize, cols: usize) -> Result<usize, KernelError> {
-    if cols % QK != 0 {
+    if !cols.is_multiple_of(QK) {
         return Err(KernelError::ColsNotBlockMultiple { cols });
     }
     rows.checked_mul(cols)
@@ -77,7 +77,13 @@ impl QMatrix {
             .ok_or(KernelError::ShapeOverflow { rows, cols })?;
         if bytes.len() != expected {
             let actual = bytes.len();
-            return Err(KernelError::ByteLength { format, rows, cols, expected, actual });
+            return Err(KernelError::ByteLength {
+                format,
+                rows,
+                cols,
+                expected,
+                actual,
+            });
         }
         let mut m = Self::empty(format, rows, cols);
         let nb = cols / QK;
@@ -97,7 +103,12 @@ impl QMatrix {
         let blocks = check_shape(rows, cols)?;
         if w.len() != blocks * QK {
             let (expected, actual) = (blocks * QK, w.len());
-            return Err(KernelError::ValueCount { rows, cols, expected, actual });
+            return Err(KernelError::ValueCount {
+                rows,
+                cols,
+                expected,
+                actual,
+            });
         }
         let mut m = Self::empty(QFormat::Q8_0, rows, cols);
         let nb = cols / QK;
@@ -152,7 +163,10 @@ impl QMatrix {
         let nb = self.cols / QK;
         let qb = nb * layout::tile_bytes(self.format);
         let sb = nb * layout::tile_scales(self.format);
-        (&self.quants.as_slice()[g * qb..][..qb], &self.scales[g * sb..][..sb])
+        (
+            &self.quants.as_slice()[g * qb..][..qb],
+            &self.scales[g * sb..][..sb],
+        )
     }
 
     /// `y[n, rows] = x[n, cols] · Wᵀ`.
@@ -174,7 +188,10 @@ impl QMatrix {
     /// As `matmul`, and if `path` is not supported by this CPU.
     #[doc(hidden)]
     pub fn matmul_with(&self, path: KernelPath, x: &[f32], n: usize, y: &mut [f32]) {
-        assert!(path.is_supported(), "kernel path {path:?} is not supported on this CPU");
+        assert!(
+            path.is_supported(),
+            "kernel path {path:?} is not supported on this CPU"
+        );
         matmul_impl(self, path, x, n, y);
     }
 
@@ -183,7 +200,11 @@ impl QMatrix {
     /// # Panics
     /// If `row >= rows` or `out.len() != cols`.
     pub fn dequantize_row(&self, row: usize, out: &mut [f32]) {
-        assert!(row < self.rows, "row {row} out of range for {} rows", self.rows);
+        assert!(
+            row < self.rows,
+            "row {row} out of range for {} rows",
+            self.rows
+        );
         assert_eq!(out.len(), self.cols, "output length must equal cols");
         let nb = self.cols / QK;
         let quants = self.quants.as_slice();

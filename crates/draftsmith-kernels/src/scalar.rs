@@ -1,56 +1,71 @@
 //! Portable scalar kernels on the packed layout (reference for the SIMD paths).
+//!
+//! Loops run over whole 64-byte units (all 16 rows at once) so the compiler can vectorize them
+//! with the baseline instruction set of any target.
 
 use crate::act::ActRow;
-use crate::dispatch::TileOut;
+use crate::dispatch::{Group, TileOut};
 use crate::layout::{f16_to_f32, tile_bytes, tile_scales, GROUP, QK, UNIT};
 use crate::QFormat;
 
 /// Computes `out[t][j] = Σ_b` block dot products of group row `j` with activation row `t`.
-pub(crate) fn tile(format: QFormat, w: (&[u8], &[u16]), acts: &[ActRow<'_>], out: &mut TileOut) {
-    let (quants, scales) = w;
-    let nb = quants.len() / tile_bytes(format);
-    for (a, res) in acts.iter().zip(out.iter_mut()) {
-        for (j, r) in res.iter_mut().enumerate() {
-            *r = (0..nb)
-                .map(|b| {
-                    let q = &quants[b * tile_bytes(format)..][..tile_bytes(format)];
-                    let s = &scales[b * tile_scales(format)..][..tile_scales(format)];
-                    match format {
-                        QFormat::Q8_0 => block_q8_0(q, s, j, a, b),
-                        QFormat::Q4_1 => block_q4_1(q, s, j, a, b),
-                    }
-                })
-                .fold(0.0, |acc, v| acc + v);
+pub(crate) fn tile(format: QFormat, w: Group<'_>, acts: &[ActRow<'_>], out: &mut TileOut) {
+    let (tb, ts) = (tile_bytes(format), tile_scales(format));
+    let nb = w.quants.len() / tb;
+    out.iter_mut().for_each(|res| *res = [0.0; GROUP]);
+    let mut sf = [0.0f32; 2 * GROUP];
+    for b in 0..nb {
+        let q = &w.quants[b * tb..][..tb];
+        for (f, &h) in sf.iter_mut().zip(&w.scales[b * ts..][..ts]) {
+            *f = f16_to_f32(h); // once per block, shared by all activation rows
+        }
+        for (a, res) in acts.iter().zip(out.iter_mut()) {
+            let x = &a.qs[b * QK..][..QK];
+            match format {
+                QFormat::Q8_0 => block_q8_0(q, &sf, x, a.d[b], res),
+                QFormat::Q4_1 => block_q4_1(q, &sf, x, (a.d[b], a.sum[b]), res),
+            }
         }
     }
 }
 
-/// Block `b` of packed Q8_0 row `j` dotted with activation row `a`.
-fn block_q8_0(q: &[u8], s: &[u16], j: usize, a: &ActRow<'_>, b: usize) -> f32 {
-    let x = &a.qs[b * QK..][..QK];
-    let mut isum = 0i32;
+/// Adds block products of a packed Q8_0 tile (f32 scales `s`) with activation block `x`
+/// (scale `dx`) to `acc`.
+fn block_q8_0(q: &[u8], s: &[f32], x: &[i8], dx: f32, acc: &mut [f32; GROUP]) {
+    // Lane i of a unit is row i/4, element i%4: accumulate 64 lanes, then fold rows.
+    let mut lanes = [0i32; UNIT];
     for (k, unit) in q.chunks_exact(UNIT).enumerate() {
-        for t in 0..4 {
-            let wq = i32::from((unit[j * 4 + t] ^ 0x80) as i8);
-            isum += wq * i32::from(x[4 * k + t]);
+        let xk: [i8; UNIT] = std::array::from_fn(|i| x[4 * k + i % 4]);
+        for ((l, &w), &xv) in lanes.iter_mut().zip(unit).zip(&xk) {
+            *l += i32::from((w ^ 0x80) as i8) * i32::from(xv);
         }
     }
-    isum as f32 * (f16_to_f32(s[j]) * a.d[b])
+    add_scaled(acc, &lanes, |j| s[j] * dx, |_| 0.0);
 }
 
-/// Block `b` of packed Q4_1 row `j` dotted with activation row `a`:
-/// `d·dx·Σ q·qx + m·dx·Σ qx`.
-fn block_q4_1(q: &[u8], s: &[u16], j: usize, a: &ActRow<'_>, b: usize) -> f32 {
-    let x = &a.qs[b * QK..][..QK];
-    let mut isum = 0i32;
+/// Adds `d·dx·Σ q·qx + m·dx·Σ qx` for a packed Q4_1 tile and activation block `x` to `acc`.
+fn block_q4_1(q: &[u8], s: &[f32], x: &[i8], (dx, xsum): (f32, i32), acc: &mut [f32; GROUP]) {
+    let mut lanes = [0i32; UNIT];
     for (u, unit) in q.chunks_exact(UNIT).enumerate() {
-        for t in 0..4 {
-            let byte = unit[j * 4 + t];
-            isum += i32::from(byte & 0x0F) * i32::from(x[4 * u + t]);
-            isum += i32::from(byte >> 4) * i32::from(x[16 + 4 * u + t]);
+        let lo: [i8; UNIT] = std::array::from_fn(|i| x[4 * u + i % 4]);
+        let hi: [i8; UNIT] = std::array::from_fn(|i| x[16 + 4 * u + i % 4]);
+        for (i, (l, &w)) in lanes.iter_mut().zip(unit).enumerate() {
+            *l += i32::from(w & 0x0F) * i32::from(lo[i]) + i32::from(w >> 4) * i32::from(hi[i]);
         }
     }
-    let dx = a.d[b];
-    let (d, m) = (f16_to_f32(s[j]), f16_to_f32(s[GROUP + j]));
-    isum as f32 * (d * dx) + m * (dx * a.sum[b] as f32)
+    let sx = dx * xsum as f32;
+    add_scaled(acc, &lanes, |j| s[j] * dx, |j| s[GROUP + j] * sx);
+}
+
+/// `acc[j] += (Σ_{t<4} lanes[4j+t]) · scale(j) + offset(j)`.
+fn add_scaled(
+    acc: &mut [f32; GROUP],
+    lanes: &[i32; UNIT],
+    scale: impl Fn(usize) -> f32,
+    offset: impl Fn(usize) -> f32,
+) {
+    for (j, (a, l)) in acc.iter_mut().zip(lanes.chunks_exact(4)).enumerate() {
+        let sum = l[0] + l[1] + l[2] + l[3];
+        *a += sum as f32 * scale(j) + offset(j);
+    }
 }

@@ -17,6 +17,7 @@ pub use cache::KvCache;
 pub use chat::{ChatMessage, ChatTemplate};
 pub use config::{Architecture, ModelConfig, RopeScaling};
 pub use error::ModelError;
-pub use load::{load_model, LoadOptions, LoadedModel, MatmulWeights, SourceKind};
+pub use load::{build_model, load_model, LoadOptions, LoadedModel, MatmulWeights, SourceKind};
 pub use model::{AttentionMask, ForwardOutput, LogitsSelect, Model};
+pub use source::{MemorySource, WeightSource};
 pub use tokenizer::TextTokenizer;

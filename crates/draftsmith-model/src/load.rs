@@ -176,6 +176,11 @@ fn gguf_rope_scaling(file: &GgufFile, key: &dyn Fn(&str) -> String) -> Result<Ro
     })
 }
 
+/// Builds a model from any weight source (checks tensor names and shapes first).
+pub fn build_model<B: Backend>(config: &ModelConfig, source: &dyn WeightSource, options: LoadOptions, device: &B::Device) -> Result<Model<B>, ModelError> {
+    build(config, source, options, device, &[])
+}
+
 /// Checks the source holds exactly the tensors the config needs (`extra_used` = tensors read
 /// elsewhere, e.g. into the config), then builds the model.
 fn build<B: Backend>(config: &ModelConfig, source: &dyn WeightSource, options: LoadOptions, device: &B::Device, extra_used: &[&str]) -> Result<Model<B>, ModelError> {

@@ -257,3 +257,74 @@ mod tests {
         assert_eq!(unpermute_rows(&gguf, rows, heads), hf);
     }
 }
+
+/// Tensors held in memory under HF names (tests, synthetic models, converted checkpoints).
+#[derive(Debug, Clone, Default)]
+pub struct MemorySource {
+    name: PathBuf,
+    tensors: BTreeMap<String, (Vec<usize>, Vec<f32>)>,
+}
+
+impl MemorySource {
+    /// `name` stands in for a path in error messages.
+    pub fn new(name: &str) -> Self {
+        Self { name: PathBuf::from(name), tensors: BTreeMap::new() }
+    }
+
+    pub fn insert(&mut self, name: &str, shape: Vec<usize>, values: Vec<f32>) {
+        assert_eq!(shape.iter().product::<usize>(), values.len(), "shape {shape:?} of {name}");
+        self.tensors.insert(name.to_string(), (shape, values));
+    }
+
+    pub fn remove(&mut self, name: &str) -> Option<(Vec<usize>, Vec<f32>)> {
+        self.tensors.remove(name)
+    }
+
+    /// Deterministic random weights for `config` (normal-ish, scaled by 1/√fan_in; norms near 1).
+    pub fn random(config: &crate::ModelConfig, seed: u64) -> Self {
+        let mut state = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        let mut next = move || {
+            state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            // Sum of 4 uniforms: mean 0, variance 1/3 → scale to unit variance.
+            let mut s = 0.0f32;
+            for k in 0..4 {
+                s += ((state >> (16 * k)) & 0xFFFF) as f32 / 65535.0 - 0.5;
+            }
+            s * 3.0f32.sqrt()
+        };
+        let mut src = Self::new("<random model>");
+        for name in names::expected_tensors(config) {
+            let shape = names::expected_shape(config, &name).expect("known tensor");
+            let n: usize = shape.iter().product();
+            let values: Vec<f32> = if shape.len() == 1 && name.ends_with("norm.weight") {
+                (0..n).map(|_| 1.0 + 0.1 * next()).collect()
+            } else {
+                let scale = if shape.len() == 2 { 1.0 / (shape[1] as f32).sqrt() } else { 0.1 };
+                (0..n).map(|_| scale * next()).collect()
+            };
+            src.insert(&name, shape, values);
+        }
+        src
+    }
+}
+
+impl WeightSource for MemorySource {
+    fn path(&self) -> &Path {
+        &self.name
+    }
+
+    fn names(&self) -> Vec<String> {
+        self.tensors.keys().cloned().collect()
+    }
+
+    fn shape(&self, name: &str) -> Option<Vec<usize>> {
+        self.tensors.get(name).map(|(s, _)| s.clone())
+    }
+
+    fn load_f32(&self, name: &str) -> Result<Vec<f32>, ModelError> {
+        self.tensors
+            .get(name)
+            .map(|(_, v)| v.clone())
+            .ok_or_else(|| ModelError::MissingTensors { path: self.name.clone(), names: name.to_string() })
+    }
+}

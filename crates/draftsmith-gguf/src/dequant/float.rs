@@ -1,6 +1,6 @@
 //! Plain float types: F32, F16 and BF16.
 
-use half::{slice::HalfFloatSliceExt, f16};
+use half::{f16, slice::HalfFloatSliceExt};
 
 use super::assert_blocks;
 use crate::types::GgmlType;

@@ -1,0 +1,70 @@
+//! Backend selection: burn's `flex` CPU backend by default, CUDA with `--features cuda`.
+
+use clap::ValueEnum;
+
+/// The CPU backend.
+pub type Cpu = burn::backend::Flex;
+/// The GPU backend.
+#[cfg(feature = "cuda")]
+pub type Gpu = burn::backend::Cuda;
+
+/// Where the target model runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default)]
+pub enum DeviceKind {
+    /// burn `flex` on the CPU (quantized matmul kernels by default).
+    #[default]
+    Cpu,
+    /// burn-cuda on GPU 0 (binary built with `--features cuda`).
+    Cuda,
+}
+
+/// Whether an NVIDIA driver can be loaded: checked before a CUDA device is created, because
+/// burn-cuda panics in a device thread instead of returning an error when it is missing.
+#[cfg_attr(not(feature = "cuda"), allow(dead_code))]
+pub fn cuda_driver_present() -> bool {
+    let candidates = ["/usr/lib/x86_64-linux-gnu/libcuda.so.1", "/usr/lib64/libcuda.so.1", "/usr/local/nvidia/lib64/libcuda.so.1", "/usr/lib/wsl/lib/libcuda.so.1"];
+    if candidates.iter().any(|p| std::path::Path::new(p).exists()) {
+        return true;
+    }
+    std::process::Command::new("ldconfig")
+        .arg("-p")
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).contains("libcuda.so"))
+        .unwrap_or(false)
+}
+
+/// Runs `$body` with `$B` bound to the selected backend type and `$device` to its device.
+#[macro_export]
+macro_rules! with_backend {
+    ($kind:expr, |$B:ident, $device:ident| $body:expr) => {{
+        match $kind {
+            $crate::backend::DeviceKind::Cpu => {
+                type $B = $crate::backend::Cpu;
+                let $device = burn::backend::flex::FlexDevice;
+                $body
+            }
+            $crate::backend::DeviceKind::Cuda => $crate::with_cuda!(|$B, $device| $body),
+        }
+    }};
+}
+
+#[cfg(feature = "cuda")]
+#[macro_export]
+macro_rules! with_cuda {
+    (|$B:ident, $device:ident| $body:expr) => {{
+        if !$crate::backend::cuda_driver_present() {
+            anyhow::bail!("--device cuda: no NVIDIA driver (libcuda.so) found on this machine");
+        }
+        type $B = $crate::backend::Gpu;
+        let $device = burn::backend::cuda::CudaDevice::new(0);
+        $body
+    }};
+}
+
+#[cfg(not(feature = "cuda"))]
+#[macro_export]
+macro_rules! with_cuda {
+    (|$B:ident, $device:ident| $body:expr) => {{
+        anyhow::bail!("--device cuda: this binary was built without CUDA; rebuild with `cargo build --release --features cuda`")
+    }};
+}

@@ -1,0 +1,212 @@
+//! `draftsmith bench ar`: decode and prefill throughput and tree-verification cost of the
+//! target engine on a fixed prompt set, optionally side by side with llama.cpp.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+use burn::tensor::backend::Backend;
+use clap::{Args, Subcommand};
+use draftsmith_core::DraftTree;
+use draftsmith_decode::{Sampler, SamplingConfig};
+use draftsmith_model::{AttentionMask, ChatMessage, LoadedModel, LogitsSelect, Model};
+use rand::{rngs::StdRng, Rng, SeedableRng};
+use serde_json::{json, Value};
+
+use crate::model_arg::ModelArgs;
+
+/// Benchmarks (timings are measured here, never asserted in tests).
+#[derive(Debug, Subcommand)]
+pub enum BenchCommand {
+    /// Autoregressive decode throughput, prefill throughput and tree-verify cost.
+    Ar(BenchArArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct BenchArArgs {
+    #[command(flatten)]
+    pub model: ModelArgs,
+    /// New tokens per prompt (EOS is ignored so every prompt decodes the same count).
+    #[arg(long, default_value_t = 64)]
+    pub max_new_tokens: usize,
+    /// How many of the built-in prompts to use (1–8).
+    #[arg(long, default_value_t = 8)]
+    pub prompts: usize,
+    /// Nodes in the random draft tree whose verification cost is compared with a 1-token step.
+    #[arg(long, default_value_t = 64)]
+    pub tree_size: usize,
+    /// Also time llama.cpp (llama-cpp-python, `just install-llamacpp`) on the same GGUF and
+    /// prompt token ids, and print the ratio.
+    #[arg(long)]
+    pub vs_llamacpp: bool,
+    /// Print one JSON object as the last stdout line.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// The fixed prompt set (user messages; the chat template is applied).
+pub const PROMPTS: &[&str] = &[
+    "Write a short story about a robot learning to paint.",
+    "Explain the difference between a list and a tuple in Python.",
+    "What are the main causes of the French Revolution?",
+    "Give me three tips for improving my sleep.",
+    "Write a Python function that checks whether a string is a palindrome.",
+    "Summarize the plot of Romeo and Juliet in a few sentences.",
+    "How does photosynthesis work?",
+    "Compose a polite email declining a meeting invitation.",
+];
+
+pub fn run(cmd: BenchCommand) -> Result<()> {
+    match cmd {
+        BenchCommand::Ar(args) => crate::with_backend!(args.model.device, |B, device| bench_ar::<B>(&args, &device)),
+    }
+}
+
+fn bench_ar<B: Backend>(args: &BenchArArgs, device: &B::Device) -> Result<()> {
+    if args.prompts == 0 || args.prompts > PROMPTS.len() {
+        bail!("--prompts must be between 1 and {}", PROMPTS.len());
+    }
+    let loaded = args.model.load::<B>(device)?;
+    let prompts = encode_prompts(&loaded, args.prompts)?;
+    let model = &loaded.model;
+    // Warm-up: one short generation so first-call allocations are not timed.
+    decode_run(model, &prompts[0], 8)?;
+    let (mut decode_time, mut decode_tokens, mut prefill_time, mut prefill_tokens) = (Duration::ZERO, 0usize, Duration::ZERO, 0usize);
+    for prompt in &prompts {
+        let g = decode_run(model, prompt, args.max_new_tokens)?;
+        decode_time += g.decode;
+        decode_tokens += g.tokens.len() - 1;
+        prefill_time += g.prefill;
+        prefill_tokens += prompt.len();
+    }
+    let prefill512 = time_prefill(model, 512)?;
+    let (step1, tree) = time_tree_verify(model, args.tree_size, 256)?;
+    let decode_tps = decode_tokens as f64 / decode_time.as_secs_f64();
+    let mut result = json!({
+        "model": loaded.path.display().to_string(),
+        "device": format!("{:?}", args.model.device).to_lowercase(),
+        "weights": format!("{:?}", args.model.weights),
+        "prompts": prompts.len(),
+        "new_tokens_per_prompt": args.max_new_tokens,
+        "decode_tokens_per_s": decode_tps,
+        "ms_per_token": 1e3 / decode_tps,
+        "prefill_tokens_per_s": prefill_tokens as f64 / prefill_time.as_secs_f64(),
+        "prefill512_ms": prefill512.as_secs_f64() * 1e3,
+        "step1_ms": step1.as_secs_f64() * 1e3,
+        "tree_size": args.tree_size,
+        "tree_ms": tree.as_secs_f64() * 1e3,
+        "tree64_over_step1_cost": tree.as_secs_f64() / step1.as_secs_f64(),
+    });
+    if args.vs_llamacpp {
+        let reference = llamacpp(&loaded.path, &prompts, args.max_new_tokens)?;
+        let ratio = decode_tps / reference["decode_tokens_per_s"].as_f64().unwrap_or(f64::NAN);
+        result["llamacpp"] = reference;
+        result["decode_ratio_vs_llamacpp"] = json!(ratio);
+    }
+    if !args.json {
+        eprintln!("{}", serde_json::to_string_pretty(&result)?);
+    }
+    println!("{result}");
+    Ok(())
+}
+
+fn encode_prompts<B: Backend>(loaded: &LoadedModel<B>, n: usize) -> Result<Vec<Vec<u32>>> {
+    PROMPTS[..n]
+        .iter()
+        .map(|p| {
+            let text = match loaded.tokenizer.chat_template() {
+                Some(t) => t.render(&[ChatMessage::new("user", p)], true)?,
+                None => p.to_string(),
+            };
+            Ok(loaded.tokenizer.encode(&text)?)
+        })
+        .collect()
+}
+
+fn decode_run<B: Backend>(model: &Model<B>, prompt: &[u32], n: usize) -> Result<draftsmith_decode::Generation> {
+    let mut sampler = Sampler::new(SamplingConfig::default());
+    Ok(draftsmith_decode::generate(model, prompt, n, &[], &mut sampler, &mut |_| true)?)
+}
+
+/// Median of `runs` timings of `f`.
+fn median_time(runs: usize, mut f: impl FnMut() -> Result<()>) -> Result<Duration> {
+    let mut times = Vec::with_capacity(runs);
+    for _ in 0..runs {
+        let start = Instant::now();
+        f()?;
+        times.push(start.elapsed());
+    }
+    times.sort();
+    Ok(times[runs / 2])
+}
+
+fn synthetic_tokens(n: usize, vocab: usize, seed: u64) -> Vec<u32> {
+    let mut rng = StdRng::seed_from_u64(seed);
+    (0..n).map(|_| rng.random_range(100..vocab.min(20_000)) as u32).collect()
+}
+
+/// Time to prefill `n` tokens into an empty cache (logits of the last position).
+fn time_prefill<B: Backend>(model: &Model<B>, n: usize) -> Result<Duration> {
+    let tokens = synthetic_tokens(n, model.config().vocab_size, 1);
+    let positions: Vec<usize> = (0..n).collect();
+    median_time(3, || {
+        let mut cache = model.new_cache(n);
+        let out = model.forward(&tokens, &positions, &AttentionMask::Causal, LogitsSelect::Last, &mut cache)?;
+        let _ = out.logits.context("logits")?.into_data();
+        Ok(())
+    })
+}
+
+/// (1-token step, `tree_size`-node tree verify with all logits) after a `context`-token prefix.
+fn time_tree_verify<B: Backend>(model: &Model<B>, tree_size: usize, context: usize) -> Result<(Duration, Duration)> {
+    let prefix = synthetic_tokens(context, model.config().vocab_size, 2);
+    let mut cache = model.new_cache(context + tree_size + 1);
+    let positions: Vec<usize> = (0..context).collect();
+    model.forward(&prefix, &positions, &AttentionMask::Causal, LogitsSelect::None, &mut cache)?;
+    let mut rng = StdRng::seed_from_u64(3);
+    let mut tree = DraftTree::new();
+    for (i, t) in synthetic_tokens(tree_size, model.config().vocab_size, 4).into_iter().enumerate() {
+        let parent = if i == 0 { None } else { Some(rng.random_range(0..i)) };
+        tree.push(t, if rng.random_bool(0.1) { None } else { parent });
+    }
+    let step = median_time(15, || {
+        let out = model.forward(&[prefix[0]], &[context], &AttentionMask::Causal, LogitsSelect::All, &mut cache)?;
+        let _ = out.logits.context("logits")?.into_data();
+        cache.truncate(context);
+        Ok(())
+    })?;
+    let mask = AttentionMask::Visible(tree.visibility(context));
+    let tree_positions = tree.positions(context - 1);
+    let verify = median_time(7, || {
+        let out = model.forward(tree.tokens(), &tree_positions, &mask, LogitsSelect::All, &mut cache)?;
+        let _ = out.logits.context("logits")?.into_data();
+        cache.truncate(context);
+        Ok(())
+    })?;
+    Ok((step, verify))
+}
+
+/// Runs `scripts/bench_llamacpp.py` on the same GGUF and prompt ids.
+fn llamacpp(model: &std::path::Path, prompts: &[Vec<u32>], n: usize) -> Result<Value> {
+    if !model.is_file() {
+        bail!("--vs-llamacpp needs a GGUF model file, got {}", model.display());
+    }
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../scripts/bench_llamacpp.py");
+    let input = std::env::temp_dir().join(format!("draftsmith-bench-prompts-{}.json", std::process::id()));
+    std::fs::write(&input, serde_json::to_string(&json!({"prompts": prompts, "max_new_tokens": n}))?)?;
+    let output = std::process::Command::new("python3")
+        .arg(&script)
+        .arg("--model")
+        .arg(model)
+        .arg("--prompts")
+        .arg(&input)
+        .output()
+        .with_context(|| format!("cannot run {}", script.display()))?;
+    let _ = std::fs::remove_file(&input);
+    if !output.status.success() {
+        bail!("{} failed (install llama-cpp-python with `just install-llamacpp`):\n{}", script.display(), String::from_utf8_lossy(&output.stderr));
+    }
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let last = stdout.lines().last().context("llama.cpp benchmark printed nothing")?;
+    Ok(serde_json::from_str(last)?)
+}

@@ -1,0 +1,161 @@
+//! `draftsmith generate`: prompt or chat messages in, streamed text out.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+use burn::tensor::backend::Backend;
+use clap::Args;
+use draftsmith_decode::{Sampler, SamplingConfig};
+use draftsmith_model::{ChatMessage, LoadedModel};
+use serde_json::json;
+
+use crate::model_arg::ModelArgs;
+
+/// Generate text with the target model (greedy by default).
+#[derive(Debug, Args)]
+pub struct GenerateArgs {
+    #[command(flatten)]
+    pub model: ModelArgs,
+    /// The prompt (the user message unless --no-chat-template).
+    #[arg(long, short = 'p', required_unless_present = "messages")]
+    pub prompt: Option<String>,
+    /// A JSON file with chat messages: `[{"role": "user", "content": "…"}, …]`.
+    #[arg(long, conflicts_with = "prompt")]
+    pub messages: Option<PathBuf>,
+    /// A system message placed before the prompt.
+    #[arg(long)]
+    pub system: Option<String>,
+    /// Tokenize the prompt as raw text instead of applying the model's chat template.
+    #[arg(long)]
+    pub no_chat_template: bool,
+    #[arg(long, default_value_t = 256)]
+    pub max_new_tokens: usize,
+    #[command(flatten)]
+    pub sampling: SamplingArgs,
+    /// Print one JSON object as the last stdout line instead of streaming text.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Sampling flags shared by the commands that decode.
+#[derive(Debug, Clone, Args)]
+pub struct SamplingArgs {
+    /// 0 = greedy.
+    #[arg(long, default_value_t = 0.0)]
+    pub temperature: f32,
+    /// Keep the k most likely tokens (0 = off).
+    #[arg(long, default_value_t = 0)]
+    pub top_k: usize,
+    /// Nucleus sampling threshold (1 = off).
+    #[arg(long, default_value_t = 1.0)]
+    pub top_p: f32,
+    /// Drop tokens below min-p × the top probability (0 = off).
+    #[arg(long, default_value_t = 0.0)]
+    pub min_p: f32,
+    /// Penalty on tokens already in the context (1 = off).
+    #[arg(long, default_value_t = 1.0)]
+    pub repetition_penalty: f32,
+    #[arg(long, default_value_t = 0)]
+    pub seed: u64,
+}
+
+impl SamplingArgs {
+    pub fn config(&self) -> SamplingConfig {
+        SamplingConfig {
+            temperature: self.temperature,
+            top_k: self.top_k,
+            top_p: self.top_p,
+            min_p: self.min_p,
+            repetition_penalty: self.repetition_penalty,
+            seed: self.seed,
+        }
+    }
+}
+
+pub fn run(args: GenerateArgs) -> Result<()> {
+    crate::with_backend!(args.model.device, |B, device| run_on::<B>(&args, &device))
+}
+
+/// The prompt's token ids: chat template applied unless disabled.
+pub fn prompt_ids<B: Backend>(loaded: &LoadedModel<B>, args: &GenerateArgs) -> Result<Vec<u32>> {
+    let text = if args.no_chat_template {
+        args.prompt.clone().context("--no-chat-template needs --prompt")?
+    } else {
+        let mut messages: Vec<ChatMessage> = match &args.messages {
+            Some(path) => serde_json::from_str(&std::fs::read_to_string(path).with_context(|| format!("{}: cannot read", path.display()))?)
+                .with_context(|| format!("{}: expected a JSON list of {{\"role\", \"content\"}} objects", path.display()))?,
+            None => Vec::new(),
+        };
+        if let Some(system) = &args.system {
+            messages.insert(0, ChatMessage::new("system", system));
+        }
+        if let Some(prompt) = &args.prompt {
+            messages.push(ChatMessage::new("user", prompt));
+        }
+        let template = loaded.tokenizer.chat_template().with_context(|| {
+            format!("{}: the model has no chat template; pass --no-chat-template", loaded.path.display())
+        })?;
+        template.render(&messages, true)?
+    };
+    Ok(loaded.tokenizer.encode(&text)?)
+}
+
+fn run_on<B: Backend>(args: &GenerateArgs, device: &B::Device) -> Result<()> {
+    let loaded = args.model.load::<B>(device)?;
+    let prompt = prompt_ids(&loaded, args)?;
+    let mut sampler = Sampler::new(args.sampling.config());
+    let mut stream = TextStream::default();
+    let stdout = std::io::stdout();
+    let generation = draftsmith_decode::generate(&loaded.model, &prompt, args.max_new_tokens, loaded.tokenizer.eos_ids(), &mut sampler, &mut |t| {
+        if !args.json {
+            if let Ok(piece) = stream.push(&loaded.tokenizer, t) {
+                let mut out = stdout.lock();
+                let _ = out.write_all(piece.as_bytes());
+                let _ = out.flush();
+            }
+        }
+        true
+    })?;
+    let text = loaded.tokenizer.decode(&generation.tokens)?;
+    let prefill_tps = prompt.len() as f64 / generation.prefill.as_secs_f64();
+    let decode_tps = generation.decode_tokens_per_s();
+    if args.json {
+        println!(
+            "{}",
+            json!({
+                "prompt_ids": prompt, "output_ids": generation.tokens, "text": text,
+                "stop": generation.stop,
+                "decode_tokens_per_s": decode_tps, "prefill_tokens_per_s": prefill_tps,
+                "prefill_ms": generation.prefill.as_secs_f64() * 1e3, "decode_ms": generation.decode.as_secs_f64() * 1e3,
+            })
+        );
+    } else {
+        println!();
+        eprintln!(
+            "[{} prompt tokens, {:.1} tok/s prefill; {} new tokens, {:.1} tok/s decode; stop: {:?}]",
+            prompt.len(), prefill_tps, generation.tokens.len(), decode_tps, generation.stop
+        );
+    }
+    Ok(())
+}
+
+/// Turns a stream of token ids into text pieces, holding back incomplete UTF-8.
+#[derive(Default)]
+pub struct TextStream {
+    tokens: Vec<u32>,
+    printed: usize,
+}
+
+impl TextStream {
+    pub fn push(&mut self, tokenizer: &draftsmith_model::TextTokenizer, token: u32) -> Result<String> {
+        self.tokens.push(token);
+        let text = tokenizer.decode(&self.tokens)?;
+        if text.ends_with('\u{FFFD}') || text.len() < self.printed || !text.is_char_boundary(self.printed) {
+            return Ok(String::new());
+        }
+        let piece = text[self.printed..].to_string();
+        self.printed = text.len();
+        Ok(piece)
+    }
+}

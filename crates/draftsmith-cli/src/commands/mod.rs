@@ -1,0 +1,5 @@
+//! One file per subcommand.
+
+pub mod bench;
+pub mod fetch;
+pub mod generate;

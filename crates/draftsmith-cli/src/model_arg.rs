@@ -1,0 +1,134 @@
+//! `--model` resolution: a catalog name, a `.gguf` file, a Hugging Face directory, or
+//! `hf:org/name[@revision]` through hf-hub; the default model when none is given.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use draftsmith_model::{load_model, LoadOptions, LoadedModel, MatmulWeights};
+
+use crate::backend::DeviceKind;
+use crate::commands::fetch::fetch_with_progress;
+
+/// The model every command uses when `--model` is not given.
+pub const DEFAULT_MODEL: &str = "smollm2-135m";
+
+/// Model selection flags shared by every command that runs a target.
+#[derive(Debug, Clone, Args)]
+pub struct ModelArgs {
+    /// A `.gguf` file, a Hugging Face model directory, `hf:org/name[@revision]`, or a name from
+    /// `draftsmith fetch --list` (fetched on first use). Default: SmolLM2-135M-Instruct.
+    #[arg(long, short = 'm', default_value = DEFAULT_MODEL)]
+    pub model: String,
+    /// Device to run on.
+    #[arg(long, value_enum, default_value_t = DeviceKind::Cpu)]
+    pub device: DeviceKind,
+    /// Matrix weights: `quantized` uses draftsmith's int8 CPU kernels (GGUF Q8_0/Q4_1 blocks kept,
+    /// other types re-quantized to Q8_0); `dense` keeps f32 burn tensors. Default: quantized for
+    /// GGUF on the CPU, dense otherwise.
+    #[arg(long, value_enum)]
+    pub weights: Option<WeightsArg>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum WeightsArg {
+    Quantized,
+    Dense,
+}
+
+impl ModelArgs {
+    /// Resolves the model to a local path (fetching or downloading as needed).
+    pub fn resolve_path(&self) -> Result<PathBuf> {
+        resolve_model_path(&self.model)
+    }
+
+    /// Resolves and loads the model on backend `B`.
+    pub fn load<B: burn::tensor::backend::Backend>(&self, device: &B::Device) -> Result<LoadedModel<B>> {
+        let path = self.resolve_path()?;
+        let matmul = match (self.weights, self.device) {
+            (Some(WeightsArg::Dense), _) => MatmulWeights::Dense,
+            (Some(WeightsArg::Quantized), DeviceKind::Cpu) => MatmulWeights::Quantized,
+            (Some(WeightsArg::Quantized), _) => bail!("--weights quantized needs --device cpu (the int8 kernels are CPU kernels)"),
+            (None, DeviceKind::Cpu) if path.is_file() => MatmulWeights::Quantized,
+            (None, _) => MatmulWeights::Dense,
+        };
+        let start = std::time::Instant::now();
+        let loaded = load_model::<B>(&path, LoadOptions { matmul }, device)?;
+        tracing::info!(path = %path.display(), seconds = start.elapsed().as_secs_f64(), "model loaded");
+        Ok(loaded)
+    }
+}
+
+/// Maps a `--model` value to a local file or directory.
+pub fn resolve_model_path(spec: &str) -> Result<PathBuf> {
+    if let Some(id) = spec.strip_prefix("hf:") {
+        return hf_download(id);
+    }
+    let path = Path::new(spec);
+    if path.exists() {
+        return Ok(path.to_path_buf());
+    }
+    match draftsmith_fetch::find(spec) {
+        Ok(artifact) if artifact.kind == draftsmith_fetch::ArtifactKind::Model => fetch_with_progress(artifact),
+        Ok(_) => bail!("`{spec}` is a dataset, not a model"),
+        Err(_) if spec.contains('/') || spec.ends_with(".gguf") => bail!("{spec}: no such file or directory"),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// Files of a Hugging Face model repository the engine reads.
+const HF_FILES: &[&str] = &["config.json", "tokenizer.json", "tokenizer_config.json"];
+
+/// Downloads (or finds in the local HF cache) the files of `org/name[@revision]` and returns
+/// the snapshot directory.
+fn hf_download(id: &str) -> Result<PathBuf> {
+    use hf_hub::{api::sync::ApiBuilder, Cache, Repo, RepoType};
+    let (name, revision) = id.split_once('@').unwrap_or((id, "main"));
+    if name.split('/').count() != 2 {
+        bail!("hf:{id}: expected hf:org/name[@revision]");
+    }
+    let repo = Repo::with_revision(name.to_string(), RepoType::Model, revision.to_string());
+    let cache = Cache::from_env().repo(repo.clone());
+    let cached = |f: &str| cache.get(f);
+    let weights_cached = cached("model.safetensors").or_else(|| cached("model.safetensors.index.json"));
+    if let (Some(config), Some(_)) = (cached("config.json"), weights_cached) {
+        if HF_FILES.iter().all(|f| *f == "tokenizer_config.json" || cached(f).is_some()) {
+            if let Some(index) = cached("model.safetensors.index.json") {
+                for shard in shard_names(&index)? {
+                    cached(&shard).with_context(|| format!("hf:{id}: shard {shard} is missing from the local Hugging Face cache"))?;
+                }
+            }
+            return Ok(config.parent().expect("cached file has a parent").to_path_buf());
+        }
+    }
+    if std::env::var("HF_HUB_OFFLINE").map(|v| v == "1").unwrap_or(false) {
+        bail!("hf:{id}: not in the local Hugging Face cache ({}) and HF_HUB_OFFLINE=1", Cache::from_env().path().display());
+    }
+    let api = ApiBuilder::from_env().with_progress(true).with_retries(0).build().with_context(|| format!("hf:{id}: cannot set up the Hugging Face client"))?;
+    let repo = api.repo(repo);
+    let fail = |file: &str| format!("hf:{id}: could not download {file} from the Hugging Face Hub (offline? set HF_HUB_OFFLINE=1 to use only the local cache at {})", Cache::from_env().path().display());
+    let config = repo.get("config.json").with_context(|| fail("config.json"))?;
+    repo.get("tokenizer.json").with_context(|| fail("tokenizer.json"))?;
+    let _ = repo.get("tokenizer_config.json");
+    match repo.get("model.safetensors.index.json") {
+        Ok(index) => {
+            for shard in shard_names(&index)? {
+                repo.get(&shard).with_context(|| fail(&shard))?;
+            }
+        }
+        Err(_) => {
+            repo.get("model.safetensors").with_context(|| fail("model.safetensors"))?;
+        }
+    }
+    Ok(config.parent().expect("downloaded file has a parent").to_path_buf())
+}
+
+fn shard_names(index: &Path) -> Result<Vec<String>> {
+    let text = std::fs::read_to_string(index).with_context(|| format!("{}: cannot read", index.display()))?;
+    let json: serde_json::Value = serde_json::from_str(&text).with_context(|| format!("{}: invalid JSON", index.display()))?;
+    let map = json.get("weight_map").and_then(|m| m.as_object()).with_context(|| format!("{}: no weight_map", index.display()))?;
+    let mut shards: Vec<String> = map.values().filter_map(|v| v.as_str().map(String::from)).collect();
+    shards.sort();
+    shards.dedup();
+    Ok(shards)
+}

@@ -1,0 +1,91 @@
+//! The autoregressive baseline: prefill, then one token per target forward.
+
+use std::time::{Duration, Instant};
+
+use burn::tensor::{backend::Backend, Tensor};
+use draftsmith_model::{AttentionMask, KvCache, LogitsSelect, Model, ModelError};
+
+use crate::sampling::Sampler;
+
+/// Why generation ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StopReason {
+    Eos,
+    MaxTokens,
+    Callback,
+    Context,
+}
+
+/// Tokens and timings of one generation.
+#[derive(Debug, Clone)]
+pub struct Generation {
+    pub tokens: Vec<u32>,
+    pub prefill: Duration,
+    pub decode: Duration,
+    pub stop: StopReason,
+}
+
+impl Generation {
+    /// Decode throughput over the generated tokens after the first (the first comes from prefill).
+    pub fn decode_tokens_per_s(&self) -> f64 {
+        let n = self.tokens.len().saturating_sub(1);
+        if n == 0 { 0.0 } else { n as f64 / self.decode.as_secs_f64() }
+    }
+}
+
+/// Copies a `[1, vocab]` or `[vocab]`-like logits row to the host.
+pub fn logits_row<B: Backend>(logits: Tensor<B, 2>, row: usize) -> Vec<f32> {
+    let [_, v] = logits.dims();
+    logits.slice([row..row + 1, 0..v]).into_data().convert::<f32>().to_vec::<f32>().expect("f32 logits")
+}
+
+/// Prefills `prompt` into a fresh cache and returns the last position's logits.
+pub fn prefill<B: Backend>(model: &Model<B>, prompt: &[u32], cache: &mut KvCache<B>) -> Result<Vec<f32>, ModelError> {
+    let positions: Vec<usize> = (cache.len()..cache.len() + prompt.len()).collect();
+    let out = model.forward(prompt, &positions, &AttentionMask::Causal, LogitsSelect::Last, cache)?;
+    Ok(logits_row(out.logits.expect("logits requested"), 0))
+}
+
+/// Greedy or sampled autoregressive generation. `on_token` sees each new token and may stop
+/// generation by returning `false`.
+pub fn generate<B: Backend>(
+    model: &Model<B>,
+    prompt: &[u32],
+    max_new_tokens: usize,
+    stop_tokens: &[u32],
+    sampler: &mut Sampler,
+    on_token: &mut dyn FnMut(u32) -> bool,
+) -> Result<Generation, ModelError> {
+    let context_len = model.config().max_position_embeddings;
+    if prompt.len() >= context_len {
+        return Err(ModelError::ContextOverflow { needed: prompt.len() + 1, context: context_len });
+    }
+    let mut cache = model.new_cache(prompt.len() + max_new_tokens + 1);
+    let start = Instant::now();
+    let mut logits = prefill(model, prompt, &mut cache)?;
+    let prefill = start.elapsed();
+    let start = Instant::now();
+    let mut context = prompt.to_vec();
+    let mut tokens = Vec::new();
+    let stop = loop {
+        let next = sampler.sample(&logits, &context);
+        tokens.push(next);
+        context.push(next);
+        if stop_tokens.contains(&next) {
+            break StopReason::Eos;
+        }
+        if !on_token(next) {
+            break StopReason::Callback;
+        }
+        if tokens.len() >= max_new_tokens {
+            break StopReason::MaxTokens;
+        }
+        if context.len() >= context_len {
+            break StopReason::Context;
+        }
+        let out = model.forward(&[next], &[context.len() - 1], &AttentionMask::Causal, LogitsSelect::Last, &mut cache)?;
+        logits = logits_row(out.logits.expect("logits requested"), 0);
+    };
+    Ok(Generation { tokens, prefill, decode: start.elapsed(), stop })
+}

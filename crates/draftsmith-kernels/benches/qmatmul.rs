@@ -1,0 +1,204 @@
+//! Quantized matmul benchmark (no harness): median wall time of repeated runs.
+//!
+//! `cargo bench -p draftsmith-kernels` prints, per weight shape `[rows=out, cols=in]`, format and
+//! activation rows `n`: milliseconds, GFLOP/s (`2·rows·cols·n`) and GB/s of weight bytes.
+//! Pass `-- --paths` to also time every supported kernel path.
+
+use std::time::{Duration, Instant};
+
+use draftsmith_kernels::{KernelPath, QFormat, QMatrix};
+
+/// SplitMix64 for reproducible random weights and activations.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let z = (self.0 ^ (self.0 >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        let z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    fn f32(&mut self) -> f32 {
+        (self.next() >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0
+    }
+}
+
+/// Random GGUF blocks with sane f16 scales.
+fn random_matrix(format: QFormat, rows: usize, cols: usize, rng: &mut Rng) -> QMatrix {
+    let blocks = rows * cols / 32;
+    let mut bytes = Vec::with_capacity(blocks * format.block_bytes());
+    for _ in 0..blocks {
+        bytes.extend_from_slice(
+            &half::f16::from_f32(0.01 + 0.005 * rng.f32())
+                .to_bits()
+                .to_le_bytes(),
+        );
+        if format == QFormat::Q4_1 {
+            bytes.extend_from_slice(&half::f16::from_f32(-0.08).to_bits().to_le_bytes());
+        }
+        let quant_bytes = if format == QFormat::Q8_0 { 32 } else { 16 };
+        bytes.extend((0..quant_bytes).map(|_| rng.next() as u8));
+    }
+    QMatrix::from_ggml_blocks(format, &bytes, rows, cols).expect("valid shape")
+}
+
+/// `(median, min)` milliseconds of `f`, repeated for about `budget` (at least 7 runs, after
+/// warm-up). The minimum is less sensitive to other load on the machine.
+fn time_ms(budget: Duration, mut f: impl FnMut()) -> (f64, f64) {
+    f();
+    let start = Instant::now();
+    let mut times = Vec::new();
+    while times.len() < 7 || (start.elapsed() < budget && times.len() < 2000) {
+        let t = Instant::now();
+        f();
+        times.push(t.elapsed().as_secs_f64() * 1e3);
+    }
+    times.sort_by(f64::total_cmp);
+    (times[times.len() / 2], times[0])
+}
+
+/// Times one `(matrix, n, path)` case and prints a table row.
+fn bench_case(m: &QMatrix, n: usize, path: KernelPath, rng: &mut Rng) {
+    let x: Vec<f32> = (0..n * m.cols()).map(|_| rng.f32()).collect();
+    let mut y = vec![0.0; n * m.rows()];
+    let (ms, min) = time_ms(Duration::from_millis(400), || {
+        m.matmul_with(path, &x, n, &mut y)
+    });
+    let gflops = 2.0 * (m.rows() * m.cols() * n) as f64 / (ms * 1e6);
+    let gbs = m.n_bytes() as f64 / (ms * 1e6);
+    let shape = format!("{}x{}", m.rows(), m.cols());
+    let fmt = format!("{:?}", m.format());
+    println!(
+        "{shape:>10} {fmt:>5} {n:>3} {:>11} {ms:>9.4} {min:>9.4} {gflops:>8.1} {gbs:>7.1}",
+        path.name()
+    );
+}
+
+/// Naive single-threaded f32 matvec (`rows × cols` weights), for comparison.
+fn bench_f32_naive(rows: usize, cols: usize, rng: &mut Rng) {
+    let w: Vec<f32> = (0..rows * cols).map(|_| rng.f32()).collect();
+    let x: Vec<f32> = (0..cols).map(|_| rng.f32()).collect();
+    let mut y = vec![0.0f32; rows];
+    let (ms, min) = time_ms(Duration::from_millis(400), || {
+        for (yr, wr) in y.iter_mut().zip(w.chunks_exact(cols)) {
+            *yr = wr.iter().zip(&x).map(|(a, b)| a * b).sum();
+        }
+        std::hint::black_box(&mut y);
+    });
+    let gflops = 2.0 * (rows * cols) as f64 / (ms * 1e6);
+    let gbs = (rows * cols * 4) as f64 / (ms * 1e6);
+    let shape = format!("{rows}x{cols}");
+    let path = "naive-1thr";
+    println!(
+        "{shape:>10} {:>5} {:>3} {path:>11} {ms:>9.4} {min:>9.4} {gflops:>8.1} {gbs:>7.1}",
+        "f32", 1
+    );
+}
+
+/// All matmuls of one SmolLM2-135M forward pass over `n` tokens (30 layers of Q4_1
+/// q/k/v/o/gate/up/down, then the Q8_0 LM head), on distinct matrices (≈ 94 MB, more than
+/// the L3), so weights stream from memory as in real decoding. Timed from the main thread and
+/// from inside the rayon pool (where `matmul` avoids the cross-thread hand-off per call).
+fn bench_model_step(layers: &[Vec<QMatrix>], head: &QMatrix, rng: &mut Rng) {
+    let all: Vec<&QMatrix> = layers.iter().flatten().chain([head]).collect();
+    let macs: usize = all.iter().map(|m| m.rows() * m.cols()).sum();
+    for n in [1, 8, 64] {
+        let x: Vec<f32> = (0..n * 1536).map(|_| rng.f32()).collect();
+        let mut y = vec![0.0; n * head.rows()];
+        let mut step = || {
+            for m in &all {
+                m.matmul(&x[..n * m.cols()], n, &mut y[..n * m.rows()]);
+            }
+        };
+        let (ms, min) = time_ms(Duration::from_millis(1500), &mut step);
+        let (ms_pool, min_pool) =
+            rayon::scope(|_| time_ms(Duration::from_millis(1500), &mut step));
+        let gflops = 2.0 * (macs * n) as f64 / (ms * 1e6);
+        println!(
+            "model step n={n:>2}: median {ms:.3} ms, min {min:.3} ms ({gflops:.1} GFLOP/s); \
+             inside pool: median {ms_pool:.3} ms, min {min_pool:.3} ms"
+        );
+    }
+}
+
+/// SmolLM2-135M layer matrices `[rows=out, cols=in]`: q, k, v, o, gate, up, down.
+const LAYER: [(usize, usize); 7] = [
+    (576, 576),
+    (192, 576),
+    (192, 576),
+    (576, 576),
+    (1536, 576),
+    (1536, 576),
+    (576, 1536),
+];
+
+/// The per-shape table: the three layer shapes in both formats, then the Q8_0 LM head.
+fn bench_table(paths: &[KernelPath], head: &QMatrix, rng: &mut Rng) {
+    let h = (
+        "shape",
+        "fmt",
+        "n",
+        "path",
+        "median ms",
+        "min ms",
+        "GFLOP/s",
+        "GB/s",
+    );
+    println!(
+        "{:>10} {:>5} {:>3} {:>11} {:>9} {:>9} {:>8} {:>7}",
+        h.0, h.1, h.2, h.3, h.4, h.5, h.6, h.7
+    );
+    println!("(GFLOP/s and GB/s from the median; GB/s counts the packed weight bytes once)");
+    for format in [QFormat::Q8_0, QFormat::Q4_1] {
+        for (rows, cols) in [(576, 576), (1536, 576), (576, 1536)] {
+            let m = random_matrix(format, rows, cols, rng);
+            for n in [1, 8, 64] {
+                for &p in paths {
+                    bench_case(&m, n, p, rng);
+                }
+            }
+        }
+    }
+    for n in [1, 8, 64] {
+        for &p in paths {
+            bench_case(head, n, p, rng);
+        }
+    }
+}
+
+/// Flags: `--paths` times every supported kernel path; `--model-only` skips the table.
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let has = |flag: &str| args.iter().any(|a| a == flag);
+    let detected = KernelPath::detect();
+    let paths: Vec<KernelPath> = if has("--paths") {
+        KernelPath::ALL
+            .into_iter()
+            .filter(|p| p.is_supported())
+            .collect()
+    } else {
+        vec![detected]
+    };
+    println!(
+        "detected path: {}, rayon threads: {}",
+        detected.name(),
+        rayon::current_num_threads()
+    );
+    let mut rng = Rng(42);
+    let head = random_matrix(QFormat::Q8_0, 49152, 576, &mut rng);
+    if !has("--model-only") {
+        bench_table(&paths, &head, &mut rng);
+    }
+    let layers: Vec<Vec<QMatrix>> = (0..30)
+        .map(|_| {
+            LAYER
+                .iter()
+                .map(|&(r, c)| random_matrix(QFormat::Q4_1, r, c, &mut rng))
+                .collect()
+        })
+        .collect();
+    bench_model_step(&layers, &head, &mut rng);
+    drop((head, layers));
+    bench_f32_naive(49152, 576, &mut rng);
+}

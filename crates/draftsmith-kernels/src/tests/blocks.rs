@@ -1,0 +1,187 @@
+//! Block decoding, construction errors, and activation quantization.
+
+use super::{dequantize_all, ggml_dequantize, random_blocks, Rng};
+use crate::act::quantize_block_scalar;
+use crate::{KernelError, QFormat, QMatrix};
+
+#[test]
+fn public_types_are_thread_safe() {
+    fn check<T: Send + Sync + Clone + std::fmt::Debug>() {}
+    check::<QMatrix>();
+    check::<KernelError>();
+    check::<QFormat>();
+}
+
+#[test]
+fn construction_errors() {
+    let e = QMatrix::from_ggml_blocks(QFormat::Q8_0, &[0; 34], 1, 48).unwrap_err();
+    assert_eq!(e, KernelError::ColsNotBlockMultiple { cols: 48 });
+    let e = QMatrix::from_ggml_blocks(QFormat::Q4_1, &[0; 39], 1, 64).unwrap_err();
+    assert!(matches!(
+        e,
+        KernelError::ByteLength {
+            expected: 40,
+            actual: 39,
+            ..
+        }
+    ));
+    assert!(e.to_string().contains("40"));
+    let e = QMatrix::quantize_q8_0(&[0.0; 63], 2, 32).unwrap_err();
+    assert!(matches!(
+        e,
+        KernelError::ValueCount {
+            expected: 64,
+            actual: 63,
+            ..
+        }
+    ));
+    let e = QMatrix::from_ggml_blocks(QFormat::Q8_0, &[], usize::MAX, 64).unwrap_err();
+    assert!(matches!(e, KernelError::ShapeOverflow { .. }));
+}
+
+#[test]
+fn dequantize_row_matches_ggml_decoding() {
+    let mut rng = Rng::new(1);
+    for format in [QFormat::Q8_0, QFormat::Q4_1] {
+        for (rows, cols) in [(1, 32), (7, 64), (16, 96), (33, 576)] {
+            let bytes = random_blocks(format, rows, cols, &mut rng);
+            let m = QMatrix::from_ggml_blocks(format, &bytes, rows, cols).unwrap();
+            assert_eq!((m.rows(), m.cols(), m.format()), (rows, cols, format));
+            assert_eq!(
+                dequantize_all(&m),
+                ggml_dequantize(format, &bytes),
+                "{format:?} {rows}x{cols}"
+            );
+        }
+    }
+}
+
+#[test]
+fn q4_1_nibble_order_hand_example() {
+    // d = 1, m = -8: low nibble i holds element i, high nibble element 16 + i.
+    let mut block = vec![0x00, 0x3C, 0x00, 0xC8]; // f16 1.0, f16 -8.0
+    block.extend((0..16u8).map(|i| i | ((15 - i) << 4)));
+    let m = QMatrix::from_ggml_blocks(QFormat::Q4_1, &block, 1, 32).unwrap();
+    let mut row = [0.0; 32];
+    m.dequantize_row(0, &mut row);
+    let want: Vec<f32> = (0..16)
+        .chain((0..16).rev())
+        .map(|q| q as f32 - 8.0)
+        .collect();
+    assert_eq!(row.to_vec(), want);
+}
+
+#[test]
+fn q8_0_hand_example() {
+    let mut block = vec![0x00, 0x38]; // f16 0.5
+    block.extend((0..32).map(|i| (i as i8 - 16) as u8));
+    let m = QMatrix::from_ggml_blocks(QFormat::Q8_0, &block, 1, 32).unwrap();
+    let mut row = [0.0; 32];
+    m.dequantize_row(0, &mut row);
+    let want: Vec<f32> = (0..32).map(|i| 0.5 * (i as f32 - 16.0)).collect();
+    assert_eq!(row.to_vec(), want);
+}
+
+#[test]
+fn n_bytes_counts_gguf_size_for_full_groups() {
+    let mut rng = Rng::new(2);
+    for format in [QFormat::Q8_0, QFormat::Q4_1] {
+        let bytes = random_blocks(format, 32, 576, &mut rng);
+        let m = QMatrix::from_ggml_blocks(format, &bytes, 32, 576).unwrap();
+        assert_eq!(m.n_bytes(), bytes.len());
+    }
+}
+
+#[test]
+fn quantize_q8_0_follows_ggml_rule() {
+    let mut rng = Rng::new(3);
+    let (rows, cols) = (5, 96);
+    let mut w = rng.activations(rows * cols);
+    w[..32].fill(0.0); // an all-zero block gets d = 0
+    let m = QMatrix::quantize_q8_0(&w, rows, cols).unwrap();
+    let got = dequantize_all(&m);
+    for (xb, gb) in w.chunks_exact(32).zip(got.chunks_exact(32)) {
+        let amax = xb.iter().fold(0.0f32, |a, v| a.max(v.abs()));
+        let d = amax / 127.0;
+        let id = if d == 0.0 { 0.0 } else { 1.0 / d };
+        let dh = half::f16::from_f32(d).to_f32();
+        for (&x, &g) in xb.iter().zip(gb) {
+            assert_eq!(
+                g,
+                dh * (x * id).round(),
+                "ggml: q = roundf(x / d), value = f16(d) * q"
+            );
+        }
+    }
+}
+
+#[test]
+fn scalar_quantizer_rounds_half_away_and_clamps() {
+    let mut x = [0.0f32; 32];
+    x[0] = 127.0; // d = 1
+    x[1] = 2.5;
+    x[2] = -2.5;
+    x[3] = 0.5;
+    x[4] = -0.49999997;
+    x[5] = 126.5;
+    let mut q = [0i8; 32];
+    let (d, sum) = quantize_block_scalar(&x, &mut q);
+    assert_eq!(d, 1.0);
+    assert_eq!(&q[..6], &[127, 3, -3, 1, 0, 127]);
+    assert_eq!(sum, q.iter().map(|&v| i32::from(v)).sum::<i32>());
+    let (d, sum) = quantize_block_scalar(&[0.0; 32], &mut q);
+    assert_eq!((d, sum, q), (0.0, 0, [0; 32]));
+}
+
+/// Activation blocks that stress the quantizer: ties, zeros, tiny, huge and non-finite values.
+fn tricky_blocks(rng: &mut Rng) -> Vec<f32> {
+    let mut x = rng.activations(32 * 64);
+    for (i, v) in x.chunks_exact_mut(32).enumerate() {
+        match i % 8 {
+            0 => v
+                .iter_mut()
+                .enumerate()
+                .for_each(|(k, e)| *e = k as f32 - 15.5),
+            1 => v.fill(0.0),
+            2 => v.iter_mut().for_each(|e| *e *= 1e-30),
+            3 => v.iter_mut().for_each(|e| *e *= 1e30),
+            4 => v[7] = f32::NAN,
+            5 => v[3] = f32::INFINITY,
+            6 => v
+                .iter_mut()
+                .enumerate()
+                .for_each(|(k, e)| *e = (k as f32 - 16.0) * 0.5),
+            _ => {}
+        }
+    }
+    x
+}
+
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn simd_quantizer_is_bit_identical_to_scalar() {
+    if !crate::KernelPath::Avx2.is_supported() {
+        return;
+    }
+    let x = tricky_blocks(&mut Rng::new(4));
+    let nb = x.len() / 32;
+    let (mut q, mut d, mut s) = (vec![0i8; x.len()], vec![0.0f32; nb], vec![0i32; nb]);
+    // SAFETY: AVX2 support checked above.
+    unsafe { crate::avx2::quantize_blocks(&x, &mut q, &mut d, &mut s) };
+    for (b, xb) in x.chunks_exact(32).enumerate() {
+        let mut qr = [0i8; 32];
+        let (dr, sr) = quantize_block_scalar(xb, &mut qr);
+        assert_eq!(&q[b * 32..][..32], &qr, "block {b}");
+        assert_eq!((d[b].to_bits(), s[b]), (dr.to_bits(), sr), "block {b}");
+    }
+}
+
+#[test]
+fn non_finite_activations_do_not_panic() {
+    let x = tricky_blocks(&mut Rng::new(5));
+    let mut q = [0i8; 32];
+    for xb in x.chunks_exact(32) {
+        quantize_block_scalar(xb, &mut q);
+        assert!(q.iter().all(|&v| v != i8::MIN));
+    }
+}

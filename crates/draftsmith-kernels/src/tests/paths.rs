@@ -1,0 +1,55 @@
+//! Every SIMD path the CPU supports against the scalar path.
+
+use super::matmul::{term_scale, NS, SHAPES};
+use super::{magnitude, random_blocks, worst_violation, Rng};
+use crate::{KernelPath, QFormat, QMatrix};
+
+/// The integer block dot products are exact on every path; only the f32 order of the per-block
+/// scaling and accumulation differs, so paths agree to `1e-5 · Σ (|d·q| + |m|)·|x|`.
+#[test]
+fn simd_paths_agree_with_scalar() {
+    let paths: Vec<KernelPath> = KernelPath::ALL
+        .into_iter()
+        .filter(|p| *p != KernelPath::Scalar && p.is_supported())
+        .collect();
+    eprintln!(
+        "SIMD paths tested: {paths:?} (detected: {:?})",
+        KernelPath::detect()
+    );
+    let mut rng = Rng::new(20);
+    for format in [QFormat::Q8_0, QFormat::Q4_1] {
+        for (rows, cols) in SHAPES {
+            let bytes = random_blocks(format, rows, cols, &mut rng);
+            let m = QMatrix::from_ggml_blocks(format, &bytes, rows, cols).unwrap();
+            for n in NS {
+                let x = rng.activations(n * cols);
+                let mut want = vec![0.0; n * rows];
+                m.matmul_with(KernelPath::Scalar, &x, n, &mut want);
+                let want: Vec<f64> = want.into_iter().map(f64::from).collect();
+                let scale = term_scale(format, &bytes);
+                let tol: Vec<f64> = magnitude(&scale, &x, rows, cols, n)
+                    .into_iter()
+                    .map(|v| 1e-5 * v + 1e-30)
+                    .collect();
+                for &path in &paths {
+                    let mut y = vec![f32::NAN; n * rows];
+                    m.matmul_with(path, &x, n, &mut y);
+                    let bad = worst_violation(&y, &want, &tol);
+                    assert!(
+                        bad.is_none(),
+                        "{path:?} {format:?} {rows}x{cols} n={n}: {bad:?}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn detected_path_is_supported() {
+    assert!(KernelPath::detect().is_supported());
+    assert!(KernelPath::Scalar.is_supported());
+    for p in KernelPath::ALL {
+        assert!(!p.name().is_empty());
+    }
+}

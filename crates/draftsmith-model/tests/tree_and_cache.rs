@@ -1,0 +1,133 @@
+//! Engine properties on a tiny random model: a branch verified inside a flattened tree has the
+//! logits it has when run alone, and cache truncate/keep followed by more decoding equals
+//! recomputing from scratch.
+
+mod common;
+
+use common::*;
+use draftsmith_core::DraftTree;
+use draftsmith_model::{Architecture, AttentionMask, LogitsSelect, Model};
+
+const TOL: f32 = 1e-4;
+
+fn run_all(model: &Model<B>, tokens: &[u32]) -> Vec<f32> {
+    let mut cache = model.new_cache(64);
+    let pos: Vec<usize> = (0..tokens.len()).collect();
+    to_vec(model.forward(tokens, &pos, &AttentionMask::Causal, LogitsSelect::All, &mut cache).unwrap().logits.unwrap())
+}
+
+fn random_tree(rng: &mut Lcg, size: usize, vocab: usize) -> DraftTree {
+    let mut tree = DraftTree::new();
+    for i in 0..size {
+        let parent = if i == 0 || rng.next(4) == 0 { None } else { Some(rng.next(i)) };
+        tree.push(rng.next(vocab) as u32, parent);
+    }
+    tree
+}
+
+#[test]
+fn tree_branch_logits_equal_the_branch_run_alone() {
+    for arch in [Architecture::Llama, Architecture::Qwen2] {
+        let model = tiny_model(arch, 11);
+        let vocab = model.config().vocab_size;
+        let mut rng = Lcg(5);
+        for trial in 0..8 {
+            let prefix: Vec<u32> = (0..3 + rng.next(6)).map(|_| rng.next(vocab) as u32).collect();
+            let tree = random_tree(&mut rng, 2 + rng.next(14), vocab);
+            let mut cache = model.new_cache(8);
+            let pos: Vec<usize> = (0..prefix.len()).collect();
+            model.forward(&prefix, &pos, &AttentionMask::Causal, LogitsSelect::None, &mut cache).unwrap();
+            let mask = AttentionMask::Visible(tree.visibility(prefix.len()));
+            let out = model.forward(tree.tokens(), &tree.positions(prefix.len() - 1), &mask, LogitsSelect::All, &mut cache).unwrap();
+            let tree_logits = to_vec(out.logits.unwrap());
+            for node in 0..tree.len() {
+                let path = tree.path_to(node);
+                let mut seq = prefix.clone();
+                seq.extend(path.iter().map(|&i| tree.tokens()[i]));
+                let alone = run_all(&model, &seq);
+                let last = &alone[(seq.len() - 1) * vocab..];
+                let in_tree = &tree_logits[node * vocab..(node + 1) * vocab];
+                let d = max_abs_diff(last, in_tree);
+                assert!(d < TOL, "{arch:?} trial {trial} node {node}: max |Δlogit| {d}");
+            }
+        }
+    }
+}
+
+#[test]
+fn truncate_then_continue_equals_recompute() {
+    let model = tiny_model(Architecture::Llama, 3);
+    let vocab = model.config().vocab_size;
+    let tokens: Vec<u32> = (0..20).map(|i| (i * 7 % vocab) as u32).collect();
+    let full = run_all(&model, &tokens);
+    let mut cache = model.new_cache(4); // small on purpose: the cache must grow
+    let pos: Vec<usize> = (0..12).collect();
+    model.forward(&tokens[..12], &pos, &AttentionMask::Causal, LogitsSelect::None, &mut cache).unwrap();
+    // Feed junk, roll it back, then continue with the real tokens one at a time.
+    model.forward(&[1, 2, 3], &[12, 13, 14], &AttentionMask::Causal, LogitsSelect::None, &mut cache).unwrap();
+    cache.truncate(12);
+    for i in 12..20 {
+        let out = model.forward(&tokens[i..i + 1], &[i], &AttentionMask::Causal, LogitsSelect::All, &mut cache).unwrap();
+        let d = max_abs_diff(&to_vec(out.logits.unwrap()), &full[i * vocab..(i + 1) * vocab]);
+        assert!(d < TOL, "position {i}: max |Δlogit| {d}");
+    }
+}
+
+#[test]
+fn keep_accepted_path_then_continue_equals_recompute() {
+    let model = tiny_model(Architecture::Qwen2, 9);
+    let vocab = model.config().vocab_size;
+    let mut rng = Lcg(17);
+    for _ in 0..6 {
+        let prefix: Vec<u32> = (0..5).map(|_| rng.next(vocab) as u32).collect();
+        let tree = random_tree(&mut rng, 10, vocab);
+        let mut cache = model.new_cache(16);
+        model.forward(&prefix, &[0, 1, 2, 3, 4], &AttentionMask::Causal, LogitsSelect::None, &mut cache).unwrap();
+        let mask = AttentionMask::Visible(tree.visibility(prefix.len()));
+        model.forward(tree.tokens(), &tree.positions(prefix.len() - 1), &mask, LogitsSelect::None, &mut cache).unwrap();
+        // Accept the path to a random node: keep the prefix and that path's entries.
+        let path = tree.path_to(rng.next(tree.len()));
+        let keep: Vec<usize> = (0..prefix.len()).chain(path.iter().map(|&i| prefix.len() + i)).collect();
+        cache.keep(&keep).unwrap();
+        let mut seq = prefix.clone();
+        seq.extend(path.iter().map(|&i| tree.tokens()[i]));
+        assert_eq!(cache.len(), seq.len());
+        let next = rng.next(vocab) as u32;
+        let out = model.forward(&[next], &[seq.len()], &AttentionMask::Causal, LogitsSelect::All, &mut cache).unwrap();
+        seq.push(next);
+        let full = run_all(&model, &seq);
+        let d = max_abs_diff(&to_vec(out.logits.unwrap()), &full[(seq.len() - 1) * vocab..]);
+        assert!(d < TOL, "max |Δlogit| {d}");
+    }
+}
+
+#[test]
+fn keep_rejects_unsorted_or_out_of_range_indices() {
+    let model = tiny_model(Architecture::Llama, 1);
+    let mut cache = model.new_cache(8);
+    model.forward(&[1, 2, 3], &[0, 1, 2], &AttentionMask::Causal, LogitsSelect::None, &mut cache).unwrap();
+    assert!(cache.keep(&[0, 2, 1]).unwrap_err().to_string().contains("strictly increasing"));
+    assert!(cache.keep(&[0, 3]).unwrap_err().to_string().contains("beyond the cache length"));
+}
+
+#[test]
+fn hidden_states_are_consistent_with_logits() {
+    let model = tiny_model(Architecture::Llama, 2);
+    let mut cache = model.new_cache(8);
+    let out = model.forward(&[4, 5, 6], &[0, 1, 2], &AttentionMask::Causal, LogitsSelect::All, &mut cache).unwrap();
+    let again = to_vec(model.logits_from_prenorm(out.hidden_prenorm.clone()));
+    assert!(max_abs_diff(&again, &to_vec(out.logits.unwrap())) < 1e-5);
+    assert_ne!(to_vec(out.hidden_prenorm), to_vec(out.hidden_final), "pre-norm and post-norm states differ");
+}
+
+#[test]
+fn forward_rejects_bad_input() {
+    let model = tiny_model(Architecture::Llama, 1);
+    let mut cache = model.new_cache(8);
+    let err = model.forward(&[1000], &[0], &AttentionMask::Causal, LogitsSelect::All, &mut cache).unwrap_err().to_string();
+    assert!(err.contains("outside the vocabulary"), "{err}");
+    let err = model.forward(&[1], &[300], &AttentionMask::Causal, LogitsSelect::All, &mut cache).unwrap_err().to_string();
+    assert!(err.contains("exceeds the model's context"), "{err}");
+    let err = model.forward(&[1, 2], &[0, 1], &AttentionMask::Visible(vec![true; 3]), LogitsSelect::All, &mut cache).unwrap_err().to_string();
+    assert!(err.contains("mask has 3 entries"), "{err}");
+}
