@@ -10,7 +10,8 @@ Makes, in --out:
                     float32, prompts in golden.json order, vocab_size values
                     each (``--logits-dtype f16`` writes logits.f16 instead).
     tokenizer.json  the `tokenizers` tokenizer built from the GGUF's embedded
-                    vocab (see gguf_tokenizer.py for the rules), for comparison.
+                    vocab (see gguf_tokenizer.py for the rules), for comparison
+                    (not with --no-tokenizer-json).
 
 The forward pass runs in float64 on weights dequantised with gguf-py; logits
 are stored rounded to float32.  Tokenisation: the GGUF's own vocab/merges with
@@ -28,7 +29,7 @@ Regenerate (from the repository root; needs ``pip install gguf numpy tokenizers`
 
     python3 scripts/reference/make_golden.py \\
         --model $HOME/.cache/draftsmith/models/qwen2.5-coder-0.5b/qwen2.5-coder-0.5b-instruct.gguf \\
-        --out tests/golden/qwen2.5-coder-0.5b
+        --out tests/golden/qwen2.5-coder-0.5b --no-tokenizer-json
 
 (a few minutes each on a 2-core machine.)
 """
@@ -127,6 +128,8 @@ def main(argv=None):
     ap.add_argument("--prompt-set", choices=sorted(PROMPT_SETS), default=None)
     ap.add_argument("--greedy", type=int, default=8, help="greedy continuation length")
     ap.add_argument("--logits-dtype", choices=["f32", "f16"], default="f32")
+    ap.add_argument("--tokenizer-json", action=argparse.BooleanOptionalAction, default=True,
+                    help="also write tokenizer.json (5 MB for Qwen's 152k vocab: skipped there)")
     args = ap.parse_args(argv)
 
     os.makedirs(args.out, exist_ok=True)
@@ -139,7 +142,8 @@ def main(argv=None):
     prompt_set = args.prompt_set or ("qwen" if model.arch == "qwen2" else "smollm")
     prompts = PROMPT_SETS[prompt_set]
 
-    tok.save(os.path.join(args.out, "tokenizer.json"), pretty=False)
+    if args.tokenizer_json:
+        tok.save(os.path.join(args.out, "tokenizer.json"), pretty=False)
 
     np_dtype = "<f4" if args.logits_dtype == "f32" else "<f2"
     logits_name = f"logits.{args.logits_dtype}"
@@ -211,7 +215,8 @@ def main(argv=None):
         "greedy_note": "greedy_margins[i] = top1-top2 logit of the step that chose greedy_ids[i]; "
                        "greedy_margins[0] == top2_margin",
         "tokenizer": {
-            "source": "GGUF tokenizer.ggml.* via scripts/reference/gguf_tokenizer.py (also tokenizer.json here)",
+            "source": "GGUF tokenizer.ggml.* via scripts/reference/gguf_tokenizer.py"
+                      + (" (also tokenizer.json here)" if args.tokenizer_json else ""),
             "pre": tok_info["pre"],
             "add_bos_token": tok_info["add_bos_token"],
             "bos_token_id": tok_info["bos_token_id"],

@@ -112,8 +112,7 @@ fn bench_model_step(layers: &[Vec<QMatrix>], head: &QMatrix, rng: &mut Rng) {
             }
         };
         let (ms, min) = time_ms(Duration::from_millis(1500), &mut step);
-        let (ms_pool, min_pool) =
-            rayon::scope(|_| time_ms(Duration::from_millis(1500), &mut step));
+        let (ms_pool, min_pool) = rayon::scope(|_| time_ms(Duration::from_millis(1500), &mut step));
         let gflops = 2.0 * (macs * n) as f64 / (ms * 1e6);
         println!(
             "model step n={n:>2}: median {ms:.3} ms, min {min:.3} ms ({gflops:.1} GFLOP/s); \

@@ -122,7 +122,7 @@ unsafe fn q4_1<const C: usize>(w: Group<'_>, acts: &[ActRow<'_>], out: &mut Tile
         }
         for c in 0..C {
             let dx = *acts[c].d.get_unchecked(b);
-            let sx = dx * (*acts[c].sum.get_unchecked(b) + 1) as f32;
+            let sx = dx * *acts[c].sum.get_unchecked(b) as f32;
             let isum = _mm512_cvtepi32_ps(_mm512_add_epi32(ia[c], ib[c]));
             facc[c] = _mm512_fmadd_ps(isum, _mm512_mul_ps(dw, _mm512_set1_ps(dx)), facc[c]);
             facc[c] = _mm512_fmadd_ps(mw, _mm512_set1_ps(sx), facc[c]);

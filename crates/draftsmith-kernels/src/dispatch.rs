@@ -13,9 +13,12 @@ use crate::{QFormat, QMatrix};
 /// Most activation rows processed together against one loaded weight tile (the widest
 /// [`KernelPath::tile_width`]).
 pub(crate) const TILE: usize = 8;
-/// Below this many multiply-adds a `matmul` runs on the calling thread: waking rayon workers
-/// costs a few microseconds, about the single-core time of a 576×576 Q4_1 matvec.
-const INLINE_MACS: usize = 1 << 19;
+/// Below this many multiply-adds a `matmul` runs on the calling thread. Handing work to rayon
+/// and waiting for it costs several microseconds (far more when the caller is not a pool thread
+/// or the machine is busy), while 2^20 MACs take only ~4 µs on one core (~8 µs with weights
+/// streamed from DRAM). With SmolLM2-135M this keeps every single-token layer matvec inline and
+/// parallelises the LM head and batched (verify) calls.
+const INLINE_MACS: usize = 1 << 20;
 /// Target number of rayon tasks per pool thread (load balance vs. task overhead).
 const TASKS_PER_THREAD: usize = 4;
 

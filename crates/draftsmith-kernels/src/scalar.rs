@@ -35,9 +35,11 @@ fn block_q8_0(q: &[u8], s: &[f32], x: &[i8], dx: f32, acc: &mut [f32; GROUP]) {
     // Lane i of a unit is row i/4, element i%4: accumulate 64 lanes, then fold rows.
     let mut lanes = [0i32; UNIT];
     for (k, unit) in q.chunks_exact(UNIT).enumerate() {
-        let xk: [i8; UNIT] = std::array::from_fn(|i| x[4 * k + i % 4]);
-        for ((l, &w), &xv) in lanes.iter_mut().zip(unit).zip(&xk) {
-            *l += i32::from((w ^ 0x80) as i8) * i32::from(xv);
+        let xk = &x[4 * k..4 * k + 4];
+        for (l, wj) in lanes.chunks_exact_mut(4).zip(unit.chunks_exact(4)) {
+            for t in 0..4 {
+                l[t] += i32::from((wj[t] ^ 0x80) as i8) * i32::from(xk[t]);
+            }
         }
     }
     add_scaled(acc, &lanes, |j| s[j] * dx, |_| 0.0);
@@ -47,10 +49,12 @@ fn block_q8_0(q: &[u8], s: &[f32], x: &[i8], dx: f32, acc: &mut [f32; GROUP]) {
 fn block_q4_1(q: &[u8], s: &[f32], x: &[i8], (dx, xsum): (f32, i32), acc: &mut [f32; GROUP]) {
     let mut lanes = [0i32; UNIT];
     for (u, unit) in q.chunks_exact(UNIT).enumerate() {
-        let lo: [i8; UNIT] = std::array::from_fn(|i| x[4 * u + i % 4]);
-        let hi: [i8; UNIT] = std::array::from_fn(|i| x[16 + 4 * u + i % 4]);
-        for (i, (l, &w)) in lanes.iter_mut().zip(unit).enumerate() {
-            *l += i32::from(w & 0x0F) * i32::from(lo[i]) + i32::from(w >> 4) * i32::from(hi[i]);
+        let (lo, hi) = (&x[4 * u..4 * u + 4], &x[16 + 4 * u..16 + 4 * u + 4]);
+        for (l, wj) in lanes.chunks_exact_mut(4).zip(unit.chunks_exact(4)) {
+            for t in 0..4 {
+                l[t] += i32::from(wj[t] & 0x0F) * i32::from(lo[t]);
+                l[t] += i32::from(wj[t] >> 4) * i32::from(hi[t]);
+            }
         }
     }
     let sx = dx * xsum as f32;

@@ -33,7 +33,8 @@ fn tree_branch_logits_equal_the_branch_run_alone() {
         let mut rng = Lcg(5);
         for trial in 0..8 {
             let prefix: Vec<u32> = (0..3 + rng.next(6)).map(|_| rng.next(vocab) as u32).collect();
-            let tree = random_tree(&mut rng, 2 + rng.next(14), vocab);
+            let size = 2 + rng.next(14);
+            let tree = random_tree(&mut rng, size, vocab);
             let mut cache = model.new_cache(8);
             let pos: Vec<usize> = (0..prefix.len()).collect();
             model.forward(&prefix, &pos, &AttentionMask::Causal, LogitsSelect::None, &mut cache).unwrap();
