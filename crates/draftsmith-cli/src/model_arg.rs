@@ -42,16 +42,21 @@ impl ModelArgs {
         resolve_model_path(&self.model)
     }
 
+    /// The weight representation for a resolved model path.
+    pub fn matmul(&self, path: &Path) -> Result<MatmulWeights> {
+        Ok(match (self.weights, self.device) {
+            (Some(WeightsArg::Dense), _) => MatmulWeights::Dense,
+            (Some(WeightsArg::Quantized), DeviceKind::Cpu) => MatmulWeights::Quantized,
+            (Some(WeightsArg::Quantized), _) => bail!("--weights quantized needs --device cpu (the quantized kernels are CPU kernels)"),
+            (None, DeviceKind::Cpu) if path.is_file() => MatmulWeights::Quantized,
+            (None, _) => MatmulWeights::Dense,
+        })
+    }
+
     /// Resolves and loads the model on backend `B`.
     pub fn load<B: burn::tensor::backend::Backend>(&self, device: &B::Device) -> Result<LoadedModel<B>> {
         let path = self.resolve_path()?;
-        let matmul = match (self.weights, self.device) {
-            (Some(WeightsArg::Dense), _) => MatmulWeights::Dense,
-            (Some(WeightsArg::Quantized), DeviceKind::Cpu) => MatmulWeights::Quantized,
-            (Some(WeightsArg::Quantized), _) => bail!("--weights quantized needs --device cpu (the int8 kernels are CPU kernels)"),
-            (None, DeviceKind::Cpu) if path.is_file() => MatmulWeights::Quantized,
-            (None, _) => MatmulWeights::Dense,
-        };
+        let matmul = self.matmul(&path)?;
         let start = std::time::Instant::now();
         let loaded = load_model::<B>(&path, LoadOptions { matmul }, device)?;
         tracing::info!(path = %path.display(), seconds = start.elapsed().as_secs_f64(), "model loaded");

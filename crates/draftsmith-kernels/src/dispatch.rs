@@ -148,7 +148,7 @@ pub(crate) fn matmul_impl(m: &QMatrix, path: KernelPath, x: &[f32], n: usize, y:
 }
 
 /// Raw output pointer shared by tasks that write disjoint row ranges.
-struct OutPtr {
+pub(crate) struct OutPtr {
     ptr: *mut f32,
     len: usize,
 }
@@ -158,30 +158,42 @@ unsafe impl Sync for OutPtr {}
 
 impl OutPtr {
     /// Copies `vals` to `y[at .. at + vals.len()]`.
-    fn write(&self, at: usize, vals: &[f32]) {
+    pub(crate) fn write(&self, at: usize, vals: &[f32]) {
         assert!(at + vals.len() <= self.len, "output write out of bounds");
         // SAFETY: in bounds (checked); no other task writes these indices (see `Sync` impl).
         unsafe { std::ptr::copy_nonoverlapping(vals.as_ptr(), self.ptr.add(at), vals.len()) };
     }
 }
 
-/// Splits the row groups over rayon tasks, or runs inline for small problems.
-fn run(m: &QMatrix, path: KernelPath, act: &ActQuant, y: &mut [f32]) {
+/// Splits `groups` row groups over rayon tasks, or runs `compute` inline when the problem has
+/// fewer than `inline_macs` multiply-adds (`macs`). Every task gets a disjoint range of groups
+/// and writes only their outputs, so the split never changes any output value.
+pub(crate) fn run_groups(
+    groups: usize,
+    (macs, inline_macs): (usize, usize),
+    y: &mut [f32],
+    compute: impl Fn(Range<usize>, &OutPtr) + Sync,
+) {
     let out = OutPtr {
         ptr: y.as_mut_ptr(),
         len: y.len(),
     };
-    let groups = m.groups();
-    let macs = groups * GROUP * m.cols() * act.n();
     let threads = rayon::current_num_threads();
-    if threads <= 1 || groups < 2 || macs < INLINE_MACS {
-        compute(m, path, act, 0..groups, &out);
+    if threads <= 1 || groups < 2 || macs < inline_macs {
+        compute(0..groups, &out);
         return;
     }
     let chunk = groups.div_ceil(threads * TASKS_PER_THREAD).max(1);
     (0..groups.div_ceil(chunk)).into_par_iter().for_each(|i| {
-        let range = i * chunk..((i + 1) * chunk).min(groups);
-        compute(m, path, act, range, &out);
+        compute(i * chunk..((i + 1) * chunk).min(groups), &out);
+    });
+}
+
+/// Splits the row groups over rayon tasks, or runs inline for small problems.
+fn run(m: &QMatrix, path: KernelPath, act: &ActQuant, y: &mut [f32]) {
+    let macs = m.groups() * GROUP * m.cols() * act.n();
+    run_groups(m.groups(), (macs, INLINE_MACS), y, |range, out| {
+        compute(m, path, act, range, out)
     });
 }
 

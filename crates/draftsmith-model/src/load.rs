@@ -285,9 +285,11 @@ impl<B: Backend> Builder<'_, B> {
 
     fn linear(&self, name: &str, bias: Option<String>) -> Result<Linear<B>, ModelError> {
         let out_features = self.source.shape(name).unwrap_or_default()[0];
+        let cols = self.source.shape(name).unwrap_or_default()[1];
+        // The kernels work on 32-wide blocks; narrower matrices (tiny test models) stay dense.
         let weight = match self.options.matmul {
-            MatmulWeights::Quantized => LinearWeight::Quant(Arc::new(self.source.load_quant(name)?)),
-            MatmulWeights::Dense => LinearWeight::Dense(self.matrix(name, true)?),
+            MatmulWeights::Quantized if cols % 32 == 0 => LinearWeight::Quant(Arc::new(self.source.load_quant(name)?)),
+            _ => LinearWeight::Dense(self.matrix(name, true)?),
         };
         let bias = bias.map(|b| self.vector(&b)).transpose()?;
         Ok(Linear { weight, bias, out_features })

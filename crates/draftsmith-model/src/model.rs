@@ -118,7 +118,7 @@ impl<B: Backend> Model<B> {
         let n = tokens.len();
         cache.reserve(n);
         let (cos, sin) = self.rope.tables::<B>(positions, &self.device);
-        let bias = attention_bias::<B>(mask, n, cache.len(), &self.device);
+        let bias = attention_bias::<B>(mask, n, cache.len(), [self.config.num_kv_heads, self.config.gqa_group()], &self.device);
         let mut x = self.embed_tokens(tokens);
         for (i, block) in self.blocks.iter().enumerate() {
             let h = block.attn_norm.forward(x.clone());
@@ -199,15 +199,22 @@ impl<B: Backend> Mlp<B> {
     }
 }
 
-/// Additive attention bias `[1, 1, n, cached + n]` (0 or −∞), or `None` when nothing is masked.
-fn attention_bias<B: Backend>(mask: &AttentionMask, n: usize, cached: usize, device: &B::Device) -> Option<Tensor<B, 4>> {
+/// Additive attention bias `[kv_heads, group, n, cached + n]` (0 or −∞), or `None` when nothing
+/// is masked. Materialized at the scores' full shape: a broadcast add walks strided indices
+/// and cost more than the rest of a 64-token tree verification.
+fn attention_bias<B: Backend>(mask: &AttentionMask, n: usize, cached: usize, heads: [usize; 2], device: &B::Device) -> Option<Tensor<B, 4>> {
     let total = cached + n;
-    let values: Vec<f32> = match mask {
+    let one: Vec<f32> = match mask {
         AttentionMask::Causal if n == 1 => return None,
         AttentionMask::Causal => (0..n)
             .flat_map(|i| (0..total).map(move |j| if j <= cached + i { 0.0 } else { f32::NEG_INFINITY }))
             .collect(),
         AttentionMask::Visible(v) => v.iter().map(|&ok| if ok { 0.0 } else { f32::NEG_INFINITY }).collect(),
     };
-    Some(Tensor::from_data(TensorData::new(values, [1, 1, n, total]), device))
+    let copies = heads[0] * heads[1];
+    let mut values = Vec::with_capacity(one.len() * copies);
+    for _ in 0..copies {
+        values.extend_from_slice(&one);
+    }
+    Some(Tensor::from_data(TensorData::new(values, [heads[0], heads[1], n, total]), device))
 }

@@ -85,7 +85,7 @@ fn bench_ar<B: Backend>(args: &BenchArArgs, device: &B::Device) -> Result<()> {
     let mut result = json!({
         "model": loaded.path.display().to_string(),
         "device": format!("{:?}", args.model.device).to_lowercase(),
-        "weights": format!("{:?}", args.model.weights),
+        "weights": format!("{:?}", args.model.matmul(&loaded.path)?).to_lowercase(),
         "prompts": prompts.len(),
         "new_tokens_per_prompt": args.max_new_tokens,
         "decode_tokens_per_s": decode_tps,

@@ -1,0 +1,135 @@
+//! Weight-only quantization: f32 activations times weights dequantized in registers.
+//!
+//! [`Activations::F32`](crate::Activations::F32) computes `y = x · Wᵀ` with the weights exactly
+//! as stored (`d·q` for Q8_0, `d·q + m` for Q4_1) and the activations unrounded, accumulating in
+//! f32 with FMA. The only error is f32 rounding.
+//!
+//! # Canonical order (batch invariance)
+//!
+//! Every kernel path computes output `(t, r)` with one fixed sequence of IEEE operations that
+//! depends only on `cols`, never on `n`, on the position of token `t` in its tile, on how many
+//! rows or groups a kernel call covers, or on the split among threads. For each block `b` of 32
+//! elements, with `w_e` the weights and `x_e` the activations of the block:
+//!
+//! ```text
+//! c0 = 0;  for e in  0..16: c0 = fma(w_e, x_e, c0)
+//! c1 = 0;  for e in 16..32: c1 = fma(w_e, x_e, c1)
+//! s  = c0 + c1
+//! Q8_0 (w_e = q_e):          acc = fma(s, d, acc)
+//! Q4_1 (w_e = fma(q_e, d, m)): acc = acc + s
+//! ```
+//!
+//! starting from `acc = 0`. The SIMD paths evaluate Q8_0 with `w_e = q_e·2²⁴` and `d·2⁻²⁴`,
+//! which scales every product and partial sum by an exact power of two, so (barring overflow
+//! beyond `|x| ≈ 2⁹⁵` or products below `2⁻¹²⁶`) all paths give bit-identical results.
+//!
+//! Two chains per block keep the per-block error at ~16 roundings, and the block partial sums
+//! keep the whole dot product at about `(16 + cols/32)` roundings of `Σ|w·x|`.
+
+mod scalar;
+
+#[cfg(target_arch = "x86_64")]
+mod avx2;
+#[cfg(target_arch = "x86_64")]
+mod avx512;
+
+use std::ops::Range;
+
+use crate::dispatch::{run_groups, KernelPath, OutPtr, TileOut, TILE};
+use crate::layout::{tile_bytes, tile_scales, GROUP, QK};
+use crate::{QFormat, QMatrix};
+
+/// Most row groups handed to one kernel call (small batches process several groups at once
+/// for instruction-level parallelism; the per-output order is unchanged).
+pub(crate) const MAX_GROUPS: usize = 4;
+/// Below this many multiply-adds an f32-activation matmul runs on the calling thread. The f32
+/// kernels spend about twice the int8 kernels' time per weight, so splitting pays off earlier.
+const INLINE_MACS: usize = 1 << 19;
+
+/// The packed quants and scales of one 16-row group (`cols / 32` tiles each).
+pub(crate) type Packed<'a> = (&'a [u8], &'a [u16]);
+
+/// `y[n, rows] = x[n, cols] · Wᵀ` with f32 activations on `path` (checked supported by the
+/// caller).
+pub(crate) fn matmul_impl(m: &QMatrix, path: KernelPath, x: &[f32], n: usize, y: &mut [f32]) {
+    assert_eq!(x.len(), n * m.cols(), "x must hold n * cols values");
+    assert_eq!(y.len(), n * m.rows(), "y must hold n * rows values");
+    if n == 0 || m.rows() == 0 {
+        return;
+    }
+    let macs = m.groups() * GROUP * m.cols() * n;
+    run_groups(m.groups(), (macs, INLINE_MACS), y, |range, out| {
+        compute(m, path, x, n, range, out)
+    });
+}
+
+/// Activation rows per kernel call on `path` (AVX-512 has 32 vector registers, AVX2 16).
+fn tile_width(path: KernelPath) -> usize {
+    match path {
+        KernelPath::Avx512Vnni => 8,
+        _ => 4,
+    }
+}
+
+/// Computes all activation rows for the row groups in `range`.
+fn compute(m: &QMatrix, path: KernelPath, x: &[f32], n: usize, range: Range<usize>, out: &OutPtr) {
+    let (rows, cols) = (m.rows(), m.cols());
+    let tiles = n.div_ceil(tile_width(path));
+    // A single token tile lets the kernel interleave groups; otherwise one group's weights
+    // stay in L1 while every token tile passes over them.
+    let step = if tiles == 1 { MAX_GROUPS } else { 1 };
+    let mut res: [TileOut; MAX_GROUPS] = [[[0.0; GROUP]; TILE]; MAX_GROUPS];
+    let mut g0 = range.start;
+    while g0 < range.end {
+        let gn = step.min(range.end - g0);
+        let groups: [Packed<'_>; MAX_GROUPS] = std::array::from_fn(|k| m.group(g0 + k.min(gn - 1)));
+        let mut c0 = 0;
+        for i in 0..tiles {
+            // Near-equal tile widths (17 rows → 6, 6, 5) keep every kernel call well filled.
+            let cn = n / tiles + usize::from(i < n % tiles);
+            let xs: [&[f32]; TILE] = std::array::from_fn(|t| {
+                let c = (c0 + t).min(n - 1);
+                &x[c * cols..][..cols]
+            });
+            kernel(path, m.format(), &groups[..gn], &xs[..cn], &mut res[..gn]);
+            for (k, tile) in res[..gn].iter().enumerate() {
+                let (r0, valid) = ((g0 + k) * GROUP, GROUP.min(rows - (g0 + k) * GROUP));
+                for (t, vals) in tile.iter().enumerate().take(cn) {
+                    out.write((c0 + t) * rows + r0, &vals[..valid]);
+                }
+            }
+            c0 += cn;
+        }
+        g0 += gn;
+    }
+}
+
+/// Runs one kernel call: `groups` (1 ..= [`MAX_GROUPS`]) against `xs` (1 ..= [`TILE`] rows).
+fn kernel(path: KernelPath, f: QFormat, groups: &[Packed<'_>], xs: &[&[f32]], out: &mut [TileOut]) {
+    match path {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: callers only pass supported paths (`detect` / `matmul_f32_with` check).
+        KernelPath::Avx512Vnni => unsafe { avx512::tile(f, groups, xs, out) },
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: as above.
+        KernelPath::Avx2 => unsafe { avx2::tile(f, groups, xs, out) },
+        _ => scalar::tile(f, groups, xs, out),
+    }
+}
+
+/// Asserts the slice lengths the SIMD kernels' unchecked pointer arithmetic relies on; returns
+/// the number of blocks per row.
+pub(crate) fn check(f: QFormat, groups: &[Packed<'_>], xs: &[&[f32]], out: &[TileOut]) -> usize {
+    assert!((1..=MAX_GROUPS).contains(&groups.len()), "1..={MAX_GROUPS} groups per call");
+    assert!((1..=TILE).contains(&xs.len()), "tile width must be 1..={TILE}");
+    assert_eq!(out.len(), groups.len(), "one output tile per group");
+    let nb = groups[0].0.len() / tile_bytes(f);
+    for (quants, scales) in groups {
+        assert_eq!(quants.len(), nb * tile_bytes(f), "packed quants are whole tiles");
+        assert!(scales.len() >= nb * tile_scales(f), "packed scales too short");
+    }
+    for x in xs {
+        assert!(x.len() >= nb * QK, "activation row too short");
+    }
+    nb
+}

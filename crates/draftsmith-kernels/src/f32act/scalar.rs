@@ -1,0 +1,80 @@
+//! Portable scalar f32-activation kernel: the reference for the canonical order of
+//! [`f32act`](super) (every SIMD path matches it bit for bit).
+
+use super::{check, Packed};
+use crate::dispatch::TileOut;
+use crate::layout::{f16_to_f32, tile_bytes, tile_scales, GROUP, QK, UNIT};
+use crate::QFormat;
+
+/// One decoded `(group, block)` tile: `w[j][e]` for the 16 rows `j` and `d[j]`.
+struct Decoded {
+    w: [[f32; QK]; GROUP],
+    d: [f32; GROUP],
+}
+
+/// Computes `out[g][t][j]` for every group `g`, activation row `t` and group row `j`.
+pub(super) fn tile(f: QFormat, groups: &[Packed<'_>], xs: &[&[f32]], out: &mut [TileOut]) {
+    let nb = check(f, groups, xs, out);
+    let mut dec = Decoded {
+        w: [[0.0; QK]; GROUP],
+        d: [0.0; GROUP],
+    };
+    for (&(quants, scales), res) in groups.iter().zip(out.iter_mut()) {
+        res.iter_mut().for_each(|r| *r = [0.0; GROUP]);
+        for b in 0..nb {
+            let q = &quants[b * tile_bytes(f)..][..tile_bytes(f)];
+            let s = &scales[b * tile_scales(f)..][..tile_scales(f)];
+            decode(f, q, s, &mut dec);
+            for (x, acc) in xs.iter().zip(res.iter_mut()) {
+                let x = &x[b * QK..][..QK];
+                for (j, a) in acc.iter_mut().enumerate() {
+                    *a = block_step(f, &dec.w[j], dec.d[j], x, *a);
+                }
+            }
+        }
+    }
+}
+
+/// One block of the canonical order: two 16-element FMA chains, their sum, then the scale
+/// (Q8_0) or a plain add (Q4_1, whose weights already include `d` and `m`).
+fn block_step(f: QFormat, w: &[f32; QK], d: f32, x: &[f32], acc: f32) -> f32 {
+    let chain = |r: std::ops::Range<usize>| {
+        r.fold(0.0f32, |c, e| w[e].mul_add(x[e], c))
+    };
+    let s = chain(0..QK / 2) + chain(QK / 2..QK);
+    match f {
+        QFormat::Q8_0 => s.mul_add(d, acc),
+        QFormat::Q4_1 => acc + s,
+    }
+}
+
+/// Decodes a packed tile: Q8_0 weights as the integers `q` (the scale is applied per block),
+/// Q4_1 weights as `fma(q, d, m)`, which equals the exact `d·q` rounded once after adding `m`.
+fn decode(f: QFormat, q: &[u8], s: &[u16], out: &mut Decoded) {
+    for j in 0..GROUP {
+        out.d[j] = f16_to_f32(s[j]);
+    }
+    match f {
+        QFormat::Q8_0 => {
+            for (k, unit) in q.chunks_exact(UNIT).enumerate() {
+                for (j, w) in out.w.iter_mut().enumerate() {
+                    for t in 0..4 {
+                        w[4 * k + t] = f32::from((unit[4 * j + t] ^ 0x80) as i8);
+                    }
+                }
+            }
+        }
+        QFormat::Q4_1 => {
+            for (u, unit) in q.chunks_exact(UNIT).enumerate() {
+                for (j, w) in out.w.iter_mut().enumerate() {
+                    let (d, m) = (out.d[j], f16_to_f32(s[GROUP + j]));
+                    for t in 0..4 {
+                        let byte = unit[4 * j + t];
+                        w[4 * u + t] = f32::from(byte & 0x0F).mul_add(d, m);
+                        w[16 + 4 * u + t] = f32::from(byte >> 4).mul_add(d, m);
+                    }
+                }
+            }
+        }
+    }
+}
