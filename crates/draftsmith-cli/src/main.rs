@@ -4,6 +4,8 @@ mod backend;
 mod commands;
 mod model_arg;
 
+use std::process::ExitCode;
+
 use anyhow::Result;
 use clap::{Parser, Subcommand};
 
@@ -26,12 +28,22 @@ enum Command {
     Bench(commands::bench::BenchCommand),
 }
 
-fn main() -> Result<()> {
+fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::try_from_env("DRAFTSMITH_LOG").unwrap_or_else(|_| "warn".into()))
         .with_writer(std::io::stderr)
         .init();
-    match Cli::parse().command {
+    match run(Cli::parse().command) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(command: Command) -> Result<()> {
+    match command {
         Command::Fetch(args) => commands::fetch::run(args),
         Command::Generate(args) => commands::generate::run(args),
         Command::Bench(cmd) => commands::bench::run(cmd),

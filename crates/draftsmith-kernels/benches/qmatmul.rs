@@ -1,12 +1,14 @@
 //! Quantized matmul benchmark (no harness): median wall time of repeated runs.
 //!
 //! `cargo bench -p draftsmith-kernels` prints, per weight shape `[rows=out, cols=in]`, format and
-//! activation rows `n`: milliseconds, GFLOP/s (`2·rows·cols·n`) and GB/s of weight bytes.
+//! activation rows `n`, for both activation modes side by side (f32 = weight-only quantization,
+//! the default; int8 = llama.cpp style): median and minimum milliseconds, GFLOP/s
+//! (`2·rows·cols·n`) and GB/s of weight bytes. Then the whole SmolLM2-135M step in both modes.
 //! Pass `-- --paths` to also time every supported kernel path.
 
 use std::time::{Duration, Instant};
 
-use draftsmith_kernels::{KernelPath, QFormat, QMatrix};
+use draftsmith_kernels::{Activations, KernelPath, QFormat, QMatrix};
 
 /// SplitMix64 for reproducible random weights and activations.
 struct Rng(u64);
@@ -58,21 +60,27 @@ fn time_ms(budget: Duration, mut f: impl FnMut()) -> (f64, f64) {
     (times[times.len() / 2], times[0])
 }
 
-/// Times one `(matrix, n, path)` case and prints a table row.
+/// Median and minimum milliseconds of one `(matrix, n, path, mode)` case.
+fn time_case(m: &QMatrix, n: usize, path: KernelPath, mode: Activations, x: &[f32]) -> (f64, f64) {
+    let mut y = vec![0.0; n * m.rows()];
+    time_ms(Duration::from_millis(300), || {
+        m.matmul_mode_with(mode, path, x, n, &mut y)
+    })
+}
+
+/// Times one `(matrix, n, path)` case in both modes and prints a table row.
 fn bench_case(m: &QMatrix, n: usize, path: KernelPath, rng: &mut Rng) {
     let x: Vec<f32> = (0..n * m.cols()).map(|_| rng.f32()).collect();
-    let mut y = vec![0.0; n * m.rows()];
-    let (ms, min) = time_ms(Duration::from_millis(400), || {
-        m.matmul_with(path, &x, n, &mut y)
-    });
-    let gflops = 2.0 * (m.rows() * m.cols() * n) as f64 / (ms * 1e6);
-    let gbs = m.n_bytes() as f64 / (ms * 1e6);
     let shape = format!("{}x{}", m.rows(), m.cols());
     let fmt = format!("{:?}", m.format());
-    println!(
-        "{shape:>10} {fmt:>5} {n:>3} {:>11} {ms:>9.4} {min:>9.4} {gflops:>8.1} {gbs:>7.1}",
-        path.name()
-    );
+    print!("{shape:>10} {fmt:>5} {n:>3} {:>11}", path.name());
+    for mode in [Activations::F32, Activations::Int8] {
+        let (ms, min) = time_case(m, n, path, mode, &x);
+        let gflops = 2.0 * (m.rows() * m.cols() * n) as f64 / (ms * 1e6);
+        let gbs = m.n_bytes() as f64 / (ms * 1e6);
+        print!(" | {ms:>8.4} {min:>8.4} {gflops:>6.1} {gbs:>6.1}");
+    }
+    println!();
 }
 
 /// Naive single-threaded f32 matvec (`rows × cols` weights), for comparison.
@@ -98,26 +106,35 @@ fn bench_f32_naive(rows: usize, cols: usize, rng: &mut Rng) {
 
 /// All matmuls of one SmolLM2-135M forward pass over `n` tokens (30 layers of Q4_1
 /// q/k/v/o/gate/up/down, then the Q8_0 LM head), on distinct matrices (≈ 94 MB, more than
-/// the L3), so weights stream from memory as in real decoding. Timed from the main thread and
-/// from inside the rayon pool (where `matmul` avoids the cross-thread hand-off per call).
+/// the L3), so weights stream from memory as in real decoding, in both activation modes. Timed
+/// from the main thread and from inside the rayon pool (where `matmul` avoids the cross-thread
+/// hand-off per call).
 fn bench_model_step(layers: &[Vec<QMatrix>], head: &QMatrix, rng: &mut Rng) {
     let all: Vec<&QMatrix> = layers.iter().flatten().chain([head]).collect();
     let macs: usize = all.iter().map(|m| m.rows() * m.cols()).sum();
+    let bytes: usize = all.iter().map(|m| m.n_bytes()).sum();
+    println!("model step: {} matmuls, {:.1} MB of weights", all.len(), bytes as f64 / 1e6);
     for n in [1, 8, 64] {
         let x: Vec<f32> = (0..n * 1536).map(|_| rng.f32()).collect();
         let mut y = vec![0.0; n * head.rows()];
-        let mut step = || {
-            for m in &all {
-                m.matmul(&x[..n * m.cols()], n, &mut y[..n * m.rows()]);
-            }
-        };
-        let (ms, min) = time_ms(Duration::from_millis(1500), &mut step);
-        let (ms_pool, min_pool) = rayon::scope(|_| time_ms(Duration::from_millis(1500), &mut step));
-        let gflops = 2.0 * (macs * n) as f64 / (ms * 1e6);
-        println!(
-            "model step n={n:>2}: median {ms:.3} ms, min {min:.3} ms ({gflops:.1} GFLOP/s); \
-             inside pool: median {ms_pool:.3} ms, min {min_pool:.3} ms"
-        );
+        for mode in [Activations::F32, Activations::Int8] {
+            let mut step = || {
+                for m in &all {
+                    m.matmul_mode(mode, &x[..n * m.cols()], n, &mut y[..n * m.rows()]);
+                }
+            };
+            let (ms, min) = time_ms(Duration::from_millis(1500), &mut step);
+            let (ms_pool, min_pool) =
+                rayon::scope(|_| time_ms(Duration::from_millis(1500), &mut step));
+            let gflops = 2.0 * (macs * n) as f64 / (ms * 1e6);
+            let gbs = bytes as f64 / (ms * 1e6);
+            let name = format!("{mode:?}");
+            println!(
+                "model step n={n:>2} {name:>4}: median {ms:7.3} ms, min {min:7.3} ms \
+                 ({gflops:5.1} GFLOP/s, {gbs:4.1} GB/s); inside pool: median {ms_pool:7.3} ms, \
+                 min {min_pool:7.3} ms"
+            );
+        }
     }
 }
 
@@ -134,20 +151,13 @@ const LAYER: [(usize, usize); 7] = [
 
 /// The per-shape table: the three layer shapes in both formats, then the Q8_0 LM head.
 fn bench_table(paths: &[KernelPath], head: &QMatrix, rng: &mut Rng) {
-    let h = (
-        "shape",
-        "fmt",
-        "n",
-        "path",
-        "median ms",
-        "min ms",
-        "GFLOP/s",
-        "GB/s",
-    );
+    let cols = ("median ms", "min ms", "GFLOP/s", "GB/s");
+    let mode = format!("{:>8} {:>8} {:>6} {:>6}", cols.0, cols.1, cols.2, cols.3);
     println!(
-        "{:>10} {:>5} {:>3} {:>11} {:>9} {:>9} {:>8} {:>7}",
-        h.0, h.1, h.2, h.3, h.4, h.5, h.6, h.7
+        "{:>33} | {:^31} | {:^31}",
+        "", "f32 activations (default)", "int8 activations"
     );
+    println!("{:>10} {:>5} {:>3} {:>11} | {mode} | {mode}", "shape", "fmt", "n", "path");
     println!("(GFLOP/s and GB/s from the median; GB/s counts the packed weight bytes once)");
     for format in [QFormat::Q8_0, QFormat::Q4_1] {
         for (rows, cols) in [(576, 576), (1536, 576), (576, 1536)] {

@@ -1,13 +1,20 @@
 //! Quantized CPU matrix kernels for the LLM decode and small-batch verify path.
 //!
 //! A [`QMatrix`] holds a weight matrix `W` (`rows` outputs × `cols` inputs) in one of the GGUF
-//! block formats ([`QFormat::Q8_0`], [`QFormat::Q4_1`]). [`QMatrix::matmul`] computes
-//! `y[n, rows] = x[n, cols] · Wᵀ` the way llama.cpp does: each activation row is quantized per
-//! 32 values to 8 bits, and every 32-element block product is an exact integer dot product scaled
-//! by the two block scales.
+//! block formats ([`QFormat::Q8_0`], [`QFormat::Q4_1`]) and computes `y[n, rows] = x[n, cols] · Wᵀ`
+//! in one of two modes ([`Activations`]):
+//!
+//! * [`Activations::F32`] (the default of [`QMatrix::matmul`]): weight-only quantization. Weight
+//!   blocks are dequantized in registers and multiplied with the f32 activations, accumulating
+//!   in f32, so the result equals the exact product of the dequantized weights up to f32
+//!   rounding. The operation order for one output depends only on `cols`, so every output is
+//!   bit-identical whatever the batch size, the token's position in it, or the thread split.
+//! * [`Activations::Int8`]: the llama.cpp way. Each activation row is quantized per 32 values to
+//!   8 bits, and every 32-element block product is an exact integer dot product scaled by the
+//!   two block scales. About twice as fast per weight, but not exact.
 //!
 //! ```
-//! use draftsmith_kernels::{QFormat, QMatrix};
+//! use draftsmith_kernels::{Activations, QFormat, QMatrix};
 //!
 //! // A 64×32 weight matrix, quantized to Q8_0 (GGUF bytes work too: `from_ggml_blocks`).
 //! let w: Vec<f32> = (0..64 * 32).map(|i| (i % 7) as f32 - 3.0).collect();
@@ -18,6 +25,15 @@
 //! let x = vec![0.5f32; 2 * 32];
 //! let mut y = vec![0.0f32; 2 * 64];
 //! m.matmul(&x, 2, &mut y);
+//!
+//! // f32 activations: the product of the stored weights, up to f32 rounding.
+//! let mut w0 = vec![0.0f32; 32];
+//! m.dequantize_row(0, &mut w0);
+//! let exact: f32 = w0.iter().map(|v| 0.5 * v).sum();
+//! assert!((y[0] - exact).abs() <= 1e-6 * exact.abs().max(1.0));
+//!
+//! // 8-bit activations (llama.cpp style): close to the f32 weights' product.
+//! m.matmul_mode(Activations::Int8, &x, 2, &mut y);
 //! let want: f32 = w[..32].iter().map(|v| 0.5 * v).sum();
 //! assert!((y[0] - want).abs() < 1e-3 * want.abs().max(1.0));
 //! # Ok::<(), draftsmith_kernels::KernelError>(())
@@ -34,7 +50,8 @@
 //! # Paths
 //!
 //! The kernel path is chosen once at run time: AVX-512 VNNI, AVX2 (+FMA, F16C), or a portable
-//! scalar fallback. `DRAFTSMITH_KERNEL_PATH=scalar|avx2|avx512vnni` forces a (supported) path.
+//! scalar fallback (the f32 mode's AVX-512 kernels need only AVX-512 F/BW, but run on the
+//! `avx512vnni` path). `DRAFTSMITH_KERNEL_PATH=scalar|avx2|avx512vnni` forces a (supported) path.
 
 mod act;
 #[cfg(target_arch = "x86_64")]
@@ -43,6 +60,7 @@ mod avx2;
 mod avx512;
 mod dispatch;
 mod error;
+mod f32act;
 mod layout;
 mod matrix;
 mod scalar;
@@ -53,6 +71,19 @@ mod tests;
 pub use dispatch::KernelPath;
 pub use error::KernelError;
 pub use matrix::QMatrix;
+
+/// How [`QMatrix::matmul_mode`] treats the activations.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Activations {
+    /// Weight-only quantization: f32 activations times the weights dequantized in registers
+    /// (`d·q`, `d·q + m`), accumulated in f32 with FMA. Exact up to f32 rounding, and
+    /// batch-invariant: each output's operation order depends only on `cols`. The default.
+    #[default]
+    F32,
+    /// llama.cpp style: activations quantized to 8 bits per 32 values, exact integer block dot
+    /// products. Faster, but each output is off by up to `Σ_b (amax_b/254)·Σ|w|`.
+    Int8,
+}
 
 /// A GGUF weight block format supported by the kernels.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -3,7 +3,7 @@
 use crate::act::quantize_block_scalar;
 use crate::dispatch::{matmul_impl, KernelPath};
 use crate::layout::{self, AlignedBytes, GROUP, QK};
-use crate::{KernelError, QFormat};
+use crate::{f32act, Activations, KernelError, QFormat};
 
 /// Weight matrix `W` with `rows` outputs × `cols` inputs, quantized in a GGUF block format.
 ///
@@ -169,30 +169,73 @@ impl QMatrix {
         )
     }
 
-    /// `y[n, rows] = x[n, cols] · Wᵀ`.
-    ///
-    /// Each row of `x` is quantized per 32 values to 8 bits (scale `amax / 127`, with the block
-    /// sum kept for Q4_1's minimum term, as llama.cpp's Q8_0 / Q8_1), then every block product is
-    /// an exact integer dot product. Runs on rayon's global pool, split over output rows; small
-    /// problems run inline.
+    /// `y[n, rows] = x[n, cols] · Wᵀ` with f32 activations ([`Activations::F32`]): the exact
+    /// product of the dequantized weights up to f32 rounding, bit-identical for a given token
+    /// whatever `n`. Runs on rayon's global pool, split over output rows; small problems run
+    /// inline.
     ///
     /// # Panics
     /// If `x.len() != n × cols` or `y.len() != n × rows`.
     pub fn matmul(&self, x: &[f32], n: usize, y: &mut [f32]) {
-        matmul_impl(self, KernelPath::detect(), x, n, y);
+        self.matmul_mode(Activations::F32, x, n, y);
     }
 
-    /// [`matmul`](Self::matmul) on an explicit kernel path (for tests and benchmarks).
+    /// `y[n, rows] = x[n, cols] · Wᵀ` in `mode`, on the detected kernel path.
+    ///
+    /// [`Activations::Int8`] quantizes each row of `x` per 32 values to 8 bits (scale
+    /// `amax / 127`, with the block sum kept for Q4_1's minimum term, as llama.cpp's Q8_0 /
+    /// Q8_1), then every block product is an exact integer dot product.
+    ///
+    /// # Panics
+    /// If `x.len() != n × cols` or `y.len() != n × rows`.
+    pub fn matmul_mode(&self, mode: Activations, x: &[f32], n: usize, y: &mut [f32]) {
+        self.run_mode(mode, KernelPath::detect(), x, n, y);
+    }
+
+    /// [`matmul_mode`](Self::matmul_mode) on an explicit kernel path (for tests and benchmarks).
+    ///
+    /// # Panics
+    /// As `matmul`, and if `path` is not supported by this CPU.
+    #[doc(hidden)]
+    pub fn matmul_mode_with(
+        &self,
+        mode: Activations,
+        path: KernelPath,
+        x: &[f32],
+        n: usize,
+        y: &mut [f32],
+    ) {
+        assert!(
+            path.is_supported(),
+            "kernel path {path:?} is not supported on this CPU"
+        );
+        self.run_mode(mode, path, x, n, y);
+    }
+
+    /// The [`Activations::Int8`] product on an explicit kernel path (for tests and benchmarks).
     ///
     /// # Panics
     /// As `matmul`, and if `path` is not supported by this CPU.
     #[doc(hidden)]
     pub fn matmul_with(&self, path: KernelPath, x: &[f32], n: usize, y: &mut [f32]) {
-        assert!(
-            path.is_supported(),
-            "kernel path {path:?} is not supported on this CPU"
-        );
-        matmul_impl(self, path, x, n, y);
+        self.matmul_mode_with(Activations::Int8, path, x, n, y);
+    }
+
+    /// The [`Activations::F32`] product on an explicit kernel path (for tests and benchmarks).
+    ///
+    /// # Panics
+    /// As `matmul`, and if `path` is not supported by this CPU.
+    #[doc(hidden)]
+    pub fn matmul_f32_with(&self, path: KernelPath, x: &[f32], n: usize, y: &mut [f32]) {
+        self.matmul_mode_with(Activations::F32, path, x, n, y);
+    }
+
+    /// Runs `mode` on `path` (supported, checked by the callers).
+    fn run_mode(&self, mode: Activations, path: KernelPath, x: &[f32], n: usize, y: &mut [f32]) {
+        match mode {
+            Activations::F32 => f32act::matmul_impl(self, path, x, n, y),
+            Activations::Int8 => matmul_impl(self, path, x, n, y),
+        }
     }
 
     /// Dequantizes row `row` into `out` (embedding lookup).

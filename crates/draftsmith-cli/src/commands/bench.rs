@@ -79,8 +79,10 @@ fn bench_ar<B: Backend>(args: &BenchArArgs, device: &B::Device) -> Result<()> {
         prefill_time += g.prefill;
         prefill_tokens += prompt.len();
     }
-    let prefill512 = time_prefill(model, 512)?;
-    let (step1, tree) = time_tree_verify(model, args.tree_size, 256)?;
+    let context = model.config().max_position_embeddings;
+    let prefill_len = 512.min(context - 1);
+    let prefill512 = time_prefill(model, prefill_len)?;
+    let (step1, tree) = time_tree_verify(model, args.tree_size, 256.min(context / 2))?;
     let decode_tps = decode_tokens as f64 / decode_time.as_secs_f64();
     let mut result = json!({
         "model": loaded.path.display().to_string(),
@@ -91,6 +93,7 @@ fn bench_ar<B: Backend>(args: &BenchArArgs, device: &B::Device) -> Result<()> {
         "decode_tokens_per_s": decode_tps,
         "ms_per_token": 1e3 / decode_tps,
         "prefill_tokens_per_s": prefill_tokens as f64 / prefill_time.as_secs_f64(),
+        "prefill_len": prefill_len,
         "prefill512_ms": prefill512.as_secs_f64() * 1e3,
         "step1_ms": step1.as_secs_f64() * 1e3,
         "tree_size": args.tree_size,

@@ -3,7 +3,7 @@
 use rayon::prelude::*;
 
 use super::{dequantize_all, quant_bound, random_blocks, reference, worst_violation, Rng};
-use crate::{QFormat, QMatrix};
+use crate::{Activations, QFormat, QMatrix};
 
 /// `(rows, cols)`: odd row counts exercise the padded last group; cols span 1 to 48 blocks.
 pub(super) const SHAPES: [(usize, usize); 8] = [
@@ -54,7 +54,7 @@ fn slack(format: QFormat, bytes: &[u8], x: &[f32], rows: usize, cols: usize, n: 
         .collect()
 }
 
-/// Runs `matmul` and checks it against the f32 product of the dequantized weights:
+/// Runs the int8 `matmul` and checks it against the f32 product of the dequantized weights:
 /// `|Δ| ≤ Σ_b (amax_b/254)·Σ_{i∈b}|w_i| + slack` (see [`quant_bound`]).
 fn check_against_f32(format: QFormat, rows: usize, cols: usize, n: usize, rng: &mut Rng) {
     let bytes = random_blocks(format, rows, cols, rng);
@@ -62,7 +62,7 @@ fn check_against_f32(format: QFormat, rows: usize, cols: usize, n: usize, rng: &
     let w = dequantize_all(&m);
     let x = rng.activations(n * cols);
     let mut y = vec![f32::NAN; n * rows];
-    m.matmul(&x, n, &mut y);
+    m.matmul_mode(Activations::Int8, &x, n, &mut y);
     let want = reference(&w, &x, rows, cols, n);
     let slack = slack(format, &bytes, &x, rows, cols, n);
     let bound = quant_bound(&w, &x, rows, cols, n);
@@ -111,7 +111,7 @@ fn matmul_matches_quantized_activation_reference_tightly() {
                 let m = QMatrix::from_ggml_blocks(format, &bytes, rows, cols).unwrap();
                 let x = rng.activations(n * cols);
                 let mut y = vec![0.0; n * rows];
-                m.matmul(&x, n, &mut y);
+                m.matmul_mode(Activations::Int8, &x, n, &mut y);
                 let want = reference(&dequantize_all(&m), &llama_quantized(&x), rows, cols, n);
                 let tol = slack(format, &bytes, &x, rows, cols, n);
                 let bad = worst_violation(&y, &want, &tol);
@@ -121,13 +121,14 @@ fn matmul_matches_quantized_activation_reference_tightly() {
     }
 }
 
-/// Fraction of outputs of `m` that violate the bound around the product of the *true* weights.
+/// Fraction of outputs of `m` (int8 mode) that violate the bound around the product of the
+/// *true* weights.
 fn violation_rate(m: &QMatrix, format: QFormat, bytes: &[u8], x: &[f32], n: usize) -> f64 {
     let (rows, cols) = (m.rows(), m.cols());
     let truth = QMatrix::from_ggml_blocks(format, bytes, rows, cols).unwrap();
     let w = dequantize_all(&truth);
     let mut y = vec![0.0; n * rows];
-    m.matmul(x, n, &mut y);
+    m.matmul_mode(Activations::Int8, x, n, &mut y);
     let want = reference(&w, x, rows, cols, n);
     let slack = slack(format, bytes, x, rows, cols, n);
     let bound = quant_bound(&w, x, rows, cols, n);
@@ -188,7 +189,7 @@ fn quantize_q8_0_then_matmul_tracks_f32_weights() {
     let x = rng.activations(n * cols);
     let m = QMatrix::quantize_q8_0(&w, rows, cols).unwrap();
     let mut y = vec![0.0; n * rows];
-    m.matmul(&x, n, &mut y);
+    m.matmul_mode(Activations::Int8, &x, n, &mut y);
     let want = reference(&w, &x, rows, cols, n);
     // Activation error ≤ d_x/2 per element (against the quantized weights); weight error
     // ≤ d_w/2 + 127·|d_w − f16(d_w)| ≤ (1/2 + 127·2⁻¹¹)·d_w < 1.13 · d_w/2.
@@ -209,20 +210,22 @@ fn edge_cases_do_not_panic_and_overwrite_output() {
     let mut rng = Rng::new(14);
     let bytes = random_blocks(QFormat::Q4_1, 7, 64, &mut rng);
     let m = QMatrix::from_ggml_blocks(QFormat::Q4_1, &bytes, 7, 64).unwrap();
-    m.matmul(&[], 0, &mut []);
-    let mut y = vec![f32::NAN; 7];
-    m.matmul(&[0.0; 64], 1, &mut y);
-    assert!(y.iter().all(|&v| v == 0.0));
-    let mut x = vec![1.0; 64];
-    x[3] = f32::NAN;
-    x[40] = f32::INFINITY;
-    m.matmul(&x, 1, &mut y); // garbage in, but no panic
-    let empty = QMatrix::from_ggml_blocks(QFormat::Q8_0, &[], 0, 64).unwrap();
-    empty.matmul(&[0.0; 128], 2, &mut []);
-    let no_cols = QMatrix::from_ggml_blocks(QFormat::Q4_1, &[], 3, 0).unwrap();
-    let mut y = vec![f32::NAN; 6];
-    no_cols.matmul(&[], 2, &mut y);
-    assert_eq!(y, vec![0.0; 6]);
+    for mode in [Activations::F32, Activations::Int8] {
+        m.matmul_mode(mode, &[], 0, &mut []);
+        let mut y = vec![f32::NAN; 7];
+        m.matmul_mode(mode, &[0.0; 64], 1, &mut y);
+        assert!(y.iter().all(|&v| v == 0.0), "{mode:?}");
+        let mut x = vec![1.0; 64];
+        x[3] = f32::NAN;
+        x[40] = f32::INFINITY;
+        m.matmul_mode(mode, &x, 1, &mut y); // garbage in, but no panic
+        let empty = QMatrix::from_ggml_blocks(QFormat::Q8_0, &[], 0, 64).unwrap();
+        empty.matmul_mode(mode, &[0.0; 128], 2, &mut []);
+        let no_cols = QMatrix::from_ggml_blocks(QFormat::Q4_1, &[], 3, 0).unwrap();
+        let mut y = vec![f32::NAN; 6];
+        no_cols.matmul_mode(mode, &[], 2, &mut y);
+        assert_eq!(y, vec![0.0; 6], "{mode:?}");
+    }
 }
 
 /// `matmul` called from inside rayon tasks (nested parallelism, scratch re-entrancy).
@@ -233,15 +236,17 @@ fn nested_matmul_inside_rayon() {
     let bytes = random_blocks(QFormat::Q8_0, rows, cols, &mut rng);
     let m = QMatrix::from_ggml_blocks(QFormat::Q8_0, &bytes, rows, cols).unwrap();
     let x = rng.activations(4 * cols);
-    let mut want = vec![0.0; 4 * rows];
-    m.matmul(&x, 4, &mut want);
-    let outs: Vec<Vec<f32>> = (0..8)
-        .into_par_iter()
-        .map(|_| {
-            let mut y = vec![0.0; 4 * rows];
-            m.matmul(&x, 4, &mut y);
-            y
-        })
-        .collect();
-    assert!(outs.iter().all(|y| *y == want));
+    for mode in [Activations::F32, Activations::Int8] {
+        let mut want = vec![0.0; 4 * rows];
+        m.matmul_mode(mode, &x, 4, &mut want);
+        let outs: Vec<Vec<f32>> = (0..8)
+            .into_par_iter()
+            .map(|_| {
+                let mut y = vec![0.0; 4 * rows];
+                m.matmul_mode(mode, &x, 4, &mut y);
+                y
+            })
+            .collect();
+        assert!(outs.iter().all(|y| *y == want), "{mode:?}");
+    }
 }

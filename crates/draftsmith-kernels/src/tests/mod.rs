@@ -1,6 +1,8 @@
 //! Unit tests: shared helpers (deterministic data, reference products and error bounds).
 
 mod blocks;
+mod f32act;
+mod invariance;
 mod matmul;
 mod paths;
 

@@ -1,0 +1,94 @@
+//! The `draftsmith` binary end to end on the checked-in tiny model (no network, no real model).
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn bin() -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_draftsmith"));
+    cmd.env_remove("RUST_BACKTRACE").env("DRAFTSMITH_LOG", "error");
+    cmd
+}
+
+fn fixture(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures").join(name)
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("draftsmith-cli-test-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn last_json(out: &Output) -> Value {
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "failed: {}\n{stdout}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_str(stdout.lines().last().expect("some output")).expect("last line is JSON")
+}
+
+fn generate(model: &Path, extra: &[&str]) -> Output {
+    bin().args(["generate", "--model"]).arg(model).args(["--prompt", "the cat", "--json"]).args(extra).output().unwrap()
+}
+
+#[test]
+fn generate_json_contract_on_gguf_and_hf_directory() {
+    let a = last_json(&generate(&fixture("tiny-llama.gguf"), &["--no-chat-template", "--max-new-tokens", "6"]));
+    for key in ["prompt_ids", "output_ids", "text", "decode_tokens_per_s", "prefill_tokens_per_s"] {
+        assert!(a.get(key).is_some(), "missing {key} in {a}");
+    }
+    assert_eq!(a["prompt_ids"], serde_json::json!([116, 257, 296]), "raw prompt as the reference tokenizer splits it, no BOS");
+    let b = last_json(&generate(&fixture("tiny-llama"), &["--no-chat-template", "--max-new-tokens", "6"]));
+    assert_eq!(a["output_ids"], b["output_ids"], "same weights, same greedy output");
+    let chat = last_json(&generate(&fixture("tiny-llama.gguf"), &[]));
+    assert_eq!(chat["prompt_ids"][0], 298, "the chat template opens with <|im_start|>");
+}
+
+#[test]
+fn seeded_sampling_is_reproducible() {
+    let args = ["--no-chat-template", "--temperature", "1.0", "--top-p", "0.9", "--seed", "4"];
+    let a = last_json(&generate(&fixture("tiny-qwen2.gguf"), &args));
+    let b = last_json(&generate(&fixture("tiny-qwen2.gguf"), &args));
+    assert_eq!(a["output_ids"], b["output_ids"]);
+}
+
+#[test]
+fn hf_ids_use_a_prepopulated_cache_and_fail_fast_offline() {
+    let home = scratch("hf");
+    let snapshot = home.join("hub/models--tiny--llama/snapshots/0123456789abcdef");
+    std::fs::create_dir_all(&snapshot).unwrap();
+    for entry in std::fs::read_dir(fixture("tiny-llama")).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(entry.path(), snapshot.join(entry.file_name())).unwrap();
+    }
+    std::fs::create_dir_all(home.join("hub/models--tiny--llama/refs")).unwrap();
+    std::fs::write(home.join("hub/models--tiny--llama/refs/main"), "0123456789abcdef").unwrap();
+    let out = bin().env("HF_HOME", &home).args(["generate", "--model", "hf:tiny/llama", "--prompt", "the cat", "--no-chat-template", "--max-new-tokens", "3", "--json"]).output().unwrap();
+    let direct = last_json(&generate(&fixture("tiny-llama"), &["--no-chat-template", "--max-new-tokens", "3"]));
+    assert_eq!(last_json(&out)["output_ids"], direct["output_ids"]);
+
+    let out = bin().env("HF_HOME", &home).env("HF_HUB_OFFLINE", "1").args(["generate", "--model", "hf:nobody/missing", "--prompt", "x"]).output().unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("hf:nobody/missing") && err.contains("HF_HUB_OFFLINE"), "{err}");
+}
+
+#[test]
+fn bad_arguments_are_clear_errors() {
+    let out = bin().args(["fetch", "no-such-thing"]).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("smollm2-135m"), "lists the known names: {err}");
+    let out = bin().args(["generate", "--model", "/nonexistent/model.gguf", "--prompt", "x"]).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("/nonexistent/model.gguf"), "{err}");
+}
+
+#[test]
+fn bench_ar_reports_the_contract_fields() {
+    let out = bin().args(["bench", "ar", "--model"]).arg(fixture("tiny-llama.gguf")).args(["--prompts", "2", "--max-new-tokens", "4", "--tree-size", "8", "--json"]).output().unwrap();
+    let json = last_json(&out);
+    for key in ["decode_tokens_per_s", "prefill_tokens_per_s", "tree64_over_step1_cost"] {
+        assert!(json[key].as_f64().unwrap() > 0.0, "{key} in {json}");
+    }
+}

@@ -1,0 +1,80 @@
+//! Batch invariance: the value computed for (token `t`, row `r`) must be bit-identical whatever
+//! the batch size, the token's position in the batch (and so in its kernel tile), and the split
+//! of rows among threads. Lossless speculative decoding relies on it: the verify pass (n > 1)
+//! must reproduce exactly the logits that plain decoding (n = 1) would compute.
+//!
+//! * f32 mode: each output follows one canonical order that depends only on `cols`.
+//! * int8 mode: activations are quantized per row (independently of the batch) and the block dot
+//!   products are exact integers; the f32 scaling and accumulation per output is the same
+//!   sequence for every tile width, so it holds as well.
+
+use super::f32act::bits;
+use super::{random_blocks, Rng};
+use crate::{Activations, KernelPath, QFormat, QMatrix};
+
+/// Shapes: odd rows (padded group), a tall one that runs in parallel, and long rows.
+const SHAPES: [(usize, usize); 4] = [(7, 64), (577, 576), (1536, 576), (40, 1536)];
+const MODES: [Activations; 2] = [Activations::F32, Activations::Int8];
+
+/// `y[n, rows]` in `mode` on `path`.
+fn product(m: &QMatrix, mode: Activations, path: KernelPath, x: &[f32], n: usize) -> Vec<f32> {
+    let mut y = vec![f32::NAN; n * m.rows()];
+    m.matmul_mode_with(mode, path, x, n, &mut y);
+    y
+}
+
+/// The same product computed inside a rayon pool of `threads` threads.
+fn product_in_pool(
+    threads: usize,
+    m: &QMatrix,
+    (mode, path): (Activations, KernelPath),
+    x: &[f32],
+    n: usize,
+) -> Vec<f32> {
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build()
+        .unwrap();
+    pool.install(|| product(m, mode, path, x, n))
+}
+
+/// Checks one matrix on one path in one mode: n = 64 against n = 1 per row, a 17-row window at
+/// an odd offset (other tiles, other lane positions), and 1- and 3-thread pools.
+fn check_invariance(m: &QMatrix, mode: Activations, path: KernelPath, x: &[f32]) {
+    let (rows, cols, n) = (m.rows(), m.cols(), x.len() / m.cols());
+    let what = format!("{mode:?} {path:?} {:?} {rows}x{cols}", m.format());
+    let full = product(m, mode, path, x, n);
+    for t in 0..n {
+        let one = product(m, mode, path, &x[t * cols..][..cols], 1);
+        assert_eq!(bits(&one), bits(&full[t * rows..][..rows]), "{what}: token {t}, n=1 vs n={n}");
+    }
+    let (off, len) = (5, 17);
+    let window = product(m, mode, path, &x[off * cols..][..len * cols], len);
+    assert_eq!(bits(&window), bits(&full[off * rows..][..len * rows]), "{what}: window");
+    for threads in [1, 3] {
+        let pooled = product_in_pool(threads, m, (mode, path), x, n);
+        assert_eq!(bits(&pooled), bits(&full), "{what}: {threads}-thread pool");
+    }
+}
+
+#[test]
+fn batched_outputs_are_bit_identical_to_single_token_outputs() {
+    let paths: Vec<KernelPath> = KernelPath::ALL
+        .into_iter()
+        .filter(|p| p.is_supported())
+        .collect();
+    eprintln!("batch invariance checked on {paths:?}, modes {MODES:?}");
+    let mut rng = Rng::new(40);
+    for format in [QFormat::Q8_0, QFormat::Q4_1] {
+        for (rows, cols) in SHAPES {
+            let bytes = random_blocks(format, rows, cols, &mut rng);
+            let m = QMatrix::from_ggml_blocks(format, &bytes, rows, cols).unwrap();
+            let x = rng.activations(64 * cols);
+            for &path in &paths {
+                for mode in MODES {
+                    check_invariance(&m, mode, path, &x);
+                }
+            }
+        }
+    }
+}
