@@ -113,7 +113,11 @@ fn bench_model_step(layers: &[Vec<QMatrix>], head: &QMatrix, rng: &mut Rng) {
     let all: Vec<&QMatrix> = layers.iter().flatten().chain([head]).collect();
     let macs: usize = all.iter().map(|m| m.rows() * m.cols()).sum();
     let bytes: usize = all.iter().map(|m| m.n_bytes()).sum();
-    println!("model step: {} matmuls, {:.1} MB of weights", all.len(), bytes as f64 / 1e6);
+    println!(
+        "model step: {} matmuls, {:.1} MB of weights",
+        all.len(),
+        bytes as f64 / 1e6
+    );
     for n in [1, 8, 64] {
         let x: Vec<f32> = (0..n * 1536).map(|_| rng.f32()).collect();
         let mut y = vec![0.0; n * head.rows()];
@@ -138,6 +142,38 @@ fn bench_model_step(layers: &[Vec<QMatrix>], head: &QMatrix, rng: &mut Rng) {
     }
 }
 
+/// Where the time of one streaming n=1 step goes, per matrix shape, in both modes: the sum over
+/// many steps of each call's wall time (median-free, so load on the machine inflates it).
+fn bench_breakdown(layers: &[Vec<QMatrix>], head: &QMatrix, rng: &mut Rng) {
+    let all: Vec<&QMatrix> = layers.iter().flatten().chain([head]).collect();
+    let x: Vec<f32> = (0..1536).map(|_| rng.f32()).collect();
+    let mut y = vec![0.0; head.rows()];
+    for mode in [Activations::F32, Activations::Int8] {
+        let mut per_shape: Vec<((usize, usize), f64)> = Vec::new();
+        let steps = 200;
+        for _ in 0..steps {
+            for m in &all {
+                let t = Instant::now();
+                m.matmul_mode(mode, &x[..m.cols()], 1, &mut y[..m.rows()]);
+                let ms = t.elapsed().as_secs_f64() * 1e3;
+                let key = (m.rows(), m.cols());
+                match per_shape.iter_mut().find(|(k, _)| *k == key) {
+                    Some((_, total)) => *total += ms,
+                    None => per_shape.push((key, ms)),
+                }
+            }
+        }
+        let parts: Vec<String> = per_shape
+            .iter()
+            .map(|((r, c), ms)| format!("{r}x{c} {:.3}", ms / steps as f64))
+            .collect();
+        println!(
+            "n=1 step breakdown {mode:?} (ms per step): {}",
+            parts.join(", ")
+        );
+    }
+}
+
 /// SmolLM2-135M layer matrices `[rows=out, cols=in]`: q, k, v, o, gate, up, down.
 const LAYER: [(usize, usize); 7] = [
     (576, 576),
@@ -157,7 +193,10 @@ fn bench_table(paths: &[KernelPath], head: &QMatrix, rng: &mut Rng) {
         "{:>33} | {:^31} | {:^31}",
         "", "f32 activations (default)", "int8 activations"
     );
-    println!("{:>10} {:>5} {:>3} {:>11} | {mode} | {mode}", "shape", "fmt", "n", "path");
+    println!(
+        "{:>10} {:>5} {:>3} {:>11} | {mode} | {mode}",
+        "shape", "fmt", "n", "path"
+    );
     println!("(GFLOP/s and GB/s from the median; GB/s counts the packed weight bytes once)");
     for format in [QFormat::Q8_0, QFormat::Q4_1] {
         for (rows, cols) in [(576, 576), (1536, 576), (576, 1536)] {
@@ -176,7 +215,8 @@ fn bench_table(paths: &[KernelPath], head: &QMatrix, rng: &mut Rng) {
     }
 }
 
-/// Flags: `--paths` times every supported kernel path; `--model-only` skips the table.
+/// Flags: `--paths` times every supported kernel path; `--model-only` skips the table;
+/// `--breakdown` adds a per-shape breakdown of the n=1 model step.
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let has = |flag: &str| args.iter().any(|a| a == flag);
@@ -207,6 +247,9 @@ fn main() {
                 .collect()
         })
         .collect();
+    if has("--breakdown") {
+        bench_breakdown(&layers, &head, &mut rng);
+    }
     bench_model_step(&layers, &head, &mut rng);
     drop((head, layers));
     bench_f32_naive(49152, 576, &mut rng);

@@ -7,7 +7,7 @@
 
 use std::arch::x86_64::*;
 
-use super::{check, Packed, MAX_GROUPS};
+use super::{check, prefetch, Weights, MAX_GROUPS};
 use crate::dispatch::TileOut;
 use crate::layout::{tile_bytes, tile_scales, GROUP, QK, UNIT};
 use crate::QFormat;
@@ -15,12 +15,14 @@ use crate::QFormat;
 /// Rows in one panel.
 const HALF: usize = GROUP / 2;
 
-/// One 8-row panel: its quants (first unit), scales, and the output for its first row.
+/// One 8-row panel (half `half` of a group): its quants (first unit), scales, and the output
+/// for its first row.
 #[derive(Clone, Copy)]
 struct Panel {
     q: *const u8,
     s: *const u16,
     out: *mut f32,
+    half: usize,
 }
 
 /// `vpshufb` control: byte `t` of each 32-bit lane to the lane's low byte, other bytes zero.
@@ -43,19 +45,21 @@ unsafe fn scales8(p: *const u16) -> __m256 {
     _mm256_cvtph_ps(_mm_loadu_si128(p.cast()))
 }
 
-/// Runs `groups` × `xs` (1 ..= 4 rows): four panels per call for one row, two for two rows,
-/// else one panel at a time.
+/// Runs `groups` × `xs` (1 ..= 4 rows): two panels per call for one or two rows (enough
+/// independent FMA chains without spilling), else one panel at a time.
 ///
 /// # Safety
 /// The CPU must support AVX2, FMA and F16C.
 #[target_feature(enable = "avx2,fma,f16c")]
-pub(super) unsafe fn tile(f: QFormat, groups: &[Packed<'_>], xs: &[&[f32]], out: &mut [TileOut]) {
+pub(super) unsafe fn tile(f: QFormat, w: Weights<'_>, xs: &[&[f32]], out: &mut [TileOut]) {
+    let groups = w.groups;
     check(f, groups, xs, out);
     assert!(xs.len() <= 4, "AVX2 tile width is at most 4");
     let mut panels = [Panel {
         q: std::ptr::null(),
         s: std::ptr::null(),
         out: std::ptr::null_mut(),
+        half: 0,
     }; 2 * MAX_GROUPS];
     for (i, ((quants, scales), res)) in groups.iter().zip(out.iter_mut()).enumerate() {
         for h in 0..2 {
@@ -63,12 +67,13 @@ pub(super) unsafe fn tile(f: QFormat, groups: &[Packed<'_>], xs: &[&[f32]], out:
                 q: quants.as_ptr().add(h * 32),
                 s: scales.as_ptr().add(h * HALF),
                 out: res.as_mut_ptr().cast::<f32>().add(h * HALF),
+                half: h,
             };
         }
     }
     let (count, nb) = (2 * groups.len(), groups[0].0.len() / tile_bytes(f));
     let per_call = match xs.len() {
-        1 => 4,
+        1 => 2,
         2 => 2,
         _ => 1,
     };
@@ -79,13 +84,12 @@ pub(super) unsafe fn tile(f: QFormat, groups: &[Packed<'_>], xs: &[&[f32]], out:
         macro_rules! width {
             ($k:ident) => {
                 match (pn, xs.len()) {
-                    (4, _) => $k::<4, 1>(p, nb, xs),
-                    (2, 1) => $k::<2, 1>(p, nb, xs),
-                    (2, _) => $k::<2, 2>(p, nb, xs),
-                    (_, 1) => $k::<1, 1>(p, nb, xs),
-                    (_, 2) => $k::<1, 2>(p, nb, xs),
-                    (_, 3) => $k::<1, 3>(p, nb, xs),
-                    _ => $k::<1, 4>(p, nb, xs),
+                    (2, 1) => $k::<2, 1>(p, nb, xs, w.ahead),
+                    (2, _) => $k::<2, 2>(p, nb, xs, w.ahead),
+                    (_, 1) => $k::<1, 1>(p, nb, xs, w.ahead),
+                    (_, 2) => $k::<1, 2>(p, nb, xs, w.ahead),
+                    (_, 3) => $k::<1, 3>(p, nb, xs, w.ahead),
+                    _ => $k::<1, 4>(p, nb, xs, w.ahead),
                 }
             };
         }
@@ -94,6 +98,20 @@ pub(super) unsafe fn tile(f: QFormat, groups: &[Packed<'_>], xs: &[&[f32]], out:
             QFormat::Q4_1 => width!(q4_1),
         }
         i += pn;
+    }
+}
+
+/// Prefetches block `b` of the next groups for the first panel (half 0) of a group; the
+/// second half shares its cache lines.
+#[inline(always)]
+unsafe fn prefetch_half(p: &Panel, b: usize, f: QFormat, ahead: (usize, usize)) {
+    if p.half == 0 {
+        prefetch(
+            p.q.add(b * tile_bytes(f)),
+            p.s.add(b * tile_scales(f)),
+            tile_bytes(f),
+            ahead,
+        );
     }
 }
 
@@ -109,19 +127,28 @@ unsafe fn store<const P: usize, const C: usize>(acc: &[[__m256; C]; P], p: &[Pan
 
 /// Q8_0: `P` panels × `C` activation rows, `nb` blocks.
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn q8_0<const P: usize, const C: usize>(p: &[Panel], nb: usize, xs: &[&[f32]]) {
+unsafe fn q8_0<const P: usize, const C: usize>(
+    p: &[Panel],
+    nb: usize,
+    xs: &[&[f32]],
+    ahead: (usize, usize),
+) {
     let tb = tile_bytes(QFormat::Q8_0);
     let x: [*const f32; C] = std::array::from_fn(|c| xs[c].as_ptr());
     let (bias, unscale) = (_mm256_set1_epi8(-128), _mm256_set1_ps(1.0 / 16_777_216.0));
     let mut acc = [[_mm256_setzero_ps(); C]; P];
     for b in 0..nb {
+        for i in 0..P {
+            prefetch_half(&p[i], b, QFormat::Q8_0, ahead);
+        }
         let mut c0 = [[_mm256_setzero_ps(); C]; P];
         let mut c1 = [[_mm256_setzero_ps(); C]; P];
         for k in 0..4 {
             for i in 0..P {
                 let base = p[i].q.add(b * tb);
                 let v0 = _mm256_xor_si256(_mm256_loadu_si256(base.add(k * UNIT).cast()), bias);
-                let v1 = _mm256_xor_si256(_mm256_loadu_si256(base.add((k + 4) * UNIT).cast()), bias);
+                let v1 =
+                    _mm256_xor_si256(_mm256_loadu_si256(base.add((k + 4) * UNIT).cast()), bias);
                 for t in 0..4 {
                     let w0 = _mm256_cvtepi32_ps(_mm256_shuffle_epi8(v0, top_byte(t)));
                     let w1 = _mm256_cvtepi32_ps(_mm256_shuffle_epi8(v1, top_byte(t)));
@@ -146,12 +173,20 @@ unsafe fn q8_0<const P: usize, const C: usize>(p: &[Panel], nb: usize, xs: &[&[f
 
 /// Q4_1: `P` panels × `C` activation rows, `nb` blocks.
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn q4_1<const P: usize, const C: usize>(p: &[Panel], nb: usize, xs: &[&[f32]]) {
+unsafe fn q4_1<const P: usize, const C: usize>(
+    p: &[Panel],
+    nb: usize,
+    xs: &[&[f32]],
+    ahead: (usize, usize),
+) {
     let (tb, ts) = (tile_bytes(QFormat::Q4_1), tile_scales(QFormat::Q4_1));
     let x: [*const f32; C] = std::array::from_fn(|c| xs[c].as_ptr());
     let mask = _mm256_set1_epi8(0x0F);
     let mut acc = [[_mm256_setzero_ps(); C]; P];
     for b in 0..nb {
+        for i in 0..P {
+            prefetch_half(&p[i], b, QFormat::Q4_1, ahead);
+        }
         let mut dm = [(_mm256_setzero_ps(), _mm256_setzero_ps()); P];
         for i in 0..P {
             let sc = p[i].s.add(b * ts);

@@ -15,7 +15,7 @@
 
 use std::arch::x86_64::*;
 
-use super::{check, Packed};
+use super::{check, prefetch, Packed, Weights};
 use crate::dispatch::TileOut;
 use crate::layout::{tile_bytes, tile_scales, GROUP, QK, UNIT};
 use crate::QFormat;
@@ -45,7 +45,8 @@ unsafe fn scales16(p: *const u16) -> __m512 {
 /// # Safety
 /// The CPU must support AVX-512 F/BW, AVX2, FMA and F16C.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
-pub(super) unsafe fn tile(f: QFormat, groups: &[Packed<'_>], xs: &[&[f32]], out: &mut [TileOut]) {
+pub(super) unsafe fn tile(f: QFormat, w: Weights<'_>, xs: &[&[f32]], out: &mut [TileOut]) {
+    let (groups, ahead) = (w.groups, w.ahead);
     check(f, groups, xs, out);
     let per_call = match xs.len() {
         1 => 4,
@@ -54,22 +55,26 @@ pub(super) unsafe fn tile(f: QFormat, groups: &[Packed<'_>], xs: &[&[f32]], out:
     };
     let mut i = 0;
     while i < groups.len() {
-        let gn = if groups.len() - i >= per_call { per_call } else { 1 };
+        let gn = if groups.len() - i >= per_call {
+            per_call
+        } else {
+            1
+        };
         let (w, o) = (&groups[i..i + gn], &mut out[i..i + gn]);
         macro_rules! width {
             ($k:ident) => {
                 match (gn, xs.len()) {
-                    (4, _) => $k::<4, 1>(w, xs, o),
-                    (2, 1) => $k::<2, 1>(w, xs, o),
-                    (2, _) => $k::<2, 2>(w, xs, o),
-                    (_, 1) => $k::<1, 1>(w, xs, o),
-                    (_, 2) => $k::<1, 2>(w, xs, o),
-                    (_, 3) => $k::<1, 3>(w, xs, o),
-                    (_, 4) => $k::<1, 4>(w, xs, o),
-                    (_, 5) => $k::<1, 5>(w, xs, o),
-                    (_, 6) => $k::<1, 6>(w, xs, o),
-                    (_, 7) => $k::<1, 7>(w, xs, o),
-                    _ => $k::<1, 8>(w, xs, o),
+                    (4, _) => $k::<4, 1>(w, xs, o, ahead),
+                    (2, 1) => $k::<2, 1>(w, xs, o, ahead),
+                    (2, _) => $k::<2, 2>(w, xs, o, ahead),
+                    (_, 1) => $k::<1, 1>(w, xs, o, ahead),
+                    (_, 2) => $k::<1, 2>(w, xs, o, ahead),
+                    (_, 3) => $k::<1, 3>(w, xs, o, ahead),
+                    (_, 4) => $k::<1, 4>(w, xs, o, ahead),
+                    (_, 5) => $k::<1, 5>(w, xs, o, ahead),
+                    (_, 6) => $k::<1, 6>(w, xs, o, ahead),
+                    (_, 7) => $k::<1, 7>(w, xs, o, ahead),
+                    _ => $k::<1, 8>(w, xs, o, ahead),
                 }
             };
         }
@@ -93,21 +98,33 @@ unsafe fn store<const G: usize, const C: usize>(acc: &[[__m512; C]; G], out: &mu
 
 /// Q8_0: `G` groups × `C` activation rows (`xs.len() >= C`, `w.len() == G`).
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
-unsafe fn q8_0<const G: usize, const C: usize>(w: &[Packed<'_>], xs: &[&[f32]], out: &mut [TileOut]) {
-    let (tb, nb) = (tile_bytes(QFormat::Q8_0), w[0].0.len() / tile_bytes(QFormat::Q8_0));
+unsafe fn q8_0<const G: usize, const C: usize>(
+    w: &[Packed<'_>],
+    xs: &[&[f32]],
+    out: &mut [TileOut],
+    ahead: (usize, usize),
+) {
+    let (tb, nb) = (
+        tile_bytes(QFormat::Q8_0),
+        w[0].0.len() / tile_bytes(QFormat::Q8_0),
+    );
     let q: [*const u8; G] = std::array::from_fn(|g| w[g].0.as_ptr());
     let s: [*const u16; G] = std::array::from_fn(|g| w[g].1.as_ptr());
     let x: [*const f32; C] = std::array::from_fn(|c| xs[c].as_ptr());
     let (bias, unscale) = (_mm512_set1_epi8(-128), _mm512_set1_ps(1.0 / 16_777_216.0));
     let mut acc = [[_mm512_setzero_ps(); C]; G];
     for b in 0..nb {
+        for g in 0..G {
+            prefetch(q[g].add(b * tb), s[g].add(b * GROUP), tb, ahead);
+        }
         let mut c0 = [[_mm512_setzero_ps(); C]; G];
         let mut c1 = [[_mm512_setzero_ps(); C]; G];
         for k in 0..4 {
             for g in 0..G {
                 let base = q[g].add(b * tb);
                 let v0 = _mm512_xor_si512(_mm512_loadu_si512(base.add(k * UNIT).cast()), bias);
-                let v1 = _mm512_xor_si512(_mm512_loadu_si512(base.add((k + 4) * UNIT).cast()), bias);
+                let v1 =
+                    _mm512_xor_si512(_mm512_loadu_si512(base.add((k + 4) * UNIT).cast()), bias);
                 for t in 0..4 {
                     let w0 = _mm512_cvtepi32_ps(_mm512_shuffle_epi8(v0, top_byte(t)));
                     let w1 = _mm512_cvtepi32_ps(_mm512_shuffle_epi8(v1, top_byte(t)));
@@ -132,7 +149,12 @@ unsafe fn q8_0<const G: usize, const C: usize>(w: &[Packed<'_>], xs: &[&[f32]], 
 
 /// Q4_1: `G` groups × `C` activation rows (`xs.len() >= C`, `w.len() == G`).
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
-unsafe fn q4_1<const G: usize, const C: usize>(w: &[Packed<'_>], xs: &[&[f32]], out: &mut [TileOut]) {
+unsafe fn q4_1<const G: usize, const C: usize>(
+    w: &[Packed<'_>],
+    xs: &[&[f32]],
+    out: &mut [TileOut],
+    ahead: (usize, usize),
+) {
     let (tb, ts) = (tile_bytes(QFormat::Q4_1), tile_scales(QFormat::Q4_1));
     let nb = w[0].0.len() / tb;
     let q: [*const u8; G] = std::array::from_fn(|g| w[g].0.as_ptr());
@@ -141,6 +163,9 @@ unsafe fn q4_1<const G: usize, const C: usize>(w: &[Packed<'_>], xs: &[&[f32]], 
     let mask = _mm512_set1_epi8(0x0F);
     let mut acc = [[_mm512_setzero_ps(); C]; G];
     for b in 0..nb {
+        for g in 0..G {
+            prefetch(q[g].add(b * tb), s[g].add(b * ts), tb, ahead);
+        }
         let mut dm = [(_mm512_setzero_ps(), _mm512_setzero_ps()); G];
         for g in 0..G {
             let sc = s[g].add(b * ts);

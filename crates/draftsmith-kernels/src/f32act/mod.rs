@@ -43,8 +43,11 @@ use crate::{QFormat, QMatrix};
 /// for instruction-level parallelism; the per-output order is unchanged).
 pub(crate) const MAX_GROUPS: usize = 4;
 /// Below this many multiply-adds an f32-activation matmul runs on the calling thread. The f32
-/// kernels spend about twice the int8 kernels' time per weight, so splitting pays off earlier.
-const INLINE_MACS: usize = 1 << 19;
+/// kernels spend more time per weight than the int8 ones, but handing a call to rayon from a
+/// non-pool thread measured 20–30 µs on the 2-core target (a 1536×576 single-token matvec took
+/// ~50 µs split vs ~24 µs inline), so the int8 threshold applies: every single-token layer of
+/// SmolLM2-135M runs inline and the LM head and batched calls run in parallel.
+const INLINE_MACS: usize = 1 << 20;
 
 /// The packed quants and scales of one 16-row group (`cols / 32` tiles each).
 pub(crate) type Packed<'a> = (&'a [u8], &'a [u16]);
@@ -63,12 +66,22 @@ pub(crate) fn matmul_impl(m: &QMatrix, path: KernelPath, x: &[f32], n: usize, y:
     });
 }
 
-/// Activation rows per kernel call on `path` (AVX-512 has 32 vector registers, AVX2 16).
+/// Activation rows per kernel call on `path`. AVX-512 (32 registers) holds 8 rows × 3
+/// accumulators; AVX2 (16 registers) spills with 4 rows, and 3 rows measured fastest.
 fn tile_width(path: KernelPath) -> usize {
     match path {
         KernelPath::Avx512Vnni => 8,
-        _ => 4,
+        KernelPath::Avx2 => 3,
+        KernelPath::Scalar => 4,
     }
+}
+
+/// The groups of one kernel call, and how far ahead of each group (quant bytes, scale values)
+/// the data of the next call's groups lies, for prefetching; `(0, 0)`: nothing to prefetch.
+#[derive(Clone, Copy)]
+pub(crate) struct Weights<'a> {
+    pub groups: &'a [Packed<'a>],
+    pub ahead: (usize, usize),
 }
 
 /// Computes all activation rows for the row groups in `range`.
@@ -78,11 +91,13 @@ fn compute(m: &QMatrix, path: KernelPath, x: &[f32], n: usize, range: Range<usiz
     // A single token tile lets the kernel interleave groups; otherwise one group's weights
     // stay in L1 while every token tile passes over them.
     let step = if tiles == 1 { MAX_GROUPS } else { 1 };
+    let (gq, gs) = (m.group(0).0.len(), m.group(0).1.len());
     let mut res: [TileOut; MAX_GROUPS] = [[[0.0; GROUP]; TILE]; MAX_GROUPS];
     let mut g0 = range.start;
     while g0 < range.end {
         let gn = step.min(range.end - g0);
         let groups: [Packed<'_>; MAX_GROUPS] = std::array::from_fn(|k| m.group(g0 + k.min(gn - 1)));
+        let next = g0 + 2 * gn <= range.end;
         let mut c0 = 0;
         for i in 0..tiles {
             // Near-equal tile widths (17 rows → 6, 6, 5) keep every kernel call well filled.
@@ -91,7 +106,17 @@ fn compute(m: &QMatrix, path: KernelPath, x: &[f32], n: usize, range: Range<usiz
                 let c = (c0 + t).min(n - 1);
                 &x[c * cols..][..cols]
             });
-            kernel(path, m.format(), &groups[..gn], &xs[..cn], &mut res[..gn]);
+            // Only the first pass over these groups prefetches the next ones.
+            let ahead = if i == 0 && next {
+                (gn * gq, gn * gs)
+            } else {
+                (0, 0)
+            };
+            let w = Weights {
+                groups: &groups[..gn],
+                ahead,
+            };
+            kernel(path, m.format(), w, &xs[..cn], &mut res[..gn]);
             for (k, tile) in res[..gn].iter().enumerate() {
                 let (r0, valid) = ((g0 + k) * GROUP, GROUP.min(rows - (g0 + k) * GROUP));
                 for (t, vals) in tile.iter().enumerate().take(cn) {
@@ -104,29 +129,62 @@ fn compute(m: &QMatrix, path: KernelPath, x: &[f32], n: usize, range: Range<usiz
     }
 }
 
-/// Runs one kernel call: `groups` (1 ..= [`MAX_GROUPS`]) against `xs` (1 ..= [`TILE`] rows).
-fn kernel(path: KernelPath, f: QFormat, groups: &[Packed<'_>], xs: &[&[f32]], out: &mut [TileOut]) {
+/// Runs one kernel call: `w.groups` (1 ..= [`MAX_GROUPS`]) against `xs` (1 ..= [`TILE`] rows).
+fn kernel(path: KernelPath, f: QFormat, w: Weights<'_>, xs: &[&[f32]], out: &mut [TileOut]) {
     match path {
         #[cfg(target_arch = "x86_64")]
         // SAFETY: callers only pass supported paths (`detect` / `matmul_f32_with` check).
-        KernelPath::Avx512Vnni => unsafe { avx512::tile(f, groups, xs, out) },
+        KernelPath::Avx512Vnni => unsafe { avx512::tile(f, w, xs, out) },
         #[cfg(target_arch = "x86_64")]
         // SAFETY: as above.
-        KernelPath::Avx2 => unsafe { avx2::tile(f, groups, xs, out) },
-        _ => scalar::tile(f, groups, xs, out),
+        KernelPath::Avx2 => unsafe { avx2::tile(f, w, xs, out) },
+        _ => scalar::tile(f, w.groups, xs, out),
+    }
+}
+
+/// Prefetches the `bytes` (a multiple of 64) at `q + ahead.0` and the first scale line at
+/// `s + ahead.1`, unless `ahead` is `(0, 0)`. Wrapping arithmetic: the addresses are only hints
+/// (the caller guarantees they lie in the matrix when `ahead` is set).
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+pub(crate) fn prefetch(q: *const u8, s: *const u16, bytes: usize, ahead: (usize, usize)) {
+    use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+    if ahead.0 == 0 {
+        return;
+    }
+    let q = q.wrapping_add(ahead.0);
+    // SAFETY: prefetching is a hint and never faults.
+    unsafe {
+        for line in (0..bytes).step_by(64) {
+            _mm_prefetch::<_MM_HINT_T0>(q.wrapping_add(line).cast());
+        }
+        _mm_prefetch::<_MM_HINT_T0>(s.wrapping_add(ahead.1).cast());
     }
 }
 
 /// Asserts the slice lengths the SIMD kernels' unchecked pointer arithmetic relies on; returns
 /// the number of blocks per row.
 pub(crate) fn check(f: QFormat, groups: &[Packed<'_>], xs: &[&[f32]], out: &[TileOut]) -> usize {
-    assert!((1..=MAX_GROUPS).contains(&groups.len()), "1..={MAX_GROUPS} groups per call");
-    assert!((1..=TILE).contains(&xs.len()), "tile width must be 1..={TILE}");
+    assert!(
+        (1..=MAX_GROUPS).contains(&groups.len()),
+        "1..={MAX_GROUPS} groups per call"
+    );
+    assert!(
+        (1..=TILE).contains(&xs.len()),
+        "tile width must be 1..={TILE}"
+    );
     assert_eq!(out.len(), groups.len(), "one output tile per group");
     let nb = groups[0].0.len() / tile_bytes(f);
     for (quants, scales) in groups {
-        assert_eq!(quants.len(), nb * tile_bytes(f), "packed quants are whole tiles");
-        assert!(scales.len() >= nb * tile_scales(f), "packed scales too short");
+        assert_eq!(
+            quants.len(),
+            nb * tile_bytes(f),
+            "packed quants are whole tiles"
+        );
+        assert!(
+            scales.len() >= nb * tile_scales(f),
+            "packed scales too short"
+        );
     }
     for x in xs {
         assert!(x.len() >= nb * QK, "activation row too short");

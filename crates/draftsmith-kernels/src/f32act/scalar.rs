@@ -1,5 +1,9 @@
 //! Portable scalar f32-activation kernel: the reference for the canonical order of
 //! [`f32act`](super) (every SIMD path matches it bit for bit).
+//!
+//! `f32::mul_add` is a single instruction where FMA is part of the target (aarch64), but a
+//! libm `fmaf` call on x86-64 builds without the `fma` feature: there this path is ~15× slower
+//! than the int8 scalar path, and only serves CPUs without AVX2 and the tests.
 
 use super::{check, Packed};
 use crate::dispatch::TileOut;
@@ -38,9 +42,7 @@ pub(super) fn tile(f: QFormat, groups: &[Packed<'_>], xs: &[&[f32]], out: &mut [
 /// One block of the canonical order: two 16-element FMA chains, their sum, then the scale
 /// (Q8_0) or a plain add (Q4_1, whose weights already include `d` and `m`).
 fn block_step(f: QFormat, w: &[f32; QK], d: f32, x: &[f32], acc: f32) -> f32 {
-    let chain = |r: std::ops::Range<usize>| {
-        r.fold(0.0f32, |c, e| w[e].mul_add(x[e], c))
-    };
+    let chain = |r: std::ops::Range<usize>| r.fold(0.0f32, |c, e| w[e].mul_add(x[e], c));
     let s = chain(0..QK / 2) + chain(QK / 2..QK);
     match f {
         QFormat::Q8_0 => s.mul_add(d, acc),

@@ -39,7 +39,10 @@ fn f32_mode_matches_f64_reference_at_rounding_level() {
                     let mut y = vec![f32::NAN; n * rows];
                     m.matmul_f32_with(path, &x, n, &mut y);
                     let bad = worst_violation(&y, &want, &tol);
-                    assert!(bad.is_none(), "{path:?} {format:?} {rows}x{cols} n={n}: {bad:?}");
+                    assert!(
+                        bad.is_none(),
+                        "{path:?} {format:?} {rows}x{cols} n={n}: {bad:?}"
+                    );
                     for ((&g, &r), &s) in y.iter().zip(&want).zip(&mag) {
                         worst = worst.max((f64::from(g) - r).abs() / s.max(1e-30));
                     }
@@ -66,7 +69,11 @@ fn f32_simd_paths_are_bit_identical_to_scalar() {
                 for path in supported_paths() {
                     let mut y = vec![f32::NAN; n * rows];
                     m.matmul_f32_with(path, &x, n, &mut y);
-                    assert_eq!(bits(&y), bits(&want), "{path:?} {format:?} {rows}x{cols} n={n}");
+                    assert_eq!(
+                        bits(&y),
+                        bits(&want),
+                        "{path:?} {format:?} {rows}x{cols} n={n}"
+                    );
                 }
             }
         }

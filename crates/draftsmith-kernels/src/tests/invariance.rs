@@ -46,11 +46,19 @@ fn check_invariance(m: &QMatrix, mode: Activations, path: KernelPath, x: &[f32])
     let full = product(m, mode, path, x, n);
     for t in 0..n {
         let one = product(m, mode, path, &x[t * cols..][..cols], 1);
-        assert_eq!(bits(&one), bits(&full[t * rows..][..rows]), "{what}: token {t}, n=1 vs n={n}");
+        assert_eq!(
+            bits(&one),
+            bits(&full[t * rows..][..rows]),
+            "{what}: token {t}, n=1 vs n={n}"
+        );
     }
     let (off, len) = (5, 17);
     let window = product(m, mode, path, &x[off * cols..][..len * cols], len);
-    assert_eq!(bits(&window), bits(&full[off * rows..][..len * rows]), "{what}: window");
+    assert_eq!(
+        bits(&window),
+        bits(&full[off * rows..][..len * rows]),
+        "{what}: window"
+    );
     for threads in [1, 3] {
         let pooled = product_in_pool(threads, m, (mode, path), x, n);
         assert_eq!(bits(&pooled), bits(&full), "{what}: {threads}-thread pool");
