@@ -77,38 +77,67 @@ impl Rope {
         Self { inv_freq, mscale, head_dim }
     }
 
-    /// `(cos, sin)` as `[n, 1, head_dim]` tensors for the given positions.
-    pub fn tables<B: Backend>(&self, positions: &[usize], device: &B::Device) -> (Tensor<B, 3>, Tensor<B, 3>) {
-        let n = positions.len();
-        let half = self.head_dim / 2;
-        let mut cos = vec![0.0f32; n * self.head_dim];
-        let mut sin = vec![0.0f32; n * self.head_dim];
+    /// Tables for the given positions, laid out at the full `[n, heads, head_dim]` shapes of
+    /// the queries and keys so every op of [`RopeTables::apply`] is contiguous (broadcasting
+    /// walks strided indices on the CPU backend and dominated multi-token forwards).
+    pub fn tables<B: Backend>(&self, positions: &[usize], heads: usize, kv_heads: usize, device: &B::Device) -> RopeTables<B> {
+        let (n, d, half) = (positions.len(), self.head_dim, self.head_dim / 2);
+        let mut cos = vec![0.0f32; n * d];
+        let mut sin = vec![0.0f32; n * d];
         for (row, &p) in positions.iter().enumerate() {
             for (i, &f) in self.inv_freq.iter().enumerate() {
-                let angle = p as f64 * f as f64;
-                let (s, c) = angle.sin_cos();
+                let (s, c) = (p as f64 * f as f64).sin_cos();
                 let (c, s) = ((c * self.mscale as f64) as f32, (s * self.mscale as f64) as f32);
-                let base = row * self.head_dim;
-                cos[base + i] = c;
-                cos[base + i + half] = c;
-                sin[base + i] = s;
-                sin[base + i + half] = s;
+                let base = row * d;
+                (cos[base + i], cos[base + i + half]) = (c, c);
+                (sin[base + i], sin[base + i + half]) = (s, s);
             }
         }
-        let shape = [n, 1, self.head_dim];
-        (
-            Tensor::from_data(TensorData::new(cos, shape), device),
-            Tensor::from_data(TensorData::new(sin, shape), device),
-        )
+        let spread = |table: &[f32], h: usize| -> Tensor<B, 3> {
+            let mut out = Vec::with_capacity(n * h * d);
+            for row in table.chunks(d) {
+                for _ in 0..h {
+                    out.extend_from_slice(row);
+                }
+            }
+            Tensor::from_data(TensorData::new(out, [n, h, d]), device)
+        };
+        // rotate_half(x) = x · R with R[j+d/2][j] = −1 and R[j−d/2][j] = 1: exact, contiguous.
+        let mut rot = vec![0.0f32; d * d];
+        for j in 0..half {
+            rot[(j + half) * d + j] = -1.0;
+            rot[j * d + j + half] = 1.0;
+        }
+        RopeTables {
+            q: (spread(&cos, heads), spread(&sin, heads)),
+            k: (spread(&cos, kv_heads), spread(&sin, kv_heads)),
+            rotate_half: Tensor::from_data(TensorData::new(rot, [d, d]), device),
+        }
+    }
+}
+
+/// Rotary tables for one forward pass.
+#[derive(Debug, Clone)]
+pub struct RopeTables<B: Backend> {
+    q: (Tensor<B, 3>, Tensor<B, 3>),
+    k: (Tensor<B, 3>, Tensor<B, 3>),
+    rotate_half: Tensor<B, 2>,
+}
+
+impl<B: Backend> RopeTables<B> {
+    /// Rotates queries `[n, heads, head_dim]`.
+    pub fn apply_q(&self, x: Tensor<B, 3>) -> Tensor<B, 3> {
+        self.apply(x, &self.q)
     }
 
-    /// Rotates `x`: `[n, heads, head_dim]`.
-    pub fn apply<B: Backend>(x: Tensor<B, 3>, cos: &Tensor<B, 3>, sin: &Tensor<B, 3>) -> Tensor<B, 3> {
-        let [n, heads, d] = x.dims();
-        let half = d / 2;
-        let x1 = x.clone().slice([0..n, 0..heads, 0..half]);
-        let x2 = x.clone().slice([0..n, 0..heads, half..d]);
-        let rotated = Tensor::cat(vec![x2.neg(), x1], 2);
+    /// Rotates keys `[n, kv_heads, head_dim]`.
+    pub fn apply_k(&self, x: Tensor<B, 3>) -> Tensor<B, 3> {
+        self.apply(x, &self.k)
+    }
+
+    fn apply(&self, x: Tensor<B, 3>, (cos, sin): &(Tensor<B, 3>, Tensor<B, 3>)) -> Tensor<B, 3> {
+        let [n, h, d] = x.dims();
+        let rotated = x.clone().reshape([n * h, d]).matmul(self.rotate_half.clone()).reshape([n, h, d]);
         x * cos.clone() + rotated * sin.clone()
     }
 }

@@ -6,7 +6,7 @@ use burn::tensor::{activation, backend::Backend, Int, Tensor, TensorData};
 use crate::cache::KvCache;
 use crate::config::ModelConfig;
 use crate::error::ModelError;
-use crate::layers::{Linear, RmsNorm, Rope};
+use crate::layers::{Linear, RmsNorm, Rope, RopeTables};
 
 /// Which key positions each new token may attend to.
 #[derive(Debug, Clone, PartialEq)]
@@ -117,12 +117,12 @@ impl<B: Backend> Model<B> {
         self.check_input(tokens, positions, mask, cache)?;
         let n = tokens.len();
         cache.reserve(n);
-        let (cos, sin) = self.rope.tables::<B>(positions, &self.device);
+        let rope = self.rope.tables::<B>(positions, self.config.num_heads, self.config.num_kv_heads, &self.device);
         let bias = attention_bias::<B>(mask, n, cache.len(), [self.config.num_kv_heads, self.config.gqa_group()], &self.device);
         let mut x = self.embed_tokens(tokens);
         for (i, block) in self.blocks.iter().enumerate() {
             let h = block.attn_norm.forward(x.clone());
-            let h = self.attention(&block.attn, h, &cos, &sin, bias.as_ref(), i, cache);
+            let h = self.attention(&block.attn, h, &rope, bias.as_ref(), i, cache);
             x = x + h;
             let h = block.mlp_norm.forward(x.clone());
             x = x + block.mlp.forward(h);
@@ -158,13 +158,11 @@ impl<B: Backend> Model<B> {
         Ok(())
     }
 
-    #[allow(clippy::too_many_arguments)]
     fn attention(
         &self,
         attn: &Attention<B>,
         x: Tensor<B, 2>,
-        cos: &Tensor<B, 3>,
-        sin: &Tensor<B, 3>,
+        rope: &RopeTables<B>,
         bias: Option<&Tensor<B, 4>>,
         layer: usize,
         cache: &mut KvCache<B>,
@@ -174,8 +172,8 @@ impl<B: Backend> Model<B> {
         let q = attn.q.forward(x.clone()).reshape([n, c.num_heads, hd]);
         let k = attn.k.forward(x.clone()).reshape([n, kvh, hd]);
         let v = attn.v.forward(x).reshape([n, kvh, hd]);
-        let q = Rope::apply(q, cos, sin);
-        let k = Rope::apply(k, cos, sin);
+        let q = rope.apply_q(q);
+        let k = rope.apply_k(k);
         let (keys, values) = cache.write(layer, k.swap_dims(0, 1), v.swap_dims(0, 1));
         let total = keys.dims()[1];
         // Queries of one KV group stacked: [kv_heads, group·n, hd]; no repeated keys needed.

@@ -2,9 +2,11 @@
 //! implementation of the same GGUF (`scripts/reference/make_golden.py`, float64, llama.cpp's
 //! own rotary convention). Tolerances (max |Δlogit| over the whole vocabulary at the final
 //! position of every prompt):
-//! - dense f32 weights: ≤ 0.02 (only f32 rounding separates the two);
-//! - quantized int8-activation kernels (the CPU decode path): ≤ 0.1, the bound the issue sets;
-//!   llama.cpp itself differs from the numpy reference by about 0.08 on this model.
+//! - dense f32 weights and the quantized CPU path (GGUF blocks kept, f32 activations): ≤ 0.02
+//!   (only f32 rounding separates them from the reference; measured 1e-4);
+//! - Qwen with types the kernels re-quantize to Q8_0 (Q4_K, Q5_0, Q6_K): ≤ 0.25 (measured 0.15).
+//! For scale: llama.cpp quantizes activations to 8 bits and differs from the same reference by
+//! up to 1.8 on SmolLM2 (`scripts/reference/check_llamacpp.py`).
 //!
 //! Greedy tokens must agree wherever the reference's top-2 margin exceeds 0.5.
 
@@ -102,7 +104,7 @@ fn smollm2_logits_match_the_numpy_reference() {
     let golden = read_golden("smollm2-135m");
     assert!(golden.meta["prompts"].as_array().unwrap().len() >= 8);
     check_model(&load(&path, MatmulWeights::Dense), &golden, 0.02, "dense f32");
-    check_model(&load(&path, MatmulWeights::Quantized), &golden, 0.1, "quantized");
+    check_model(&load(&path, MatmulWeights::Quantized), &golden, 0.02, "quantized");
 }
 
 #[test]
