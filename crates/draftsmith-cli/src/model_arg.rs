@@ -23,7 +23,7 @@ pub struct ModelArgs {
     /// Device to run on.
     #[arg(long, value_enum, default_value_t = DeviceKind::Cpu)]
     pub device: DeviceKind,
-    /// Matrix weights: `quantized` uses draftsmith's int8 CPU kernels (GGUF Q8_0/Q4_1 blocks kept,
+    /// Matrix weights: `quantized` multiplies GGUF blocks with draftsmith's CPU kernels (Q8_0/Q4_1 kept,
     /// other types re-quantized to Q8_0); `dense` keeps f32 burn tensors. Default: quantized for
     /// GGUF on the CPU, dense otherwise.
     #[arg(long, value_enum)]
