@@ -1,0 +1,68 @@
+//! Prompt lookup decoding: find the most recent earlier occurrence of the last `n` tokens
+//! (n from `max_ngram` down to `min_ngram`) in prompt + output and draft the `k` tokens that
+//! followed it, as a single chain.
+
+use draftsmith_core::DraftTree;
+
+use crate::spec::{DraftContext, Proposer};
+
+/// Prompt-lookup proposer.
+#[derive(Debug, Clone)]
+pub struct PromptLookup {
+    pub max_ngram: usize,
+    pub min_ngram: usize,
+    /// Draft length.
+    pub k: usize,
+}
+
+impl Default for PromptLookup {
+    fn default() -> Self {
+        Self { max_ngram: 3, min_ngram: 1, k: 10 }
+    }
+}
+
+impl PromptLookup {
+    /// The continuation after the most recent earlier match of the longest matching suffix.
+    pub fn lookup(&self, tokens: &[u32]) -> Vec<u32> {
+        for n in (self.min_ngram..=self.max_ngram).rev() {
+            if tokens.len() <= n {
+                continue;
+            }
+            let suffix = &tokens[tokens.len() - n..];
+            // Start positions of earlier occurrences, most recent first (not the suffix itself).
+            for start in (0..tokens.len() - n).rev() {
+                if &tokens[start..start + n] == suffix {
+                    let from = start + n;
+                    let to = (from + self.k).min(tokens.len());
+                    return tokens[from..to].to_vec();
+                }
+            }
+        }
+        Vec::new()
+    }
+}
+
+impl Proposer for PromptLookup {
+    fn name(&self) -> &str {
+        "prompt-lookup"
+    }
+
+    fn propose(&mut self, ctx: &DraftContext<'_>) -> DraftTree {
+        DraftTree::chain(&self.lookup(ctx.tokens))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn drafts_what_followed_the_latest_longest_match() {
+        let p = PromptLookup { max_ngram: 3, min_ngram: 1, k: 3 };
+        //            0  1  2  3  4  5  6  7  8  9
+        let tokens = [1, 2, 3, 4, 5, 1, 2, 3, 9, 1, 2, 3];
+        assert_eq!(p.lookup(&tokens), vec![9, 1, 2], "latest match of [1,2,3] is at 5");
+        assert_eq!(p.lookup(&[7, 8, 7]), vec![8, 7], "1-gram fallback, cut at the end");
+        assert!(p.lookup(&[1, 2, 3]).is_empty());
+    }
+}

@@ -1,0 +1,130 @@
+//! The speculative decoding loop (greedy verification): draft, verify in one pass, commit.
+
+use std::time::{Duration, Instant};
+
+use burn::tensor::{backend::Backend, Tensor};
+use draftsmith_core::DraftTree;
+use draftsmith_model::{AttentionMask, LogitsSelect, Model, ModelError};
+use serde::Serialize;
+
+use super::proposer::{DraftContext, Proposer};
+use super::verify::verify_greedy;
+use crate::ar::{prefill, StopReason};
+use crate::sampling::argmax;
+
+/// What happened in one draft–verify–commit step.
+#[derive(Debug, Clone, Serialize)]
+pub struct StepRecord {
+    /// Draft nodes proposed (the root excluded).
+    pub tree_size: usize,
+    /// Draft tokens accepted (the bonus token excluded).
+    pub accepted: usize,
+    /// Tokens this step added to the output (accepted + bonus, cut at EOS / the length limit).
+    pub emitted: usize,
+    pub draft_ms: f64,
+    pub verify_ms: f64,
+    pub commit_ms: f64,
+}
+
+/// Tokens, timings and per-step records of one speculative generation.
+#[derive(Debug, Clone)]
+pub struct SpecOutput {
+    pub tokens: Vec<u32>,
+    pub steps: Vec<StepRecord>,
+    pub prefill: Duration,
+    pub decode: Duration,
+    pub stop: StopReason,
+}
+
+/// Per-row argmax of `[n, vocab]` logits, computed on the device.
+fn row_argmax<B: Backend>(logits: Tensor<B, 2>) -> Vec<u32> {
+    let data = logits.argmax(1).into_data();
+    data.iter::<i64>().map(|v| v as u32).collect()
+}
+
+/// The root (pending token) followed by the draft tree, re-rooted so node 0 is the root.
+fn with_root(root: u32, tree: &DraftTree) -> DraftTree {
+    let mut full = DraftTree::new();
+    full.push(root, None);
+    for (i, &t) in tree.tokens().iter().enumerate() {
+        full.push(t, Some(tree.parents()[i].map_or(0, |p| p + 1)));
+    }
+    full
+}
+
+/// Greedy speculative generation: output ids equal [`crate::generate`] with a greedy sampler.
+pub fn generate_speculative<B: Backend>(
+    model: &Model<B>,
+    prompt: &[u32],
+    max_new_tokens: usize,
+    stop_tokens: &[u32],
+    proposer: &mut dyn Proposer,
+) -> Result<SpecOutput, ModelError> {
+    let context_len = model.config().max_position_embeddings;
+    if prompt.len() >= context_len {
+        return Err(ModelError::ContextOverflow { needed: prompt.len() + 1, context: context_len });
+    }
+    let mut cache = model.new_cache(prompt.len() + max_new_tokens + 64);
+    let start = Instant::now();
+    let first = argmax(&prefill(model, prompt, &mut cache)?);
+    let prefill_time = start.elapsed();
+    let start = Instant::now();
+    let mut tokens = prompt.to_vec();
+    let mut steps = Vec::new();
+    let stop = match emit(&mut tokens, &[first], prompt.len(), max_new_tokens, stop_tokens, context_len) {
+        Some(stop) => stop,
+        None => loop {
+            let t0 = Instant::now();
+            let ctx = DraftContext { tokens: &tokens, prompt_len: prompt.len() };
+            let mut tree = proposer.propose(&ctx);
+            let room = context_len.saturating_sub(tokens.len() + 1);
+            if tree.depths().iter().any(|&d| d > room) {
+                tree = DraftTree::new();
+            }
+            let t1 = Instant::now();
+            let full = with_root(*tokens.last().expect("at least one token"), &tree);
+            let cached = cache.len();
+            let mask = AttentionMask::Visible(full.visibility(cached));
+            let out = model.forward(full.tokens(), &full.positions(cached - 1), &mask, LogitsSelect::All, &mut cache)?;
+            let next = row_argmax(out.logits.expect("logits requested"));
+            let acceptance = verify_greedy(&tree, next[0], &next[1..]);
+            let t2 = Instant::now();
+            let keep: Vec<usize> = (0..=cached).chain(acceptance.path.iter().map(|&i| cached + 1 + i)).collect();
+            cache.keep(&keep)?;
+            proposer.observe(&ctx, &tree, &acceptance.path);
+            let mut new: Vec<u32> = acceptance.path.iter().map(|&i| tree.tokens()[i]).collect();
+            new.push(acceptance.bonus);
+            let before = tokens.len();
+            let stop = emit(&mut tokens, &new, prompt.len(), max_new_tokens, stop_tokens, context_len);
+            steps.push(StepRecord {
+                tree_size: tree.len(),
+                accepted: acceptance.path.len(),
+                emitted: tokens.len() - before,
+                draft_ms: (t1 - t0).as_secs_f64() * 1e3,
+                verify_ms: (t2 - t1).as_secs_f64() * 1e3,
+                commit_ms: t2.elapsed().as_secs_f64() * 1e3,
+            });
+            if let Some(stop) = stop {
+                break stop;
+            }
+        },
+    };
+    Ok(SpecOutput { tokens: tokens[prompt.len()..].to_vec(), steps, prefill: prefill_time, decode: start.elapsed(), stop })
+}
+
+/// Appends `new` to `tokens` up to the first stop token or the length limits.
+fn emit(tokens: &mut Vec<u32>, new: &[u32], prompt_len: usize, max_new: usize, stop_tokens: &[u32], context_len: usize) -> Option<StopReason> {
+    for &t in new {
+        tokens.push(t);
+        if stop_tokens.contains(&t) {
+            return Some(StopReason::Eos);
+        }
+        if tokens.len() - prompt_len >= max_new {
+            return Some(StopReason::MaxTokens);
+        }
+        if tokens.len() >= context_len {
+            return Some(StopReason::Context);
+        }
+    }
+    None
+}

@@ -1,0 +1,116 @@
+//! Greedy speculative decoding reproduces autoregressive greedy decoding token for token, on a
+//! tiny random model, for random prompts and method parameters, including trees that contain
+//! the right continuation at random depths among wrong siblings.
+
+use burn::backend::Flex;
+use draftsmith_core::DraftTree;
+use draftsmith_decode::methods::PromptLookup;
+use draftsmith_decode::{generate, generate_speculative, DraftContext, Proposer, Sampler, SamplingConfig};
+use draftsmith_model::{build_model, Architecture, LoadOptions, MatmulWeights, MemorySource, Model, ModelConfig, RopeScaling};
+
+type B = Flex;
+
+fn tiny(arch: Architecture, seed: u64) -> Model<B> {
+    let config = ModelConfig {
+        architecture: arch,
+        vocab_size: 48,
+        hidden_size: 32,
+        intermediate_size: 64,
+        num_layers: 2,
+        num_heads: 4,
+        num_kv_heads: 2,
+        head_dim: 8,
+        rms_norm_eps: 1e-5,
+        rope_theta: 10_000.0,
+        rope_scaling: RopeScaling::None,
+        max_position_embeddings: 512,
+        tie_word_embeddings: arch == Architecture::Llama,
+    };
+    // 32-wide rows: the quantized kernels are used, as on real models.
+    build_model::<B>(&config, &MemorySource::random(&config, seed), LoadOptions { matmul: MatmulWeights::Quantized }, &Default::default()).unwrap()
+}
+
+struct Lcg(u64);
+impl Lcg {
+    fn next(&mut self, bound: usize) -> usize {
+        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        ((self.0 >> 33) as usize) % bound
+    }
+}
+
+/// Knows the AR continuation and drafts trees that contain a random-length prefix of it,
+/// with random wrong siblings and children.
+struct Oracle {
+    reference: Vec<u32>,
+    rng: Lcg,
+    vocab: usize,
+}
+
+impl Proposer for Oracle {
+    fn name(&self) -> &str {
+        "oracle"
+    }
+
+    fn propose(&mut self, ctx: &DraftContext<'_>) -> DraftTree {
+        let done = ctx.tokens.len();
+        let mut tree = DraftTree::new();
+        let depth = self.rng.next(6);
+        let mut parent = None;
+        for d in 0..depth {
+            for _ in 0..self.rng.next(3) {
+                tree.push(self.rng.next(self.vocab) as u32, parent);
+            }
+            let Some(&right) = self.reference.get(done + d) else { break };
+            // Sometimes put a wrong token on the main line so acceptance stops early.
+            let token = if self.rng.next(5) == 0 { (right + 1) % self.vocab as u32 } else { right };
+            parent = Some(tree.push(token, parent));
+        }
+        tree
+    }
+}
+
+fn ar(model: &Model<B>, prompt: &[u32], n: usize) -> Vec<u32> {
+    generate(model, prompt, n, &[], &mut Sampler::new(SamplingConfig::default()), &mut |_| true).unwrap().tokens
+}
+
+#[test]
+fn speculative_equals_autoregressive() {
+    let mut rng = Lcg(99);
+    for (arch, seed) in [(Architecture::Llama, 1), (Architecture::Qwen2, 2)] {
+        let model = tiny(arch, seed);
+        let vocab = model.config().vocab_size;
+        for trial in 0..6 {
+            // Prompts with repeats so prompt lookup finds matches.
+            let base: Vec<u32> = (0..4 + rng.next(8)).map(|_| rng.next(vocab) as u32).collect();
+            let prompt: Vec<u32> = base.iter().chain(&base).chain(&base[..base.len() / 2]).copied().collect();
+            let n = 20 + rng.next(30);
+            let want = ar(&model, &prompt, n);
+            let mut full = prompt.clone();
+            full.extend(&want);
+            let mut oracle = Oracle { reference: full, rng: Lcg(trial), vocab };
+            let got = generate_speculative(&model, &prompt, n, &[], &mut oracle).unwrap();
+            assert_eq!(got.tokens, want, "{arch:?} trial {trial}: oracle trees");
+            let accepted: usize = got.steps.iter().map(|s| s.accepted).sum();
+            assert!(accepted > 0, "the oracle's drafts are accepted sometimes");
+            let mut lookup = PromptLookup { max_ngram: 1 + rng.next(3), min_ngram: 1, k: 1 + rng.next(8) };
+            let got = generate_speculative(&model, &prompt, n, &[], &mut lookup).unwrap();
+            assert_eq!(got.tokens, want, "{arch:?} trial {trial}: prompt lookup {lookup:?}");
+            let emitted: usize = got.steps.iter().map(|s| s.emitted).sum();
+            assert_eq!(emitted + 1, want.len(), "every token after the first comes from a step");
+        }
+    }
+}
+
+#[test]
+fn stops_at_eos_inside_an_accepted_draft() {
+    let model = tiny(Architecture::Llama, 5);
+    let prompt: Vec<u32> = vec![3, 4, 5, 3, 4, 5, 3, 4];
+    let want = ar(&model, &prompt, 30);
+    let eos = want[7];
+    let cut = want.iter().position(|&t| t == eos).unwrap() + 1;
+    let mut full = prompt.clone();
+    full.extend(&want);
+    let mut oracle = Oracle { reference: full, rng: Lcg(1), vocab: 48 };
+    let got = generate_speculative(&model, &prompt, 30, &[eos], &mut oracle).unwrap();
+    assert_eq!(got.tokens, want[..cut].to_vec());
+}
