@@ -5,6 +5,7 @@ use burn::tensor::{backend::Backend, Int, Tensor, TensorData};
 
 use crate::config::ModelConfig;
 use crate::error::ModelError;
+use crate::host::HostKv;
 
 /// Keys and values of one layer: `[kv_heads, capacity, head_dim]` each.
 #[derive(Debug, Clone)]
@@ -22,6 +23,8 @@ pub struct KvCache<B: Backend> {
     kv_heads: usize,
     head_dim: usize,
     device: B::Device,
+    /// Host-memory keys/values used by the CPU path instead of `layers`.
+    host: Option<HostKv>,
 }
 
 impl<B: Backend> KvCache<B> {
@@ -36,7 +39,26 @@ impl<B: Backend> KvCache<B> {
             kv_heads: config.num_kv_heads,
             head_dim: config.head_dim,
             device: device.clone(),
+            host: None,
         }
+    }
+
+    /// An empty cache whose keys and values live in host memory (the CPU path).
+    pub fn new_host(config: &ModelConfig, capacity: usize, device: &B::Device) -> Self {
+        let capacity = capacity.max(16);
+        Self {
+            layers: Vec::new(),
+            len: 0,
+            capacity,
+            kv_heads: config.num_kv_heads,
+            head_dim: config.head_dim,
+            device: device.clone(),
+            host: Some(HostKv::new(config.num_layers, config.num_kv_heads, config.head_dim, capacity)),
+        }
+    }
+
+    pub(crate) fn host_mut(&mut self) -> Option<&mut HostKv> {
+        self.host.as_mut()
     }
 
     /// Number of cached positions.
@@ -69,7 +91,9 @@ impl<B: Backend> KvCache<B> {
             }
         }
         let start = indices.iter().enumerate().find(|(i, &x)| *i != x).map(|(i, _)| i).unwrap_or(indices.len());
-        if start < indices.len() {
+        if let Some(host) = &mut self.host {
+            host.compact(start, &indices[start..]);
+        } else if start < indices.len() {
             let tail: Vec<i32> = indices[start..].iter().map(|&i| i as i32).collect();
             let count = tail.len();
             let idx = Tensor::<B, 1, Int>::from_data(TensorData::new(tail, [count]), &self.device);
@@ -92,6 +116,11 @@ impl<B: Backend> KvCache<B> {
             return;
         }
         let new_capacity = needed.max(self.capacity * 2);
+        if let Some(host) = &mut self.host {
+            host.grow(new_capacity, self.len);
+            self.capacity = new_capacity;
+            return;
+        }
         let grow = new_capacity - self.capacity;
         for layer in &mut self.layers {
             let pad = || Tensor::zeros([self.kv_heads, grow, self.head_dim], &self.device);

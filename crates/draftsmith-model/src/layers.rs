@@ -20,6 +20,8 @@ pub enum LinearWeight<B: Backend> {
 pub struct Linear<B: Backend> {
     pub weight: LinearWeight<B>,
     pub bias: Option<Tensor<B, 1>>,
+    /// Host copy of the bias for [`Linear::forward_host`].
+    pub bias_host: Option<Vec<f32>>,
     pub out_features: usize,
 }
 
@@ -34,6 +36,26 @@ impl<B: Backend> Linear<B> {
             Some(b) => y + b.clone().unsqueeze_dim(0),
             None => y,
         }
+    }
+}
+
+impl<B: Backend> Linear<B> {
+    /// Host-memory forward of a quantized layer: `x` is `[n, in]`, returns `[n, out]`.
+    /// `None` for dense layers.
+    pub fn forward_host(&self, x: &[f32], n: usize) -> Option<Vec<f32>> {
+        let LinearWeight::Quant(q) = &self.weight else { return None };
+        let mut out = vec![0.0f32; n * q.rows()];
+        q.matmul(x, n, &mut out);
+        if let Some(b) = &self.bias_host {
+            for row in out.chunks_mut(q.rows()) {
+                row.iter_mut().zip(b).for_each(|(y, b)| *y += b);
+            }
+        }
+        Some(out)
+    }
+
+    pub fn is_quantized(&self) -> bool {
+        matches!(self.weight, LinearWeight::Quant(_))
     }
 }
 
@@ -77,10 +99,8 @@ impl Rope {
         Self { inv_freq, mscale, head_dim }
     }
 
-    /// Tables for the given positions, laid out at the full `[n, heads, head_dim]` shapes of
-    /// the queries and keys so every op of [`RopeTables::apply`] is contiguous (broadcasting
-    /// walks strided indices on the CPU backend and dominated multi-token forwards).
-    pub fn tables<B: Backend>(&self, positions: &[usize], heads: usize, kv_heads: usize, device: &B::Device) -> RopeTables<B> {
+    /// Host `(cos, sin)` tables `[n, head_dim]` for the given positions.
+    pub fn host_tables(&self, positions: &[usize]) -> (Vec<f32>, Vec<f32>) {
         let (n, d, half) = (positions.len(), self.head_dim, self.head_dim / 2);
         let mut cos = vec![0.0f32; n * d];
         let mut sin = vec![0.0f32; n * d];
@@ -93,6 +113,15 @@ impl Rope {
                 (sin[base + i], sin[base + i + half]) = (s, s);
             }
         }
+        (cos, sin)
+    }
+
+    /// Tables for the given positions, laid out at the full `[n, heads, head_dim]` shapes of
+    /// the queries and keys so every op of [`RopeTables::apply`] is contiguous (broadcasting
+    /// walks strided indices on the CPU backend and dominated multi-token forwards).
+    pub fn tables<B: Backend>(&self, positions: &[usize], heads: usize, kv_heads: usize, device: &B::Device) -> RopeTables<B> {
+        let (n, d, half) = (positions.len(), self.head_dim, self.head_dim / 2);
+        let (cos, sin) = self.host_tables(positions);
         let spread = |table: &[f32], h: usize| -> Tensor<B, 3> {
             let mut out = Vec::with_capacity(n * h * d);
             for row in table.chunks(d) {

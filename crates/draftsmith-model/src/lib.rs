@@ -6,6 +6,7 @@ pub mod cache;
 pub mod chat;
 pub mod config;
 pub mod error;
+pub mod host;
 pub mod layers;
 pub mod load;
 pub mod model;

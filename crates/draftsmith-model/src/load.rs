@@ -232,7 +232,9 @@ impl<B: Backend> Builder<'_, B> {
         let lm_head = self.linear(head_name, None)?;
         let blocks = (0..c.num_layers).map(|i| self.block(i)).collect::<Result<Vec<_>, _>>()?;
         let (inv_freq, mscale) = c.rope_inv_freq();
+        let host_path = blocks.iter().all(|b| [&b.attn.q, &b.attn.k, &b.attn.v, &b.attn.o].iter().all(|l| l.is_quantized()));
         Ok(Model {
+            host_path,
             config: c.clone(),
             embed,
             blocks,
@@ -291,7 +293,8 @@ impl<B: Backend> Builder<'_, B> {
             MatmulWeights::Quantized if cols % 32 == 0 => LinearWeight::Quant(Arc::new(self.source.load_quant(name)?)),
             _ => LinearWeight::Dense(self.matrix(name, true)?),
         };
-        let bias = bias.map(|b| self.vector(&b)).transpose()?;
-        Ok(Linear { weight, bias, out_features })
+        let bias_host = bias.map(|b| self.source.load_f32(&b)).transpose()?;
+        let bias = bias_host.as_ref().map(|b| Tensor::from_data(TensorData::new(b.clone(), [b.len()]), self.device));
+        Ok(Linear { weight, bias, bias_host, out_features })
     }
 }

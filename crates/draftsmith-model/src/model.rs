@@ -6,6 +6,7 @@ use burn::tensor::{activation, backend::Backend, Int, Tensor, TensorData};
 use crate::cache::KvCache;
 use crate::config::ModelConfig;
 use crate::error::ModelError;
+use crate::host;
 use crate::layers::{Linear, RmsNorm, Rope, RopeTables};
 
 /// Which key positions each new token may attend to.
@@ -71,6 +72,9 @@ pub struct Model<B: Backend> {
     pub(crate) lm_head: Linear<B>,
     pub(crate) rope: Rope,
     pub(crate) device: B::Device,
+    /// Attention runs on host memory with a host KV cache ([`crate::host`]): set when every
+    /// attention projection uses the quantized CPU kernels.
+    pub(crate) host_path: bool,
 }
 
 impl<B: Backend> Model<B> {
@@ -89,7 +93,11 @@ impl<B: Backend> Model<B> {
 
     /// A fresh cache for this model.
     pub fn new_cache(&self, capacity: usize) -> KvCache<B> {
-        KvCache::new(&self.config, capacity, &self.device)
+        if self.host_path {
+            KvCache::new_host(&self.config, capacity, &self.device)
+        } else {
+            KvCache::new(&self.config, capacity, &self.device)
+        }
     }
 
     /// Embeds token ids: `[n, hidden]`.
@@ -117,12 +125,21 @@ impl<B: Backend> Model<B> {
         self.check_input(tokens, positions, mask, cache)?;
         let n = tokens.len();
         cache.reserve(n);
-        let rope = self.rope.tables::<B>(positions, self.config.num_heads, self.config.num_kv_heads, &self.device);
-        let bias = attention_bias::<B>(mask, n, cache.len(), [self.config.num_kv_heads, self.config.gqa_group()], &self.device);
+        let host = self.host_path.then(|| self.rope.host_tables(positions));
+        let (rope, bias) = if self.host_path {
+            (None, None)
+        } else {
+            let (c, g) = (&self.config, self.config.gqa_group());
+            (Some(self.rope.tables::<B>(positions, c.num_heads, c.num_kv_heads, &self.device)), attention_bias::<B>(mask, n, cache.len(), [c.num_kv_heads, g], &self.device))
+        };
         let mut x = self.embed_tokens(tokens);
         for (i, block) in self.blocks.iter().enumerate() {
             let h = block.attn_norm.forward(x.clone());
-            let h = self.attention(&block.attn, h, &rope, bias.as_ref(), i, cache);
+            let h = match (&host, &rope) {
+                (Some(tables), _) => self.attention_host(&block.attn, h, tables, mask, i, cache),
+                (None, Some(rope)) => self.attention(&block.attn, h, rope, bias.as_ref(), i, cache),
+                (None, None) => unreachable!("rope tables exist on the device path"),
+            };
             x = x + h;
             let h = block.mlp_norm.forward(x.clone());
             x = x + block.mlp.forward(h);
@@ -187,6 +204,31 @@ impl<B: Backend> Model<B> {
         let probs = activation::softmax(scores, 3).reshape([kvh, group * n, total]);
         let out = probs.matmul(values).reshape([c.num_heads, n, hd]).swap_dims(0, 1).reshape([n, c.num_heads * hd]);
         attn.o.forward(out)
+    }
+}
+
+impl<B: Backend> Model<B> {
+    /// The attention block on host memory (see [`crate::host`]).
+    fn attention_host(&self, attn: &Attention<B>, x: Tensor<B, 2>, (cos, sin): &(Vec<f32>, Vec<f32>), mask: &AttentionMask, layer: usize, cache: &mut KvCache<B>) -> Tensor<B, 2> {
+        let c = &self.config;
+        let [n, _] = x.dims();
+        let x = x.into_data().convert::<f32>().to_vec::<f32>().expect("f32 activations");
+        let quantized = "host path requires quantized projections";
+        let mut q = attn.q.forward_host(&x, n).expect(quantized);
+        let mut k = attn.k.forward_host(&x, n).expect(quantized);
+        let v = attn.v.forward_host(&x, n).expect(quantized);
+        host::rope_in_place(&mut q, c.num_heads, c.head_dim, cos, sin);
+        host::rope_in_place(&mut k, c.num_kv_heads, c.head_dim, cos, sin);
+        let cached = cache.len();
+        let kv = cache.host_mut().expect("host cache for the host path");
+        kv.write(layer, cached, &k, &v);
+        let visibility = match mask {
+            AttentionMask::Causal => host::Visibility::Causal { cached },
+            AttentionMask::Visible(m) => host::Visibility::Mask { mask: m, total: cached + n },
+        };
+        let out = host::attend(&q, &kv.k[layer], &kv.v[layer], kv.capacity, c.num_heads, c.num_kv_heads, c.head_dim, &visibility);
+        let o = attn.o.forward_host(&out, n).expect(quantized);
+        Tensor::from_data(TensorData::new(o, [n, c.hidden_size]), &self.device)
     }
 }
 
