@@ -4,7 +4,7 @@
 
 use burn::backend::Flex;
 use draftsmith_core::DraftTree;
-use draftsmith_decode::methods::PromptLookup;
+use draftsmith_decode::methods::{NgramTrie, NgramTrieConfig, PromptLookup};
 use draftsmith_decode::{generate, generate_speculative, DraftContext, Proposer, Sampler, SamplingConfig};
 use draftsmith_model::{build_model, Architecture, LoadOptions, MatmulWeights, MemorySource, Model, ModelConfig, RopeScaling};
 
@@ -113,4 +113,36 @@ fn stops_at_eos_inside_an_accepted_draft() {
     let mut oracle = Oracle { reference: full, rng: Lcg(1), vocab: 48 };
     let got = generate_speculative(&model, &prompt, 30, &[eos], &mut oracle).unwrap();
     assert_eq!(got.tokens, want[..cut].to_vec());
+}
+
+#[test]
+fn ngram_trie_equals_autoregressive() {
+    let mut rng = Lcg(2024);
+    for (arch, seed) in [(Architecture::Llama, 3), (Architecture::Qwen2, 4)] {
+        let mut accepted_total = 0;
+        let model = tiny(arch, seed);
+        let vocab = model.config().vocab_size;
+        for trial in 0..6 {
+            // A small alphabet and a repeated block make the context overlap with itself.
+            let alphabet = 3 + rng.next(vocab - 3);
+            let base: Vec<u32> = (0..4 + rng.next(10)).map(|_| rng.next(alphabet) as u32).collect();
+            let prompt: Vec<u32> = base.iter().chain(&base).chain(&base[..1 + base.len() / 2]).copied().collect();
+            let n = 20 + rng.next(30);
+            let want = ar(&model, &prompt, n);
+            let prefix_len = 1 + rng.next(4);
+            let config = NgramTrieConfig {
+                n: prefix_len + 1 + rng.next(14),
+                prefix_len,
+                num_draft: 1 + rng.next(40),
+                max_depth: if rng.next(3) == 0 { Some(1 + rng.next(6)) } else { None },
+                update_with_output: rng.next(2) == 0,
+            };
+            let mut trie = NgramTrie::new(config).unwrap();
+            let got = generate_speculative(&model, &prompt, n, &[], &mut trie).unwrap();
+            assert_eq!(got.tokens, want, "{arch:?} trial {trial}: {config:?}");
+            assert!(got.steps.iter().all(|s| s.tree_size <= config.num_draft), "at most num_draft nodes");
+            accepted_total += got.steps.iter().map(|s| s.accepted).sum::<usize>();
+        }
+        assert!(accepted_total > 0, "{arch:?}: some n-gram trie drafts are accepted");
+    }
 }
