@@ -1,5 +1,11 @@
 //! Drafting methods behind the [`crate::spec::Proposer`] trait.
 
+pub mod draft_model;
+pub mod precut;
 pub mod prompt_lookup;
+pub mod token_cache;
 
+pub use draft_model::{check_tokenizers, DraftModel, DraftModelConfig, DraftModelStats};
+pub use precut::{PreCut, PreCutConfig};
 pub use prompt_lookup::PromptLookup;
+pub use token_cache::{PhraseCache, TokenCache, TokenCacheConfig, TokenCacheStats};
