@@ -1,7 +1,13 @@
 //! Drafting methods behind the [`crate::spec::Proposer`] trait.
 
+pub mod draft_model;
 pub mod ngram_trie;
+pub mod precut;
 pub mod prompt_lookup;
+pub mod token_cache;
 
+pub use draft_model::{check_tokenizers, DraftModel, DraftModelConfig, DraftModelStats};
 pub use ngram_trie::{NgramTrie, NgramTrieConfig};
+pub use precut::{PreCut, PreCutConfig};
 pub use prompt_lookup::PromptLookup;
+pub use token_cache::{PhraseCache, TokenCache, TokenCacheConfig, TokenCacheStats};

@@ -7,7 +7,7 @@ use draftsmith_core::DraftTree;
 use draftsmith_model::{AttentionMask, LogitsSelect, Model, ModelError};
 use serde::Serialize;
 
-use super::proposer::{DraftContext, Proposer};
+use super::proposer::{DraftContext, Proposer, Verified};
 use super::verify::verify_greedy;
 use crate::ar::{prefill, StopReason};
 use crate::sampling::argmax;
@@ -91,7 +91,7 @@ pub fn generate_speculative<B: Backend>(
             let t2 = Instant::now();
             let keep: Vec<usize> = (0..=cached).chain(acceptance.path.iter().map(|&i| cached + 1 + i)).collect();
             cache.keep(&keep)?;
-            proposer.observe(&ctx, &tree, &acceptance.path);
+            proposer.observe_verified(&ctx, &tree, &Verified { accepted: &acceptance.path, root_next: next[0], node_next: &next[1..] });
             let mut new: Vec<u32> = acceptance.path.iter().map(|&i| tree.tokens()[i]).collect();
             new.push(acceptance.bonus);
             let before = tokens.len();

@@ -7,5 +7,5 @@ pub mod proposer;
 pub mod verify;
 
 pub use driver::{generate_speculative, SpecOutput, StepRecord};
-pub use proposer::{DraftContext, Proposer};
+pub use proposer::{DraftContext, Proposer, Verified};
 pub use verify::{verify_greedy, Acceptance};

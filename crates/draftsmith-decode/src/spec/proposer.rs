@@ -22,4 +22,35 @@ pub trait Proposer {
 
     /// Called after verification with the accepted node indices (root child first).
     fn observe(&mut self, _ctx: &DraftContext<'_>, _tree: &DraftTree, _accepted: &[usize]) {}
+
+    /// Called after verification with everything the target said about the tree. The default
+    /// forwards to [`Proposer::observe`]; methods that learn from rejected branches too (the
+    /// Post-use token cache, the Pre-cut controller) override this one.
+    fn observe_verified(&mut self, ctx: &DraftContext<'_>, tree: &DraftTree, verified: &Verified<'_>) {
+        self.observe(ctx, tree, verified.accepted);
+    }
+}
+
+/// The target's verdict on one draft tree.
+#[derive(Debug, Clone, Copy)]
+pub struct Verified<'a> {
+    /// Accepted node indices, root child first.
+    pub accepted: &'a [usize],
+    /// The target's greedy token after the root.
+    pub root_next: u32,
+    /// The target's greedy token after each node (`node_next[i]` follows node `i`).
+    pub node_next: &'a [u32],
+}
+
+impl Verified<'_> {
+    /// The target's greedy token after `parent` (`None` = the root).
+    pub fn next_after(&self, parent: Option<usize>) -> u32 {
+        parent.map_or(self.root_next, |p| self.node_next[p])
+    }
+
+    /// Whether node `i` carries the token the target itself predicts after its parent
+    /// (the paper's USEFUL tokens, Post-use Eq. 7), whether or not it was accepted.
+    pub fn is_useful(&self, tree: &DraftTree, i: usize) -> bool {
+        tree.tokens()[i] == self.next_after(tree.parents()[i])
+    }
 }

@@ -1,0 +1,358 @@
+//! Classic speculative decoding with a draft model: a smaller model of the target's family,
+//! sharing its tokenizer, drafts a chain of λ tokens greedily, one forward per token.
+//!
+//! The drafter keeps its own KV cache in step with the committed context: before drafting it
+//! truncates the cache to the longest common prefix of what it holds and the new context
+//! (verification keeps only the accepted prefix of the last draft) and feeds the rest in one
+//! forward. It records each drafted token's confidence (its softmax probability) for the
+//! Pre-cut controller ([`super::precut`]), which, when enabled, decides after each draft call
+//! whether to stop early (λ then becomes a maximum).
+//!
+//! With `reuse` on, the Post-use cache is also checked at the draft model (paper 004, Alg. 2):
+//! each draft call feeds the last draft token together with up to W cached phrases keyed by it
+//! (a tree mask keeps the phrases apart), and the longest phrase prefix the drafter itself
+//! agrees with is appended, followed by the drafter's next token, all from that one call. The
+//! draft is therefore exactly the drafter's greedy chain, only produced in fewer calls. Choices
+//! where Alg. 2 is silent or differs: a one-token match is also taken (it equals the drafter's
+//! own next token and saves nothing, but costs nothing either); the drafter's own verdicts on
+//! phrases are not written back to the cache, which holds target-verified phrases only, filled
+//! from the target's verdicts as in [`super::token_cache`].
+//!
+//! `propose` cannot return an error: if a drafter forward fails, the draft is empty (the step
+//! falls back to one autoregressive token, output unchanged), the drafter's cache is reset, and
+//! the error is kept for [`DraftModel::take_error`].
+
+use burn::tensor::backend::Backend;
+use draftsmith_core::DraftTree;
+use draftsmith_model::{AttentionMask, KvCache, LogitsSelect, Model, ModelError, TextTokenizer};
+
+use super::precut::{Action, DraftStep, PreCut, PreCutConfig};
+use super::token_cache::{insert_branch, PhraseCache, TokenCacheConfig};
+use crate::ar::logits_row;
+use crate::error::DecodeError;
+use crate::spec::{verify_greedy, DraftContext, Proposer, Verified};
+
+/// Draft-model parameters.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct DraftModelConfig {
+    /// λ: tokens drafted per step (the maximum when Pre-cut is on).
+    pub lambda: usize,
+    /// Pre-cut controller; `None` always drafts λ tokens.
+    pub precut: Option<PreCutConfig>,
+    /// Post-use reuse at the draft model; `None` drafts one token per call.
+    pub reuse: Option<TokenCacheConfig>,
+}
+
+impl Default for DraftModelConfig {
+    fn default() -> Self {
+        Self { lambda: 4, precut: None, reuse: None }
+    }
+}
+
+/// Counters over the drafter's lifetime.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DraftModelStats {
+    /// Drafting rounds (proposals).
+    pub rounds: usize,
+    /// Drafter forward calls, catch-up included.
+    pub calls: usize,
+    /// Tokens drafted.
+    pub drafted: usize,
+    /// Tokens drafted from cached phrases (reuse at the draft model).
+    pub reused: usize,
+    /// Drafted tokens the target accepted.
+    pub accepted: usize,
+}
+
+/// A draft-model proposer.
+pub struct DraftModel<B: Backend> {
+    model: Model<B>,
+    cache: KvCache<B>,
+    /// The tokens whose keys and values `cache` holds.
+    cached: Vec<u32>,
+    config: DraftModelConfig,
+    precut: Option<PreCut>,
+    phrases: Option<PhraseCache>,
+    /// The last draft, its per-token confidences and the situation after each call.
+    draft: Vec<u32>,
+    confidences: Vec<f32>,
+    steps: Vec<DraftStep>,
+    round_lambda: usize,
+    stats: DraftModelStats,
+    error: Option<ModelError>,
+}
+
+impl<B: Backend> DraftModel<B> {
+    /// A drafter; check its tokenizer against the target's with [`check_tokenizers`] first.
+    pub fn new(model: Model<B>, config: DraftModelConfig) -> Result<Self, DecodeError> {
+        if config.lambda == 0 {
+            return Err(DecodeError::Parameter { method: "draft-model", name: "lambda", value: "0".into(), bound: "must be at least 1" });
+        }
+        let precut = config.precut.map(PreCut::new).transpose()?;
+        if let Some(reuse) = &config.reuse {
+            reuse.validate()?;
+        }
+        let cache = model.new_cache(256);
+        Ok(Self {
+            model,
+            cache,
+            cached: Vec::new(),
+            precut,
+            phrases: config.reuse.map(PhraseCache::new),
+            config,
+            draft: Vec::new(),
+            confidences: Vec::new(),
+            steps: Vec::new(),
+            round_lambda: 0,
+            stats: DraftModelStats::default(),
+            error: None,
+        })
+    }
+
+    /// Like [`DraftModel::new`], also checking that drafted ids are within the target's vocabulary.
+    pub fn for_target(target: &Model<B>, model: Model<B>, config: DraftModelConfig) -> Result<Self, DecodeError> {
+        let (t, d) = (target.config().vocab_size, model.config().vocab_size);
+        if d > t {
+            return Err(DecodeError::VocabSize { target: t, draft: d });
+        }
+        Self::new(model, config)
+    }
+
+    pub fn config(&self) -> &DraftModelConfig {
+        &self.config
+    }
+
+    pub fn stats(&self) -> DraftModelStats {
+        self.stats
+    }
+
+    /// Confidence (softmax probability) of each token of the last draft.
+    pub fn confidences(&self) -> &[f32] {
+        &self.confidences
+    }
+
+    pub fn precut(&self) -> Option<&PreCut> {
+        self.precut.as_ref()
+    }
+
+    /// The last drafter error, if a proposal failed since the previous call.
+    pub fn take_error(&mut self) -> Option<ModelError> {
+        self.error.take()
+    }
+
+    /// Brings the cache to `tokens` and returns the drafter's logits after the last one.
+    fn catch_up(&mut self, tokens: &[u32]) -> Result<Vec<f32>, ModelError> {
+        let common = self.cached.iter().zip(tokens).take_while(|(a, b)| a == b).count();
+        let keep = common.min(tokens.len() - 1);
+        self.cache.truncate(keep);
+        self.cached.truncate(keep);
+        let feed = &tokens[keep..];
+        let positions: Vec<usize> = (keep..tokens.len()).collect();
+        let out = self.model.forward(feed, &positions, &AttentionMask::Causal, LogitsSelect::Last, &mut self.cache)?;
+        self.cached.extend_from_slice(feed);
+        self.stats.calls += 1;
+        Ok(logits_row(out.logits.expect("logits requested"), 0))
+    }
+
+    /// One draft call: feeds `token` (and cached phrases keyed by it, cut to `max_extra`
+    /// tokens). Returns the phrase tokens the drafter agrees with, their confidences, and the
+    /// drafter's logits after the last token kept.
+    fn extend(&mut self, token: u32, max_extra: usize) -> Result<(Vec<(u32, f32)>, Vec<f32>), ModelError> {
+        let mut phrases = DraftTree::new();
+        if let Some(cache) = self.phrases.as_ref().filter(|_| max_extra > 0) {
+            for p in cache.lookup(token, cache.config().per_anchor) {
+                insert_branch(&mut phrases, None, &p[..p.len().min(max_extra)]);
+            }
+        }
+        let base = self.cached.len();
+        self.stats.calls += 1;
+        self.cached.push(token);
+        if phrases.is_empty() {
+            let out = self.model.forward(&[token], &[base], &AttentionMask::Causal, LogitsSelect::Last, &mut self.cache)?;
+            return Ok((Vec::new(), logits_row(out.logits.expect("logits requested"), 0)));
+        }
+        let mut full = DraftTree::new();
+        full.push(token, None);
+        for (i, &t) in phrases.tokens().iter().enumerate() {
+            full.push(t, Some(phrases.parents()[i].map_or(0, |p| p + 1)));
+        }
+        let mask = AttentionMask::Visible(full.visibility(base));
+        let out = self.model.forward(full.tokens(), &full.positions(base - 1), &mask, LogitsSelect::All, &mut self.cache)?;
+        let logits = out.logits.expect("logits requested");
+        let [n, vocab] = logits.dims();
+        let all = logits.into_data().convert::<f32>().to_vec::<f32>().expect("f32 logits");
+        let rows: Vec<&[f32]> = (0..n).map(|r| &all[r * vocab..(r + 1) * vocab]).collect();
+        let best: Vec<(u32, f32)> = rows.iter().map(|r| argmax_confidence(r)).collect();
+        let next: Vec<u32> = best.iter().map(|b| b.0).collect();
+        let path = verify_greedy(&phrases, next[0], &next[1..]).path;
+        let keep: Vec<usize> = (0..=base).chain(path.iter().map(|&i| base + 1 + i)).collect();
+        self.cache.keep(&keep)?;
+        let mut parent_row = 0;
+        let mut matched = Vec::with_capacity(path.len());
+        for &i in &path {
+            matched.push((phrases.tokens()[i], best[parent_row].1));
+            parent_row = i + 1;
+        }
+        self.cached.extend(matched.iter().map(|m| m.0));
+        self.stats.reused += matched.len();
+        Ok((matched, rows[parent_row].to_vec()))
+    }
+
+    /// Drafts a chain after `tokens` (λ tokens, fewer when Pre-cut stops or context runs out).
+    fn draft(&mut self, tokens: &[u32]) -> Result<Vec<u32>, ModelError> {
+        self.draft.clear();
+        self.confidences.clear();
+        self.steps.clear();
+        let room = self.model.config().max_position_embeddings.saturating_sub(tokens.len() + 1);
+        self.round_lambda = self.config.lambda.min(room);
+        if self.round_lambda == 0 {
+            return Ok(Vec::new());
+        }
+        let mut row = self.catch_up(tokens)?;
+        let (mut calls, mut product) = (1, 1.0f32);
+        loop {
+            let (token, confidence) = argmax_confidence(&row);
+            self.draft.push(token);
+            self.confidences.push(confidence);
+            product *= confidence;
+            self.steps.push(DraftStep { tokens: self.draft.len(), confidence: product });
+            if self.draft.len() >= self.round_lambda {
+                break;
+            }
+            if let Some(pc) = &mut self.precut {
+                if pc.decide(calls, product) == Action::Stop {
+                    break;
+                }
+            }
+            let (matched, next) = self.extend(token, self.round_lambda - self.draft.len() - 1)?;
+            calls += 1;
+            for (t, c) in matched {
+                self.draft.push(t);
+                self.confidences.push(c);
+                product *= c;
+            }
+            row = next;
+        }
+        Ok(self.draft.clone())
+    }
+}
+
+/// The highest logit's id (the first on ties) and its softmax probability.
+fn argmax_confidence(row: &[f32]) -> (u32, f32) {
+    let (best, max) = row.iter().enumerate().fold((0, f32::NEG_INFINITY), |(bi, bv), (i, &v)| if v > bv { (i, v) } else { (bi, bv) });
+    let sum: f64 = row.iter().map(|&v| ((v - max) as f64).exp()).sum();
+    (best as u32, (1.0 / sum) as f32)
+}
+
+impl<B: Backend> Proposer for DraftModel<B> {
+    fn name(&self) -> &str {
+        "draft-model"
+    }
+
+    fn propose(&mut self, ctx: &DraftContext<'_>) -> DraftTree {
+        self.stats.rounds += 1;
+        match self.draft(ctx.tokens) {
+            Ok(draft) => {
+                self.stats.drafted += draft.len();
+                DraftTree::chain(&draft)
+            }
+            Err(e) => {
+                self.cache.truncate(0);
+                self.cached.clear();
+                self.draft.clear();
+                self.error = Some(e);
+                DraftTree::new()
+            }
+        }
+    }
+
+    fn observe_verified(&mut self, ctx: &DraftContext<'_>, tree: &DraftTree, verified: &Verified<'_>) {
+        self.stats.accepted += verified.accepted.len();
+        if tree.tokens() != self.draft.as_slice() || tree.is_empty() {
+            return; // The driver dropped the draft (context limit): nothing to learn.
+        }
+        let useful: Vec<bool> = (0..tree.len()).map(|i| verified.is_useful(tree, i)).collect();
+        if let Some(pc) = &mut self.precut {
+            pc.learn(&self.steps, &useful, self.round_lambda);
+        }
+        if let Some(cache) = &mut self.phrases {
+            cache.record(*ctx.tokens.last().expect("a context has at least one token"), tree, verified);
+        }
+    }
+}
+
+/// Checks that a drafter can share the target's token ids: same tokens at every id (added
+/// tokens included), same special-token flags, same BOS and EOS ids.
+pub fn check_tokenizers(target: &TextTokenizer, draft: &TextTokenizer) -> Result<(), DecodeError> {
+    let (t, d) = (target.inner(), draft.inner());
+    let show = |token: Option<String>| token.map_or_else(|| "absent".to_string(), |s| format!("{s:?}"));
+    let size = t.get_vocab_size(true).max(d.get_vocab_size(true));
+    let paths = || (target.source().to_path_buf(), draft.source().to_path_buf());
+    for id in 0..size as u32 {
+        let (tt, dt) = (t.id_to_token(id), d.id_to_token(id));
+        if tt != dt {
+            let (target, draft) = paths();
+            return Err(DecodeError::VocabularyMismatch { target, draft, id, target_token: show(tt), draft_token: show(dt) });
+        }
+    }
+    let special = |tok: &TextTokenizer| {
+        let mut ids: Vec<u32> = tok.inner().get_added_tokens_decoder().iter().filter(|(_, a)| a.special).map(|(&id, _)| id).collect();
+        ids.sort_unstable();
+        ids
+    };
+    let checks = [
+        ("special token ids", format!("{:?}", special(target)), format!("{:?}", special(draft))),
+        ("BOS ids", format!("{:?}", target.bos_id()), format!("{:?}", draft.bos_id())),
+        ("EOS ids", format!("{:?}", target.eos_ids()), format!("{:?}", draft.eos_ids())),
+    ];
+    for (what, target_value, draft_value) in checks {
+        if target_value != draft_value {
+            let (target, draft) = paths();
+            return Err(DecodeError::SpecialTokenMismatch { target, draft, what: what.to_string(), target_value, draft_value });
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::Path;
+
+    use super::*;
+
+    fn tokenizer(path: &str, words: &[&str], eos: u32) -> TextTokenizer {
+        let vocab: Vec<String> = words.iter().enumerate().map(|(i, w)| format!("{w:?}: {i}")).collect();
+        let json = format!(
+            r#"{{"version": "1.0", "truncation": null, "padding": null, "added_tokens": [], "normalizer": null, "pre_tokenizer": null,
+                "post_processor": null, "decoder": null, "model": {{"type": "WordLevel", "vocab": {{{}}}, "unk_token": "a"}}}}"#,
+            vocab.join(", ")
+        );
+        let inner = tokenizers::Tokenizer::from_bytes(json.as_bytes()).unwrap();
+        TextTokenizer::new(inner, Path::new(path), None, vec![eos], false, None)
+    }
+
+    #[test]
+    fn tokenizer_mismatch_names_both_models_and_the_first_differing_id() {
+        let target = tokenizer("/m/target.gguf", &["a", "b", "c", "d"], 3);
+        assert!(check_tokenizers(&target, &tokenizer("/m/draft.gguf", &["a", "b", "c", "d"], 3)).is_ok());
+        let err = check_tokenizers(&target, &tokenizer("/m/draft.gguf", &["a", "b", "x", "y"], 3)).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            r#"drafter /m/draft.gguf and target /m/target.gguf have different vocabularies: token id 2 is "x" in the drafter but "c" in the target"#
+        );
+        let err = check_tokenizers(&target, &tokenizer("/m/draft.gguf", &["a", "b", "c"], 2)).unwrap_err();
+        assert!(err.to_string().contains(r#"token id 3 is absent in the drafter but "d" in the target"#), "{err}");
+        let err = check_tokenizers(&target, &tokenizer("/m/draft.gguf", &["a", "b", "c", "d"], 1)).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "drafter /m/draft.gguf and target /m/target.gguf have different special tokens: EOS ids differ: [1] in the drafter, [3] in the target"
+        );
+    }
+
+    #[test]
+    fn confidence_is_the_softmax_of_the_argmax() {
+        let (id, p) = argmax_confidence(&[0.0, 2.0f32.ln(), 0.0, 2.0f32.ln()]);
+        assert_eq!(id, 1, "first of equal maxima");
+        assert!((p - 1.0 / 3.0).abs() < 1e-6);
+    }
+}

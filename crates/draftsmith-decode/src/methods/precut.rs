@@ -1,0 +1,240 @@
+//! Pre-cut: a Q-learning controller that decides, after each draft-model call, whether to
+//! CONTINUE drafting or STOP and verify (seed paper 004, §5.2 and App. D.4.3).
+//!
+//! What the paper specifies, and is followed here:
+//! - §5.2: states are (draft cost so far = number of draft-model calls, expected benefit = the
+//!   product of the draft tokens' confidences, §4.2 Eq. 6); actions CONTINUE / STOP; the greedy
+//!   decision is `argmax_a Q(s, a)`; after verification the reward is `η − 1` with
+//!   `η = useful / cost`, useful counting USEFUL tokens (Eq. 7: draft tokens equal to the
+//!   target's greedy token at their position) and cost counting the draft calls plus one target
+//!   call.
+//! - §3.2 Eq. 5: `Q(s,a) ← Q(s,a) + α [r + γ max_a' Q(s',a') − Q(s,a)]`, ε-greedy exploration.
+//! - App. D.4.3: α = 0.1, γ = 0.99, ε = 0.5; `Q_init` has CONTINUE slightly above STOP (so the
+//!   draft initially runs to the maximum length λ); every position of a finished draft is
+//!   treated as a virtual CONTINUE/STOP trial, so one verification updates the whole chain.
+//!
+//! Where the paper is silent, the choices made here:
+//! - Discretization: the cost axis is the call count itself (1..=`max_calls`, larger counts
+//!   share the last bucket); the benefit axis splits [0, 1] into `benefit_bins` equal bins.
+//! - Episodes: one draft round. STOP after call `i` is terminal with reward
+//!   `η − 1` of the draft cut after call `i`; CONTINUE after call `i`
+//!   moves to the state after call `i+1` with reward 0. The virtual trials are applied from
+//!   the last call back to the first, so values propagate through the chain in one round.
+//!   A state reached at the maximum length only allows STOP, so its value is its STOP value.
+//! - ε decays multiplicatively after each round (`epsilon_decay`, floor `epsilon_min`);
+//!   exploration draws from a seeded generator, so runs are reproducible.
+//! - The unit of cost: one target call. §5.2 says the reward is zero at "one useful token per
+//!   unit cost"; with the target call as the unit that is exactly autoregressive decoding, so
+//!   `η = (useful + 1) / (1 + calls · draft_cost)` is the round's speed relative to AR (Eq. 3)
+//!   and `η − 1 > 0` means the round beat AR. Useful counts the target's own (bonus) token too,
+//!   as AR's one token per call does. (With the draft call as the unit, η < 1 always, every
+//!   reward is negative and γ < 1 then favours drafting on forever.) `draft_cost` = t_draft /
+//!   t_target is a parameter, default 0.3.
+
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+use crate::error::DecodeError;
+
+/// Pre-cut hyper-parameters.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PreCutConfig {
+    /// α: learning rate.
+    pub alpha: f32,
+    /// γ: discount factor.
+    pub gamma: f32,
+    /// ε at the start.
+    pub epsilon: f32,
+    /// ε is multiplied by this after each verified round.
+    pub epsilon_decay: f32,
+    /// ε never decays below this.
+    pub epsilon_min: f32,
+    /// Initial Q(s, CONTINUE) (Q(s, STOP) starts at 0).
+    pub continue_bias: f32,
+    /// Cost of one draft call in target-call units (t_draft / t_target).
+    pub draft_cost: f32,
+    /// Cost buckets: call counts 1..=max_calls (larger counts share the last).
+    pub max_calls: usize,
+    /// Buckets of the confidence product over [0, 1].
+    pub benefit_bins: usize,
+    /// Seed of the exploration generator.
+    pub seed: u64,
+}
+
+impl Default for PreCutConfig {
+    fn default() -> Self {
+        Self { alpha: 0.1, gamma: 0.99, epsilon: 0.5, epsilon_decay: 0.95, epsilon_min: 0.01, continue_bias: 0.01, draft_cost: 0.3, max_calls: 32, benefit_bins: 10, seed: 0 }
+    }
+}
+
+impl PreCutConfig {
+    /// Checks the ranges of every parameter.
+    pub fn validate(&self) -> Result<(), DecodeError> {
+        let bad = |name, value: String, bound| Err(DecodeError::Parameter { method: "pre-cut", name, value, bound });
+        let unit = |x: f32| (0.0..=1.0).contains(&x);
+        if !unit(self.alpha) || self.alpha == 0.0 {
+            return bad("alpha", self.alpha.to_string(), "must be in (0, 1]");
+        }
+        if !unit(self.gamma) {
+            return bad("gamma", self.gamma.to_string(), "must be in [0, 1]");
+        }
+        if !unit(self.epsilon) || !unit(self.epsilon_decay) || !unit(self.epsilon_min) {
+            return bad("epsilon", format!("{} (decay {}, min {})", self.epsilon, self.epsilon_decay, self.epsilon_min), "epsilon, its decay and floor must be in [0, 1]");
+        }
+        if !(self.draft_cost > 0.0) {
+            return bad("draft_cost", self.draft_cost.to_string(), "must be positive");
+        }
+        if self.max_calls == 0 || self.benefit_bins == 0 {
+            return bad("max_calls/benefit_bins", format!("{}/{}", self.max_calls, self.benefit_bins), "must be at least 1");
+        }
+        Ok(())
+    }
+}
+
+/// The controller's two actions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Action {
+    Continue,
+    Stop,
+}
+
+/// What the controller knew after one draft-model call of a round.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct DraftStep {
+    /// Draft tokens produced by the calls so far.
+    pub tokens: usize,
+    /// Product of their confidences.
+    pub confidence: f32,
+}
+
+/// Q-table over (cost, expected benefit) × {CONTINUE, STOP}.
+#[derive(Debug, Clone)]
+pub struct PreCut {
+    config: PreCutConfig,
+    /// `[max_calls + 1][benefit_bins]` rows of `[Q(CONTINUE), Q(STOP)]`.
+    q: Vec<[f32; 2]>,
+    epsilon: f32,
+    rng: StdRng,
+}
+
+impl PreCut {
+    pub fn new(config: PreCutConfig) -> Result<Self, DecodeError> {
+        config.validate()?;
+        let q = vec![[config.continue_bias, 0.0]; (config.max_calls + 1) * config.benefit_bins];
+        Ok(Self { config, q, epsilon: config.epsilon, rng: StdRng::seed_from_u64(config.seed) })
+    }
+
+    pub fn epsilon(&self) -> f32 {
+        self.epsilon
+    }
+
+    /// State index after `calls` draft calls whose tokens have confidence product `expected`.
+    pub fn state(&self, calls: usize, expected: f32) -> usize {
+        let bins = self.config.benefit_bins;
+        let benefit = ((expected.clamp(0.0, 1.0) * bins as f32) as usize).min(bins - 1);
+        calls.min(self.config.max_calls) * bins + benefit
+    }
+
+    /// `Q(state, action)`.
+    pub fn q(&self, state: usize, action: Action) -> f32 {
+        self.q[state][action as usize]
+    }
+
+    /// The greedy action (CONTINUE on ties).
+    pub fn greedy(&self, state: usize) -> Action {
+        if self.q(state, Action::Continue) >= self.q(state, Action::Stop) { Action::Continue } else { Action::Stop }
+    }
+
+    /// ε-greedy decision after `calls` draft calls with confidence product `expected`.
+    pub fn decide(&mut self, calls: usize, expected: f32) -> Action {
+        let state = self.state(calls, expected);
+        if self.rng.random::<f32>() < self.epsilon {
+            if self.rng.random::<bool>() { Action::Continue } else { Action::Stop }
+        } else {
+            self.greedy(state)
+        }
+    }
+
+    /// Eq. 5. `next`: the following state and whether CONTINUE is still allowed there; `None`
+    /// for a terminal transition.
+    pub fn update(&mut self, state: usize, action: Action, reward: f32, next: Option<(usize, bool)>) {
+        let future = match next {
+            None => 0.0,
+            Some((s, true)) => self.q(s, Action::Continue).max(self.q(s, Action::Stop)),
+            Some((s, false)) => self.q(s, Action::Stop),
+        };
+        let cell = &mut self.q[state][action as usize];
+        *cell += self.config.alpha * (reward + self.config.gamma * future - *cell);
+    }
+
+    /// Learns from one verified round: `steps[j]` is the situation after call `j + 1`,
+    /// `useful[t]` whether draft token `t` was USEFUL, `max_tokens` the draft length limit.
+    pub fn learn(&mut self, steps: &[DraftStep], useful: &[bool], max_tokens: usize) {
+        let states: Vec<usize> = steps.iter().enumerate().map(|(j, s)| self.state(j + 1, s.confidence)).collect();
+        for j in (0..steps.len()).rev() {
+            let tokens = steps[j].tokens.min(useful.len());
+            let gained = useful[..tokens].iter().filter(|&&u| u).count() as f32;
+            let reward = (gained + 1.0) / (1.0 + (j + 1) as f32 * self.config.draft_cost) - 1.0;
+            self.update(states[j], Action::Stop, reward, None);
+            if j + 1 < steps.len() {
+                let open = steps[j + 1].tokens < max_tokens;
+                self.update(states[j], Action::Continue, 0.0, Some((states[j + 1], open)));
+            }
+        }
+        self.epsilon = (self.epsilon * self.config.epsilon_decay).max(self.config.epsilon_min);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config() -> PreCutConfig {
+        PreCutConfig { draft_cost: 0.5, epsilon: 0.0, ..PreCutConfig::default() }
+    }
+
+    #[test]
+    fn one_round_updates_by_hand() {
+        let mut pc = PreCut::new(config()).unwrap();
+        // Call 1 drafts a token with confidence 0.95 (USEFUL), call 2 one with 0.5 (not USEFUL).
+        let steps = [DraftStep { tokens: 1, confidence: 0.95 }, DraftStep { tokens: 2, confidence: 0.475 }];
+        pc.learn(&steps, &[true, false], 8);
+        let (s1, s2) = (pc.state(1, 0.95), pc.state(2, 0.475));
+        assert_eq!((s1, s2), (19, 24), "cost 1 / bin 9 and cost 2 / bin 4 with 10 bins");
+        // STOP after call 2: η = (1 + 1) / (1 + 2·0.5) = 1, r = 0 → Q = 0 + 0.1·(0 − 0) = 0.
+        assert_eq!(pc.q(s2, Action::Stop), 0.0);
+        // STOP after call 1: η = (1 + 1) / (1 + 0.5) = 4/3, r = 1/3 → Q = 0.0333…
+        assert!((pc.q(s1, Action::Stop) - 0.1 / 3.0).abs() < 1e-6);
+        // CONTINUE after call 1: 0.01 + 0.1·(0 + 0.99·max(0.01, 0) − 0.01) = 0.00999.
+        assert!((pc.q(s1, Action::Continue) - 0.00999).abs() < 1e-7);
+        assert_eq!(pc.greedy(s1), Action::Stop, "stopping after the useful token paid more");
+        assert_eq!(pc.q(s2, Action::Continue), 0.01, "no observed continuation after the last call");
+    }
+
+    #[test]
+    fn at_the_length_limit_only_stop_counts() {
+        let mut pc = PreCut::new(config()).unwrap();
+        let steps = [DraftStep { tokens: 1, confidence: 0.05 }, DraftStep { tokens: 2, confidence: 0.01 }];
+        pc.learn(&steps, &[false, false], 2);
+        let (s1, s2) = (pc.state(1, 0.05), pc.state(2, 0.01));
+        // Q(s2, STOP) = 0.1·(1/2 − 1) = −0.05; CONTINUE at s1 bootstraps from it, not from 0.01:
+        // 0.01 + 0.1·(0.99·(−0.05) − 0.01) = 0.00405. Q(s1, STOP) = 0.1·(1/1.5 − 1) = −0.0333…
+        assert!((pc.q(s2, Action::Stop) - -0.05).abs() < 1e-6);
+        assert!((pc.q(s1, Action::Continue) - 0.00405).abs() < 1e-7);
+        assert!((pc.q(s1, Action::Stop) - -0.1 / 3.0).abs() < 1e-6);
+    }
+
+    #[test]
+    fn exploration_is_seeded_and_decays() {
+        let decisions = |seed| {
+            let mut pc = PreCut::new(PreCutConfig { seed, ..PreCutConfig::default() }).unwrap();
+            (0..32).map(|i| pc.decide(1 + i % 4, 0.5)).collect::<Vec<_>>()
+        };
+        assert_eq!(decisions(7), decisions(7));
+        assert!(decisions(7).contains(&Action::Stop), "ε = 0.5 explores STOP");
+        let mut pc = PreCut::new(PreCutConfig::default()).unwrap();
+        pc.learn(&[DraftStep { tokens: 1, confidence: 0.9 }], &[true], 8);
+        assert!((pc.epsilon() - 0.475).abs() < 1e-6);
+        assert!(PreCut::new(PreCutConfig { alpha: 0.0, ..PreCutConfig::default() }).is_err());
+    }
+}

@@ -1,0 +1,50 @@
+//! Shared helpers of the integration tests: a tiny random model, greedy AR, a small LCG.
+
+#![allow(dead_code)]
+
+use burn::backend::Flex;
+use draftsmith_decode::{generate, Sampler, SamplingConfig};
+use draftsmith_model::{build_model, Architecture, LoadOptions, MatmulWeights, MemorySource, Model, ModelConfig, RopeScaling};
+
+pub type B = Flex;
+
+/// A tiny random model (vocab 48) of `arch` with weights drawn from `seed`.
+pub fn tiny(arch: Architecture, seed: u64) -> Model<B> {
+    let config = ModelConfig {
+        architecture: arch,
+        vocab_size: 48,
+        hidden_size: 32,
+        intermediate_size: 64,
+        num_layers: 2,
+        num_heads: 4,
+        num_kv_heads: 2,
+        head_dim: 8,
+        rms_norm_eps: 1e-5,
+        rope_theta: 10_000.0,
+        rope_scaling: RopeScaling::None,
+        max_position_embeddings: 512,
+        tie_word_embeddings: arch == Architecture::Llama,
+    };
+    // 32-wide rows: the quantized kernels are used, as on real models.
+    build_model::<B>(&config, &MemorySource::random(&config, seed), LoadOptions { matmul: MatmulWeights::Quantized }, &Default::default()).unwrap()
+}
+
+/// A small deterministic generator.
+pub struct Lcg(pub u64);
+impl Lcg {
+    pub fn next(&mut self, bound: usize) -> usize {
+        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+        ((self.0 >> 33) as usize) % bound
+    }
+}
+
+/// Greedy autoregressive ids.
+pub fn ar(model: &Model<B>, prompt: &[u32], n: usize) -> Vec<u32> {
+    generate(model, prompt, n, &[], &mut Sampler::new(SamplingConfig::default()), &mut |_| true).unwrap().tokens
+}
+
+/// A prompt with repeats (so lookups and caches find matches).
+pub fn repeating_prompt(rng: &mut Lcg, vocab: usize) -> Vec<u32> {
+    let base: Vec<u32> = (0..4 + rng.next(8)).map(|_| rng.next(vocab) as u32).collect();
+    base.iter().chain(&base).chain(&base[..base.len() / 2]).copied().collect()
+}

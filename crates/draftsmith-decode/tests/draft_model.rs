@@ -1,0 +1,96 @@
+//! The draft-model proposer, the Post-use token cache and the Pre-cut controller are lossless:
+//! greedy speculative decoding with them reproduces greedy autoregressive decoding token for
+//! token on tiny random models, whichever drafter (a different random model, or the target
+//! itself, whose drafts must then be accepted in full).
+
+mod common;
+
+use common::{ar, repeating_prompt, tiny, Lcg, B};
+use draftsmith_decode::methods::{DraftModel, DraftModelConfig, PreCutConfig, PromptLookup, TokenCache, TokenCacheConfig};
+use draftsmith_decode::{generate_speculative, Proposer, SpecOutput};
+use draftsmith_model::{Architecture, Model};
+
+fn spec(model: &Model<B>, prompt: &[u32], n: usize, proposer: &mut dyn Proposer) -> SpecOutput {
+    generate_speculative(model, prompt, n, &[], proposer).unwrap()
+}
+
+/// The drafter configurations exercised: plain, Pre-cut, reuse at the draft model, both.
+fn configs(rng: &mut Lcg, trial: u64) -> Vec<DraftModelConfig> {
+    let lambda = 1 + rng.next(8);
+    let precut = Some(PreCutConfig { seed: trial, ..PreCutConfig::default() });
+    let reuse = Some(TokenCacheConfig::default());
+    vec![
+        DraftModelConfig { lambda, precut: None, reuse: None },
+        DraftModelConfig { lambda, precut, reuse: None },
+        DraftModelConfig { lambda, precut: None, reuse },
+        DraftModelConfig { lambda, precut, reuse },
+    ]
+}
+
+#[test]
+fn draft_model_and_token_cache_equal_autoregressive() {
+    let mut rng = Lcg(7);
+    let (mut hits, mut accepted) = (0, 0);
+    for (arch, seed) in [(Architecture::Llama, 1), (Architecture::Qwen2, 2)] {
+        let target = tiny(arch, seed);
+        let drafter = tiny(arch, seed + 100);
+        let vocab = target.config().vocab_size;
+        // One drafter kept across prompts: its cache must follow prompt changes too.
+        let mut shared = DraftModel::for_target(&target, drafter.clone(), DraftModelConfig { lambda: 5, ..Default::default() }).unwrap();
+        for trial in 0..4 {
+            let prompt = repeating_prompt(&mut rng, vocab);
+            let n = 20 + rng.next(30);
+            let want = ar(&target, &prompt, n);
+            for config in configs(&mut rng, trial) {
+                let mut dm = DraftModel::for_target(&target, drafter.clone(), config).unwrap();
+                assert_eq!(spec(&target, &prompt, n, &mut dm).tokens, want, "{arch:?} trial {trial}: {config:?}");
+                assert!(dm.take_error().is_none());
+                let mut tc = TokenCache::new(DraftModel::new(drafter.clone(), config).unwrap(), TokenCacheConfig::default()).unwrap();
+                assert_eq!(spec(&target, &prompt, n, &mut tc).tokens, want, "{arch:?} trial {trial}: token cache + {config:?}");
+                hits += tc.stats().hit_tokens;
+                accepted += dm.stats().accepted;
+            }
+            assert_eq!(spec(&target, &prompt, n, &mut shared).tokens, want, "{arch:?} trial {trial}: shared drafter");
+            let lookup = PromptLookup { max_ngram: 1 + rng.next(3), min_ngram: 1, k: 1 + rng.next(8) };
+            let mut tc = TokenCache::new(lookup, TokenCacheConfig { per_anchor: 1 + rng.next(4), ..Default::default() }).unwrap();
+            assert_eq!(spec(&target, &prompt, n, &mut tc).tokens, want, "{arch:?} trial {trial}: token cache + prompt lookup");
+            hits += tc.stats().hit_tokens;
+        }
+    }
+    assert!(hits > 0, "cached phrases were accepted sometimes");
+    assert!(accepted > 0, "the other random model's drafts were accepted sometimes");
+}
+
+#[test]
+fn the_target_as_its_own_drafter_is_accepted_in_full() {
+    let mut rng = Lcg(11);
+    let (mut reused, mut cut) = (0, 0);
+    for (arch, seed) in [(Architecture::Llama, 3), (Architecture::Qwen2, 4)] {
+        let target = tiny(arch, seed);
+        let vocab = target.config().vocab_size;
+        for trial in 0..3 {
+            let prompt = repeating_prompt(&mut rng, vocab);
+            let n = 30 + rng.next(30);
+            let want = ar(&target, &prompt, n);
+            for config in configs(&mut rng, trial) {
+                let mut dm = DraftModel::new(target.clone(), config).unwrap();
+                let out = spec(&target, &prompt, n, &mut dm);
+                assert_eq!(out.tokens, want, "{arch:?} trial {trial}: {config:?}");
+                for (i, step) in out.steps.iter().enumerate() {
+                    assert_eq!(step.accepted, step.tree_size, "{arch:?} trial {trial} step {i}: {config:?}");
+                }
+                if config.precut.is_none() {
+                    // λ tokens per step plus the bonus, except where the length limit cuts.
+                    let full = out.steps.iter().filter(|s| s.tree_size == config.lambda).count();
+                    assert!(full + 1 >= out.steps.len(), "{arch:?} trial {trial}: {config:?}");
+                }
+                let stats = dm.stats();
+                assert_eq!(stats.accepted, stats.drafted);
+                reused += stats.reused;
+                cut += out.steps.iter().filter(|s| s.tree_size < config.lambda).count();
+            }
+        }
+    }
+    assert!(reused > 0, "draft-side reuse produced tokens from cached phrases");
+    assert!(cut > 0, "Pre-cut stopped some drafts early");
+}
