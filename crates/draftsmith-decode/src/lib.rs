@@ -2,10 +2,14 @@
 //! method, the autoregressive baseline, and the speculative engine with its drafting methods.
 
 pub mod ar;
+pub mod error;
 pub mod methods;
+pub mod registry;
 pub mod sampling;
 pub mod spec;
 
 pub use ar::{generate, prefill, Generation, StopReason};
+pub use error::DecodeError;
+pub use registry::{build_proposer, MethodParams, AR, METHODS};
 pub use sampling::{Sampler, SamplingConfig};
 pub use spec::{generate_speculative, DraftContext, Proposer, SpecOutput, StepRecord};
