@@ -13,7 +13,8 @@ fn num(v: Option<f64>, digits: usize) -> String {
     v.map_or_else(|| "–".to_string(), |v| format!("{v:.digits$}"))
 }
 
-/// Renders the report; `plot` is the SVG's file name next to it.
+/// Renders the report; `plot` is the SVG's file name next to it. The command shown is the one
+/// that created the directory (`manifest.command`), plus `command_line` when it resumed it.
 pub fn render_report(summary: &Summary, manifest: &Manifest, command_line: &str, plot: &str) -> String {
     let mut md = String::new();
     let _ = writeln!(md, "# Eval: {}\n", summary.method_order.join(", "));
@@ -24,17 +25,18 @@ pub fn render_report(summary: &Summary, manifest: &Manifest, command_line: &str,
     let _ = writeln!(md, "- params: draft_len = {}, lookup_ngram = {}", manifest.params.draft_len, manifest.params.lookup_ngram);
     let verdict = if summary.lossless { "yes: every method's output equals ar's on every prompt" } else { "**NO** (see below)" };
     let _ = writeln!(md, "- lossless: {verdict}\n");
-    md.push_str("| method | prompts | tokens | τ tokens/step | acceptance % | mean accepted | speedup | speedup (with prefill) | ms/token | draft ms/step | verify ms/step | commit ms/step | lossless |\n");
-    md.push_str("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n");
+    md.push_str("| method | prompts | tokens | τ tokens/step | acceptance % | mean accepted | mean tree size | speedup | speedup (with prefill) | ms/token | draft ms/step | verify ms/step | commit ms/step | lossless |\n");
+    md.push_str("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n");
     for (name, s) in summary.iter() {
         let _ = writeln!(
             md,
-            "| {name} | {} | {} | {:.3} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {name} | {} | {} | {:.3} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             s.prompts,
             s.output_tokens,
             s.tokens_per_step,
             num(s.acceptance_pct, 1),
             num(s.mean_accepted, 2),
+            num(s.mean_tree_size, 1),
             num(s.speedup, 2),
             num(s.speedup_with_prefill, 2),
             num(s.decode_ms_per_token, 2),
@@ -60,7 +62,10 @@ pub fn render_report(summary: &Summary, manifest: &Manifest, command_line: &str,
         }
     }
     let _ = writeln!(md, "\n![tokens/step and speedup per method]({plot})\n");
-    let _ = writeln!(md, "## Command\n\n```sh\n{command_line}\n```");
+    let _ = writeln!(md, "## Command\n\n```sh\n{}\n```", manifest.command);
+    if command_line != manifest.command {
+        let _ = writeln!(md, "\nLast resumed by:\n\n```sh\n{command_line}\n```");
+    }
     md
 }
 
@@ -79,9 +84,11 @@ mod tests {
         let summary = summarize(&[ar, pl], &["ar".into(), "prompt-lookup".into()]);
         let manifest = crate::manifest::tests_support::manifest();
         let md = render_report(&summary, &manifest, "draftsmith eval --methods ar,prompt-lookup", "plot.svg");
+        let resumed = render_report(&summary, &manifest, "draftsmith eval", "plot.svg");
         assert!(md.contains("slower than ar: prompt-lookup (0.50×"), "{md}");
         assert!(md.contains("prompt `p1`, prompt-lookup: position 2: ar 3 vs 4"), "{md}");
-        assert!(md.contains("```sh\ndraftsmith eval --methods ar,prompt-lookup\n```"));
-        assert!(md.contains("| prompt-lookup | 1 | 3 | 1.000 |"), "{md}");
+        assert!(md.contains("```sh\ndraftsmith eval\n```") && md.contains("Last resumed by:\n\n```sh\ndraftsmith eval --methods"), "{md}");
+        assert!(!resumed.contains("Last resumed by"), "{resumed}");
+        assert!(md.contains("| prompt-lookup | 1 | 3 | 1.000 | 0.0 | 0.00 | 4.0 | 0.50 |"), "{md}");
     }
 }
