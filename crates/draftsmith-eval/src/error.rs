@@ -16,13 +16,13 @@ pub enum EvalError {
     #[error("{path}: the model has no chat template; pass --no-chat-template")]
     NoChatTemplate { path: PathBuf },
     #[error("prompt `{id}`: {source}")]
-    Prompt { id: String, source: ModelError },
+    Prompt { id: String, source: Box<ModelError> },
     #[error("prompt `{id}`: {len} tokens do not fit the model's context of {context} tokens (at most {} prompt tokens)", context - 1)]
     PromptTooLong { id: String, len: usize, context: usize },
     #[error("prompt `{id}`, method `{method}`: {source}")]
-    Decode { id: String, method: String, source: DecodeError },
+    Decode { id: String, method: String, source: Box<DecodeError> },
     #[error(transparent)]
-    Method(#[from] DecodeError),
+    Method(Box<DecodeError>),
     #[error("{path}:{line}: not a record: {problem}")]
     RecordLine { path: PathBuf, line: usize, problem: String },
     #[error("{path}: invalid manifest: {problem}")]
@@ -33,6 +33,12 @@ pub enum EvalError {
     NoManifest { dir: PathBuf, records: PathBuf },
     #[error("plot: {problem}")]
     Plot { problem: String },
+}
+
+impl From<DecodeError> for EvalError {
+    fn from(e: DecodeError) -> Self {
+        Self::Method(Box::new(e))
+    }
 }
 
 impl EvalError {

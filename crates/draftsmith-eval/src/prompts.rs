@@ -106,7 +106,7 @@ pub fn encode_prompts(tokenizer: &TextTokenizer, prompts: &[Prompt], chat_templa
     prompts
         .iter()
         .map(|p| {
-            let wrap = |source| EvalError::Prompt { id: p.id.clone(), source };
+            let wrap = |source| EvalError::Prompt { id: p.id.clone(), source: Box::new(source) };
             let text = match template {
                 Some(t) => t.render(&[ChatMessage::new("user", &p.text)], true).map_err(wrap)?,
                 None => p.text.clone(),

@@ -33,7 +33,7 @@ pub struct RunSpec<'a> {
 
 /// Greedy generation of one prompt with one method.
 pub fn run_pair<B: Backend>(model: &Model<B>, prompt: &EncodedPrompt, method: &str, spec: &RunSpec<'_>) -> Result<Record, EvalError> {
-    let fail = |source: DecodeError| EvalError::Decode { id: prompt.id.clone(), method: method.to_string(), source };
+    let fail = |source: DecodeError| EvalError::Decode { id: prompt.id.clone(), method: method.to_string(), source: Box::new(source) };
     let proposer = build_proposer(method, spec.params).map_err(fail)?;
     let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
     let record = |output_ids, stop, draft_len, prefill, decode, target_calls, steps| Record {
