@@ -23,6 +23,7 @@ enum Command {
     Fetch(commands::fetch::FetchArgs),
     /// Generate text with the target model.
     Generate(commands::generate::GenerateArgs),
+    Eval(commands::eval::EvalArgs),
     /// Benchmarks.
     #[command(subcommand)]
     Bench(commands::bench::BenchCommand),
@@ -46,6 +47,7 @@ fn run(command: Command) -> Result<()> {
     match command {
         Command::Fetch(args) => commands::fetch::run(args),
         Command::Generate(args) => commands::generate::run(args),
+        Command::Eval(args) => commands::eval::run(args),
         Command::Bench(cmd) => commands::bench::run(cmd),
     }
 }

@@ -8,7 +8,7 @@ use draftsmith_model::{AttentionMask, KvCache, LogitsSelect, Model, ModelError};
 use crate::sampling::Sampler;
 
 /// Why generation ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum StopReason {
     Eos,

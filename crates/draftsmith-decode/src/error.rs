@@ -23,4 +23,8 @@ pub enum DecodeError {
     /// A method parameter is outside its valid range.
     #[error("{method}: parameter `{name}` = {value} is invalid: {bound}")]
     Parameter { method: &'static str, name: &'static str, value: String, bound: &'static str },
+    #[error("unknown method `{name}` (known methods: {})", known.join(", "))]
+    UnknownMethod { name: String, known: Vec<&'static str> },
+    #[error("method `{method}`: parameter `{param}` = {value}: {problem}")]
+    InvalidParam { method: String, param: &'static str, value: String, problem: String },
 }

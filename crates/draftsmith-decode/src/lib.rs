@@ -4,10 +4,12 @@
 pub mod ar;
 pub mod error;
 pub mod methods;
+pub mod registry;
 pub mod sampling;
 pub mod spec;
 
-pub use error::DecodeError;
 pub use ar::{generate, prefill, Generation, StopReason};
+pub use error::DecodeError;
+pub use registry::{build_proposer, MethodParams, AR, METHODS};
 pub use sampling::{Sampler, SamplingConfig};
 pub use spec::{generate_speculative, DraftContext, Proposer, SpecOutput, StepRecord, Verified};

@@ -6,8 +6,10 @@ use std::path::PathBuf;
 use anyhow::{Context, Result};
 use burn::tensor::backend::Backend;
 use clap::Args;
-use draftsmith_decode::methods::PromptLookup;
-use draftsmith_decode::{Generation, Sampler, SamplingConfig};
+use clap::builder::PossibleValuesParser;
+use draftsmith_decode::{build_proposer, Generation, Sampler, SamplingConfig, AR, METHODS};
+
+use crate::commands::eval::MethodParamArgs;
 use draftsmith_model::{ChatMessage, LoadedModel};
 use serde_json::json;
 
@@ -35,26 +37,13 @@ pub struct GenerateArgs {
     #[command(flatten)]
     pub sampling: SamplingArgs,
     /// Decoding method: `ar` (autoregressive) or a speculative method (greedy only for now).
-    #[arg(long, value_enum, default_value_t = Method::Ar)]
-    pub method: Method,
-    /// Draft length of chain methods (prompt-lookup).
-    #[arg(long, default_value_t = 10)]
-    pub draft_len: usize,
-    /// Longest n-gram prompt lookup tries to match (down to 1).
-    #[arg(long, default_value_t = 3)]
-    pub lookup_ngram: usize,
+    #[arg(long, default_value = AR, value_parser = PossibleValuesParser::new(METHODS))]
+    pub method: String,
+    #[command(flatten)]
+    pub params: MethodParamArgs,
     /// Print one JSON object as the last stdout line instead of streaming text.
     #[arg(long)]
     pub json: bool,
-}
-
-/// Decoding methods.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum Method {
-    /// One target forward per token.
-    Ar,
-    /// Draft the continuation of the latest earlier match of the last n tokens.
-    PromptLookup,
 }
 
 /// Sampling flags shared by the commands that decode.
@@ -127,8 +116,9 @@ fn run_on<B: Backend>(args: &GenerateArgs, device: &B::Device) -> Result<()> {
     let mut stream = TextStream::default();
     let stdout = std::io::stdout();
     let mut steps = None;
-    let generation = match args.method {
-        Method::Ar => draftsmith_decode::generate(&loaded.model, &prompt, args.max_new_tokens, loaded.tokenizer.eos_ids(), &mut sampler, &mut |t| {
+    let proposer = build_proposer(&args.method, &args.params.params())?;
+    let generation = match proposer {
+        None => draftsmith_decode::generate(&loaded.model, &prompt, args.max_new_tokens, loaded.tokenizer.eos_ids(), &mut sampler, &mut |t| {
             if !args.json {
                 if let Ok(piece) = stream.push(&loaded.tokenizer, t) {
                     let mut out = stdout.lock();
@@ -138,12 +128,11 @@ fn run_on<B: Backend>(args: &GenerateArgs, device: &B::Device) -> Result<()> {
             }
             true
         })?,
-        Method::PromptLookup => {
+        Some(mut proposer) => {
             if !args.sampling.config().is_greedy() {
-                anyhow::bail!("--method prompt-lookup: only greedy decoding (--temperature 0) is implemented so far");
+                anyhow::bail!("--method {}: only greedy decoding (--temperature 0) is implemented so far", args.method);
             }
-            let mut proposer = PromptLookup { max_ngram: args.lookup_ngram.max(1), min_ngram: 1, k: args.draft_len };
-            let out = draftsmith_decode::generate_speculative(&loaded.model, &prompt, args.max_new_tokens, loaded.tokenizer.eos_ids(), &mut proposer)?;
+            let out = draftsmith_decode::generate_speculative(&loaded.model, &prompt, args.max_new_tokens, loaded.tokenizer.eos_ids(), proposer.as_mut())?;
             if !args.json {
                 print!("{}", loaded.tokenizer.decode(&out.tokens)?);
             }
@@ -159,7 +148,7 @@ fn run_on<B: Backend>(args: &GenerateArgs, device: &B::Device) -> Result<()> {
             "{}",
             json!({
                 "prompt_ids": prompt, "output_ids": generation.tokens, "text": text,
-                "stop": generation.stop, "method": format!("{:?}", args.method).to_lowercase(),
+                "stop": generation.stop, "method": args.method,
                 "target_calls": steps.map_or(generation.tokens.len(), |s| s + 1),
                 "decode_tokens_per_s": decode_tps, "prefill_tokens_per_s": prefill_tps,
                 "prefill_ms": generation.prefill.as_secs_f64() * 1e3, "decode_ms": generation.decode.as_secs_f64() * 1e3,

@@ -1,5 +1,6 @@
 //! One file per subcommand.
 
 pub mod bench;
+pub mod eval;
 pub mod fetch;
 pub mod generate;

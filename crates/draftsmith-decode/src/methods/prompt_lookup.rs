@@ -47,6 +47,10 @@ impl Proposer for PromptLookup {
         "prompt-lookup"
     }
 
+    fn draft_len(&self) -> Option<usize> {
+        Some(self.k)
+    }
+
     fn propose(&mut self, ctx: &DraftContext<'_>) -> DraftTree {
         DraftTree::chain(&self.lookup(ctx.tokens))
     }

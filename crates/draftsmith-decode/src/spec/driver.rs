@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 use burn::tensor::{backend::Backend, Tensor};
 use draftsmith_core::DraftTree;
 use draftsmith_model::{AttentionMask, LogitsSelect, Model, ModelError};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use super::proposer::{DraftContext, Proposer, Verified};
 use super::verify::verify_greedy;
@@ -13,7 +13,7 @@ use crate::ar::{prefill, StopReason};
 use crate::sampling::argmax;
 
 /// What happened in one draft–verify–commit step.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct StepRecord {
     /// Draft nodes proposed (the root excluded).
     pub tree_size: usize,

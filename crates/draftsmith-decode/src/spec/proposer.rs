@@ -16,6 +16,12 @@ pub trait Proposer {
     /// Name used in records and reports.
     fn name(&self) -> &str;
 
+    /// The most draft tokens on one path, where the method has such a bound (the denominator
+    /// of acceptance %); `None` for methods whose tree depth varies without a fixed bound.
+    fn draft_len(&self) -> Option<usize> {
+        None
+    }
+
     /// Drafts a tree hanging below the last token of `ctx.tokens` (may be empty: the step then
     /// degenerates to one autoregressive step).
     fn propose(&mut self, ctx: &DraftContext<'_>) -> DraftTree;

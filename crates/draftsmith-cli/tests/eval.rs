@@ -1,0 +1,91 @@
+//! `draftsmith eval` end to end on the checked-in tiny model: the JSON contract, the lossless
+//! check, resuming, and errors that name what is wrong.
+
+use std::path::PathBuf;
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn bin() -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_draftsmith"));
+    cmd.env_remove("RUST_BACKTRACE").env("DRAFTSMITH_LOG", "error");
+    cmd
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("draftsmith-eval-test-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn eval(prompts: &PathBuf, out: &PathBuf, extra: &[&str]) -> Output {
+    let model = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/tiny-llama.gguf");
+    bin().args(["eval", "--model"]).arg(model).args(["--methods", "ar,prompt-lookup", "--prompts"]).arg(prompts).arg("--out").arg(out).args(["--no-chat-template", "--json"]).args(extra).output().unwrap()
+}
+
+fn last_json(out: &Output) -> Value {
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "failed: {}\n{stdout}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_str(stdout.lines().last().expect("some output")).expect("last line is JSON")
+}
+
+fn lines(path: PathBuf) -> usize {
+    std::fs::read_to_string(path).unwrap().lines().count()
+}
+
+#[test]
+fn eval_reports_the_contract_is_lossless_and_resumes() {
+    let dir = scratch("contract");
+    let prompts = dir.join("prompts.jsonl");
+    std::fs::write(&prompts, "{\"id\": \"repeat\", \"prompt\": \"the cat sat on the mat and the cat sat\"}\n{\"id\": 7, \"turns\": [\"the dog\", \"second turn\"]}\n").unwrap();
+    let out = dir.join("run");
+    let json = last_json(&eval(&prompts, &out, &["--max-new-tokens", "10"]));
+    for method in ["ar", "prompt-lookup"] {
+        let m = &json["methods"][method];
+        assert_eq!(m["lossless"], true, "{json}");
+        for key in ["tokens_per_step", "speedup", "speedup_with_prefill", "mean_verify_ms"] {
+            assert!(m.get(key).is_some(), "{method}: missing {key} in {json}");
+        }
+    }
+    assert_eq!(json["methods"]["ar"]["tokens_per_step"], 1.0);
+    assert!(json["methods"]["prompt-lookup"]["tokens_per_step"].as_f64().unwrap() >= 1.0);
+    for file in ["manifest.json", "records.jsonl", "summary.json", "report.md", "plot.svg"] {
+        assert!(out.join(file).is_file(), "{file}");
+    }
+    assert_eq!(lines(out.join("records.jsonl")), 4, "2 prompts × 2 methods");
+
+    // An interrupted run: drop the last pair and tear the line before it; the rerun redoes both.
+    let text = std::fs::read_to_string(out.join("records.jsonl")).unwrap();
+    let kept: Vec<&str> = text.lines().take(2).collect();
+    std::fs::write(out.join("records.jsonl"), format!("{}\n{}", kept.join("\n"), "{\"prompt_id\": \"7\", \"me")).unwrap();
+    let again = last_json(&eval(&prompts, &out, &["--max-new-tokens", "10"]));
+    assert_eq!(lines(out.join("records.jsonl")), 4, "only the missing pairs ran");
+    assert_eq!(again["methods"]["prompt-lookup"]["lossless"], true);
+    let before = std::fs::read_to_string(out.join("records.jsonl")).unwrap();
+    last_json(&eval(&prompts, &out, &["--max-new-tokens", "10"]));
+    assert_eq!(std::fs::read_to_string(out.join("records.jsonl")).unwrap(), before, "a complete run reruns nothing");
+
+    let changed = eval(&prompts, &out, &["--max-new-tokens", "11"]);
+    let err = String::from_utf8_lossy(&changed.stderr);
+    assert!(!changed.status.success() && err.contains("max_new_tokens: 11 vs 10"), "{err}");
+}
+
+#[test]
+fn bad_inputs_are_named() {
+    let dir = scratch("errors");
+    let prompts = dir.join("prompts.jsonl");
+    std::fs::write(&prompts, "{\"id\": \"ok\", \"prompt\": \"x\"}\n{\"id\": \"nothing\"}\n").unwrap();
+    let out = eval(&prompts, &dir.join("a"), &[]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("prompts.jsonl:2:") && err.contains("`nothing`"), "{err}");
+
+    std::fs::write(&prompts, format!("{{\"id\": \"huge\", \"prompt\": \"{}\"}}\n", "the cat ".repeat(300))).unwrap();
+    let out = eval(&prompts, &dir.join("b"), &[]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("prompt `huge`") && err.contains("context"), "{err}");
+
+    let out = bin().args(["eval", "--methods", "ar,eagle9", "--prompts"]).arg(&prompts).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("eagle9") && err.contains("prompt-lookup"), "{err}");
+}

@@ -1,0 +1,71 @@
+//! One eval from start to end: check the directory, run what is missing, summarise every
+//! record, write `summary.json`, `plot.svg` and `report.md`.
+
+use std::collections::HashSet;
+use std::path::Path;
+
+use burn::tensor::backend::Backend;
+use draftsmith_model::Model;
+
+use crate::error::EvalError;
+use crate::manifest::{prepare_dir, write_atomic, Manifest};
+use crate::plot::{render_plot, PLOT_FILE};
+use crate::prompts::{check_context, EncodedPrompt};
+use crate::records::{read_records, Record, RecordLog, RECORDS_FILE};
+use crate::report::render_report;
+use crate::runner::{run_pending, Progress, RunSpec};
+use crate::summary::{summarize, Summary};
+
+/// File names of the summaries inside an eval directory.
+pub const SUMMARY_FILE: &str = "summary.json";
+pub const REPORT_FILE: &str = "report.md";
+
+/// Resolved inputs of one eval.
+#[derive(Debug, Clone, Copy)]
+pub struct EvalInput<'a> {
+    /// Where records and summaries go (created, or resumed when its manifest matches).
+    pub out_dir: &'a Path,
+    /// Methods, parameters and lengths come from here (methods resolved, `ar` first).
+    pub manifest: &'a Manifest,
+    pub prompts: &'a [EncodedPrompt],
+    pub stop_tokens: &'a [u32],
+    /// The exact command line, for the report.
+    pub command_line: &'a str,
+}
+
+/// What an eval did.
+#[derive(Debug, Clone)]
+pub struct EvalOutcome {
+    pub summary: Summary,
+    /// Whether the directory held results of an earlier run of the same eval.
+    pub resumed: bool,
+    /// Pairs run now (the others were in the records already).
+    pub ran: usize,
+}
+
+/// Runs the eval. A lossless failure is not an error here: it is in the summary (and every
+/// record and report is written before the caller sees it).
+pub fn evaluate<B: Backend>(model: &Model<B>, input: &EvalInput<'_>, on_progress: &mut dyn FnMut(Progress<'_>)) -> Result<EvalOutcome, EvalError> {
+    let manifest = input.manifest;
+    check_context(input.prompts, model.config().max_position_embeddings)?;
+    for m in &manifest.methods {
+        draftsmith_decode::build_proposer(m, &manifest.params)?;
+    }
+    let resumed = prepare_dir(input.out_dir, manifest)?;
+    let records_path = input.out_dir.join(RECORDS_FILE);
+    let (mut log, existing) = RecordLog::open(&records_path)?;
+    let done: HashSet<(String, String)> = existing.iter().map(Record::key).collect();
+    let spec = RunSpec { methods: &manifest.methods, params: &manifest.params, max_new_tokens: manifest.max_new_tokens, stop_tokens: input.stop_tokens };
+    let ran = run_pending(model, input.prompts, &spec, &mut log, &done, on_progress)?;
+    drop(log);
+    let summary = summarize(&read_records(&records_path)?, &manifest.methods);
+    write_outputs(input.out_dir, &summary, manifest, input.command_line)?;
+    Ok(EvalOutcome { summary, resumed, ran })
+}
+
+/// Writes `summary.json`, `plot.svg` and `report.md` into `dir`.
+pub fn write_outputs(dir: &Path, summary: &Summary, manifest: &Manifest, command_line: &str) -> Result<(), EvalError> {
+    write_atomic(&dir.join(SUMMARY_FILE), &serde_json::to_string_pretty(summary).expect("summary serializes"))?;
+    write_atomic(&dir.join(PLOT_FILE), &render_plot(summary)?)?;
+    write_atomic(&dir.join(REPORT_FILE), &render_report(summary, manifest, command_line, PLOT_FILE))
+}

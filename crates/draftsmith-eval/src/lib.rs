@@ -1,0 +1,26 @@
+//! The evaluation harness: a matrix of decoding methods over a prompt set, run greedy on one
+//! loaded engine with the autoregressive baseline first, checked token for token against it.
+//!
+//! An eval directory holds `manifest.json` (what was run), `records.jsonl` (one raw record per
+//! (prompt, method), with per-step data; appended as pairs finish, so a rerun resumes), and
+//! the summaries computed from the records alone: `summary.json`, `report.md`, `plot.svg`.
+//! The library prints nothing; progress goes to a callback.
+
+pub mod error;
+pub mod evaluate;
+pub mod manifest;
+pub mod plot;
+pub mod prompts;
+pub mod records;
+pub mod report;
+pub mod runner;
+pub mod summary;
+
+pub use error::EvalError;
+pub use evaluate::{evaluate, write_outputs, EvalInput, EvalOutcome, REPORT_FILE, SUMMARY_FILE};
+pub use manifest::{resolve_methods, Manifest, MANIFEST_FILE, SCHEMA_VERSION};
+pub use plot::PLOT_FILE;
+pub use prompts::{encode_prompts, read_prompts, EncodedPrompt, Prompt, PromptSet};
+pub use records::{read_records, Record, RECORDS_FILE};
+pub use runner::{Progress, RunSpec};
+pub use summary::{summarize, MethodSummary, Mismatch, Summary};

@@ -1,0 +1,158 @@
+//! `manifest.json`: what an eval directory holds results of. A rerun into the same directory
+//! resumes only when everything that shapes the records is the same.
+
+use std::path::Path;
+
+use draftsmith_decode::{MethodParams, AR};
+use serde::{Deserialize, Serialize};
+
+use crate::error::EvalError;
+use crate::records::RECORDS_FILE;
+
+/// File name of the manifest inside an eval directory.
+pub const MANIFEST_FILE: &str = "manifest.json";
+/// Bumped when records or the manifest change shape.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// Provenance of an eval directory.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Manifest {
+    pub schema_version: u32,
+    /// The resolved model path.
+    pub model: String,
+    /// Device and weight representation (timings depend on them).
+    pub engine: String,
+    /// Methods in run order, `ar` first.
+    pub methods: Vec<String>,
+    pub params: MethodParams,
+    pub max_new_tokens: usize,
+    /// The resolved prompts file, its sha256, how many prompts were taken, chat template on/off.
+    pub prompts: String,
+    pub prompts_sha256: String,
+    pub limit: Option<usize>,
+    pub chat_template: bool,
+    /// The command line that created the directory (informational: not compared on resume).
+    pub command: String,
+}
+
+impl Manifest {
+    /// Fields that differ from `other`, as `name: ours vs theirs` (the command is ignored).
+    pub fn differences(&self, other: &Manifest) -> Vec<String> {
+        let mut out = Vec::new();
+        let mut check = |name: &str, a: String, b: String| {
+            if a != b {
+                out.push(format!("{name}: {a} vs {b}"));
+            }
+        };
+        check("schema_version", self.schema_version.to_string(), other.schema_version.to_string());
+        check("model", self.model.clone(), other.model.clone());
+        check("engine", self.engine.clone(), other.engine.clone());
+        check("methods", self.methods.join(","), other.methods.join(","));
+        check("params", format!("{:?}", self.params), format!("{:?}", other.params));
+        check("max_new_tokens", self.max_new_tokens.to_string(), other.max_new_tokens.to_string());
+        check("prompts", self.prompts.clone(), other.prompts.clone());
+        check("prompts_sha256", self.prompts_sha256.clone(), other.prompts_sha256.clone());
+        check("limit", format!("{:?}", self.limit), format!("{:?}", other.limit));
+        check("chat_template", self.chat_template.to_string(), other.chat_template.to_string());
+        out
+    }
+}
+
+/// Normalises a method list: `ar` first (added when missing: it is the baseline), duplicates
+/// dropped, every name checked against the registry with `params`.
+pub fn resolve_methods(methods: &[String], params: &MethodParams) -> Result<Vec<String>, EvalError> {
+    let mut out = vec![AR.to_string()];
+    for m in methods {
+        let m = m.trim();
+        draftsmith_decode::build_proposer(m, params)?;
+        if !out.iter().any(|x| x == m) {
+            out.push(m.to_string());
+        }
+    }
+    Ok(out)
+}
+
+/// Makes `dir` an eval directory for `manifest`: creates it and writes the manifest, or checks
+/// that the manifest already there describes the same eval. Returns whether it resumes.
+pub fn prepare_dir(dir: &Path, manifest: &Manifest) -> Result<bool, EvalError> {
+    let path = dir.join(MANIFEST_FILE);
+    if path.exists() {
+        let text = std::fs::read_to_string(&path).map_err(EvalError::io(&path))?;
+        let found: Manifest = serde_json::from_str(&text).map_err(|e| EvalError::Manifest { path: path.clone(), problem: e.to_string() })?;
+        let differences = manifest.differences(&found);
+        if !differences.is_empty() {
+            return Err(EvalError::ManifestMismatch { path, differences });
+        }
+        return Ok(true);
+    }
+    let records = dir.join(RECORDS_FILE);
+    if records.exists() {
+        return Err(EvalError::NoManifest { dir: dir.to_path_buf(), records });
+    }
+    std::fs::create_dir_all(dir).map_err(EvalError::io(dir))?;
+    write_atomic(&path, &serde_json::to_string_pretty(manifest).expect("manifest serializes"))?;
+    Ok(false)
+}
+
+/// Writes `text` to `path` through a temporary file and a rename.
+pub fn write_atomic(path: &Path, text: &str) -> Result<(), EvalError> {
+    let tmp = path.with_extension("tmp");
+    std::fs::write(&tmp, text).map_err(EvalError::io(&tmp))?;
+    std::fs::rename(&tmp, path).map_err(EvalError::io(path))
+}
+
+#[cfg(test)]
+pub(crate) mod tests_support {
+    use super::*;
+
+    pub fn manifest() -> Manifest {
+        Manifest {
+            schema_version: SCHEMA_VERSION,
+            model: "m.gguf".into(),
+            engine: "cpu/quantized".into(),
+            methods: vec!["ar".into(), "prompt-lookup".into()],
+            params: MethodParams::default(),
+            max_new_tokens: 16,
+            prompts: "p.jsonl".into(),
+            prompts_sha256: "ab".into(),
+            limit: None,
+            chat_template: true,
+            command: "draftsmith eval".into(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::tests_support::manifest;
+    use super::*;
+
+    #[test]
+    fn methods_get_ar_first_without_duplicates_and_unknown_ones_fail() {
+        let params = MethodParams::default();
+        let got = resolve_methods(&["prompt-lookup".into(), "ar".into(), "prompt-lookup".into()], &params).unwrap();
+        assert_eq!(got, ["ar", "prompt-lookup"]);
+        let err = resolve_methods(&["eagle".into()], &params).unwrap_err().to_string();
+        assert!(err.contains("eagle") && err.contains("prompt-lookup"), "{err}");
+    }
+
+    #[test]
+    fn a_directory_resumes_only_for_the_same_manifest() {
+        let dir = std::env::temp_dir().join(format!("draftsmith-eval-{}-manifest", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let m = manifest();
+        assert!(!prepare_dir(&dir, &m).unwrap());
+        let text = std::fs::read_to_string(dir.join(MANIFEST_FILE)).unwrap();
+        assert_eq!(serde_json::from_str::<Manifest>(&text).unwrap(), m, "round trip");
+        assert!(prepare_dir(&dir, &Manifest { command: "other".into(), ..m.clone() }).unwrap(), "the command does not matter");
+        let other = Manifest { max_new_tokens: 32, params: MethodParams { draft_len: 3, ..m.params.clone() }, ..m.clone() };
+        let err = prepare_dir(&dir, &other).unwrap_err().to_string();
+        assert!(err.contains("max_new_tokens: 32 vs 16") && err.contains("draft_len: 3") && err.contains("--out"), "{err}");
+
+        let bare = dir.join("bare");
+        std::fs::create_dir_all(&bare).unwrap();
+        std::fs::write(bare.join(RECORDS_FILE), "").unwrap();
+        assert!(prepare_dir(&bare, &m).unwrap_err().to_string().contains("no manifest.json"));
+    }
+}

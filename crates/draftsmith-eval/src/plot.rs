@@ -1,0 +1,77 @@
+//! `plot.svg`: tokens/step τ and decode speedup per method, as two bar charts with the
+//! `ar` level (1) marked.
+
+use plotters::prelude::*;
+
+use crate::error::EvalError;
+use crate::summary::Summary;
+
+/// File name of the plot inside an eval directory.
+pub const PLOT_FILE: &str = "plot.svg";
+
+const BAR: RGBColor = RGBColor(70, 130, 180);
+
+/// Renders the plot as SVG text.
+pub fn render_plot(summary: &Summary) -> Result<String, EvalError> {
+    let names: Vec<&str> = summary.iter().map(|(n, _)| n).collect();
+    let tau: Vec<f64> = summary.iter().map(|(_, s)| s.tokens_per_step).collect();
+    let speedup: Vec<f64> = summary.iter().map(|(_, s)| s.speedup.unwrap_or(0.0)).collect();
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, (400 + 160 * names.len() as u32, 380)).into_drawing_area();
+        root.fill(&WHITE).map_err(plot_err)?;
+        let panels = root.split_evenly((1, 2));
+        bars(&panels[0], "tokens / step (τ)", &names, &tau)?;
+        bars(&panels[1], "speedup vs ar (decode)", &names, &speedup)?;
+        root.present().map_err(plot_err)?;
+    }
+    Ok(svg)
+}
+
+fn plot_err(e: impl std::fmt::Display) -> EvalError {
+    EvalError::Plot { problem: e.to_string() }
+}
+
+fn bars(area: &DrawingArea<SVGBackend<'_>, plotters::coord::Shift>, title: &str, names: &[&str], values: &[f64]) -> Result<(), EvalError> {
+    let top = values.iter().copied().fold(1.0_f64, f64::max) * 1.2;
+    let mut chart = ChartBuilder::on(area)
+        .caption(title, ("sans-serif", 18))
+        .margin(12)
+        .x_label_area_size(36)
+        .y_label_area_size(44)
+        .build_cartesian_2d((0..names.len().saturating_sub(1)).into_segmented(), 0.0..top)
+        .map_err(plot_err)?;
+    chart
+        .configure_mesh()
+        .disable_x_mesh()
+        .x_labels(names.len())
+        .x_label_formatter(&|v| match v {
+            SegmentValue::CenterOf(i) => names.get(*i).map_or_else(String::new, |n| n.to_string()),
+            _ => String::new(),
+        })
+        .draw()
+        .map_err(plot_err)?;
+    chart
+        .draw_series(Histogram::vertical(&chart).style(BAR.filled()).margin(24).data(values.iter().enumerate().map(|(i, &v)| (i, v))))
+        .map_err(plot_err)?;
+    chart
+        .draw_series(values.iter().enumerate().map(|(i, &v)| Text::new(format!("{v:.2}"), (SegmentValue::CenterOf(i), v + top * 0.02), ("sans-serif", 14))))
+        .map_err(plot_err)?;
+    let level = [(SegmentValue::Exact(0), 1.0), (SegmentValue::Last, 1.0)];
+    chart.draw_series(LineSeries::new(level, RED.stroke_width(1))).map_err(plot_err)?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::records::tests::record;
+    use crate::summary::summarize;
+
+    #[test]
+    fn the_plot_is_svg_naming_every_method() {
+        let summary = summarize(&[record("p", "ar", &[1, 2], &[]), record("p", "prompt-lookup", &[1, 2], &[(1, 2)])], &["ar".into(), "prompt-lookup".into()]);
+        let svg = render_plot(&summary).unwrap();
+        assert!(svg.starts_with("<svg") && svg.contains("prompt-lookup") && svg.contains("\nar\n"), "{svg}");
+    }
+}

@@ -1,0 +1,94 @@
+//! `report.md`: the summary as a markdown table, the exact command, notes on methods slower
+//! than `ar` and on lossless failures, and the plot.
+
+use std::fmt::Write;
+
+use crate::manifest::Manifest;
+use crate::summary::Summary;
+
+/// How many mismatches the report lists (all are in summary.json).
+const MAX_LISTED: usize = 20;
+
+fn num(v: Option<f64>, digits: usize) -> String {
+    v.map_or_else(|| "–".to_string(), |v| format!("{v:.digits$}"))
+}
+
+/// Renders the report; `plot` is the SVG's file name next to it. The command shown is the one
+/// that created the directory (`manifest.command`), plus `command_line` when it resumed it.
+pub fn render_report(summary: &Summary, manifest: &Manifest, command_line: &str, plot: &str) -> String {
+    let mut md = String::new();
+    let _ = writeln!(md, "# Eval: {}\n", summary.method_order.join(", "));
+    let _ = writeln!(md, "- model: `{}` ({})", manifest.model, manifest.engine);
+    let limit = manifest.limit.map_or_else(String::new, |k| format!(", first {k}"));
+    let template = if manifest.chat_template { "chat template" } else { "raw text, no chat template" };
+    let _ = writeln!(md, "- prompts: `{}`{limit} ({template}); greedy, at most {} new tokens", manifest.prompts, manifest.max_new_tokens);
+    let _ = writeln!(md, "- params: draft_len = {}, lookup_ngram = {}", manifest.params.draft_len, manifest.params.lookup_ngram);
+    let verdict = if summary.lossless { "yes: every method's output equals ar's on every prompt" } else { "**NO** (see below)" };
+    let _ = writeln!(md, "- lossless: {verdict}\n");
+    md.push_str("| method | prompts | tokens | τ tokens/step | acceptance % | mean accepted | mean tree size | speedup | speedup (with prefill) | ms/token | draft ms/step | verify ms/step | commit ms/step | lossless |\n");
+    md.push_str("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n");
+    for (name, s) in summary.iter() {
+        let _ = writeln!(
+            md,
+            "| {name} | {} | {} | {:.3} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            s.prompts,
+            s.output_tokens,
+            s.tokens_per_step,
+            num(s.acceptance_pct, 1),
+            num(s.mean_accepted, 2),
+            num(s.mean_tree_size, 1),
+            num(s.speedup, 2),
+            num(s.speedup_with_prefill, 2),
+            num(s.decode_ms_per_token, 2),
+            num(s.mean_draft_ms, 3),
+            num(s.mean_verify_ms, 2),
+            num(s.mean_commit_ms, 3),
+            if s.lossless { "yes" } else { "**no**" },
+        );
+    }
+    md.push_str("\nτ counts the bonus token and the prefill call (AR = 1); acceptance % = 100·(τ−1)/draft_len; speedup = ar ms/token ÷ method ms/token on the same prompts (decode only, then with prefill).\n");
+    let slower: Vec<String> = summary
+        .iter()
+        .filter_map(|(name, s)| s.speedup.filter(|&x| x < 1.0).map(|x| format!("{name} ({x:.2}× ar's decode speed)")))
+        .collect();
+    if !slower.is_empty() {
+        let _ = writeln!(md, "\n**slower than ar: {}**", slower.join(", "));
+    }
+    if !summary.mismatches.is_empty() {
+        let _ = writeln!(md, "\n## Lossless failures ({})\n", summary.mismatches.len());
+        for m in summary.mismatches.iter().take(MAX_LISTED) {
+            let tok = |t: Option<u32>| t.map_or_else(|| "end of output".to_string(), |t| t.to_string());
+            let _ = writeln!(md, "- prompt `{}`, {}: position {}: ar {} vs {}", m.prompt_id, m.method, m.position, tok(m.ar_token), tok(m.method_token));
+        }
+    }
+    let _ = writeln!(md, "\n![tokens/step and speedup per method]({plot})\n");
+    let _ = writeln!(md, "## Command\n\n```sh\n{}\n```", manifest.command);
+    if command_line != manifest.command {
+        let _ = writeln!(md, "\nLast resumed by:\n\n```sh\n{command_line}\n```");
+    }
+    md
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::records::tests::record;
+    use crate::summary::summarize;
+
+    #[test]
+    fn slower_methods_and_failures_are_spelled_out() {
+        let mut ar = record("p1", "ar", &[1, 2, 3], &[]);
+        ar.decode_ms = 10.0;
+        let mut pl = record("p1", "prompt-lookup", &[1, 2, 4], &[(0, 1), (0, 1)]);
+        pl.decode_ms = 20.0;
+        let summary = summarize(&[ar, pl], &["ar".into(), "prompt-lookup".into()]);
+        let manifest = crate::manifest::tests_support::manifest();
+        let md = render_report(&summary, &manifest, "draftsmith eval --methods ar,prompt-lookup", "plot.svg");
+        let resumed = render_report(&summary, &manifest, "draftsmith eval", "plot.svg");
+        assert!(md.contains("slower than ar: prompt-lookup (0.50×"), "{md}");
+        assert!(md.contains("prompt `p1`, prompt-lookup: position 2: ar 3 vs 4"), "{md}");
+        assert!(md.contains("```sh\ndraftsmith eval\n```") && md.contains("Last resumed by:\n\n```sh\ndraftsmith eval --methods"), "{md}");
+        assert!(!resumed.contains("Last resumed by"), "{resumed}");
+        assert!(md.contains("| prompt-lookup | 1 | 3 | 1.000 | 0.0 | 0.00 | 4.0 | 0.50 |"), "{md}");
+    }
+}

@@ -1,0 +1,94 @@
+//! Runs (prompt, method) pairs on one loaded engine, greedy, and appends a record per pair.
+
+use std::collections::HashSet;
+
+use burn::tensor::backend::Backend;
+use draftsmith_decode::{build_proposer, generate, generate_speculative, DecodeError, MethodParams, Sampler, SamplingConfig};
+use draftsmith_model::Model;
+
+use crate::error::EvalError;
+use crate::prompts::EncodedPrompt;
+use crate::records::{pending_pairs, Record, RecordLog};
+
+/// What the runner reports while it works.
+#[derive(Debug, Clone, Copy)]
+pub enum Progress<'a> {
+    /// `done` of `total` pairs were already in the records (resumed).
+    Start { total: usize, done: usize },
+    /// A pair is about to run.
+    Running { prompt_id: &'a str, method: &'a str },
+    /// A pair finished and its record was written.
+    Finished { prompt_id: &'a str, method: &'a str, tokens: usize },
+}
+
+/// The decoding side of an eval: methods in run order (`ar` first), their parameters, the
+/// length limit and the tokens that end a generation.
+#[derive(Debug, Clone, Copy)]
+pub struct RunSpec<'a> {
+    pub methods: &'a [String],
+    pub params: &'a MethodParams,
+    pub max_new_tokens: usize,
+    pub stop_tokens: &'a [u32],
+}
+
+/// Greedy generation of one prompt with one method.
+pub fn run_pair<B: Backend>(model: &Model<B>, prompt: &EncodedPrompt, method: &str, spec: &RunSpec<'_>) -> Result<Record, EvalError> {
+    let fail = |source: DecodeError| EvalError::Decode { id: prompt.id.clone(), method: method.to_string(), source: Box::new(source) };
+    let proposer = build_proposer(method, spec.params).map_err(fail)?;
+    let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
+    let record = |output_ids, stop, draft_len, prefill, decode, target_calls, steps| Record {
+        prompt_id: prompt.id.clone(),
+        method: method.to_string(),
+        prompt_ids: prompt.ids.clone(),
+        output_ids,
+        stop,
+        draft_len,
+        prefill_ms: ms(prefill),
+        decode_ms: ms(decode),
+        target_calls,
+        steps,
+    };
+    Ok(match proposer {
+        None => {
+            let mut sampler = Sampler::new(SamplingConfig::default());
+            let g = generate(model, &prompt.ids, spec.max_new_tokens, spec.stop_tokens, &mut sampler, &mut |_| true).map_err(|e| fail(e.into()))?;
+            let calls = g.tokens.len();
+            record(g.tokens, g.stop, None, g.prefill, g.decode, calls, Vec::new())
+        }
+        Some(mut proposer) => {
+            let draft_len = proposer.draft_len();
+            let out = generate_speculative(model, &prompt.ids, spec.max_new_tokens, spec.stop_tokens, proposer.as_mut()).map_err(|e| fail(e.into()))?;
+            let calls = out.steps.len() + 1;
+            record(out.tokens, out.stop, draft_len, out.prefill, out.decode, calls, out.steps)
+        }
+    })
+}
+
+/// Runs every pair of `prompts` × `spec.methods` not in `done`, prompt by prompt (`ar` first),
+/// appending each record to `log`. Returns how many pairs ran.
+pub fn run_pending<B: Backend>(
+    model: &Model<B>,
+    prompts: &[EncodedPrompt],
+    spec: &RunSpec<'_>,
+    log: &mut RecordLog,
+    done: &HashSet<(String, String)>,
+    on_progress: &mut dyn FnMut(Progress<'_>),
+) -> Result<usize, EvalError> {
+    let ids: Vec<&str> = prompts.iter().map(|p| p.id.as_str()).collect();
+    let pending = pending_pairs(&ids, spec.methods, done);
+    let total = prompts.len() * spec.methods.len();
+    on_progress(Progress::Start { total, done: total - pending.len() });
+    if let Some(&(first, _)) = pending.first() {
+        // Warm-up (untimed, unrecorded): first-call allocations would otherwise land on `ar`.
+        let prompt = prompts.iter().find(|p| p.id == first).expect("pending ids come from prompts");
+        run_pair(model, prompt, draftsmith_decode::AR, &RunSpec { max_new_tokens: 4, ..*spec })?;
+    }
+    for &(prompt_id, method) in &pending {
+        let prompt = prompts.iter().find(|p| p.id == prompt_id).expect("pending ids come from prompts");
+        on_progress(Progress::Running { prompt_id, method });
+        let record = run_pair(model, prompt, method, spec)?;
+        log.append(&record)?;
+        on_progress(Progress::Finished { prompt_id, method, tokens: record.output_ids.len() });
+    }
+    Ok(pending.len())
+}

@@ -1,0 +1,214 @@
+//! Summaries computed from records only (DESIGN.md metric conventions):
+//!
+//! - tokens/step τ = output tokens ÷ target calls (prefill included; the bonus token counts;
+//!   AR = 1);
+//! - acceptance % = 100·(τ−1)/draft_len, α = Σ accepted ÷ (draft_len · steps), where a draft
+//!   length applies;
+//! - mean accepted = Σ accepted ÷ steps (bonus excluded);
+//! - ms/token: decode ms ÷ (tokens − 1) without prefill (the first token comes from prefill),
+//!   (prefill + decode) ms ÷ tokens with it — totals over prompts, not means of ratios;
+//! - speedup = AR ms/token ÷ method ms/token over the prompts both have a record for;
+//! - lossless = every output equals AR's, token for token, on every prompt.
+
+use std::collections::{BTreeMap, HashMap};
+
+use draftsmith_decode::AR;
+use serde::{Deserialize, Serialize};
+
+use crate::records::Record;
+
+/// The first difference between a method's output and AR's on one prompt.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Mismatch {
+    pub prompt_id: String,
+    pub method: String,
+    /// Index into the output ids.
+    pub position: usize,
+    /// AR's token there (`None`: AR's output ended).
+    pub ar_token: Option<u32>,
+    /// The method's token there (`None`: the method's output ended).
+    pub method_token: Option<u32>,
+}
+
+/// One method's metrics.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct MethodSummary {
+    pub prompts: usize,
+    pub output_tokens: usize,
+    pub target_calls: usize,
+    /// Draft–verify–commit steps (0 for AR).
+    pub steps: usize,
+    pub tokens_per_step: f64,
+    pub draft_len: Option<usize>,
+    pub acceptance_pct: Option<f64>,
+    pub alpha: Option<f64>,
+    pub mean_accepted: Option<f64>,
+    pub mean_tree_size: Option<f64>,
+    pub decode_ms_per_token: Option<f64>,
+    pub ms_per_token_with_prefill: Option<f64>,
+    /// Without prefill.
+    pub speedup: Option<f64>,
+    pub speedup_with_prefill: Option<f64>,
+    pub mean_draft_ms: Option<f64>,
+    pub mean_verify_ms: Option<f64>,
+    pub mean_commit_ms: Option<f64>,
+    /// Prompts compared with AR.
+    pub compared_prompts: usize,
+    pub lossless: bool,
+}
+
+/// Every method's metrics and the lossless check.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Summary {
+    pub baseline: String,
+    /// Methods in run order (the keys of `methods`).
+    pub method_order: Vec<String>,
+    pub methods: BTreeMap<String, MethodSummary>,
+    pub lossless: bool,
+    pub mismatches: Vec<Mismatch>,
+}
+
+impl Summary {
+    /// Methods in run order with their summaries.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &MethodSummary)> {
+        self.method_order.iter().filter_map(|m| self.methods.get(m).map(|s| (m.as_str(), s)))
+    }
+}
+
+/// First position where `method` differs from `ar`, if any.
+pub fn first_mismatch(ar: &[u32], method: &[u32]) -> Option<(usize, Option<u32>, Option<u32>)> {
+    let n = ar.len().max(method.len());
+    (0..n).find(|&i| ar.get(i) != method.get(i)).map(|i| (i, ar.get(i).copied(), method.get(i).copied()))
+}
+
+fn ratio(num: f64, den: f64) -> Option<f64> {
+    (den > 0.0).then(|| num / den)
+}
+
+/// (decode ms/token, with-prefill ms/token) over `records`.
+fn ms_per_token<'a>(records: impl Iterator<Item = &'a Record> + Clone) -> (Option<f64>, Option<f64>) {
+    let decode: f64 = records.clone().map(|r| r.decode_ms).sum();
+    let prefill: f64 = records.clone().map(|r| r.prefill_ms).sum();
+    let tokens: usize = records.clone().map(|r| r.output_ids.len()).sum();
+    let later: usize = records.map(|r| r.output_ids.len().saturating_sub(1)).sum();
+    (ratio(decode, later as f64), ratio(prefill + decode, tokens as f64))
+}
+
+/// Summarises `records` for `methods` (run order, `ar` first).
+pub fn summarize(records: &[Record], methods: &[String]) -> Summary {
+    let ar: HashMap<&str, &Record> = records.iter().filter(|r| r.method == AR).map(|r| (r.prompt_id.as_str(), r)).collect();
+    let mut summaries = BTreeMap::new();
+    let mut mismatches = Vec::new();
+    for method in methods {
+        let own: Vec<&Record> = records.iter().filter(|r| &r.method == method).collect();
+        let paired: Vec<(&Record, &Record)> = own.iter().filter_map(|r| ar.get(r.prompt_id.as_str()).map(|a| (*a, *r))).collect();
+        for (a, r) in &paired {
+            if let Some((position, ar_token, method_token)) = first_mismatch(&a.output_ids, &r.output_ids) {
+                mismatches.push(Mismatch { prompt_id: r.prompt_id.clone(), method: method.clone(), position, ar_token, method_token });
+            }
+        }
+        let lossless = !mismatches.iter().any(|m| &m.method == method) && paired.len() == own.len();
+        summaries.insert(method.clone(), method_summary(&own, &paired, lossless));
+    }
+    let lossless = summaries.values().all(|s| s.lossless);
+    Summary { baseline: AR.to_string(), method_order: methods.to_vec(), methods: summaries, lossless, mismatches }
+}
+
+fn method_summary(own: &[&Record], paired: &[(&Record, &Record)], lossless: bool) -> MethodSummary {
+    let output_tokens: usize = own.iter().map(|r| r.output_ids.len()).sum();
+    let target_calls: usize = own.iter().map(|r| r.target_calls).sum();
+    let steps: Vec<_> = own.iter().flat_map(|r| r.steps.iter()).collect();
+    let n = steps.len() as f64;
+    let per_step = |f: &dyn Fn(&draftsmith_decode::StepRecord) -> f64| ratio(steps.iter().map(|s| f(s)).sum(), n);
+    let accepted: usize = steps.iter().map(|s| s.accepted).sum();
+    let tau = ratio(output_tokens as f64, target_calls as f64).unwrap_or(0.0);
+    let draft_len = own.iter().find_map(|r| r.draft_len).filter(|&d| d > 0);
+    let (decode, with_prefill) = ms_per_token(own.iter().copied());
+    let (ar_decode, ar_with) = ms_per_token(paired.iter().map(|(a, _)| *a));
+    let (m_decode, m_with) = ms_per_token(paired.iter().map(|(_, r)| *r));
+    let speedup = |a: Option<f64>, m: Option<f64>| a.zip(m).and_then(|(a, m)| ratio(a, m));
+    MethodSummary {
+        prompts: own.len(),
+        output_tokens,
+        target_calls,
+        steps: steps.len(),
+        tokens_per_step: tau,
+        draft_len,
+        acceptance_pct: draft_len.map(|d| 100.0 * (tau - 1.0) / d as f64),
+        alpha: draft_len.and_then(|d| ratio(accepted as f64, (d * steps.len()) as f64)),
+        mean_accepted: ratio(accepted as f64, n),
+        mean_tree_size: per_step(&|s| s.tree_size as f64),
+        decode_ms_per_token: decode,
+        ms_per_token_with_prefill: with_prefill,
+        speedup: speedup(ar_decode, m_decode),
+        speedup_with_prefill: speedup(ar_with, m_with),
+        mean_draft_ms: per_step(&|s| s.draft_ms),
+        mean_verify_ms: per_step(&|s| s.verify_ms),
+        mean_commit_ms: per_step(&|s| s.commit_ms),
+        compared_prompts: paired.len(),
+        lossless,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::records::tests::record;
+
+    fn close(a: Option<f64>, b: f64) {
+        let a = a.expect("a value");
+        assert!((a - b).abs() < 1e-9, "{a} vs {b}");
+    }
+
+    #[test]
+    fn hand_made_records_give_the_defined_metrics() {
+        // AR: 2 prompts × 4 tokens, 4 calls each; 30 ms decode for 3 later tokens → 10 ms/token.
+        let mut ar1 = record("p1", "ar", &[1, 2, 3, 4], &[]);
+        let mut ar2 = record("p2", "ar", &[5, 6, 7, 8], &[]);
+        ar1.decode_ms = 30.0;
+        ar2.decode_ms = 30.0;
+        // Prompt lookup (draft_len 4): p1 in 2 steps (accepted 2 then 0 → emitted 3 + …).
+        let mut pl1 = record("p1", "pl", &[1, 2, 3, 4], &[(2, 3)]); // prefill token + 3 = 4 tokens, 2 calls
+        let mut pl2 = record("p2", "pl", &[5, 6, 7, 8], &[(0, 1), (1, 2)]); // 1 + 1 + 2 = 4 tokens, 3 calls
+        pl1.decode_ms = 15.0;
+        pl2.decode_ms = 15.0;
+        let s = summarize(&[ar1, ar2, pl1, pl2], &["ar".into(), "pl".into()]);
+        assert!(s.lossless && s.mismatches.is_empty());
+        let ar = &s.methods["ar"];
+        assert_eq!((ar.tokens_per_step, ar.steps, ar.acceptance_pct), (1.0, 0, None));
+        close(ar.decode_ms_per_token, 10.0);
+        close(ar.ms_per_token_with_prefill, (20.0 + 60.0) / 8.0);
+        close(ar.speedup, 1.0);
+        let pl = &s.methods["pl"];
+        assert_eq!((pl.output_tokens, pl.target_calls, pl.steps), (8, 5, 3));
+        assert!((pl.tokens_per_step - 8.0 / 5.0).abs() < 1e-12, "τ includes the bonus and the prefill call");
+        close(pl.acceptance_pct, 100.0 * 0.6 / 4.0);
+        close(pl.alpha, 3.0 / 12.0);
+        close(pl.mean_accepted, 1.0);
+        close(pl.mean_tree_size, 4.0);
+        close(pl.decode_ms_per_token, 5.0);
+        close(pl.speedup, 2.0);
+        close(pl.speedup_with_prefill, 10.0 / ((20.0 + 30.0) / 8.0));
+        close(pl.mean_verify_ms, 20.0);
+        close(pl.mean_draft_ms, 0.5);
+        close(pl.mean_commit_ms, 1.0);
+    }
+
+    #[test]
+    fn mismatches_name_prompt_position_and_both_tokens() {
+        let s = summarize(
+            &[record("p1", "ar", &[1, 2, 3], &[]), record("p1", "pl", &[1, 9, 3], &[(0, 1)]), record("p2", "ar", &[4], &[]), record("p2", "pl", &[4, 5], &[])],
+            &["ar".into(), "pl".into()],
+        );
+        assert!(!s.lossless && !s.methods["pl"].lossless && s.methods["ar"].lossless);
+        assert_eq!(s.mismatches[0], Mismatch { prompt_id: "p1".into(), method: "pl".into(), position: 1, ar_token: Some(2), method_token: Some(9) });
+        assert_eq!((s.mismatches[1].position, s.mismatches[1].ar_token, s.mismatches[1].method_token), (1, None, Some(5)));
+        assert_eq!(first_mismatch(&[1, 2], &[1, 2]), None);
+    }
+
+    #[test]
+    fn a_method_without_an_ar_record_is_not_called_lossless() {
+        let s = summarize(&[record("p1", "pl", &[1], &[])], &["ar".into(), "pl".into()]);
+        assert!(!s.methods["pl"].lossless && s.methods["pl"].speedup.is_none());
+    }
+}
