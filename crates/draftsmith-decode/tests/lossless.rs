@@ -2,41 +2,13 @@
 //! tiny random model, for random prompts and method parameters, including trees that contain
 //! the right continuation at random depths among wrong siblings.
 
-use burn::backend::Flex;
+mod common;
+
+use common::{ar, tiny, Lcg};
 use draftsmith_core::DraftTree;
 use draftsmith_decode::methods::{NgramTrie, NgramTrieConfig, PromptLookup};
-use draftsmith_decode::{generate, generate_speculative, DraftContext, Proposer, Sampler, SamplingConfig};
-use draftsmith_model::{build_model, Architecture, LoadOptions, MatmulWeights, MemorySource, Model, ModelConfig, RopeScaling};
-
-type B = Flex;
-
-fn tiny(arch: Architecture, seed: u64) -> Model<B> {
-    let config = ModelConfig {
-        architecture: arch,
-        vocab_size: 48,
-        hidden_size: 32,
-        intermediate_size: 64,
-        num_layers: 2,
-        num_heads: 4,
-        num_kv_heads: 2,
-        head_dim: 8,
-        rms_norm_eps: 1e-5,
-        rope_theta: 10_000.0,
-        rope_scaling: RopeScaling::None,
-        max_position_embeddings: 512,
-        tie_word_embeddings: arch == Architecture::Llama,
-    };
-    // 32-wide rows: the quantized kernels are used, as on real models.
-    build_model::<B>(&config, &MemorySource::random(&config, seed), LoadOptions { matmul: MatmulWeights::Quantized }, &Default::default()).unwrap()
-}
-
-struct Lcg(u64);
-impl Lcg {
-    fn next(&mut self, bound: usize) -> usize {
-        self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-        ((self.0 >> 33) as usize) % bound
-    }
-}
+use draftsmith_decode::{generate_speculative, DraftContext, Proposer};
+use draftsmith_model::Architecture;
 
 /// Knows the AR continuation and drafts trees that contain a random-length prefix of it,
 /// with random wrong siblings and children.
@@ -69,9 +41,6 @@ impl Proposer for Oracle {
     }
 }
 
-fn ar(model: &Model<B>, prompt: &[u32], n: usize) -> Vec<u32> {
-    generate(model, prompt, n, &[], &mut Sampler::new(SamplingConfig::default()), &mut |_| true).unwrap().tokens
-}
 
 #[test]
 fn speculative_equals_autoregressive() {
