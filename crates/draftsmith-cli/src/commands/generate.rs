@@ -36,7 +36,8 @@ pub struct GenerateArgs {
     pub max_new_tokens: usize,
     #[command(flatten)]
     pub sampling: SamplingArgs,
-    /// Decoding method: `ar` (autoregressive) or a speculative method (greedy only for now).
+    /// Decoding method: `ar` (autoregressive) or a speculative method (lossless for greedy and
+    /// for sampling: the output has the target's distribution).
     #[arg(long, default_value = AR, value_parser = PossibleValuesParser::new(METHODS))]
     pub method: String,
     #[command(flatten)]
@@ -129,10 +130,7 @@ fn run_on<B: Backend>(args: &GenerateArgs, device: &B::Device) -> Result<()> {
             true
         })?,
         Some(mut proposer) => {
-            if !args.sampling.config().is_greedy() {
-                anyhow::bail!("--method {}: only greedy decoding (--temperature 0) is implemented so far", args.method);
-            }
-            let out = draftsmith_decode::generate_speculative(&loaded.model, &prompt, args.max_new_tokens, loaded.tokenizer.eos_ids(), proposer.as_mut())?;
+            let out = draftsmith_decode::generate_speculative_sampled(&loaded.model, &prompt, args.max_new_tokens, loaded.tokenizer.eos_ids(), proposer.as_mut(), &mut sampler)?;
             if !args.json {
                 print!("{}", loaded.tokenizer.decode(&out.tokens)?);
             }

@@ -8,9 +8,10 @@ use draftsmith_model::{AttentionMask, LogitsSelect, Model, ModelError};
 use serde::{Deserialize, Serialize};
 
 use super::proposer::{DraftContext, Proposer, Verified};
-use super::verify::verify_greedy;
+use super::verify::{verify_greedy, Acceptance};
+use super::verify_sampled::verify_sampled;
 use crate::ar::{prefill, StopReason};
-use crate::sampling::argmax;
+use crate::sampling::{apply_repetition_penalty, argmax, Sampler, SamplingConfig};
 
 /// What happened in one draft–verify–commit step.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -60,13 +61,27 @@ pub fn generate_speculative<B: Backend>(
     stop_tokens: &[u32],
     proposer: &mut dyn Proposer,
 ) -> Result<SpecOutput, ModelError> {
+    generate_speculative_sampled(model, prompt, max_new_tokens, stop_tokens, proposer, &mut Sampler::new(SamplingConfig::default()))
+}
+
+/// Speculative generation with the target's sampling settings: greedy (raw argmax, or with a
+/// repetition penalty applied per node) or lossless rejection sampling ([`verify_sampled`]).
+/// The output has exactly the distribution of [`crate::generate`] with the same settings.
+pub fn generate_speculative_sampled<B: Backend>(
+    model: &Model<B>,
+    prompt: &[u32],
+    max_new_tokens: usize,
+    stop_tokens: &[u32],
+    proposer: &mut dyn Proposer,
+    sampler: &mut Sampler,
+) -> Result<SpecOutput, ModelError> {
     let context_len = model.config().max_position_embeddings;
     if prompt.len() >= context_len {
         return Err(ModelError::ContextOverflow { needed: prompt.len() + 1, context: context_len });
     }
     let mut cache = model.new_cache(prompt.len() + max_new_tokens + 64);
     let start = Instant::now();
-    let first = argmax(&prefill(model, prompt, &mut cache)?);
+    let first = sampler.sample(&prefill(model, prompt, &mut cache)?, prompt);
     let prefill_time = start.elapsed();
     let start = Instant::now();
     let mut tokens = prompt.to_vec();
@@ -86,8 +101,7 @@ pub fn generate_speculative<B: Backend>(
             let cached = cache.len();
             let mask = AttentionMask::Visible(full.visibility(cached));
             let out = model.forward(full.tokens(), &full.positions(cached - 1), &mask, LogitsSelect::All, &mut cache)?;
-            let next = row_argmax(out.logits.expect("logits requested"));
-            let acceptance = verify_greedy(&tree, next[0], &next[1..]);
+            let (acceptance, next) = verify(&tree, &tokens, out.logits.expect("logits requested"), sampler);
             let t2 = Instant::now();
             let keep: Vec<usize> = (0..=cached).chain(acceptance.path.iter().map(|&i| cached + 1 + i)).collect();
             cache.keep(&keep)?;
@@ -110,6 +124,35 @@ pub fn generate_speculative<B: Backend>(
         },
     };
     Ok(SpecOutput { tokens: tokens[prompt.len()..].to_vec(), steps, prefill: prefill_time, decode: start.elapsed(), stop })
+}
+
+/// Verifies `tree` against the target's logits (`[1 + tree.len(), vocab]`, row 0 after the
+/// root); returns the acceptance and each row's argmax (for proposers' feedback).
+fn verify<B: Backend>(tree: &DraftTree, context: &[u32], logits: Tensor<B, 2>, sampler: &mut Sampler) -> (Acceptance, Vec<u32>) {
+    let cfg = sampler.config().clone();
+    if cfg.is_greedy() && cfg.repetition_penalty == 1.0 {
+        let next = row_argmax(logits);
+        return (verify_greedy(tree, next[0], &next[1..]), next);
+    }
+    let [_, vocab] = logits.dims();
+    let rows = logits.into_data().convert::<f32>().to_vec::<f32>().expect("f32 logits");
+    if cfg.is_greedy() {
+        // Penalized greedy: each node's choice depends on its own path.
+        let next: Vec<u32> = (0..=tree.len())
+            .map(|row| {
+                let mut ctx = context.to_vec();
+                if row > 0 {
+                    ctx.extend(tree.path_to(row - 1).iter().map(|&i| tree.tokens()[i]));
+                }
+                let mut l = rows[row * vocab..(row + 1) * vocab].to_vec();
+                apply_repetition_penalty(&mut l, &ctx, cfg.repetition_penalty);
+                argmax(&l)
+            })
+            .collect();
+        return (verify_greedy(tree, next[0], &next[1..]), next);
+    }
+    let next = rows.chunks(vocab).map(argmax).collect();
+    (verify_sampled(tree, context, &rows, vocab, &cfg, sampler.rng()), next)
 }
 
 /// Appends `new` to `tokens` up to the first stop token or the length limits.

@@ -5,7 +5,9 @@
 pub mod driver;
 pub mod proposer;
 pub mod verify;
+pub mod verify_sampled;
 
-pub use driver::{generate_speculative, SpecOutput, StepRecord};
+pub use driver::{generate_speculative, generate_speculative_sampled, SpecOutput, StepRecord};
 pub use proposer::{DraftContext, Proposer, Verified};
 pub use verify::{verify_greedy, Acceptance};
+pub use verify_sampled::verify_sampled;

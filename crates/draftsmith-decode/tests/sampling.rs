@@ -1,0 +1,150 @@
+//! The speculative sampler's output distribution equals the target's. On a tiny random model
+//! the exact joint distribution of the first two sampled tokens is computed from the target,
+//! then thousands of seeded speculative runs (a chain proposer and a tree proposer whose drafts
+//! include likely and unlikely tokens) are compared with it by a chi-square goodness-of-fit test
+//! at significance level α = 0.001. Greedy with a repetition penalty equals AR token for token.
+
+mod common;
+
+use common::{tiny, B};
+use draftsmith_core::DraftTree;
+use draftsmith_decode::sampling::probabilities;
+use draftsmith_decode::{ar::prefill, generate, generate_speculative_sampled, DraftContext, Proposer, Sampler, SamplingConfig};
+use draftsmith_model::{Architecture, Model};
+
+/// Drafts a fixed shape below whatever the last token is: the target's likeliest tokens
+/// (from a table) and a token it rarely picks.
+struct Fixed {
+    likely: Vec<Vec<u32>>,
+    tree: bool,
+}
+
+impl Proposer for Fixed {
+    fn name(&self) -> &str {
+        "fixed"
+    }
+
+    fn propose(&mut self, ctx: &DraftContext<'_>) -> DraftTree {
+        let last = *ctx.tokens.last().unwrap() as usize;
+        let (a, b) = (self.likely[last][0], self.likely[last][1]);
+        if !self.tree {
+            return DraftTree::chain(&[a, b, 7]);
+        }
+        let mut t = DraftTree::new();
+        let x = t.push(b, None);
+        t.push(a, None);
+        t.push(a, Some(x));
+        t.push(7, None);
+        t
+    }
+}
+
+fn cfg() -> SamplingConfig {
+    SamplingConfig { temperature: 0.9, top_k: 12, repetition_penalty: 1.3, ..Default::default() }
+}
+
+/// Exact P(t1, t2) under the target with the sampling settings.
+fn joint(model: &Model<B>, prompt: &[u32]) -> Vec<f64> {
+    let v = model.config().vocab_size;
+    let mut cache = model.new_cache(16);
+    let p1 = probabilities(&prefill(model, prompt, &mut cache).unwrap(), prompt, &cfg());
+    let mut out = vec![0.0; v * v];
+    for t1 in 0..v {
+        if p1[t1] == 0.0 {
+            continue;
+        }
+        let mut ctx = prompt.to_vec();
+        ctx.push(t1 as u32);
+        let mut c = model.new_cache(16);
+        let p2 = probabilities(&prefill(model, &ctx, &mut c).unwrap(), &ctx, &cfg());
+        for t2 in 0..v {
+            out[t1 * v + t2] = p1[t1] as f64 * p2[t2] as f64;
+        }
+    }
+    out
+}
+
+/// Upper α = 0.001 quantile of χ²(k) (Wilson–Hilferty).
+fn chi2_critical(k: f64) -> f64 {
+    let z = 3.0902;
+    k * (1.0 - 2.0 / (9.0 * k) + z * (2.0 / (9.0 * k)).sqrt()).powi(3)
+}
+
+fn chi_square(expected: &[f64], counts: &[usize], n: usize) -> (f64, f64) {
+    // Cells with expected count < 5 are pooled into one.
+    let (mut stat, mut cells, mut pool_e, mut pool_o) = (0.0, 0usize, 0.0, 0.0);
+    for (e, &o) in expected.iter().zip(counts) {
+        let e = e * n as f64;
+        if e >= 5.0 {
+            stat += (o as f64 - e).powi(2) / e;
+            cells += 1;
+        } else {
+            pool_e += e;
+            pool_o += o as f64;
+        }
+    }
+    if pool_e > 0.0 {
+        stat += (pool_o - pool_e).powi(2) / pool_e.max(1e-9);
+        cells += 1;
+    }
+    (stat, chi2_critical((cells - 1) as f64))
+}
+
+#[test]
+fn speculative_sampling_matches_the_target_distribution() {
+    let model = tiny(Architecture::Llama, 8);
+    let v = model.config().vocab_size;
+    let prompt = [3u32, 9, 4];
+    let exact = joint(&model, &prompt);
+    // The target's likeliest next tokens after prompt + t1, for the proposer.
+    let likely: Vec<Vec<u32>> = (0..v as u32)
+        .map(|t| {
+            let mut ctx = prompt.to_vec();
+            ctx.push(t);
+            let mut c = model.new_cache(8);
+            let p = probabilities(&prefill(&model, &ctx, &mut c).unwrap(), &ctx, &cfg());
+            let mut idx: Vec<u32> = (0..v as u32).collect();
+            idx.sort_by(|&a, &b| p[b as usize].total_cmp(&p[a as usize]));
+            idx
+        })
+        .collect();
+    let n = 4000;
+    for tree in [false, true] {
+        let mut counts = vec![0usize; v * v];
+        let mut accepted = 0;
+        for seed in 0..n {
+            let mut proposer = Fixed { likely: likely.clone(), tree };
+            let mut sampler = Sampler::new(SamplingConfig { seed: seed as u64, ..cfg() });
+            let out = generate_speculative_sampled(&model, &prompt, 2, &[], &mut proposer, &mut sampler).unwrap();
+            accepted += out.steps.iter().map(|s| s.accepted).sum::<usize>();
+            counts[out.tokens[0] as usize * v + out.tokens[1] as usize] += 1;
+        }
+        let (stat, critical) = chi_square(&exact, &counts, n);
+        assert!(stat < critical, "tree={tree}: χ² = {stat:.1} ≥ {critical:.1} (α = 0.001)");
+        assert!(accepted > n / 10, "tree={tree}: drafts are accepted often enough to matter ({accepted})");
+    }
+    // The test can fail: plain AR samples against a distribution with the penalty switched off.
+    let plain = SamplingConfig { repetition_penalty: 1.0, ..cfg() };
+    let mut counts = vec![0usize; v * v];
+    for seed in 0..n {
+        let mut s = Sampler::new(SamplingConfig { seed: seed as u64, ..plain.clone() });
+        let g = generate(&model, &prompt, 2, &[], &mut s, &mut |_| true).unwrap();
+        counts[g.tokens[0] as usize * v + g.tokens[1] as usize] += 1;
+    }
+    let (stat, critical) = chi_square(&exact, &counts, n);
+    assert!(stat > critical, "a different distribution is detected: χ² = {stat:.1} vs {critical:.1}");
+}
+
+#[test]
+fn penalized_greedy_equals_autoregressive() {
+    let model = tiny(Architecture::Qwen2, 4);
+    let greedy = SamplingConfig { repetition_penalty: 1.5, ..Default::default() };
+    let prompt = [5u32, 6, 7, 5, 6, 7, 5];
+    let want = generate(&model, &prompt, 40, &[], &mut Sampler::new(greedy.clone()), &mut |_| true).unwrap().tokens;
+    let likely = vec![vec![1, 2]; model.config().vocab_size];
+    for tree in [false, true] {
+        let mut p = Fixed { likely: likely.clone(), tree };
+        let got = generate_speculative_sampled(&model, &prompt, 40, &[], &mut p, &mut Sampler::new(greedy.clone())).unwrap();
+        assert_eq!(got.tokens, want);
+    }
+}
