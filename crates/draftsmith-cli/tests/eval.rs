@@ -89,3 +89,31 @@ fn bad_inputs_are_named() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && err.contains("eagle9") && err.contains("prompt-lookup"), "{err}");
 }
+
+#[test]
+fn drafter_methods_are_lossless_and_a_foreign_tokenizer_is_refused() {
+    let dir = scratch("drafter");
+    let prompts = dir.join("prompts.jsonl");
+    std::fs::write(&prompts, "{\"id\": \"a\", \"prompt\": \"the cat sat on the mat\"}\n").unwrap();
+    let fixtures = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures");
+    let run = |drafter: &str, out: &str| {
+        bin().args(["eval", "--model"]).arg(fixtures.join("tiny-llama.gguf"))
+            .args(["--methods", "ar,draft-model,precut,token-cache", "--prompts"]).arg(&prompts)
+            .arg("--out").arg(dir.join(out)).args(["--no-chat-template", "--json", "--max-new-tokens", "12", "--draft-len", "3", "--draft-model"])
+            .arg(fixtures.join(drafter)).output().unwrap()
+    };
+    // The target drafting for itself (as a HF directory): every method lossless, drafts accepted.
+    let json = last_json(&run("tiny-llama", "same"));
+    for method in ["draft-model", "precut", "token-cache"] {
+        assert_eq!(json["methods"][method]["lossless"], true, "{json}");
+    }
+    assert!(json["methods"]["draft-model"]["tokens_per_step"].as_f64().unwrap() > 2.0, "{json}");
+    // A drafter with another vocabulary is refused before any decoding.
+    let out = run("tiny-qwen2.gguf", "foreign");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("tiny-qwen2.gguf") && err.contains("tiny-llama.gguf"), "{err}");
+    // A drafter method without a drafter is a clear error.
+    let out = bin().args(["eval", "--model"]).arg(fixtures.join("tiny-llama.gguf")).args(["--methods", "ar,draft-model", "--prompts"]).arg(&prompts).arg("--out").arg(dir.join("none")).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("--draft-model"), "{err}");
+}

@@ -4,14 +4,21 @@
 use serde::{Deserialize, Serialize};
 
 use crate::error::DecodeError;
-use crate::methods::{NgramTrie, NgramTrieConfig, PromptLookup};
+use burn::tensor::backend::Backend;
+use draftsmith_model::Model;
+
+use crate::methods::{DraftModel, DraftModelConfig, NgramTrie, NgramTrieConfig, PreCutConfig, PromptLookup, TokenCache, TokenCacheConfig};
 use crate::spec::Proposer;
 
 /// The autoregressive baseline: no proposer, one target call per token.
 pub const AR: &str = "ar";
 
 /// Every method [`build_proposer`] knows, `ar` first.
-pub const METHODS: &[&str] = &[AR, "prompt-lookup", "ngram-trie"];
+pub const METHODS: &[&str] = &[AR, "prompt-lookup", "ngram-trie", "draft-model", "precut", "token-cache"];
+
+/// Methods that need a drafter model (`--draft-model`); `token-cache` wraps the drafter when
+/// one is given and prompt lookup otherwise.
+pub const DRAFTER_METHODS: &[&str] = &["draft-model", "precut"];
 
 /// Method parameters. Field names are the recipe keys; the command-line flags are the same
 /// names in kebab case (`draft_len` → `--draft-len`). A method ignores the fields it has no use for.
@@ -28,16 +35,51 @@ pub struct MethodParams {
     pub ngram_lp: usize,
     /// N-gram trie: most draft nodes per step (bounded heap).
     pub num_draft: usize,
+    /// Drafter model for `draft-model`, `precut` and `token-cache` (a path or fetch name).
+    pub draft_model: Option<String>,
 }
 
 impl Default for MethodParams {
     fn default() -> Self {
         let trie = NgramTrieConfig::default();
-        Self { draft_len: 10, lookup_ngram: 3, ngram_n: trie.n, ngram_lp: trie.prefix_len, num_draft: trie.num_draft }
+        Self { draft_len: 10, lookup_ngram: 3, ngram_n: trie.n, ngram_lp: trie.prefix_len, num_draft: trie.num_draft, draft_model: None }
     }
 }
 
-/// Builds the proposer of method `name`; `ar` has none (`Ok(None)`).
+/// Checks that method `name` exists and its parameters are valid, without building it.
+pub fn validate_method(name: &str, params: &MethodParams) -> Result<(), DecodeError> {
+    if DRAFTER_METHODS.contains(&name) {
+        if params.draft_model.is_none() {
+            return Err(DecodeError::InvalidParam { method: name.to_string(), param: "draft_model", value: "none".into(), problem: "this method needs a drafter (--draft-model)".into() });
+        }
+        if params.draft_len == 0 {
+            return Err(DecodeError::InvalidParam { method: name.to_string(), param: "draft_len", value: "0".into(), problem: "must be at least 1".into() });
+        }
+        return Ok(());
+    }
+    build_proposer(if name == "token-cache" { "prompt-lookup" } else { name }, params).map(|_| ())
+}
+
+/// Builds the proposer of method `name`, with `drafter` for the methods that need one.
+pub fn build_proposer_with<B: Backend>(name: &str, params: &MethodParams, drafter: Option<&Model<B>>) -> Result<Option<Box<dyn Proposer>>, DecodeError> {
+    validate_method(name, params)?;
+    let draft_model = |precut: Option<PreCutConfig>| -> Result<DraftModel<B>, DecodeError> {
+        let model = drafter.ok_or_else(|| DecodeError::InvalidParam { method: name.to_string(), param: "draft_model", value: "not loaded".into(), problem: "this method needs a drafter (--draft-model)".into() })?;
+        DraftModel::new(model.clone(), DraftModelConfig { lambda: params.draft_len, precut, reuse: None })
+    };
+    Ok(match name {
+        "draft-model" => Some(Box::new(draft_model(None)?)),
+        "precut" => Some(Box::new(draft_model(Some(PreCutConfig::default()))?)),
+        "token-cache" if drafter.is_some() => Some(Box::new(TokenCache::new(draft_model(None)?, TokenCacheConfig::default())?)),
+        "token-cache" => {
+            let inner = PromptLookup { max_ngram: params.lookup_ngram, min_ngram: 1, k: params.draft_len };
+            Some(Box::new(TokenCache::new(inner, TokenCacheConfig::default())?))
+        }
+        _ => build_proposer(name, params)?,
+    })
+}
+
+/// Builds the proposer of a method that needs no drafter; `ar` has none (`Ok(None)`).
 pub fn build_proposer(name: &str, params: &MethodParams) -> Result<Option<Box<dyn Proposer>>, DecodeError> {
     let positive = |param: &'static str, value: usize| {
         if value == 0 {
@@ -74,7 +116,7 @@ mod tests {
     #[test]
     fn every_listed_method_builds_and_unknown_names_list_the_known_ones() {
         let params = MethodParams::default();
-        for name in METHODS {
+        for name in METHODS.iter().filter(|m| !DRAFTER_METHODS.contains(m) && **m != "token-cache") {
             let proposer = build_proposer(name, &params).unwrap();
             assert_eq!(proposer.is_none(), *name == AR);
             if let Some(p) = proposer {

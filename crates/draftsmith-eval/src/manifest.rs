@@ -65,7 +65,7 @@ pub fn resolve_methods(methods: &[String], params: &MethodParams) -> Result<Vec<
     let mut out = vec![AR.to_string()];
     for m in methods {
         let m = m.trim();
-        draftsmith_decode::build_proposer(m, params)?;
+        draftsmith_decode::validate_method(m, params)?;
         if !out.iter().any(|x| x == m) {
             out.push(m.to_string());
         }

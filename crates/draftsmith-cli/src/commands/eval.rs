@@ -9,6 +9,7 @@ use clap::builder::PossibleValuesParser;
 use clap::Args;
 use draftsmith_decode::{MethodParams, METHODS};
 use draftsmith_eval::{EvalInput, Manifest, Progress, Summary};
+use draftsmith_model::LoadedModel;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::json;
 
@@ -72,11 +73,30 @@ pub struct MethodParamArgs {
     /// N-gram trie: most draft nodes per step.
     #[arg(long, default_value_t = MethodParams::default().num_draft)]
     pub num_draft: usize,
+    /// Drafter for `draft-model`, `precut` and `token-cache`: a model with the target's
+    /// tokenizer (a .gguf, HF directory, hf:id or fetch name, e.g. qwen2.5-coder-0.5b).
+    #[arg(long)]
+    pub draft_model: Option<String>,
 }
 
 impl MethodParamArgs {
     pub fn params(&self) -> MethodParams {
-        MethodParams { draft_len: self.draft_len, lookup_ngram: self.lookup_ngram, ngram_n: self.ngram_n, ngram_lp: self.ngram_lp, num_draft: self.num_draft }
+        MethodParams {
+            draft_len: self.draft_len,
+            lookup_ngram: self.lookup_ngram,
+            ngram_n: self.ngram_n,
+            ngram_lp: self.ngram_lp,
+            num_draft: self.num_draft,
+            draft_model: self.draft_model.clone(),
+        }
+    }
+
+    /// Loads the drafter, when one is named, and checks it shares the target's tokenizer.
+    pub fn load_drafter<B: Backend>(&self, target: &LoadedModel<B>, model: &ModelArgs, device: &B::Device) -> Result<Option<LoadedModel<B>>> {
+        let Some(spec) = &self.draft_model else { return Ok(None) };
+        let drafter = ModelArgs { model: spec.clone(), ..model.clone() }.load::<B>(device)?;
+        draftsmith_decode::methods::check_tokenizers(&target.tokenizer, &drafter.tokenizer)?;
+        Ok(Some(drafter))
     }
 }
 
@@ -93,6 +113,7 @@ fn run_on<B: Backend>(args: &EvalArgs, device: &B::Device) -> Result<()> {
     let set = draftsmith_eval::read_prompts(&resolve_prompts(&args.prompts)?, args.limit)?;
     let out = args.out.clone().unwrap_or_else(|| PathBuf::from("eval/results").join(utc_stamp()));
     let loaded = args.model.load::<B>(device)?;
+    let drafter = args.params.load_drafter(&loaded, &args.model, device)?;
     let prompts = draftsmith_eval::encode_prompts(&loaded.tokenizer, &set.prompts, !args.no_chat_template)?;
     let command_line = command_line();
     let manifest = Manifest {
@@ -111,7 +132,7 @@ fn run_on<B: Backend>(args: &EvalArgs, device: &B::Device) -> Result<()> {
     let input = EvalInput { out_dir: &out, manifest: &manifest, prompts: &prompts, stop_tokens: loaded.tokenizer.eos_ids(), command_line: &command_line };
     let bar = ProgressBar::new(0);
     bar.set_style(ProgressStyle::with_template("{bar:30} {pos}/{len} pairs [{elapsed} < {eta}] {msg}").expect("valid template"));
-    let outcome = draftsmith_eval::evaluate(&loaded.model, &input, &mut |p| match p {
+    let outcome = draftsmith_eval::evaluate(&loaded.model, drafter.as_ref().map(|d| &d.model), &input, &mut |p| match p {
         Progress::Start { total, done } => {
             bar.set_length(total as u64);
             bar.set_position(done as u64);

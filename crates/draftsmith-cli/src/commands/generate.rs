@@ -7,7 +7,7 @@ use anyhow::{Context, Result};
 use burn::tensor::backend::Backend;
 use clap::Args;
 use clap::builder::PossibleValuesParser;
-use draftsmith_decode::{build_proposer, Generation, Sampler, SamplingConfig, AR, METHODS};
+use draftsmith_decode::{build_proposer_with, Generation, Sampler, SamplingConfig, AR, METHODS};
 
 use crate::commands::eval::MethodParamArgs;
 use draftsmith_model::{ChatMessage, LoadedModel};
@@ -117,7 +117,8 @@ fn run_on<B: Backend>(args: &GenerateArgs, device: &B::Device) -> Result<()> {
     let mut stream = TextStream::default();
     let stdout = std::io::stdout();
     let mut steps = None;
-    let proposer = build_proposer(&args.method, &args.params.params())?;
+    let drafter = args.params.load_drafter(&loaded, &args.model, device)?;
+    let proposer = build_proposer_with(&args.method, &args.params.params(), drafter.as_ref().map(|d| &d.model))?;
     let generation = match proposer {
         None => draftsmith_decode::generate(&loaded.model, &prompt, args.max_new_tokens, loaded.tokenizer.eos_ids(), &mut sampler, &mut |t| {
             if !args.json {
