@@ -48,3 +48,7 @@ install-llamacpp:
 golden:
     pip install gguf numpy tokenizers
     python3 scripts/reference/make_golden.py --model "$({{bin}} fetch {{model}} | tail -n1)" --out tests/golden/smollm2-135m
+
+# Context-heavy prompts built from the public-domain texts (n-gram trie evaluation).
+context-tasks: build
+    python3 scripts/make_context_tasks.py --gutenberg "$({{bin}} fetch gutenberg | tail -n1)" --kjv "$({{bin}} fetch kjv | tail -n1)" --out data/context-tasks.jsonl
