@@ -82,13 +82,13 @@ impl ModelConfig {
     /// Checks the invariants the forward pass relies on.
     pub fn validate(&self, source: &Path) -> Result<(), ModelError> {
         let bad = |problem: String| ModelError::Config { path: source.to_path_buf(), problem };
-        if self.num_heads == 0 || self.num_kv_heads == 0 || self.num_heads % self.num_kv_heads != 0 {
+        if self.num_heads == 0 || self.num_kv_heads == 0 || !self.num_heads.is_multiple_of(self.num_kv_heads) {
             return Err(bad(format!(
                 "num_heads ({}) must be a positive multiple of num_kv_heads ({})",
                 self.num_heads, self.num_kv_heads
             )));
         }
-        if self.head_dim % 2 != 0 || self.head_dim == 0 {
+        if !self.head_dim.is_multiple_of(2) || self.head_dim == 0 {
             return Err(bad(format!("head_dim ({}) must be even and positive", self.head_dim)));
         }
         if self.hidden_size == 0 || self.vocab_size == 0 || self.num_layers == 0 {

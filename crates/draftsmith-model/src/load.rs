@@ -290,7 +290,7 @@ impl<B: Backend> Builder<'_, B> {
         let cols = self.source.shape(name).unwrap_or_default()[1];
         // The kernels work on 32-wide blocks; narrower matrices (tiny test models) stay dense.
         let weight = match self.options.matmul {
-            MatmulWeights::Quantized if cols % 32 == 0 => LinearWeight::Quant(Arc::new(self.source.load_quant(name)?)),
+            MatmulWeights::Quantized if cols.is_multiple_of(32) => LinearWeight::Quant(Arc::new(self.source.load_quant(name)?)),
             _ => LinearWeight::Dense(self.matrix(name, true)?),
         };
         let bias_host = bias.map(|b| self.source.load_f32(&b)).transpose()?;

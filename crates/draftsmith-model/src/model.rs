@@ -148,7 +148,7 @@ impl<B: Backend> Model<B> {
         let hidden_final = self.norm.forward(x.clone());
         let logits = match select {
             LogitsSelect::All => Some(self.lm_head.forward(hidden_final.clone())),
-            LogitsSelect::Last => Some(self.lm_head.forward(hidden_final.clone().slice([n - 1..n]))),
+            LogitsSelect::Last => Some(self.lm_head.forward(hidden_final.clone().narrow(0, n - 1, 1))),
             LogitsSelect::None => None,
         };
         Ok(ForwardOutput { logits, hidden_prenorm: x, hidden_final })
