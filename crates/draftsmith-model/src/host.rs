@@ -68,15 +68,13 @@ impl HostKv {
 #[inline]
 pub fn dot(a: &[f32], b: &[f32]) -> f32 {
     let mut acc = [0.0f32; 8];
-    let chunks = a.len() / 8;
-    for c in 0..chunks {
+    let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
+    let tail: f32 = ca.remainder().iter().zip(cb.remainder()).map(|(x, y)| x * y).sum();
+    for (x, y) in ca.zip(cb) {
+        let (x, y): (&[f32; 8], &[f32; 8]) = (x.try_into().expect("8 lanes"), y.try_into().expect("8 lanes"));
         for l in 0..8 {
-            acc[l] += a[c * 8 + l] * b[c * 8 + l];
+            acc[l] += x[l] * y[l];
         }
-    }
-    let mut tail = 0.0;
-    for i in chunks * 8..a.len() {
-        tail += a[i] * b[i];
     }
     ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7])) + tail
 }
