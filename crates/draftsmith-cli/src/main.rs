@@ -24,6 +24,8 @@ enum Command {
     /// Generate text with the target model.
     Generate(commands::generate::GenerateArgs),
     Eval(commands::eval::EvalArgs),
+    /// Run a recipe (`recipes/*.toml`): one eval per grid point, then a combined table.
+    Reproduce(commands::reproduce::ReproduceArgs),
     /// Benchmarks.
     #[command(subcommand)]
     Bench(commands::bench::BenchCommand),
@@ -49,5 +51,6 @@ fn run(command: Command) -> Result<()> {
         Command::Generate(args) => commands::generate::run(args),
         Command::Eval(args) => commands::eval::run(args),
         Command::Bench(cmd) => commands::bench::run(cmd),
+        Command::Reproduce(args) => commands::reproduce::run(args),
     }
 }

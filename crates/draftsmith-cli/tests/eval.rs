@@ -117,3 +117,30 @@ fn drafter_methods_are_lossless_and_a_foreign_tokenizer_is_refused() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && err.contains("--draft-model"), "{err}");
 }
+
+#[test]
+fn reproduce_runs_every_grid_point_and_tabulates_them() {
+    let dir = scratch("recipe");
+    let prompts = dir.join("prompts.jsonl");
+    std::fs::write(&prompts, "{\"id\": \"a\", \"prompt\": \"the cat sat on the mat and the cat sat on the\"}\n").unwrap();
+    let model = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/tiny-llama.gguf");
+    let recipe = dir.join("grid.toml");
+    std::fs::write(&recipe, format!(
+        "name = \"tiny-grid\"\nmodel = {:?}\nprompts = {:?}\nchat_template = false\nmax_new_tokens = 8\nmethods = [\"ar\", \"ngram-trie\"]\n[params]\nnum_draft = 4\n[grid]\nngram_n = [4, 6]\n",
+        model.display().to_string(), prompts.display().to_string()
+    )).unwrap();
+    let results = dir.join("results");
+    let out = bin().arg("reproduce").arg(&recipe).arg("--results").arg(&results).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let table = std::fs::read_to_string(results.join("tiny-grid/table.md")).unwrap();
+    for point in ["ngram_n=4", "ngram_n=6"] {
+        assert!(results.join("tiny-grid").join(point).join("summary.json").is_file(), "{point}");
+        assert!(table.contains(&format!("| {point} | ngram-trie |")), "{table}");
+    }
+    assert!(!table.contains("**no**"), "lossless everywhere: {table}");
+    // Unknown keys are refused before anything runs.
+    std::fs::write(&recipe, "name = \"x\"\nprompts = \"p\"\nmethods = [\"ar\"]\nmax_tokens = 3\n").unwrap();
+    let out = bin().arg("reproduce").arg(&recipe).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("max_tokens") && err.contains("grid.toml"), "{err}");
+}

@@ -31,6 +31,8 @@ pub enum EvalError {
     ManifestMismatch { path: PathBuf, differences: Vec<String> },
     #[error("{dir}: has {records} but no manifest.json; refusing to resume into it")]
     NoManifest { dir: PathBuf, records: PathBuf },
+    #[error("{path}: recipe: {problem}")]
+    Recipe { path: std::path::PathBuf, problem: String },
     #[error("plot: {problem}")]
     Plot { problem: String },
 }

@@ -79,6 +79,19 @@ pub struct MethodParamArgs {
     pub draft_model: Option<String>,
 }
 
+impl From<&MethodParams> for MethodParamArgs {
+    fn from(p: &MethodParams) -> Self {
+        Self {
+            draft_len: p.draft_len,
+            lookup_ngram: p.lookup_ngram,
+            ngram_n: p.ngram_n,
+            ngram_lp: p.ngram_lp,
+            num_draft: p.num_draft,
+            draft_model: p.draft_model.clone(),
+        }
+    }
+}
+
 impl MethodParamArgs {
     pub fn params(&self) -> MethodParams {
         MethodParams {

@@ -4,3 +4,4 @@ pub mod bench;
 pub mod eval;
 pub mod fetch;
 pub mod generate;
+pub mod reproduce;

@@ -1,0 +1,162 @@
+//! Recipes: one TOML file per experiment (`recipes/*.toml`), typed with `deny_unknown_fields`.
+//! A recipe names the model, the prompt set, the methods, base method parameters and a grid of
+//! parameter values; `draftsmith reproduce` runs one eval per grid point and tabulates them.
+//!
+//! ```toml
+//! name = "ngram-trie-table3-grid"
+//! prompts = "data/context-tasks.jsonl"
+//! methods = ["ar", "prompt-lookup", "ngram-trie"]
+//! max_new_tokens = 128
+//! [params]            # method parameters (the eval flags, snake_case)
+//! num_draft = 8
+//! [grid]              # every combination of these values is one eval
+//! ngram_n = [8, 13, 16]
+//! ngram_lp = [2, 3]
+//! ```
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use draftsmith_decode::MethodParams;
+use serde::Deserialize;
+
+use crate::error::EvalError;
+
+/// A recipe file as written.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Recipe {
+    /// Results go to `eval/results/<name>/`.
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+    /// Target model (`--model`); the default model when absent.
+    pub model: Option<String>,
+    /// Prompt file or dataset name (`--prompts`).
+    pub prompts: String,
+    pub limit: Option<usize>,
+    #[serde(default = "default_max_new_tokens")]
+    pub max_new_tokens: usize,
+    #[serde(default = "default_true")]
+    pub chat_template: bool,
+    pub methods: Vec<String>,
+    #[serde(default)]
+    pub params: MethodParams,
+    /// Parameter name → values; the evals run over the cartesian product.
+    #[serde(default)]
+    pub grid: BTreeMap<String, Vec<serde_json::Value>>,
+}
+
+fn default_max_new_tokens() -> usize {
+    128
+}
+
+fn default_true() -> bool {
+    true
+}
+
+/// One eval of a recipe: its label (`ngram_n=13,ngram_lp=3`, or `base`) and parameters.
+#[derive(Debug, Clone, PartialEq)]
+pub struct GridPoint {
+    pub label: String,
+    pub params: MethodParams,
+}
+
+impl Recipe {
+    /// Reads and validates a recipe (unknown keys, unknown grid parameters and ill-typed values
+    /// are errors naming the file).
+    pub fn read(path: &Path) -> Result<(Self, Vec<GridPoint>), EvalError> {
+        let bad = |problem: String| EvalError::Recipe { path: path.to_path_buf(), problem };
+        let text = std::fs::read_to_string(path).map_err(|e| bad(e.to_string()))?;
+        let recipe: Recipe = toml::from_str(&text).map_err(|e| bad(e.to_string()))?;
+        if recipe.name.is_empty() || recipe.name.contains(['/', '\\']) {
+            return Err(bad(format!("`name` must be a plain directory name, got {:?}", recipe.name)));
+        }
+        let points = recipe.points().map_err(bad)?;
+        for point in &points {
+            for method in &recipe.methods {
+                draftsmith_decode::validate_method(method, &point.params).map_err(|e| bad(format!("{}: {e}", point.label)))?;
+            }
+        }
+        Ok((recipe, points))
+    }
+
+    /// The cartesian product of the grid over the base parameters.
+    pub fn points(&self) -> Result<Vec<GridPoint>, String> {
+        let base = serde_json::to_value(&self.params).map_err(|e| e.to_string())?;
+        let known: Vec<String> = base.as_object().map(|o| o.keys().cloned().collect()).unwrap_or_default();
+        let mut points = vec![(Vec::<String>::new(), base)];
+        for (key, values) in &self.grid {
+            if !known.contains(key) {
+                return Err(format!("grid parameter `{key}` is not a method parameter (known: {})", known.join(", ")));
+            }
+            if values.is_empty() {
+                return Err(format!("grid parameter `{key}` has no values"));
+            }
+            points = points
+                .into_iter()
+                .flat_map(|(label, params)| {
+                    values.iter().map(move |v| {
+                        let mut params = params.clone();
+                        params[key.as_str()] = v.clone();
+                        let mut label = label.clone();
+                        label.push(format!("{key}={v}"));
+                        (label, params)
+                    })
+                })
+                .collect();
+        }
+        points
+            .into_iter()
+            .map(|(label, params)| {
+                let label = if label.is_empty() { "base".to_string() } else { label.join(",") };
+                let params: MethodParams = serde_json::from_value(params).map_err(|e| format!("{label}: {e}"))?;
+                Ok(GridPoint { label, params })
+            })
+            .collect()
+    }
+
+    /// Directory of one grid point's eval.
+    pub fn point_dir(&self, results: &Path, point: &GridPoint) -> PathBuf {
+        results.join(&self.name).join(&point.label)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(name: &str, text: &str) -> PathBuf {
+        let path = std::env::temp_dir().join(format!("draftsmith-recipe-{}-{name}.toml", std::process::id()));
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+
+    #[test]
+    fn grid_expands_to_the_cartesian_product() {
+        let path = write("ok", "name = \"g\"\nprompts = \"mt-bench\"\nmethods = [\"ar\", \"ngram-trie\"]\n[params]\nnum_draft = 8\n[grid]\nngram_n = [8, 13]\nngram_lp = [2, 3, 4]\n");
+        let (recipe, points) = Recipe::read(&path).unwrap();
+        assert_eq!(points.len(), 6);
+        assert_eq!(points[0].label, "ngram_lp=2,ngram_n=8");
+        assert!(points.iter().all(|p| p.params.num_draft == 8));
+        assert_eq!(points[5].params.ngram_n, 13);
+        assert_eq!(points[5].params.ngram_lp, 4);
+        assert_eq!(recipe.max_new_tokens, 128);
+    }
+
+    #[test]
+    fn unknown_keys_and_bad_values_name_the_file() {
+        let path = write("key", "name = \"g\"\nprompts = \"p\"\nmethods = [\"ar\"]\ntemprature = 1\n");
+        let err = Recipe::read(&path).unwrap_err().to_string();
+        assert!(err.contains(&path.display().to_string()) && err.contains("temprature"), "{err}");
+        let path = write("grid", "name = \"g\"\nprompts = \"p\"\nmethods = [\"ar\"]\n[grid]\nngram_x = [1]\n");
+        let err = Recipe::read(&path).unwrap_err().to_string();
+        assert!(err.contains("ngram_x") && err.contains("ngram_n"), "{err}");
+        let path = write("value", "name = \"g\"\nprompts = \"p\"\nmethods = [\"ar\", \"ngram-trie\"]\n[grid]\nngram_lp = [20]\n");
+        let err = Recipe::read(&path).unwrap_err().to_string();
+        assert!(err.contains("ngram_lp=20"), "an invalid grid point is named: {err}");
+        let path = write("param", "name = \"g\"\nprompts = \"p\"\nmethods = [\"ar\"]\n[params]\ndraft_length = 3\n");
+        let err = Recipe::read(&path).unwrap_err().to_string();
+        assert!(err.contains("draft_length"), "{err}");
+    }
+}
