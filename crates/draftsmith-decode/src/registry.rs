@@ -35,6 +35,8 @@ pub struct MethodParams {
     pub ngram_lp: usize,
     /// N-gram trie: most draft nodes per step (bounded heap).
     pub num_draft: usize,
+    /// N-gram trie: also index the generated tokens (the paper indexes the context only).
+    pub ngram_update_output: bool,
     /// Drafter model for `draft-model`, `precut` and `token-cache` (a path or fetch name).
     pub draft_model: Option<String>,
 }
@@ -42,7 +44,7 @@ pub struct MethodParams {
 impl Default for MethodParams {
     fn default() -> Self {
         let trie = NgramTrieConfig::default();
-        Self { draft_len: 10, lookup_ngram: 3, ngram_n: trie.n, ngram_lp: trie.prefix_len, num_draft: trie.num_draft, draft_model: None }
+        Self { draft_len: 10, lookup_ngram: 3, ngram_n: trie.n, ngram_lp: trie.prefix_len, num_draft: trie.num_draft, ngram_update_output: trie.update_with_output, draft_model: None }
     }
 }
 
@@ -96,7 +98,13 @@ pub fn build_proposer(name: &str, params: &MethodParams) -> Result<Option<Box<dy
             k: positive("draft_len", params.draft_len)?,
         }))),
         "ngram-trie" => {
-            let config = NgramTrieConfig { n: params.ngram_n, prefix_len: params.ngram_lp, num_draft: params.num_draft, ..NgramTrieConfig::default() };
+            let config = NgramTrieConfig {
+                n: params.ngram_n,
+                prefix_len: params.ngram_lp,
+                num_draft: params.num_draft,
+                update_with_output: params.ngram_update_output,
+                ..NgramTrieConfig::default()
+            };
             let trie = NgramTrie::new(config).map_err(|e| DecodeError::InvalidParam {
                 method: name.to_string(),
                 param: "ngram_n/ngram_lp/num_draft",

@@ -73,6 +73,9 @@ pub struct MethodParamArgs {
     /// N-gram trie: most draft nodes per step.
     #[arg(long, default_value_t = MethodParams::default().num_draft)]
     pub num_draft: usize,
+    /// N-gram trie: also index the generated tokens (the paper indexes the prompt only).
+    #[arg(long)]
+    pub ngram_update_output: bool,
     /// Drafter for `draft-model`, `precut` and `token-cache`: a model with the target's
     /// tokenizer (a .gguf, HF directory, hf:id or fetch name, e.g. qwen2.5-coder-0.5b).
     #[arg(long)]
@@ -87,6 +90,7 @@ impl From<&MethodParams> for MethodParamArgs {
             ngram_n: p.ngram_n,
             ngram_lp: p.ngram_lp,
             num_draft: p.num_draft,
+            ngram_update_output: p.ngram_update_output,
             draft_model: p.draft_model.clone(),
         }
     }
@@ -100,6 +104,7 @@ impl MethodParamArgs {
             ngram_n: self.ngram_n,
             ngram_lp: self.ngram_lp,
             num_draft: self.num_draft,
+            ngram_update_output: self.ngram_update_output,
             draft_model: self.draft_model.clone(),
         }
     }
