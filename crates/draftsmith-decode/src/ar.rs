@@ -47,6 +47,19 @@ pub fn prefill<B: Backend>(model: &Model<B>, prompt: &[u32], cache: &mut KvCache
     Ok(logits_row(out.logits.expect("logits requested"), 0))
 }
 
+/// Checks the prompt fits the context, then prefills it into a fresh cache with room for
+/// `extra` more positions. Returns the cache, the last position's logits and the prefill time.
+pub fn start<B: Backend>(model: &Model<B>, prompt: &[u32], extra: usize) -> Result<(KvCache<B>, Vec<f32>, Duration), ModelError> {
+    let context_len = model.config().max_position_embeddings;
+    if prompt.len() >= context_len {
+        return Err(ModelError::ContextOverflow { needed: prompt.len() + 1, context: context_len });
+    }
+    let mut cache = model.new_cache(prompt.len() + extra);
+    let begin = Instant::now();
+    let logits = prefill(model, prompt, &mut cache)?;
+    Ok((cache, logits, begin.elapsed()))
+}
+
 /// Greedy or sampled autoregressive generation. `on_token` sees each new token and may stop
 /// generation by returning `false`.
 pub fn generate<B: Backend>(
@@ -58,13 +71,7 @@ pub fn generate<B: Backend>(
     on_token: &mut dyn FnMut(u32) -> bool,
 ) -> Result<Generation, ModelError> {
     let context_len = model.config().max_position_embeddings;
-    if prompt.len() >= context_len {
-        return Err(ModelError::ContextOverflow { needed: prompt.len() + 1, context: context_len });
-    }
-    let mut cache = model.new_cache(prompt.len() + max_new_tokens + 1);
-    let start = Instant::now();
-    let mut logits = prefill(model, prompt, &mut cache)?;
-    let prefill = start.elapsed();
+    let (mut cache, mut logits, prefill) = start(model, prompt, max_new_tokens + 1)?;
     let start = Instant::now();
     let mut context = prompt.to_vec();
     let mut tokens = Vec::new();

@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use super::proposer::{DraftContext, Proposer, Verified};
 use super::verify::{verify_greedy, Acceptance};
 use super::verify_sampled::verify_sampled;
-use crate::ar::{prefill, StopReason};
+use crate::ar::StopReason;
 use crate::sampling::{apply_repetition_penalty, argmax, Sampler, SamplingConfig};
 
 /// What happened in one draft–verify–commit step.
@@ -76,13 +76,8 @@ pub fn generate_speculative_sampled<B: Backend>(
     sampler: &mut Sampler,
 ) -> Result<SpecOutput, ModelError> {
     let context_len = model.config().max_position_embeddings;
-    if prompt.len() >= context_len {
-        return Err(ModelError::ContextOverflow { needed: prompt.len() + 1, context: context_len });
-    }
-    let mut cache = model.new_cache(prompt.len() + max_new_tokens + 64);
-    let start = Instant::now();
-    let first = sampler.sample(&prefill(model, prompt, &mut cache)?, prompt);
-    let prefill_time = start.elapsed();
+    let (mut cache, logits, prefill_time) = crate::ar::start(model, prompt, max_new_tokens + 64)?;
+    let first = sampler.sample(&logits, prompt);
     let start = Instant::now();
     let mut tokens = prompt.to_vec();
     let mut steps = Vec::new();
