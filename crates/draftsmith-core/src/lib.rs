@@ -4,5 +4,8 @@
 pub mod beams;
 pub mod tree;
 
-pub use beams::{dedup_prefix, pack_beams, unpacked_len, PackedBeams};
+pub use beams::{
+    beam_search, dedup_prefix, pack_beams, top_k_log_probs, unpacked_len, BeamDrafter,
+    BeamSearchConfig, Beams, PackedBeams,
+};
 pub use tree::DraftTree;

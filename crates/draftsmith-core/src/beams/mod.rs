@@ -9,9 +9,13 @@
 
 mod dedup;
 mod pack;
+mod search;
+mod warp;
 
 pub use dedup::dedup_prefix;
 pub use pack::{pack_beams, unpacked_len, PackedBeams};
+pub use search::{beam_search, BeamDrafter, BeamSearchConfig, Beams};
+pub use warp::top_k_log_probs;
 
 /// Tiny deterministic PRNG for the property tests (xorshift64*).
 #[cfg(test)]
