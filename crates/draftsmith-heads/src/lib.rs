@@ -1,0 +1,10 @@
+//! Drafters: small modules trained on top of a frozen target model. They take the target's
+//! hidden states and frozen token embeddings as inputs and never own the target's weights.
+
+pub mod error;
+pub mod identity;
+pub mod redrafter;
+mod tensors;
+
+pub use error::HeadsError;
+pub use identity::TargetIdentity;

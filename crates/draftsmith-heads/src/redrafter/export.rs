@@ -1,0 +1,145 @@
+//! `drafter.safetensors` with the reference key names (`rnn_w.weight`, `rnn_u.{weight,bias}`,
+//! `lm_head.{i}.linear.{weight,bias}`, `lm_head.{N}.weight`; PyTorch `[out, in]` layout) and a
+//! `config.json` with the reference fields plus the head kind and the target's identity.
+
+use std::path::Path;
+
+use burn::tensor::backend::Backend;
+use serde::{Deserialize, Serialize};
+
+use super::config::{HeadKind, ReDrafterConfig};
+use super::model::{ReDrafter, ResBlock};
+use crate::error::HeadsError;
+use crate::identity::TargetIdentity;
+use crate::tensors::{push_linear, write, Named, Reader};
+
+pub const WEIGHTS_FILE: &str = "drafter.safetensors";
+pub const CONFIG_FILE: &str = "config.json";
+
+/// `config.json` of an exported ReDrafter drafter.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct DrafterFile {
+    /// Always `"redrafter"`.
+    pub drafter: String,
+    pub vocab_size: usize,
+    pub hidden_size: usize,
+    pub exit_dim: usize,
+    pub num_draft_layers: usize,
+    pub rnn: bool,
+    /// Absent in reference checkpoints, which always have a full head.
+    #[serde(default = "full_head")]
+    pub head: HeadKind,
+    /// The target this drafter was trained for (absent in reference checkpoints).
+    #[serde(default)]
+    pub target: Option<TargetIdentity>,
+    /// Free-form provenance: data, steps, budget.
+    #[serde(default)]
+    pub training: serde_json::Value,
+}
+
+fn full_head() -> HeadKind {
+    HeadKind::Full
+}
+
+impl DrafterFile {
+    pub fn config(&self) -> ReDrafterConfig {
+        ReDrafterConfig::new(self.vocab_size, self.hidden_size, self.exit_dim)
+            .with_num_draft_layers(self.num_draft_layers)
+            .with_rnn(self.rnn)
+            .with_head(self.head)
+    }
+}
+
+/// Writes `dir/drafter.safetensors` and `dir/config.json` (each via a temporary file and rename).
+pub fn save_redrafter<B: Backend>(
+    dir: &Path,
+    drafter: &ReDrafter<B>,
+    config: &ReDrafterConfig,
+    target: &TargetIdentity,
+    training: serde_json::Value,
+) -> Result<(), HeadsError> {
+    std::fs::create_dir_all(dir).map_err(HeadsError::io(dir))?;
+    let mut named: Named = Vec::new();
+    if let (Some(w), Some(u)) = (&drafter.rnn_w, &drafter.rnn_u) {
+        push_linear(&mut named, "rnn_w", w);
+        push_linear(&mut named, "rnn_u", u);
+    }
+    for (i, block) in drafter.blocks.iter().enumerate() {
+        push_linear(&mut named, &format!("lm_head.{i}.linear"), &block.linear);
+    }
+    push_linear(&mut named, &format!("lm_head.{}", drafter.blocks.len()), &drafter.out);
+    write(&dir.join(WEIGHTS_FILE), &named, None)?;
+    let file = DrafterFile {
+        drafter: "redrafter".into(),
+        vocab_size: config.vocab_size,
+        hidden_size: config.hidden_size,
+        exit_dim: config.exit_dim,
+        num_draft_layers: config.num_draft_layers,
+        rnn: config.rnn,
+        head: config.head,
+        target: Some(target.clone()),
+        training,
+    };
+    let path = dir.join(CONFIG_FILE);
+    let tmp = dir.join("config.json.tmp");
+    std::fs::write(&tmp, serde_json::to_string_pretty(&file).expect("serializable") + "\n").map_err(HeadsError::io(&tmp))?;
+    std::fs::rename(&tmp, &path).map_err(HeadsError::io(&path))
+}
+
+/// Reads `dir/config.json` alone.
+pub fn read_drafter_file(dir: &Path) -> Result<DrafterFile, HeadsError> {
+    let path = dir.join(CONFIG_FILE);
+    let text = std::fs::read_to_string(&path).map_err(HeadsError::io(&path))?;
+    let file: DrafterFile = serde_json::from_str(&text).map_err(|e| HeadsError::Config { path: path.clone(), problem: e.to_string() })?;
+    file.config().validate().map_err(|problem| HeadsError::Config { path: path.clone(), problem })?;
+    if file.drafter != "redrafter" {
+        return Err(HeadsError::Config { path, problem: format!("`drafter` is `{}`, expected `redrafter`", file.drafter) });
+    }
+    Ok(file)
+}
+
+/// Loads an exported drafter. With `target`, refuses a drafter trained for another target
+/// (and one whose vocabulary or hidden size does not fit it).
+pub fn load_redrafter<B: Backend>(dir: &Path, target: Option<&TargetIdentity>, device: &B::Device) -> Result<(ReDrafter<B>, DrafterFile), HeadsError> {
+    let file = read_drafter_file(dir)?;
+    let config_path = dir.join(CONFIG_FILE);
+    if let Some(given) = target {
+        if file.vocab_size != given.vocab_size || file.hidden_size != given.hidden_size {
+            return Err(HeadsError::Incompatible(format!(
+                "{}: drafter has vocab {} / hidden {}, the target `{}` has vocab {} / hidden {}",
+                config_path.display(),
+                file.vocab_size,
+                file.hidden_size,
+                given.name,
+                given.vocab_size,
+                given.hidden_size
+            )));
+        }
+        if let Some(trained) = &file.target {
+            if !trained.matches(given) {
+                return Err(HeadsError::TargetMismatch {
+                    path: config_path,
+                    trained_name: trained.name.clone(),
+                    trained_sha: trained.sha256.clone(),
+                    given_name: given.name.clone(),
+                    given_sha: given.sha256.clone(),
+                });
+            }
+        }
+    }
+    let config = file.config();
+    let path = dir.join(WEIGHTS_FILE);
+    let mut reader = Reader::open(&path)?;
+    let h = config.hidden_size;
+    let (rnn_w, rnn_u) = if config.rnn {
+        (Some(reader.linear::<B>("rnn_w", h, h, false, device)?), Some(reader.linear::<B>("rnn_u", h, h, true, device)?))
+    } else {
+        (None, None)
+    };
+    let blocks = (0..config.num_draft_layers)
+        .map(|i| Ok(ResBlock { linear: reader.linear::<B>(&format!("lm_head.{i}.linear"), config.exit_dim, config.exit_dim, true, device)? }))
+        .collect::<Result<Vec<_>, HeadsError>>()?;
+    let out = reader.linear::<B>(&format!("lm_head.{}", config.num_draft_layers), config.exit_dim, config.out_dim(), false, device)?;
+    reader.finish("ReDrafter")?;
+    Ok((ReDrafter { rnn_w, rnn_u, blocks, out }, file))
+}

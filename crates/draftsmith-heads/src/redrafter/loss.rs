@@ -1,0 +1,96 @@
+//! Teacher-forced training loss: for a context position `t` with hidden state `h_t`, step `i`
+//! (1-based) feeds the token at `t + i` through the RNN and predicts the token at `t + 1 + i`.
+//! Labels are the ground truth or the target's own greedy continuation (distillation); the
+//! loss is the cross-entropy summed over steps, each step averaged over its unmasked rows.
+
+use burn::tensor::{activation, backend::Backend, ElementConversion, Int, Tensor};
+
+use super::model::{ReDrafter, VocabProjection};
+
+/// One batch of context positions.
+#[derive(Debug, Clone)]
+pub struct TrainBatch<B: Backend> {
+    /// `[rows, hidden]` target hidden states (after the final norm) at the context positions.
+    pub hidden: Tensor<B, 2>,
+    /// Per step: `[rows]` ids of the token fed to the RNN.
+    pub inputs: Vec<Tensor<B, 1, Int>>,
+    /// Per step: `[rows]` ids of the token to predict.
+    pub labels: Vec<Tensor<B, 1, Int>>,
+    /// Per step: `[rows]` 1 where the label counts, 0 where it is padding or a prompt token.
+    pub weights: Vec<Tensor<B, 1>>,
+}
+
+/// Loss and accuracy of one draft step over a batch.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct StepMetrics {
+    /// Sum over counted rows of the cross-entropy.
+    pub loss_sum: f64,
+    pub top1: usize,
+    pub top5: usize,
+    /// Rows that counted.
+    pub count: usize,
+}
+
+impl StepMetrics {
+    pub fn add(&mut self, other: &StepMetrics) {
+        self.loss_sum += other.loss_sum;
+        self.top1 += other.top1;
+        self.top5 += other.top5;
+        self.count += other.count;
+    }
+
+    pub fn mean_loss(&self) -> f64 {
+        self.loss_sum / self.count.max(1) as f64
+    }
+
+    pub fn top1_acc(&self) -> f64 {
+        self.top1 as f64 / self.count.max(1) as f64
+    }
+
+    pub fn top5_acc(&self) -> f64 {
+        self.top5 as f64 / self.count.max(1) as f64
+    }
+}
+
+/// The summed loss (a scalar to back-propagate) and per-step metrics.
+pub fn teacher_forced_loss<B: Backend>(
+    drafter: &ReDrafter<B>,
+    embeddings: &Tensor<B, 2>,
+    vocab: &VocabProjection<B>,
+    batch: &TrainBatch<B>,
+) -> (Tensor<B, 1>, Vec<StepMetrics>) {
+    let [rows, hidden] = batch.hidden.dims();
+    let device = batch.hidden.device();
+    let mut state = drafter.initial_state(rows, hidden, &device);
+    let mut total = Tensor::<B, 1>::zeros([1], &device);
+    let mut metrics = Vec::with_capacity(batch.inputs.len());
+    for ((input, label), weight) in batch.inputs.iter().zip(&batch.labels).zip(&batch.weights) {
+        state = drafter.next_state(state, embeddings.clone().select(0, input.clone()));
+        let logits = drafter.logits(batch.hidden.clone(), state.clone(), vocab);
+        let log_probs = activation::log_softmax(logits.clone(), 1);
+        let picked = log_probs.gather(1, label.clone().reshape([rows, 1])).reshape([rows]);
+        let nll = picked.neg() * weight.clone();
+        let count = weight.clone().sum().into_scalar().elem::<f64>();
+        let step_loss = nll.clone().sum();
+        total = total + step_loss.clone() / count.max(1.0);
+        metrics.push(step_metrics(logits, label.clone(), weight.clone(), step_loss.into_scalar().elem::<f64>(), count as usize));
+    }
+    (total, metrics)
+}
+
+/// Top-1 / top-5 hits: a label ranks `r` when `r` logits are strictly larger than its own.
+fn step_metrics<B: Backend>(logits: Tensor<B, 2>, labels: Tensor<B, 1, Int>, weight: Tensor<B, 1>, loss_sum: f64, count: usize) -> StepMetrics {
+    let [rows, vocab] = logits.dims();
+    let logits = logits.detach();
+    let own = logits.clone().gather(1, labels.reshape([rows, 1]));
+    let rank = logits.greater(own.expand([rows, vocab])).int().sum_dim(1).reshape([rows]);
+    let ranks: Vec<i64> = rank.into_data().convert::<i64>().to_vec().expect("int ranks");
+    let weights: Vec<f32> = weight.into_data().convert::<f32>().to_vec().expect("f32 weights");
+    let counted = ranks.iter().zip(&weights).filter(|(_, &w)| w > 0.0);
+    let (mut top1, mut top5) = (0, 0);
+    for (&r, _) in counted {
+        top1 += usize::from(r < 1);
+        top5 += usize::from(r < 5);
+    }
+    StepMetrics { loss_sum, top1, top5, count }
+}

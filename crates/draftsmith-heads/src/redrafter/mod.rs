@@ -1,0 +1,12 @@
+//! ReDrafter (Cheng et al., 2024; apple/ml-recurrent-drafter): an RNN over the target's frozen
+//! token embeddings, conditioned on the target's final hidden state, with a ResBlock head.
+
+pub mod config;
+pub mod export;
+pub mod loss;
+pub mod model;
+
+pub use config::{HeadKind, ReDrafterConfig};
+pub use export::{load_redrafter, read_drafter_file, save_redrafter, DrafterFile, CONFIG_FILE, WEIGHTS_FILE};
+pub use loss::{teacher_forced_loss, StepMetrics, TrainBatch};
+pub use model::{ReDrafter, VocabProjection};
