@@ -39,7 +39,7 @@ fn export_import_gives_identical_logits_for_both_heads_and_reference_names() {
     for head in [HeadKind::Full, HeadKind::Tied] {
         for rnn in [true, false] {
             let cfg = ReDrafterConfig::for_target(40, 8, head).with_rnn(rnn);
-            let d = cfg.init::<B>(&dev);
+            let d = cfg.init::<B>(&dev, 1);
             let emb = Tensor::<B, 2>::random([40, 8], Distribution::Normal(0.0, 1.0), &dev);
             let vocab = match head {
                 HeadKind::Full => VocabProjection::None,
@@ -74,7 +74,7 @@ fn a_drafter_for_another_target_is_refused() {
     let dev = Default::default();
     let cfg = ReDrafterConfig::for_target(40, 8, HeadKind::Tied);
     let dir = tmpdir("mismatch");
-    save_redrafter(&dir, &cfg.init::<B>(&dev), &cfg, &target(40, 8), serde_json::Value::Null).unwrap();
+    save_redrafter(&dir, &cfg.init::<B>(&dev, 1), &cfg, &target(40, 8), serde_json::Value::Null).unwrap();
     let mut other = target(40, 8);
     other.sha256 = "cd".repeat(32);
     let err = load_redrafter::<B>(&dir, Some(&other), &dev).unwrap_err();
@@ -89,7 +89,7 @@ fn a_truncated_weights_file_is_a_clear_error() {
     let dev = Default::default();
     let cfg = ReDrafterConfig::for_target(40, 8, HeadKind::Full);
     let dir = tmpdir("trunc");
-    save_redrafter(&dir, &cfg.init::<B>(&dev), &cfg, &target(40, 8), serde_json::Value::Null).unwrap();
+    save_redrafter(&dir, &cfg.init::<B>(&dev, 1), &cfg, &target(40, 8), serde_json::Value::Null).unwrap();
     let path = dir.join("drafter.safetensors");
     let bytes = std::fs::read(&path).unwrap();
     std::fs::write(&path, &bytes[..bytes.len() / 2]).unwrap();
@@ -104,7 +104,7 @@ fn training_steps_fit_a_deterministic_next_token_rule() {
     let dev = Default::default();
     let (vocab, hidden, rows) = (40usize, 8usize, 64usize);
     let cfg = ReDrafterConfig::for_target(vocab, hidden, HeadKind::Full);
-    let mut d = cfg.init::<AB>(&dev);
+    let mut d = cfg.init::<AB>(&dev, 1);
     let emb = Tensor::<AB, 2>::random([vocab, hidden], Distribution::Normal(0.0, 1.0), &dev);
     let projection = VocabProjection::None;
     let mut optim = AdamWConfig::new().with_weight_decay(0.0).init::<AB, draftsmith_heads::redrafter::ReDrafter<AB>>();

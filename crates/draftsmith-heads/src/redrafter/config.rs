@@ -4,8 +4,13 @@ use burn::config::Config;
 use burn::tensor::backend::Backend;
 use serde::{Deserialize, Serialize};
 
+use burn::module::Param;
+use burn::nn::Linear;
+use burn::tensor::{Tensor, TensorData};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
 use super::model::{ReDrafter, ResBlock};
-use burn::nn::LinearConfig;
 
 /// How the drafter turns its `exit_dim` features into vocabulary logits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -72,16 +77,26 @@ impl ReDrafterConfig {
         rnn + self.num_draft_layers * (self.exit_dim * self.exit_dim + self.exit_dim) + self.exit_dim * self.out_dim()
     }
 
-    /// A freshly initialised drafter.
-    pub fn init<B: Backend>(&self, device: &B::Device) -> ReDrafter<B> {
+    /// A freshly initialised drafter (PyTorch's `Linear` default: `U(-1/√in, 1/√in)`), a pure
+    /// function of `seed` so that runs are reproducible.
+    pub fn init<B: Backend>(&self, device: &B::Device, seed: u64) -> ReDrafter<B> {
+        let mut rng = StdRng::seed_from_u64(seed);
         let h = self.hidden_size;
         let (rnn_w, rnn_u) = if self.rnn {
-            (Some(LinearConfig::new(h, h).with_bias(false).init(device)), Some(LinearConfig::new(h, h).init(device)))
+            (Some(linear(&mut rng, h, h, false, device)), Some(linear(&mut rng, h, h, true, device)))
         } else {
             (None, None)
         };
-        let blocks = (0..self.num_draft_layers).map(|_| ResBlock { linear: LinearConfig::new(self.exit_dim, self.exit_dim).init(device) }).collect();
-        let out = LinearConfig::new(self.exit_dim, self.out_dim()).with_bias(false).init(device);
+        let blocks = (0..self.num_draft_layers).map(|_| ResBlock { linear: linear(&mut rng, self.exit_dim, self.exit_dim, true, device) }).collect();
+        let out = linear(&mut rng, self.exit_dim, self.out_dim(), false, device);
         ReDrafter { rnn_w, rnn_u, blocks, out }
     }
+}
+
+fn linear<B: Backend>(rng: &mut StdRng, d_in: usize, d_out: usize, bias: bool, device: &B::Device) -> Linear<B> {
+    let k = 1.0 / (d_in as f32).sqrt();
+    let mut draw = |n: usize| (0..n).map(|_| rng.random_range(-k..k)).collect::<Vec<f32>>();
+    let weight = Tensor::<B, 2>::from_data(TensorData::new(draw(d_in * d_out), [d_in, d_out]), device);
+    let bias = bias.then(|| Param::from_tensor(Tensor::<B, 1>::from_data(TensorData::new(draw(d_out), [d_out]), device)));
+    Linear { weight: Param::from_tensor(weight), bias }
 }

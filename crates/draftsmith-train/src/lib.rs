@@ -1,0 +1,15 @@
+//! Drafter training over a frozen target. The target runs on the inner (non-autodiff)
+//! backend, once, to produce the hidden states the drafter is conditioned on; only the drafter
+//! is trained and checkpointed.
+
+pub mod checkpoint;
+pub mod error;
+pub mod examples;
+pub mod hidden;
+pub mod metrics;
+pub mod redrafter;
+pub mod schedule;
+
+pub use error::TrainError;
+pub use examples::{LabelSource, Sequence};
+pub use redrafter::{train_redrafter, ReDrafterTrainConfig, TrainEvent, TrainSummary};

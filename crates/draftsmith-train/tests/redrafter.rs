@@ -1,0 +1,119 @@
+//! ReDrafter training on a tiny random target: it learns the target's own continuations, a run
+//! killed after a checkpoint resumes to exactly the weights of an uninterrupted run, and a
+//! changed config refuses to resume.
+
+use burn::backend::{Autodiff, Flex};
+use draftsmith_heads::redrafter::HeadKind;
+use draftsmith_heads::TargetIdentity;
+use draftsmith_model::{build_model, Architecture, AttentionMask, LoadOptions, LogitsSelect, MatmulWeights, MemorySource, Model, ModelConfig, RopeScaling};
+use draftsmith_train::{train_redrafter, LabelSource, ReDrafterTrainConfig, Sequence, TrainError, TrainEvent};
+
+type B = Flex;
+type AB = Autodiff<Flex>;
+
+fn tiny() -> Model<B> {
+    let config = ModelConfig {
+        architecture: Architecture::Llama,
+        vocab_size: 48,
+        hidden_size: 32,
+        intermediate_size: 64,
+        num_layers: 2,
+        num_heads: 4,
+        num_kv_heads: 2,
+        head_dim: 8,
+        rms_norm_eps: 1e-5,
+        rope_theta: 10_000.0,
+        rope_scaling: RopeScaling::None,
+        max_position_embeddings: 256,
+        tie_word_embeddings: true,
+    };
+    build_model::<B>(&config, &MemorySource::random(&config, 7), LoadOptions { matmul: MatmulWeights::Quantized }, &Default::default()).unwrap()
+}
+
+/// Prompt of 4 pseudo-random tokens followed by 24 greedy tokens of the target.
+fn self_distilled(model: &Model<B>, n: usize) -> Vec<Sequence> {
+    let mut state = 12345u64;
+    (0..n)
+        .map(|_| {
+            let mut tokens: Vec<u32> = (0..4)
+                .map(|_| {
+                    state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                    ((state >> 33) % 48) as u32
+                })
+                .collect();
+            let mut cache = model.new_cache(64);
+            let mut pos = 0;
+            let mut feed = tokens.clone();
+            for _ in 0..24 {
+                let positions: Vec<usize> = (pos..pos + feed.len()).collect();
+                let out = model.forward(&feed, &positions, &AttentionMask::Causal, LogitsSelect::Last, &mut cache).unwrap();
+                pos += feed.len();
+                let row: Vec<f32> = out.logits.unwrap().into_data().to_vec().unwrap();
+                let next = row.iter().enumerate().max_by(|a, b| a.1.total_cmp(b.1)).unwrap().0 as u32;
+                tokens.push(next);
+                feed = vec![next];
+            }
+            let loss_mask = (0..tokens.len()).map(|i| i >= 4).collect();
+            Sequence { tokens, loss_mask, teacher: None, teacher_len: 0 }
+        })
+        .collect()
+}
+
+fn identity() -> TargetIdentity {
+    TargetIdentity { name: "tiny".into(), sha256: "00".repeat(32), vocab_size: 48, hidden_size: 32 }
+}
+
+fn tmp(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("draftsmith-train-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+fn cfg() -> ReDrafterTrainConfig {
+    ReDrafterTrainConfig { horizon: 3, epochs: 30, batch_size: 64, lr: 3e-3, checkpoint_every: 20, log_every: 10, val_fraction: 0.1, ..Default::default() }
+}
+
+#[test]
+fn learns_the_targets_continuations() {
+    let model = tiny();
+    let seqs = self_distilled(&model, 40);
+    let dir = tmp("learn");
+    let summary = train_redrafter::<AB>(&model, &identity(), &seqs, &cfg(), &dir, serde_json::json!("t"), &mut |_| {}).unwrap();
+    assert!(summary.val_top1[0] > 0.6, "validation top-1 of head 1: {:?}", summary.val_top1);
+    assert!(dir.join("drafter.safetensors").exists() && dir.join("config.json").exists());
+    let csv = std::fs::read_to_string(dir.join("metrics.csv")).unwrap();
+    assert!(csv.lines().any(|l| l.contains(",val,")), "validation rows logged");
+}
+
+#[test]
+fn a_killed_run_resumes_to_the_same_weights() {
+    let model = tiny();
+    let seqs = self_distilled(&model, 12);
+    let cfg = ReDrafterTrainConfig { epochs: 8, head: HeadKind::Full, labels: LabelSource::GroundTruth, ..cfg() };
+    let whole = tmp("whole");
+    train_redrafter::<AB>(&model, &identity(), &seqs, &cfg, &whole, serde_json::json!("d"), &mut |_| {}).unwrap();
+
+    let killed = tmp("killed");
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        train_redrafter::<AB>(&model, &identity(), &seqs, &cfg, &killed, serde_json::json!("d"), &mut |e| {
+            if let TrainEvent::Checkpoint { step: 20 } = e {
+                panic!("simulated kill");
+            }
+        })
+    }));
+    assert!(result.is_err());
+    assert!(!killed.join("drafter.safetensors").exists());
+    let mut resumed_at = None;
+    train_redrafter::<AB>(&model, &identity(), &seqs, &cfg, &killed, serde_json::json!("d"), &mut |e| {
+        if let TrainEvent::Start { resumed_at: r, .. } = e {
+            resumed_at = Some(r);
+        }
+    })
+    .unwrap();
+    assert_eq!(resumed_at, Some(20));
+    assert_eq!(std::fs::read(whole.join("drafter.safetensors")).unwrap(), std::fs::read(killed.join("drafter.safetensors")).unwrap());
+
+    let changed = ReDrafterTrainConfig { lr: 1e-2, ..cfg };
+    let err = train_redrafter::<AB>(&model, &identity(), &seqs, &changed, &killed, serde_json::json!("d"), &mut |_| {}).unwrap_err();
+    assert!(matches!(err, TrainError::ResumeMismatch { .. }), "{err}");
+}
