@@ -41,7 +41,9 @@ fn skip_blank(reader: &mut impl BufRead) -> std::io::Result<Option<u8>> {
     }
     loop {
         let chunk = reader.fill_buf()?;
-        let Some(&b) = chunk.first() else { return Ok(None) };
+        let Some(&b) = chunk.first() else {
+            return Ok(None);
+        };
         if !b.is_ascii_whitespace() {
             return Ok(Some(b));
         }
@@ -65,12 +67,20 @@ fn read_array(path: &Path, reader: impl BufRead, limit: usize) -> Result<ReadRep
             Err(ScanError::Io(e)) => return Err(DataError::io(path)(e)),
             Err(ScanError::Syntax(problem)) => {
                 let location = format!("after record {index}");
-                return Err(DataError::BadRecord { path: path.to_path_buf(), location, problem });
+                return Err(DataError::BadRecord {
+                    path: path.to_path_buf(),
+                    location,
+                    problem,
+                });
             }
         };
         let conversation = parse_record(&record, index).map_err(|problem| {
             let location = format!("record {index} at byte {start}");
-            DataError::BadRecord { path: path.to_path_buf(), location, problem }
+            DataError::BadRecord {
+                path: path.to_path_buf(),
+                location,
+                problem,
+            }
         })?;
         collector.add(conversation);
         index += 1;
@@ -78,13 +88,21 @@ fn read_array(path: &Path, reader: impl BufRead, limit: usize) -> Result<ReadRep
     Ok(collector.report)
 }
 
-fn read_jsonl(path: &Path, mut reader: impl BufRead, limit: usize) -> Result<ReadReport, DataError> {
+fn read_jsonl(
+    path: &Path,
+    mut reader: impl BufRead,
+    limit: usize,
+) -> Result<ReadReport, DataError> {
     let mut collector = Collector::new(limit);
     let mut line = Vec::new();
     let (mut line_no, mut index) = (0, 0);
     while !collector.full() {
         line.clear();
-        if reader.read_until(b'\n', &mut line).map_err(DataError::io(path))? == 0 {
+        if reader
+            .read_until(b'\n', &mut line)
+            .map_err(DataError::io(path))?
+            == 0
+        {
             break;
         }
         line_no += 1;
@@ -140,7 +158,9 @@ impl<R: BufRead> ArrayScanner<R> {
     fn next(&mut self, out: &mut Vec<u8>) -> Result<Scan, ScanError> {
         out.clear();
         loop {
-            let Some(&b) = self.reader.fill_buf()?.first() else { return Ok(Scan::Truncated) };
+            let Some(&b) = self.reader.fill_buf()?.first() else {
+                return Ok(Scan::Truncated);
+            };
             match b {
                 b',' => self.consume(1),
                 b']' => return Ok(Scan::End),
