@@ -1,0 +1,26 @@
+//! Datasets for draftsmith: input conversations in, distilled training records out.
+//!
+//! - [`read_conversations`] reads prompts and reference answers from ShareGPT JSON, JSONL or
+//!   Parquet (the accepted schemas are documented in [`conversations`]).
+//! - [`ShardWriter`] writes a distilled dataset — `manifest.json` plus Parquet shards (layout in
+//!   [`schema`]) — so that a killed run resumes where it stopped; [`read_records`] reads it
+//!   back, validated.
+//!
+//! This crate knows nothing of models or tokenizers: records carry token ids only.
+
+mod arrow_util;
+pub mod conversations;
+mod error;
+mod manifest;
+mod record;
+pub mod schema;
+mod shards;
+
+pub use conversations::{read_conversations, Conversation, Message, ReadReport, Role};
+pub use error::DataError;
+pub use manifest::{
+    read_manifest, DistillManifest, DistillParams, ShardInfo, TargetId, FORMAT_VERSION,
+    MANIFEST_FILE,
+};
+pub use record::{DistillRecord, RecordSource, NO_TOKEN};
+pub use shards::{read_records, ShardWriter};

@@ -1,0 +1,187 @@
+//! `manifest.json`: what a distilled dataset was made from and which shards it holds.
+
+use std::fs::File;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::DataError;
+
+/// The manifest format this crate writes and reads.
+pub const FORMAT_VERSION: u32 = 1;
+
+/// The manifest's file name inside a dataset directory.
+pub const MANIFEST_FILE: &str = "manifest.json";
+
+/// The target model the dataset was distilled from.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TargetId {
+    /// A human-readable name (e.g. the model repository).
+    pub name: String,
+    /// SHA-256 of the target's weights (or another content hash identifying it).
+    pub sha256: String,
+}
+
+/// Distillation settings that must be identical for a run to resume a dataset.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DistillParams {
+    /// Caller-defined settings (sampling, chat template, lengths…), compared as a whole.
+    pub settings: serde_json::Value,
+    /// Greedy continuation length stored per position in `teacher`, if stored.
+    pub teacher_len: Option<usize>,
+    /// Number of next-token candidates stored per position, if stored.
+    pub topk: Option<usize>,
+}
+
+/// One finished shard.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShardInfo {
+    /// File name inside the dataset directory, e.g. `shard-00000.parquet`.
+    pub file: String,
+    /// Index of the first input item this shard covers.
+    pub first_input: usize,
+    /// Number of input items it covers (some may have produced no record).
+    pub inputs: usize,
+    /// Number of records in it.
+    pub records: usize,
+    /// Total number of tokens over its records.
+    pub tokens: usize,
+    /// SHA-256 of the file, lowercase hex.
+    pub sha256: String,
+}
+
+/// The contents of `manifest.json`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DistillManifest {
+    /// Always [`FORMAT_VERSION`].
+    pub format_version: u32,
+    /// The target model.
+    pub target: TargetId,
+    /// The settings the records were made with.
+    pub params: DistillParams,
+    /// Finished shards, in input order.
+    pub shards: Vec<ShardInfo>,
+    /// `true` once the run finished; `false` while it may still be resumed.
+    pub complete: bool,
+}
+
+impl DistillManifest {
+    /// Number of input items covered by the listed shards.
+    pub fn inputs_done(&self) -> usize {
+        self.shards.last().map_or(0, |s| s.first_input + s.inputs)
+    }
+
+    /// Total number of records over all shards.
+    pub fn records(&self) -> usize {
+        self.shards.iter().map(|s| s.records).sum()
+    }
+}
+
+/// Path of the manifest of the dataset in `dir`.
+pub(crate) fn manifest_path(dir: &Path) -> PathBuf {
+    dir.join(MANIFEST_FILE)
+}
+
+/// Reads and checks `dir/manifest.json` (format version, contiguous shard inputs).
+pub fn read_manifest(dir: &Path) -> Result<DistillManifest, DataError> {
+    let path = manifest_path(dir);
+    let text = std::fs::read(&path).map_err(DataError::io(&path))?;
+    let bad = |problem: String| DataError::BadManifest {
+        path: path.clone(),
+        problem,
+    };
+    let manifest: DistillManifest =
+        serde_json::from_slice(&text).map_err(|e| bad(e.to_string()))?;
+    if manifest.format_version != FORMAT_VERSION {
+        return Err(bad(format!(
+            "format_version is {}, this build reads {FORMAT_VERSION}",
+            manifest.format_version
+        )));
+    }
+    let mut next = 0;
+    for shard in &manifest.shards {
+        if shard.first_input != next {
+            return Err(bad(format!(
+                "{} starts at input {}, expected {next} (shards must be contiguous)",
+                shard.file, shard.first_input
+            )));
+        }
+        if shard.file.contains(['/', '\\']) {
+            return Err(bad(format!(
+                "shard file {:?} is not a plain file name",
+                shard.file
+            )));
+        }
+        next += shard.inputs;
+    }
+    Ok(manifest)
+}
+
+/// Writes `dir/manifest.json` atomically: a temporary file, fsync, then rename.
+pub(crate) fn write_manifest(dir: &Path, manifest: &DistillManifest) -> Result<(), DataError> {
+    let path = manifest_path(dir);
+    let tmp = dir.join(format!("{MANIFEST_FILE}.tmp"));
+    let text = serde_json::to_vec_pretty(manifest).expect("a manifest always serializes");
+    let mut file = File::create(&tmp).map_err(DataError::io(&tmp))?;
+    file.write_all(&text).map_err(DataError::io(&tmp))?;
+    file.sync_all().map_err(DataError::io(&tmp))?;
+    std::fs::rename(&tmp, &path).map_err(DataError::io(&path))?;
+    sync_dir(dir);
+    Ok(())
+}
+
+/// Flushes a directory entry (a rename) to disk. Best effort: not every platform can open a
+/// directory, and the data itself was already synced.
+pub(crate) fn sync_dir(dir: &Path) {
+    let _ = File::open(dir).and_then(|d| d.sync_all());
+}
+
+/// Checks that a run with `target` and `params` may resume the dataset described by `existing`.
+pub(crate) fn check_resume(
+    dir: &Path,
+    existing: &DistillManifest,
+    target: &TargetId,
+    params: &DistillParams,
+) -> Result<(), DataError> {
+    fn differ<T: PartialEq + std::fmt::Debug>(
+        dir: &Path,
+        field: &'static str,
+        existing: &T,
+        given: &T,
+    ) -> Result<(), DataError> {
+        if existing == given {
+            return Ok(());
+        }
+        Err(DataError::ResumeMismatch {
+            dir: dir.to_path_buf(),
+            field,
+            existing: format!("{existing:?}"),
+            given: format!("{given:?}"),
+        })
+    }
+    differ(dir, "target.name", &existing.target.name, &target.name)?;
+    differ(
+        dir,
+        "target.sha256",
+        &existing.target.sha256,
+        &target.sha256,
+    )?;
+    let (old, new) = (&existing.params, params);
+    differ(
+        dir,
+        "params.teacher_len",
+        &old.teacher_len,
+        &new.teacher_len,
+    )?;
+    differ(dir, "params.topk", &old.topk, &new.topk)?;
+    if old.settings != new.settings {
+        return Err(DataError::ResumeMismatch {
+            dir: dir.to_path_buf(),
+            field: "params.settings",
+            existing: old.settings.to_string(),
+            given: new.settings.to_string(),
+        });
+    }
+    Ok(())
+}

@@ -1,0 +1,292 @@
+//! Distilled datasets: round trip, resume after a kill, leftovers, corruption, mismatches.
+
+mod common;
+
+use std::path::Path;
+
+use draftsmith_data::{
+    read_manifest, read_records, DataError, DistillParams, DistillRecord, RecordSource,
+    ShardWriter, TargetId, NO_TOKEN,
+};
+
+const TEACHER_LEN: usize = 2;
+const TOPK: usize = 3;
+const PER_SHARD: usize = 4;
+
+fn target() -> TargetId {
+    TargetId {
+        name: "tiny".into(),
+        sha256: "ab".repeat(32),
+    }
+}
+
+fn params() -> DistillParams {
+    DistillParams {
+        settings: serde_json::json!({"temperature": 0.0, "max_new_tokens": 16}),
+        teacher_len: Some(TEACHER_LEN),
+        topk: Some(TOPK),
+    }
+}
+
+/// The records made from input `i`: none for every fifth input, else one or two records with
+/// lengths, contents and optional columns that vary with `i`.
+fn records_for(i: usize) -> Vec<DistillRecord> {
+    if i % 5 == 3 {
+        return Vec::new();
+    }
+    (0..1 + i % 2)
+        .map(|k| {
+            let n = 3 + (i * 7 + k) % 11;
+            let tokens: Vec<u32> = (0..n).map(|t| (i * 100 + k * 10 + t) as u32).collect();
+            let loss_mask = (0..n).map(|t| t >= n / 2).collect();
+            let with_teacher = k == 0;
+            DistillRecord {
+                id: format!("conv-{i}"),
+                teacher: with_teacher.then(|| {
+                    (0..n * TEACHER_LEN)
+                        .map(|j| if j % 5 == 0 { NO_TOKEN } else { j as u32 })
+                        .collect()
+                }),
+                teacher_topk_ids: with_teacher
+                    .then(|| (0..n * TOPK).map(|j| j as u32 * 3).collect()),
+                teacher_topk_logprobs: with_teacher
+                    .then(|| (0..n * TOPK).map(|j| -(j as f32) / 7.0).collect()),
+                source: if k == 0 {
+                    RecordSource::SelfDistilled
+                } else {
+                    RecordSource::GroundTruth
+                },
+                tokens,
+                loss_mask,
+            }
+        })
+        .collect()
+}
+
+fn push_range(writer: &mut ShardWriter, inputs: std::ops::Range<usize>) {
+    for i in inputs {
+        writer.push_input(records_for(i)).unwrap();
+    }
+}
+
+fn expected(inputs: usize) -> Vec<DistillRecord> {
+    (0..inputs).flat_map(records_for).collect()
+}
+
+/// Writes `inputs` items in one uninterrupted run.
+fn write_all(dir: &Path, inputs: usize) {
+    let mut writer = ShardWriter::open(dir, target(), params(), PER_SHARD).unwrap();
+    push_range(&mut writer, 0..inputs);
+    writer.finish().unwrap();
+}
+
+#[test]
+fn round_trip_two_and_a_half_shards() {
+    let dir = common::fresh_dir("round-trip");
+    write_all(&dir, 10);
+    let (manifest, records) = read_records(&dir).unwrap();
+    assert_eq!(records, expected(10));
+    assert!(manifest.complete);
+    let files: Vec<_> = manifest.shards.iter().map(|s| s.file.as_str()).collect();
+    assert_eq!(
+        files,
+        [
+            "shard-00000.parquet",
+            "shard-00001.parquet",
+            "shard-00002.parquet"
+        ]
+    );
+    let inputs: Vec<_> = manifest
+        .shards
+        .iter()
+        .map(|s| (s.first_input, s.inputs))
+        .collect();
+    assert_eq!(inputs, [(0, 4), (4, 4), (8, 2)]);
+    assert_eq!(manifest.records(), records.len());
+    let tokens: usize = records.iter().map(|r| r.tokens.len()).sum();
+    assert_eq!(
+        manifest.shards.iter().map(|s| s.tokens).sum::<usize>(),
+        tokens
+    );
+    assert_eq!(manifest.target, target());
+    assert_eq!(manifest.params, params());
+    assert_eq!(read_manifest(&dir).unwrap(), manifest);
+}
+
+#[test]
+fn resume_after_drop_matches_uninterrupted_run() {
+    let reference = common::fresh_dir("resume-reference");
+    write_all(&reference, 10);
+
+    let dir = common::fresh_dir("resume");
+    let mut writer = ShardWriter::open(&dir, target(), params(), PER_SHARD).unwrap();
+    push_range(&mut writer, 0..6); // one full shard + 2 pending inputs, lost on drop
+    drop(writer);
+    assert!(!read_manifest(&dir).unwrap().complete);
+
+    let mut writer = ShardWriter::open(&dir, target(), params(), PER_SHARD).unwrap();
+    assert_eq!(writer.inputs_done(), 4);
+    let done = writer.inputs_done();
+    push_range(&mut writer, done..10);
+    let manifest = writer.finish().unwrap();
+    assert_eq!(manifest, read_manifest(&reference).unwrap());
+    assert_eq!(read_records(&dir).unwrap().1, expected(10));
+
+    // Reopening a finished dataset resumes nothing and keeps it complete.
+    let writer = ShardWriter::open(&dir, target(), params(), PER_SHARD).unwrap();
+    assert_eq!(writer.inputs_done(), 10);
+    assert_eq!(writer.finish().unwrap(), manifest);
+}
+
+#[test]
+fn leftover_tmp_shard_is_removed_and_redone() {
+    let dir = common::fresh_dir("leftover");
+    let mut writer = ShardWriter::open(&dir, target(), params(), PER_SHARD).unwrap();
+    push_range(&mut writer, 0..5);
+    drop(writer);
+    // A kill in the middle of writing shard 1.
+    let tmp = dir.join("shard-00001.parquet.tmp");
+    std::fs::write(&tmp, b"PAR1 half a shard").unwrap();
+
+    let mut writer = ShardWriter::open(&dir, target(), params(), PER_SHARD).unwrap();
+    assert!(!tmp.exists());
+    assert_eq!(writer.inputs_done(), 4);
+    push_range(&mut writer, 4..10);
+    writer.finish().unwrap();
+    assert_eq!(read_records(&dir).unwrap().1, expected(10));
+    assert!(!tmp.exists());
+}
+
+#[test]
+fn truncated_shard_is_a_corrupt_shard_error_naming_the_file() {
+    let dir = common::fresh_dir("truncated");
+    write_all(&dir, 10);
+    let shard = dir.join("shard-00001.parquet");
+    let bytes = std::fs::read(&shard).unwrap();
+    std::fs::write(&shard, &bytes[..bytes.len() / 2]).unwrap();
+
+    let err = read_records(&dir).unwrap_err();
+    assert!(matches!(err, DataError::CorruptShard { .. }), "{err:?}");
+    let text = err.to_string();
+    assert!(text.contains("shard-00001.parquet"), "{text}");
+    assert!(
+        text.contains("not a complete parquet file") && text.contains("rerun distill"),
+        "{text}"
+    );
+
+    // Resuming refuses it too, by checksum.
+    let Err(err) = ShardWriter::open(&dir, target(), params(), PER_SHARD) else {
+        panic!("opened")
+    };
+    assert!(err.to_string().contains("shard-00001.parquet"), "{err}");
+}
+
+#[test]
+fn missing_shard_is_named() {
+    let dir = common::fresh_dir("missing");
+    write_all(&dir, 6);
+    std::fs::remove_file(dir.join("shard-00000.parquet")).unwrap();
+    let err = read_records(&dir).unwrap_err();
+    assert!(matches!(err, DataError::MissingShard { .. }), "{err:?}");
+    assert!(err.to_string().contains("shard-00000.parquet"));
+    let Err(err) = ShardWriter::open(&dir, target(), params(), PER_SHARD) else {
+        panic!("opened")
+    };
+    assert!(matches!(err, DataError::MissingShard { .. }), "{err:?}");
+}
+
+#[test]
+fn resume_with_other_params_or_target_is_refused() {
+    let dir = common::fresh_dir("mismatch");
+    let mut writer = ShardWriter::open(&dir, target(), params(), PER_SHARD).unwrap();
+    push_range(&mut writer, 0..4);
+    drop(writer);
+
+    let field_of = |target: TargetId, params: DistillParams| match ShardWriter::open(
+        &dir, target, params, PER_SHARD,
+    ) {
+        Err(DataError::ResumeMismatch { field, .. }) => field,
+        other => panic!(
+            "expected a mismatch, got {:?}",
+            other.map(|w| w.inputs_done())
+        ),
+    };
+    let other_settings = DistillParams {
+        settings: serde_json::json!({"temperature": 1.0}),
+        ..params()
+    };
+    assert_eq!(field_of(target(), other_settings), "params.settings");
+    assert_eq!(
+        field_of(
+            target(),
+            DistillParams {
+                topk: Some(8),
+                ..params()
+            }
+        ),
+        "params.topk"
+    );
+    assert_eq!(
+        field_of(
+            target(),
+            DistillParams {
+                teacher_len: None,
+                ..params()
+            }
+        ),
+        "params.teacher_len"
+    );
+    let other_target = TargetId {
+        sha256: "cd".repeat(32),
+        ..target()
+    };
+    assert_eq!(field_of(other_target, params()), "target.sha256");
+    // The refused attempts changed nothing.
+    assert_eq!(
+        ShardWriter::open(&dir, target(), params(), PER_SHARD)
+            .unwrap()
+            .inputs_done(),
+        4
+    );
+}
+
+#[test]
+fn inconsistent_records_are_rejected_on_push() {
+    let dir = common::fresh_dir("inconsistent");
+    let mut writer = ShardWriter::open(&dir, target(), params(), PER_SHARD).unwrap();
+    let mut bad = records_for(0).remove(0);
+    bad.loss_mask.pop();
+    let err = writer.push_input(vec![bad]).unwrap_err();
+    assert!(
+        matches!(err, DataError::InvalidRecord { ref id, .. } if id == "conv-0"),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains("loss_mask"), "{err}");
+
+    let mut bad = records_for(0).remove(0);
+    bad.teacher.as_mut().unwrap().push(1);
+    let text = writer.push_input(vec![bad]).unwrap_err().to_string();
+    assert!(
+        text.contains("teacher") && text.contains("teacher_len 2"),
+        "{text}"
+    );
+
+    let no_teacher = DistillParams {
+        teacher_len: None,
+        topk: None,
+        ..params()
+    };
+    let other = common::fresh_dir("inconsistent-no-teacher");
+    let mut writer = ShardWriter::open(&other, target(), no_teacher, PER_SHARD).unwrap();
+    let text = writer.push_input(records_for(0)).unwrap_err().to_string();
+    assert!(text.contains("no teacher_len"), "{text}");
+}
+
+#[test]
+fn zero_inputs_per_shard_is_refused() {
+    let dir = common::fresh_dir("zero");
+    let Err(err) = ShardWriter::open(&dir, target(), params(), 0) else {
+        panic!("opened")
+    };
+    assert!(matches!(err, DataError::InvalidArgument { .. }), "{err:?}");
+}
