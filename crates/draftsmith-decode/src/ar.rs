@@ -42,22 +42,44 @@ pub fn logits_row<B: Backend>(logits: Tensor<B, 2>, row: usize) -> Vec<f32> {
 
 /// Prefills `prompt` into a fresh cache and returns the last position's logits.
 pub fn prefill<B: Backend>(model: &Model<B>, prompt: &[u32], cache: &mut KvCache<B>) -> Result<Vec<f32>, ModelError> {
+    Ok(prefill_with_hidden(model, prompt, cache)?.0)
+}
+
+/// [`prefill`], also returning the last position's final hidden state (after the final norm).
+pub fn prefill_with_hidden<B: Backend>(model: &Model<B>, prompt: &[u32], cache: &mut KvCache<B>) -> Result<(Vec<f32>, Vec<f32>), ModelError> {
     let positions: Vec<usize> = (cache.len()..cache.len() + prompt.len()).collect();
     let out = model.forward(prompt, &positions, &AttentionMask::Causal, LogitsSelect::Last, cache)?;
-    Ok(logits_row(out.logits.expect("logits requested"), 0))
+    let hidden = logits_row(out.hidden_final, prompt.len() - 1);
+    Ok((logits_row(out.logits.expect("logits requested"), 0), hidden))
+}
+
+/// A prefilled prompt.
+pub struct Started<B: Backend> {
+    pub cache: KvCache<B>,
+    /// Logits after the last prompt token.
+    pub logits: Vec<f32>,
+    /// Final hidden state at the last prompt token.
+    pub hidden: Vec<f32>,
+    pub prefill: Duration,
 }
 
 /// Checks the prompt fits the context, then prefills it into a fresh cache with room for
 /// `extra` more positions. Returns the cache, the last position's logits and the prefill time.
 pub fn start<B: Backend>(model: &Model<B>, prompt: &[u32], extra: usize) -> Result<(KvCache<B>, Vec<f32>, Duration), ModelError> {
+    let s = start_with_hidden(model, prompt, extra)?;
+    Ok((s.cache, s.logits, s.prefill))
+}
+
+/// [`start`], keeping the last prompt position's final hidden state.
+pub fn start_with_hidden<B: Backend>(model: &Model<B>, prompt: &[u32], extra: usize) -> Result<Started<B>, ModelError> {
     let context_len = model.config().max_position_embeddings;
     if prompt.len() >= context_len {
         return Err(ModelError::ContextOverflow { needed: prompt.len() + 1, context: context_len });
     }
     let mut cache = model.new_cache(prompt.len() + extra);
     let begin = Instant::now();
-    let logits = prefill(model, prompt, &mut cache)?;
-    Ok((cache, logits, begin.elapsed()))
+    let (logits, hidden) = prefill_with_hidden(model, prompt, &mut cache)?;
+    Ok(Started { cache, logits, hidden, prefill: begin.elapsed() })
 }
 
 /// Greedy or sampled autoregressive generation. `on_token` sees each new token and may stop

@@ -27,4 +27,9 @@ pub enum DecodeError {
     UnknownMethod { name: String, known: Vec<&'static str> },
     #[error("method `{method}`: parameter `{param}` = {value}: {problem}")]
     InvalidParam { method: String, param: &'static str, value: String, problem: String },
+    /// A trained drafter (ReDrafter, TokenSwift) could not be loaded or does not fit the target.
+    #[error(transparent)]
+    Heads(#[from] draftsmith_heads::HeadsError),
+    #[error("drafter does not fit the target: {0}")]
+    Drafter(String),
 }

@@ -7,14 +7,17 @@ use crate::error::DecodeError;
 use burn::tensor::backend::Backend;
 use draftsmith_model::Model;
 
-use crate::methods::{DraftModel, DraftModelConfig, NgramTrie, NgramTrieConfig, PreCutConfig, PromptLookup, TokenCache, TokenCacheConfig};
+use crate::methods::{DraftModel, DraftModelConfig, LoadedReDrafter, NgramTrie, NgramTrieConfig, PreCutConfig, PromptLookup, ReDrafterProposer, ReDrafterSettings, TokenCache, TokenCacheConfig};
 use crate::spec::Proposer;
 
 /// The autoregressive baseline: no proposer, one target call per token.
 pub const AR: &str = "ar";
 
 /// Every method [`build_proposer`] knows, `ar` first.
-pub const METHODS: &[&str] = &[AR, "prompt-lookup", "ngram-trie", "draft-model", "precut", "token-cache"];
+pub const METHODS: &[&str] = &[AR, "prompt-lookup", "ngram-trie", "draft-model", "precut", "token-cache", "redrafter"];
+
+/// Methods that need a trained drafter directory (`--drafter`).
+pub const TRAINED_DRAFTER_METHODS: &[&str] = &["redrafter"];
 
 /// Methods that need a drafter model (`--draft-model`); `token-cache` wraps the drafter when
 /// one is given and prompt lookup otherwise.
@@ -39,17 +42,60 @@ pub struct MethodParams {
     pub ngram_update_output: bool,
     /// Drafter model for `draft-model`, `precut` and `token-cache` (a path or fetch name).
     pub draft_model: Option<String>,
+    /// Trained drafter directory (`drafter.safetensors` + `config.json`) for `redrafter`.
+    pub drafter: Option<String>,
+    /// ReDrafter: beams per step.
+    pub beam_width: usize,
+    /// ReDrafter: tokens per beam, counting the target's guaranteed token.
+    pub beam_length: usize,
+    /// ReDrafter: pack beams into a prefix tree (dynamic tree attention).
+    pub tree_attention: bool,
 }
 
 impl Default for MethodParams {
     fn default() -> Self {
         let trie = NgramTrieConfig::default();
-        Self { draft_len: 10, lookup_ngram: 3, ngram_n: trie.n, ngram_lp: trie.prefix_len, num_draft: trie.num_draft, ngram_update_output: trie.update_with_output, draft_model: None }
+        Self { draft_len: 10, lookup_ngram: 3, ngram_n: trie.n, ngram_lp: trie.prefix_len, num_draft: trie.num_draft, ngram_update_output: trie.update_with_output, draft_model: None, drafter: None, beam_width: 1, beam_length: 5, tree_attention: true }
     }
 }
 
+/// The drafters a run has loaded, for the methods that need one.
+#[derive(Debug)]
+pub struct Drafters<'a, B: Backend> {
+    /// A smaller model with the target's tokenizer (`--draft-model`).
+    pub draft_model: Option<&'a Model<B>>,
+    /// A trained ReDrafter (`--drafter`).
+    pub redrafter: Option<&'a LoadedReDrafter<B>>,
+}
+
+impl<B: Backend> Drafters<'_, B> {
+    pub fn none() -> Self {
+        Self { draft_model: None, redrafter: None }
+    }
+}
+
+impl<B: Backend> Clone for Drafters<'_, B> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+
+impl<B: Backend> Copy for Drafters<'_, B> {}
+
 /// Checks that method `name` exists and its parameters are valid, without building it.
 pub fn validate_method(name: &str, params: &MethodParams) -> Result<(), DecodeError> {
+    if TRAINED_DRAFTER_METHODS.contains(&name) {
+        if params.drafter.is_none() {
+            return Err(DecodeError::InvalidParam { method: name.to_string(), param: "drafter", value: "none".into(), problem: "this method needs a trained drafter directory (--drafter)".into() });
+        }
+        if params.beam_width == 0 || params.beam_width > 50 {
+            return Err(DecodeError::InvalidParam { method: name.to_string(), param: "beam_width", value: params.beam_width.to_string(), problem: "must be in 1..=50 (the top-k warp)".into() });
+        }
+        if params.beam_length < 2 {
+            return Err(DecodeError::InvalidParam { method: name.to_string(), param: "beam_length", value: params.beam_length.to_string(), problem: "must be at least 2 (it counts the target's guaranteed token)".into() });
+        }
+        return Ok(());
+    }
     if DRAFTER_METHODS.contains(&name) {
         if params.draft_model.is_none() {
             return Err(DecodeError::InvalidParam { method: name.to_string(), param: "draft_model", value: "none".into(), problem: "this method needs a drafter (--draft-model)".into() });
@@ -62,9 +108,15 @@ pub fn validate_method(name: &str, params: &MethodParams) -> Result<(), DecodeEr
     build_proposer(if name == "token-cache" { "prompt-lookup" } else { name }, params).map(|_| ())
 }
 
-/// Builds the proposer of method `name`, with `drafter` for the methods that need one.
-pub fn build_proposer_with<B: Backend>(name: &str, params: &MethodParams, drafter: Option<&Model<B>>) -> Result<Option<Box<dyn Proposer>>, DecodeError> {
+/// Builds the proposer of method `name` for `target`, with the loaded drafters the method needs.
+pub fn build_proposer_with<B: Backend>(name: &str, params: &MethodParams, target: &Model<B>, drafters: Drafters<'_, B>) -> Result<Option<Box<dyn Proposer>>, DecodeError> {
     validate_method(name, params)?;
+    let drafter = drafters.draft_model;
+    if name == "redrafter" {
+        let loaded = drafters.redrafter.ok_or_else(|| DecodeError::InvalidParam { method: name.to_string(), param: "drafter", value: "not loaded".into(), problem: "this method needs a trained drafter (--drafter)".into() })?;
+        let settings = ReDrafterSettings { beam_width: params.beam_width, beam_length: params.beam_length, tree_attention: params.tree_attention };
+        return Ok(Some(Box::new(ReDrafterProposer::new(target, loaded, settings)?)));
+    }
     let draft_model = |precut: Option<PreCutConfig>| -> Result<DraftModel<B>, DecodeError> {
         let model = drafter.ok_or_else(|| DecodeError::InvalidParam { method: name.to_string(), param: "draft_model", value: "not loaded".into(), problem: "this method needs a drafter (--draft-model)".into() })?;
         DraftModel::new(model.clone(), DraftModelConfig { lambda: params.draft_len, precut, reuse: None })
@@ -124,7 +176,7 @@ mod tests {
     #[test]
     fn every_listed_method_builds_and_unknown_names_list_the_known_ones() {
         let params = MethodParams::default();
-        for name in METHODS.iter().filter(|m| !DRAFTER_METHODS.contains(m) && **m != "token-cache") {
+        for name in METHODS.iter().filter(|m| !DRAFTER_METHODS.contains(m) && !TRAINED_DRAFTER_METHODS.contains(m) && **m != "token-cache") {
             let proposer = build_proposer(name, &params).unwrap();
             assert_eq!(proposer.is_none(), *name == AR);
             if let Some(p) = proposer {

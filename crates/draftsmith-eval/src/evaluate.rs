@@ -5,6 +5,7 @@ use std::collections::HashSet;
 use std::path::Path;
 
 use burn::tensor::backend::Backend;
+use draftsmith_decode::Drafters;
 use draftsmith_model::Model;
 
 use crate::error::EvalError;
@@ -45,7 +46,7 @@ pub struct EvalOutcome {
 
 /// Runs the eval. A lossless failure is not an error here: it is in the summary (and every
 /// record and report is written before the caller sees it).
-pub fn evaluate<B: Backend>(model: &Model<B>, drafter: Option<&Model<B>>, input: &EvalInput<'_>, on_progress: &mut dyn FnMut(Progress<'_>)) -> Result<EvalOutcome, EvalError> {
+pub fn evaluate<B: Backend>(model: &Model<B>, drafters: Drafters<'_, B>, input: &EvalInput<'_>, on_progress: &mut dyn FnMut(Progress<'_>)) -> Result<EvalOutcome, EvalError> {
     let manifest = input.manifest;
     check_context(input.prompts, model.config().max_position_embeddings)?;
     for m in &manifest.methods {
@@ -56,7 +57,7 @@ pub fn evaluate<B: Backend>(model: &Model<B>, drafter: Option<&Model<B>>, input:
     let (mut log, existing) = RecordLog::open(&records_path)?;
     let done: HashSet<(String, String)> = existing.iter().map(Record::key).collect();
     let spec = RunSpec { methods: &manifest.methods, params: &manifest.params, max_new_tokens: manifest.max_new_tokens, stop_tokens: input.stop_tokens };
-    let ran = run_pending(model, drafter, input.prompts, &spec, &mut log, &done, on_progress)?;
+    let ran = run_pending(model, drafters, input.prompts, &spec, &mut log, &done, on_progress)?;
     drop(log);
     let summary = summarize(&read_records(&records_path)?, &manifest.methods);
     write_outputs(input.out_dir, &summary, manifest, input.command_line)?;

@@ -3,7 +3,7 @@
 use std::collections::HashSet;
 
 use burn::tensor::backend::Backend;
-use draftsmith_decode::{build_proposer_with, generate, generate_speculative, DecodeError, MethodParams, Sampler, SamplingConfig};
+use draftsmith_decode::{build_proposer_with, Drafters, generate, generate_speculative, DecodeError, MethodParams, Sampler, SamplingConfig};
 use draftsmith_model::Model;
 
 use crate::error::EvalError;
@@ -32,9 +32,9 @@ pub struct RunSpec<'a> {
 }
 
 /// Greedy generation of one prompt with one method.
-pub fn run_pair<B: Backend>(model: &Model<B>, drafter: Option<&Model<B>>, prompt: &EncodedPrompt, method: &str, spec: &RunSpec<'_>) -> Result<Record, EvalError> {
+pub fn run_pair<B: Backend>(model: &Model<B>, drafters: Drafters<'_, B>, prompt: &EncodedPrompt, method: &str, spec: &RunSpec<'_>) -> Result<Record, EvalError> {
     let fail = |source: DecodeError| EvalError::Decode { id: prompt.id.clone(), method: method.to_string(), source: Box::new(source) };
-    let proposer = build_proposer_with(method, spec.params, drafter).map_err(fail)?;
+    let proposer = build_proposer_with(method, spec.params, model, drafters).map_err(fail)?;
     let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
     let record = |output_ids, stop, draft_len, prefill, decode, target_calls, steps| Record {
         prompt_id: prompt.id.clone(),
@@ -68,7 +68,7 @@ pub fn run_pair<B: Backend>(model: &Model<B>, drafter: Option<&Model<B>>, prompt
 /// appending each record to `log`. Returns how many pairs ran.
 pub fn run_pending<B: Backend>(
     model: &Model<B>,
-    drafter: Option<&Model<B>>,
+    drafters: Drafters<'_, B>,
     prompts: &[EncodedPrompt],
     spec: &RunSpec<'_>,
     log: &mut RecordLog,
@@ -82,12 +82,12 @@ pub fn run_pending<B: Backend>(
     if let Some(&(first, _)) = pending.first() {
         // Warm-up (untimed, unrecorded): first-call allocations would otherwise land on `ar`.
         let prompt = prompts.iter().find(|p| p.id == first).expect("pending ids come from prompts");
-        run_pair(model, drafter, prompt, draftsmith_decode::AR, &RunSpec { max_new_tokens: 4, ..*spec })?;
+        run_pair(model, drafters, prompt, draftsmith_decode::AR, &RunSpec { max_new_tokens: 4, ..*spec })?;
     }
     for &(prompt_id, method) in &pending {
         let prompt = prompts.iter().find(|p| p.id == prompt_id).expect("pending ids come from prompts");
         on_progress(Progress::Running { prompt_id, method });
-        let record = run_pair(model, drafter, prompt, method, spec)?;
+        let record = run_pair(model, drafters, prompt, method, spec)?;
         log.append(&record)?;
         on_progress(Progress::Finished { prompt_id, method, tokens: record.output_ids.len() });
     }

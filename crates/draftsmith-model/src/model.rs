@@ -107,6 +107,12 @@ impl<B: Backend> Model<B> {
         self.embed.clone().select(0, ids)
     }
 
+    /// The LM head alone on `[n, hidden]` vectors (drafters with a head tied to the target's
+    /// output embeddings use it; on the CPU it runs the quantized kernels).
+    pub fn project_to_vocab(&self, x: Tensor<B, 2>) -> Tensor<B, 2> {
+        self.lm_head.forward(x)
+    }
+
     /// Applies the final norm and the LM head to hidden states `[n, hidden]`.
     pub fn logits_from_prenorm(&self, hidden_prenorm: Tensor<B, 2>) -> Tensor<B, 2> {
         self.lm_head.forward(self.norm.forward(hidden_prenorm))

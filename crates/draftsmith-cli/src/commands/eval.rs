@@ -7,7 +7,8 @@ use anyhow::{bail, Context, Result};
 use burn::tensor::backend::Backend;
 use clap::builder::PossibleValuesParser;
 use clap::Args;
-use draftsmith_decode::{MethodParams, METHODS};
+use draftsmith_decode::methods::LoadedReDrafter;
+use draftsmith_decode::{Drafters, MethodParams, METHODS};
 use draftsmith_eval::{EvalInput, Manifest, Progress, Summary};
 use draftsmith_model::LoadedModel;
 use indicatif::{ProgressBar, ProgressStyle};
@@ -80,6 +81,32 @@ pub struct MethodParamArgs {
     /// tokenizer (a .gguf, HF directory, hf:id or fetch name, e.g. qwen2.5-coder-0.5b).
     #[arg(long)]
     pub draft_model: Option<String>,
+    /// Trained drafter directory for `redrafter` (`drafter.safetensors` + `config.json`, as
+    /// written by `draftsmith train redrafter` / `draftsmith export`).
+    #[arg(long)]
+    pub drafter: Option<String>,
+    /// ReDrafter: beams per step.
+    #[arg(long, default_value_t = MethodParams::default().beam_width)]
+    pub beam_width: usize,
+    /// ReDrafter: tokens per beam, counting the target's guaranteed token.
+    #[arg(long, default_value_t = MethodParams::default().beam_length)]
+    pub beam_length: usize,
+    /// ReDrafter: verify every beam as its own chain instead of packing shared prefixes into a
+    /// tree (the dynamic-tree-attention ablation).
+    #[arg(long)]
+    pub no_tree_attention: bool,
+}
+
+/// Drafters loaded for a run.
+pub struct LoadedDrafters<B: Backend> {
+    pub draft_model: Option<LoadedModel<B>>,
+    pub redrafter: Option<LoadedReDrafter<B>>,
+}
+
+impl<B: Backend> LoadedDrafters<B> {
+    pub fn as_drafters(&self) -> Drafters<'_, B> {
+        Drafters { draft_model: self.draft_model.as_ref().map(|d| &d.model), redrafter: self.redrafter.as_ref() }
+    }
 }
 
 impl From<&MethodParams> for MethodParamArgs {
@@ -92,6 +119,10 @@ impl From<&MethodParams> for MethodParamArgs {
             num_draft: p.num_draft,
             ngram_update_output: p.ngram_update_output,
             draft_model: p.draft_model.clone(),
+            drafter: p.drafter.clone(),
+            beam_width: p.beam_width,
+            beam_length: p.beam_length,
+            no_tree_attention: !p.tree_attention,
         }
     }
 }
@@ -106,15 +137,32 @@ impl MethodParamArgs {
             num_draft: self.num_draft,
             ngram_update_output: self.ngram_update_output,
             draft_model: self.draft_model.clone(),
+            drafter: self.drafter.clone(),
+            beam_width: self.beam_width,
+            beam_length: self.beam_length,
+            tree_attention: !self.no_tree_attention,
         }
     }
 
-    /// Loads the drafter, when one is named, and checks it shares the target's tokenizer.
-    pub fn load_drafter<B: Backend>(&self, target: &LoadedModel<B>, model: &ModelArgs, device: &B::Device) -> Result<Option<LoadedModel<B>>> {
-        let Some(spec) = &self.draft_model else { return Ok(None) };
-        let drafter = ModelArgs { model: spec.clone(), ..model.clone() }.load::<B>(device)?;
-        draftsmith_decode::methods::check_tokenizers(&target.tokenizer, &drafter.tokenizer)?;
-        Ok(Some(drafter))
+    /// Loads the drafters that are named: a draft model (checked to share the target's
+    /// tokenizer) and a trained drafter (checked to be trained for this target).
+    pub fn load_drafters<B: Backend>(&self, target: &LoadedModel<B>, model: &ModelArgs, device: &B::Device) -> Result<LoadedDrafters<B>> {
+        let draft_model = match &self.draft_model {
+            Some(spec) => {
+                let drafter = ModelArgs { model: spec.clone(), ..model.clone() }.load::<B>(device)?;
+                draftsmith_decode::methods::check_tokenizers(&target.tokenizer, &drafter.tokenizer)?;
+                Some(drafter)
+            }
+            None => None,
+        };
+        let redrafter = match &self.drafter {
+            Some(dir) => {
+                let identity = crate::model_arg::target_identity(target)?;
+                Some(LoadedReDrafter::load(std::path::Path::new(dir), &identity, device)?)
+            }
+            None => None,
+        };
+        Ok(LoadedDrafters { draft_model, redrafter })
     }
 }
 
@@ -131,7 +179,7 @@ fn run_on<B: Backend>(args: &EvalArgs, device: &B::Device) -> Result<()> {
     let set = draftsmith_eval::read_prompts(&resolve_prompts(&args.prompts)?, args.limit)?;
     let out = args.out.clone().unwrap_or_else(|| PathBuf::from("eval/results").join(utc_stamp()));
     let loaded = args.model.load::<B>(device)?;
-    let drafter = args.params.load_drafter(&loaded, &args.model, device)?;
+    let drafters = args.params.load_drafters(&loaded, &args.model, device)?;
     let prompts = draftsmith_eval::encode_prompts(&loaded.tokenizer, &set.prompts, !args.no_chat_template)?;
     let command_line = command_line();
     let manifest = Manifest {
@@ -150,7 +198,7 @@ fn run_on<B: Backend>(args: &EvalArgs, device: &B::Device) -> Result<()> {
     let input = EvalInput { out_dir: &out, manifest: &manifest, prompts: &prompts, stop_tokens: loaded.tokenizer.eos_ids(), command_line: &command_line };
     let bar = ProgressBar::new(0);
     bar.set_style(ProgressStyle::with_template("{bar:30} {pos}/{len} pairs [{elapsed} < {eta}] {msg}").expect("valid template"));
-    let outcome = draftsmith_eval::evaluate(&loaded.model, drafter.as_ref().map(|d| &d.model), &input, &mut |p| match p {
+    let outcome = draftsmith_eval::evaluate(&loaded.model, drafters.as_drafters(), &input, &mut |p| match p {
         Progress::Start { total, done } => {
             bar.set_length(total as u64);
             bar.set_position(done as u64);

@@ -117,8 +117,8 @@ fn run_on<B: Backend>(args: &GenerateArgs, device: &B::Device) -> Result<()> {
     let mut stream = TextStream::default();
     let stdout = std::io::stdout();
     let mut steps = None;
-    let drafter = args.params.load_drafter(&loaded, &args.model, device)?;
-    let proposer = build_proposer_with(&args.method, &args.params.params(), drafter.as_ref().map(|d| &d.model))?;
+    let drafters = args.params.load_drafters(&loaded, &args.model, device)?;
+    let proposer = build_proposer_with(&args.method, &args.params.params(), &loaded.model, drafters.as_drafters())?;
     let generation = match proposer {
         None => draftsmith_decode::generate(&loaded.model, &prompt, args.max_new_tokens, loaded.tokenizer.eos_ids(), &mut sampler, &mut |t| {
             if !args.json {

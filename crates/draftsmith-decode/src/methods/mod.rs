@@ -4,10 +4,12 @@ pub mod draft_model;
 pub mod ngram_trie;
 pub mod precut;
 pub mod prompt_lookup;
+pub mod redrafter;
 pub mod token_cache;
 
 pub use draft_model::{check_tokenizers, DraftModel, DraftModelConfig, DraftModelStats};
 pub use ngram_trie::{NgramTrie, NgramTrieConfig};
 pub use precut::{PreCut, PreCutConfig};
 pub use prompt_lookup::PromptLookup;
+pub use redrafter::{LoadedReDrafter, PackingStats, ReDrafterProposer, ReDrafterSettings};
 pub use token_cache::{PhraseCache, TokenCache, TokenCacheConfig, TokenCacheStats};

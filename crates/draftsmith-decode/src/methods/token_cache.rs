@@ -269,6 +269,10 @@ impl<P: Proposer> Proposer for TokenCache<P> {
         &self.name
     }
 
+    fn wants_hidden(&self) -> bool {
+        self.inner.wants_hidden()
+    }
+
     fn propose(&mut self, ctx: &DraftContext<'_>) -> DraftTree {
         self.inner_tree = self.inner.propose(ctx);
         let root = *ctx.tokens.last().expect("a context has at least one token");
@@ -393,7 +397,7 @@ mod tests {
         tc.cache.insert(2, &[3, 9]); // shares node "3" with the draft, branches to 9
         tc.cache.insert(1, &[5]); // anchor 1 is not among the last 3 draft tokens
         let tokens = [0u32];
-        let ctx = DraftContext { tokens: &tokens, prompt_len: 1 };
+        let ctx = DraftContext { tokens: &tokens, prompt_len: 1, hidden: None };
         let tree = tc.propose(&ctx);
         assert_eq!(tree.tokens(), &[1, 2, 3, 4, 9, 7, 8]);
         assert_eq!(tree.parents(), &[None, Some(0), Some(1), Some(2), Some(2), Some(3), Some(5)]);

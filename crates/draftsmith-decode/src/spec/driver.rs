@@ -76,7 +76,9 @@ pub fn generate_speculative_sampled<B: Backend>(
     sampler: &mut Sampler,
 ) -> Result<SpecOutput, ModelError> {
     let context_len = model.config().max_position_embeddings;
-    let (mut cache, logits, prefill_time) = crate::ar::start(model, prompt, max_new_tokens + 64)?;
+    let started = crate::ar::start_with_hidden(model, prompt, max_new_tokens + 64)?;
+    let (mut cache, logits, prefill_time, mut hidden) = (started.cache, started.logits, started.prefill, started.hidden);
+    let wants_hidden = proposer.wants_hidden();
     let first = sampler.sample(&logits, prompt);
     let start = Instant::now();
     let mut tokens = prompt.to_vec();
@@ -85,7 +87,7 @@ pub fn generate_speculative_sampled<B: Backend>(
         Some(stop) => stop,
         None => loop {
             let t0 = Instant::now();
-            let ctx = DraftContext { tokens: &tokens, prompt_len: prompt.len() };
+            let ctx = DraftContext { tokens: &tokens, prompt_len: prompt.len(), hidden: wants_hidden.then_some(hidden.as_slice()) };
             let mut tree = proposer.propose(&ctx);
             let room = context_len.saturating_sub(tokens.len() + 1);
             if tree.depths().iter().any(|&d| d > room) {
@@ -98,9 +100,13 @@ pub fn generate_speculative_sampled<B: Backend>(
             let out = model.forward(full.tokens(), &full.positions(cached - 1), &mask, LogitsSelect::All, &mut cache)?;
             let (acceptance, next) = verify(&tree, &tokens, out.logits.expect("logits requested"), sampler);
             let t2 = Instant::now();
+            let next_hidden = wants_hidden.then(|| crate::ar::logits_row(out.hidden_final, acceptance.path.last().map_or(0, |&i| i + 1)));
             let keep: Vec<usize> = (0..=cached).chain(acceptance.path.iter().map(|&i| cached + 1 + i)).collect();
             cache.keep(&keep)?;
             proposer.observe_verified(&ctx, &tree, &Verified { accepted: &acceptance.path, root_next: next[0], node_next: &next[1..] });
+            if let Some(h) = next_hidden {
+                hidden = h;
+            }
             let mut new: Vec<u32> = acceptance.path.iter().map(|&i| tree.tokens()[i]).collect();
             new.push(acceptance.bonus);
             let before = tokens.len();

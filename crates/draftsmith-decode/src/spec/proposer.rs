@@ -9,6 +9,10 @@ pub struct DraftContext<'a> {
     pub tokens: &'a [u32],
     /// How many of `tokens` are the prompt.
     pub prompt_len: usize,
+    /// The target's final hidden state (after the final norm) at the position before the last
+    /// token, i.e. the state whose logits produced it; only for proposers that
+    /// [want it](Proposer::wants_hidden).
+    pub hidden: Option<&'a [f32]>,
 }
 
 /// A drafting method: proposes a tree of candidate continuations of `ctx.tokens`.
@@ -20,6 +24,11 @@ pub trait Proposer {
     /// of acceptance %); `None` for methods whose tree depth varies without a fixed bound.
     fn draft_len(&self) -> Option<usize> {
         None
+    }
+
+    /// Whether [`DraftContext::hidden`] must be filled (costs a device → host copy per step).
+    fn wants_hidden(&self) -> bool {
+        false
     }
 
     /// Drafts a tree hanging below the last token of `ctx.tokens` (may be empty: the step then

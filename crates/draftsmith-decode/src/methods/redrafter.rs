@@ -1,0 +1,166 @@
+//! `redrafter` (ReDrafter, apple/ml-recurrent-drafter semantics): beam search with the RNN
+//! drafter from the target's hidden state and its guaranteed token, beams packed into a prefix
+//! tree (dynamic tree attention) or verified as independent chains (`tree_attention = false`).
+
+use std::path::Path;
+
+use burn::tensor::{backend::Backend, Int, Tensor, TensorData};
+use draftsmith_core::beams::{beam_search, pack_beams, BeamDrafter, BeamSearchConfig};
+use draftsmith_core::DraftTree;
+use draftsmith_heads::redrafter::{load_redrafter, DrafterFile, HeadKind, ReDrafter};
+use draftsmith_heads::TargetIdentity;
+use draftsmith_model::Model;
+
+use crate::error::DecodeError;
+use crate::spec::{DraftContext, Proposer};
+
+/// A ReDrafter drafter loaded for one target.
+#[derive(Debug, Clone)]
+pub struct LoadedReDrafter<B: Backend> {
+    pub drafter: ReDrafter<B>,
+    pub file: DrafterFile,
+}
+
+impl<B: Backend> LoadedReDrafter<B> {
+    /// Loads `dir` (`drafter.safetensors` + `config.json`), refusing a drafter trained for
+    /// another target.
+    pub fn load(dir: &Path, target: &TargetIdentity, device: &B::Device) -> Result<Self, DecodeError> {
+        let (drafter, file) = load_redrafter::<B>(dir, Some(target), device)?;
+        Ok(Self { drafter, file })
+    }
+}
+
+/// Beam-search settings of the `redrafter` method.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReDrafterSettings {
+    pub beam_width: usize,
+    /// Counts the target's guaranteed token: `beam_length − 1` tokens are drafted per beam.
+    pub beam_length: usize,
+    /// Pack shared beam prefixes into one tree (dynamic tree attention); `false` verifies every
+    /// beam as its own chain (the ablation).
+    pub tree_attention: bool,
+}
+
+/// Statistics for the tree-attention compression figure.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct PackingStats {
+    pub steps: usize,
+    /// Σ beam_width × beam_length.
+    pub unpacked_tokens: usize,
+    /// Σ 1 + packed tree nodes.
+    pub packed_tokens: usize,
+}
+
+/// The `redrafter` proposer.
+pub struct ReDrafterProposer<B: Backend> {
+    drafter: ReDrafter<B>,
+    target: Model<B>,
+    head: HeadKind,
+    settings: ReDrafterSettings,
+    pub packing: PackingStats,
+}
+
+impl<B: Backend> ReDrafterProposer<B> {
+    pub fn new(target: &Model<B>, loaded: &LoadedReDrafter<B>, settings: ReDrafterSettings) -> Result<Self, DecodeError> {
+        let bad = |param: &'static str, value: usize, problem: &str| DecodeError::InvalidParam { method: "redrafter".into(), param, value: value.to_string(), problem: problem.into() };
+        if settings.beam_width == 0 {
+            return Err(bad("beam_width", 0, "must be at least 1"));
+        }
+        if settings.beam_length < 2 {
+            return Err(bad("beam_length", settings.beam_length, "must be at least 2 (it counts the target's guaranteed token)"));
+        }
+        if settings.beam_width > BeamSearchConfig::DEFAULT_TOP_K {
+            return Err(bad("beam_width", settings.beam_width, "must not exceed the top-k warp (50)"));
+        }
+        let c = target.config();
+        if loaded.file.vocab_size != c.vocab_size || loaded.file.hidden_size != c.hidden_size {
+            return Err(DecodeError::Drafter(format!("drafter vocab {} / hidden {} do not fit the target (vocab {} / hidden {})", loaded.file.vocab_size, loaded.file.hidden_size, c.vocab_size, c.hidden_size)));
+        }
+        Ok(Self { drafter: loaded.drafter.clone(), target: target.clone(), head: loaded.file.head, settings, packing: PackingStats::default() })
+    }
+}
+
+/// One beam search's drafter state: the context row and the RNN state of every live beam.
+struct Search<'a, B: Backend> {
+    p: &'a ReDrafterProposer<B>,
+    /// `[1, hidden]`.
+    context: Tensor<B, 2>,
+    /// `[beams, hidden]`.
+    state: Tensor<B, 2>,
+}
+
+impl<B: Backend> Search<'_, B> {
+    fn logits(&mut self, parents: &[usize], tokens: &[u32]) -> Vec<Vec<f32>> {
+        let device = self.context.device();
+        let n = tokens.len();
+        let ids = |v: Vec<i32>| Tensor::<B, 1, Int>::from_data(TensorData::new(v, [n]), &device);
+        let state = self.state.clone().select(0, ids(parents.iter().map(|&p| p as i32).collect()));
+        let emb = self.p.target.embed_tokens(tokens);
+        self.state = self.p.drafter.next_state(state, emb);
+        let context = self.context.clone().expand([n, self.context.dims()[1]]);
+        let out = self.p.drafter.head(context, self.state.clone());
+        let logits = match self.p.head {
+            HeadKind::Full => out,
+            HeadKind::Tied => self.p.target.project_to_vocab(out),
+        };
+        let vocab = logits.dims()[1];
+        let flat = logits.into_data().convert::<f32>().to_vec::<f32>().expect("f32 logits");
+        flat.chunks(vocab).map(<[f32]>::to_vec).collect()
+    }
+}
+
+impl<B: Backend> BeamDrafter for Search<'_, B> {
+    fn start(&mut self, g0: u32) -> Vec<f32> {
+        self.logits(&[0], &[g0]).pop().expect("one row")
+    }
+
+    fn step(&mut self, parents: &[usize], tokens: &[u32]) -> Vec<Vec<f32>> {
+        self.logits(parents, tokens)
+    }
+}
+
+impl<B: Backend> Proposer for ReDrafterProposer<B> {
+    fn name(&self) -> &str {
+        "redrafter"
+    }
+
+    fn draft_len(&self) -> Option<usize> {
+        Some(self.settings.beam_length - 1)
+    }
+
+    fn wants_hidden(&self) -> bool {
+        true
+    }
+
+    fn propose(&mut self, ctx: &DraftContext<'_>) -> DraftTree {
+        let Some(hidden) = ctx.hidden else { return DraftTree::new() };
+        let device = self.target.device().clone();
+        let h = hidden.len();
+        let g0 = *ctx.tokens.last().expect("a context has at least one token");
+        let cfg = BeamSearchConfig { width: self.settings.beam_width, length: self.settings.beam_length, top_k: BeamSearchConfig::DEFAULT_TOP_K };
+        let beams = {
+            let mut search = Search {
+                p: self,
+                context: Tensor::from_data(TensorData::new(hidden.to_vec(), [1, h]), &device),
+                state: Tensor::zeros([1, h], &device),
+            };
+            beam_search(&mut search, g0, &cfg).beams
+        };
+        let tree = if self.settings.tree_attention {
+            pack_beams(&beams).tree
+        } else {
+            let mut tree = DraftTree::new();
+            for beam in &beams {
+                let mut parent = None;
+                for &t in &beam[1..] {
+                    parent = Some(tree.push(t, parent));
+                }
+            }
+            tree
+        };
+        self.packing.steps += 1;
+        self.packing.unpacked_tokens += beams.len() * cfg.length;
+        self.packing.packed_tokens += 1 + tree.len();
+        tree
+    }
+}

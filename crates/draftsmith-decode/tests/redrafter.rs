@@ -1,0 +1,82 @@
+//! `redrafter` on a tiny random target: a drafter trained for a few hundred steps on the
+//! target's own continuations gets drafts accepted, and every beam shape, with and without
+//! tree attention, produces exactly the autoregressive greedy ids.
+
+mod common;
+
+use burn::backend::Autodiff;
+use common::{ar, tiny, Lcg, B};
+use draftsmith_decode::methods::{LoadedReDrafter, ReDrafterProposer, ReDrafterSettings};
+use draftsmith_decode::{build_proposer_with, generate_speculative, Drafters, MethodParams};
+use draftsmith_heads::TargetIdentity;
+use draftsmith_model::{Architecture, Model};
+use draftsmith_train::{train_redrafter, ReDrafterTrainConfig, Sequence};
+
+fn identity(model: &Model<B>) -> TargetIdentity {
+    TargetIdentity { name: "tiny".into(), sha256: "11".repeat(32), vocab_size: model.config().vocab_size, hidden_size: model.config().hidden_size }
+}
+
+/// Trains a drafter on 30 greedy continuations of the target and returns its directory.
+fn trained_drafter(model: &Model<B>, name: &str) -> std::path::PathBuf {
+    let mut rng = Lcg(99);
+    let seqs: Vec<Sequence> = (0..30)
+        .map(|_| {
+            let prompt: Vec<u32> = (0..4).map(|_| rng.next(48) as u32).collect();
+            let mut tokens = prompt.clone();
+            tokens.extend(ar(model, &prompt, 24));
+            let loss_mask = (0..tokens.len()).map(|i| i >= prompt.len()).collect();
+            Sequence { tokens, loss_mask, teacher: None, teacher_len: 0 }
+        })
+        .collect();
+    let dir = std::env::temp_dir().join(format!("draftsmith-decode-redrafter-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let cfg = ReDrafterTrainConfig { horizon: 4, epochs: 40, batch_size: 64, lr: 3e-3, val_fraction: 0.0, ..Default::default() };
+    train_redrafter::<Autodiff<B>>(model, &identity(model), &seqs, &cfg, &dir, serde_json::Value::Null, &mut |_| {}).unwrap();
+    dir
+}
+
+#[test]
+fn redrafter_is_lossless_for_every_beam_shape_and_gets_drafts_accepted() {
+    let model = tiny(Architecture::Llama, 3);
+    let dir = trained_drafter(&model, "lossless");
+    let loaded = LoadedReDrafter::<B>::load(&dir, &identity(&model), &Default::default()).unwrap();
+    let mut rng = Lcg(5);
+    let mut accepted = 0;
+    for case in 0..6 {
+        let prompt: Vec<u32> = (0..3 + rng.next(6)).map(|_| rng.next(48) as u32).collect();
+        let expected = ar(&model, &prompt, 24);
+        for (width, length) in [(1, 5), (2, 3), (4, 4), (8, 2)] {
+            for tree_attention in [true, false] {
+                let settings = ReDrafterSettings { beam_width: width, beam_length: length, tree_attention };
+                let mut proposer = ReDrafterProposer::new(&model, &loaded, settings).unwrap();
+                let out = generate_speculative(&model, &prompt, 24, &[], &mut proposer).unwrap();
+                assert_eq!(out.tokens, expected, "case {case}: width {width} length {length} tree attention {tree_attention}");
+                accepted += out.steps.iter().map(|s| s.accepted).sum::<usize>();
+                assert!(out.steps.iter().all(|s| s.tree_size <= width * (length - 1)));
+                if tree_attention && width > 1 {
+                    assert!(proposer.packing.packed_tokens <= proposer.packing.unpacked_tokens);
+                }
+            }
+        }
+    }
+    assert!(accepted > 100, "a trained drafter gets drafts accepted (accepted {accepted})");
+}
+
+#[test]
+fn a_drafter_for_another_target_or_bad_beams_are_refused() {
+    let model = tiny(Architecture::Llama, 3);
+    let dir = trained_drafter(&model, "refused");
+    let mut other = identity(&model);
+    other.sha256 = "22".repeat(32);
+    let err = LoadedReDrafter::<B>::load(&dir, &other, &Default::default()).unwrap_err().to_string();
+    assert!(err.contains("trained for target") && err.contains("config.json"), "{err}");
+    let loaded = LoadedReDrafter::<B>::load(&dir, &identity(&model), &Default::default()).unwrap();
+    let drafters = Drafters { draft_model: None, redrafter: Some(&loaded) };
+    let params = MethodParams { drafter: Some(dir.display().to_string()), beam_length: 1, ..MethodParams::default() };
+    let err = build_proposer_with("redrafter", &params, &model, drafters).err().unwrap().to_string();
+    assert!(err.contains("beam_length"), "{err}");
+    let err = build_proposer_with("redrafter", &MethodParams::default(), &model, drafters).err().unwrap().to_string();
+    assert!(err.contains("--drafter"), "{err}");
+    let params = MethodParams { drafter: Some(dir.display().to_string()), ..MethodParams::default() };
+    assert!(build_proposer_with("redrafter", &params, &model, drafters).unwrap().is_some());
+}
