@@ -26,6 +26,11 @@ enum Command {
     Eval(commands::eval::EvalArgs),
     /// Run a recipe (`recipes/*.toml`): one eval per grid point, then a combined table.
     Reproduce(commands::reproduce::ReproduceArgs),
+    /// Train a drafter over the frozen target.
+    #[command(subcommand)]
+    Train(commands::train::TrainCommand),
+    /// Export a trained drafter (`drafter.safetensors` + `config.json`).
+    Export(commands::export::ExportArgs),
     /// Benchmarks.
     #[command(subcommand)]
     Bench(commands::bench::BenchCommand),
@@ -52,5 +57,7 @@ fn run(command: Command) -> Result<()> {
         Command::Eval(args) => commands::eval::run(args),
         Command::Bench(cmd) => commands::bench::run(cmd),
         Command::Reproduce(args) => commands::reproduce::run(args),
+        Command::Train(cmd) => commands::train::run(cmd),
+        Command::Export(args) => commands::export::run(args),
     }
 }

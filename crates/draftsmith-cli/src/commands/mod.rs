@@ -2,6 +2,8 @@
 
 pub mod bench;
 pub mod eval;
+pub mod export;
 pub mod fetch;
 pub mod generate;
 pub mod reproduce;
+pub mod train;

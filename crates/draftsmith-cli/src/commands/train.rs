@@ -1,0 +1,218 @@
+//! `draftsmith train redrafter`: trains a drafter on a distilled dataset over the frozen target.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::{bail, Context, Result};
+use burn::backend::Autodiff;
+use burn::tensor::backend::Backend;
+use clap::{Args, Subcommand, ValueEnum};
+use draftsmith_heads::redrafter::HeadKind;
+use draftsmith_train::{train_redrafter, LabelSource, ReDrafterTrainConfig, Sequence, TrainEvent};
+use indicatif::{ProgressBar, ProgressStyle};
+
+use crate::model_arg::ModelArgs;
+
+#[derive(Debug, Subcommand)]
+pub enum TrainCommand {
+    /// Train a ReDrafter RNN drafter (the target stays frozen; only the drafter is saved).
+    Redrafter(RedrafterArgs),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum HeadArg {
+    /// Through the target's frozen embeddings (exit_dim × hidden trained parameters).
+    Tied,
+    /// The reference's `exit_dim × vocab` output layer.
+    Full,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LabelsArg {
+    /// The sequences' own next tokens (the target's, for self-distilled responses).
+    GroundTruth,
+    /// The target's per-position greedy continuations (needs `distill --teacher-len`).
+    Teacher,
+}
+
+#[derive(Debug, Args)]
+pub struct RedrafterArgs {
+    #[command(flatten)]
+    pub model: ModelArgs,
+    /// A distilled dataset directory (written by `draftsmith distill`).
+    #[arg(long)]
+    pub data: PathBuf,
+    /// Run directory: checkpoints, metrics.csv, and the exported drafter at the end.
+    /// Rerunning with the same settings resumes from the last checkpoint.
+    #[arg(long, default_value = "checkpoints/redrafter")]
+    pub out: PathBuf,
+    /// Output layer.
+    #[arg(long, value_enum, default_value_t = HeadArg::Tied)]
+    pub head: HeadArg,
+    /// Label source.
+    #[arg(long, value_enum, default_value_t = LabelsArg::GroundTruth)]
+    pub labels: LabelsArg,
+    /// Future tokens per position (the reference: 5).
+    #[arg(long, default_value_t = ReDrafterTrainConfig::default().horizon)]
+    pub horizon: usize,
+    #[arg(long, default_value_t = ReDrafterTrainConfig::default().epochs)]
+    pub epochs: usize,
+    /// Stop after this many optimiser steps (the schedule spans them).
+    #[arg(long)]
+    pub max_steps: Option<usize>,
+    /// Context positions per micro-batch.
+    #[arg(long, default_value_t = ReDrafterTrainConfig::default().batch_size)]
+    pub batch_size: usize,
+    #[arg(long, default_value_t = ReDrafterTrainConfig::default().grad_accum)]
+    pub grad_accum: usize,
+    #[arg(long, default_value_t = ReDrafterTrainConfig::default().lr)]
+    pub lr: f64,
+    #[arg(long, default_value_t = ReDrafterTrainConfig::default().warmup_fraction)]
+    pub warmup_fraction: f64,
+    #[arg(long, default_value_t = ReDrafterTrainConfig::default().weight_decay)]
+    pub weight_decay: f64,
+    #[arg(long, default_value_t = ReDrafterTrainConfig::default().val_fraction)]
+    pub val_fraction: f64,
+    #[arg(long, default_value_t = ReDrafterTrainConfig::default().checkpoint_every)]
+    pub checkpoint_every: usize,
+    #[arg(long, default_value_t = ReDrafterTrainConfig::default().seed)]
+    pub seed: u64,
+    /// Use at most this many sequences of the dataset.
+    #[arg(long)]
+    pub limit: Option<usize>,
+    /// Sequences longer than this are cut.
+    #[arg(long, default_value_t = 1024)]
+    pub max_seq_len: usize,
+}
+
+impl RedrafterArgs {
+    fn config(&self) -> ReDrafterTrainConfig {
+        ReDrafterTrainConfig {
+            head: match self.head {
+                HeadArg::Tied => HeadKind::Tied,
+                HeadArg::Full => HeadKind::Full,
+            },
+            labels: match self.labels {
+                LabelsArg::GroundTruth => LabelSource::GroundTruth,
+                LabelsArg::Teacher => LabelSource::Teacher,
+            },
+            horizon: self.horizon,
+            epochs: self.epochs,
+            max_steps: self.max_steps,
+            batch_size: self.batch_size,
+            grad_accum: self.grad_accum,
+            lr: self.lr,
+            warmup_fraction: self.warmup_fraction,
+            weight_decay: self.weight_decay,
+            val_fraction: self.val_fraction,
+            checkpoint_every: self.checkpoint_every,
+            seed: self.seed,
+            ..ReDrafterTrainConfig::default()
+        }
+    }
+}
+
+pub fn run(cmd: TrainCommand) -> Result<()> {
+    match cmd {
+        TrainCommand::Redrafter(args) => crate::with_backend!(args.model.device, |B, device| redrafter::<B>(&args, &device)),
+    }
+}
+
+/// Reads a distilled dataset into training sequences; checks it was distilled from `target_sha`.
+pub fn read_sequences(dir: &Path, target_sha: &str, limit: Option<usize>, max_len: usize) -> Result<(Vec<Sequence>, serde_json::Value)> {
+    let (manifest, records) = draftsmith_data::read_records(dir)?;
+    if manifest.target.sha256 != target_sha {
+        bail!(
+            "{}: this dataset was distilled from `{}` (sha256 {}), not from the target being trained for (sha256 {}); distill it again with this --model",
+            dir.display(),
+            manifest.target.name,
+            manifest.target.sha256,
+            target_sha
+        );
+    }
+    if !manifest.complete {
+        tracing::warn!(dir = %dir.display(), "the distilled dataset is incomplete (distill was interrupted); training on the finished shards");
+    }
+    let teacher_len = manifest.params.teacher_len.unwrap_or(0);
+    let mut seqs: Vec<Sequence> = records
+        .into_iter()
+        .map(|r| {
+            let n = r.tokens.len().min(max_len);
+            Sequence {
+                tokens: r.tokens[..n].to_vec(),
+                loss_mask: r.loss_mask[..n].to_vec(),
+                teacher: r.teacher.map(|t| t[..n * teacher_len].to_vec()),
+                teacher_len,
+            }
+        })
+        .collect();
+    if let Some(k) = limit {
+        seqs.truncate(k);
+    }
+    let fingerprint = serde_json::json!({
+        "dir": dir.display().to_string(),
+        "shards": manifest.shards.iter().map(|s| s.sha256.clone()).collect::<Vec<_>>(),
+        "params": manifest.params.settings,
+        "limit": limit,
+        "max_seq_len": max_len,
+    });
+    Ok((seqs, fingerprint))
+}
+
+fn redrafter<B: Backend>(args: &RedrafterArgs, device: &B::Device) -> Result<()> {
+    let cfg = args.config();
+    cfg.validate()?;
+    let loaded = args.model.load::<B>(device)?;
+    let identity = crate::model_arg::target_identity(&loaded)?;
+    let (seqs, fingerprint) = read_sequences(&args.data, &identity.sha256, args.limit, args.max_seq_len.min(loaded.model.config().max_position_embeddings))?;
+    if cfg.labels == LabelSource::Teacher && seqs.iter().all(|s| s.teacher.is_none()) {
+        bail!("{}: --labels teacher needs teacher continuations; distill with --teacher-len 5", args.data.display());
+    }
+    let tokens: usize = seqs.iter().map(|s| s.tokens.len()).sum();
+    eprintln!("training a ReDrafter ({:?} head) on {} sequences / {tokens} tokens from {} → {}", cfg.head, seqs.len(), args.data.display(), args.out.display());
+    let bar = ProgressBar::new(tokens as u64);
+    bar.set_style(ProgressStyle::with_template("target hidden states {bar:30} {pos}/{len} tokens [{elapsed} < {eta}, {per_sec}]").expect("valid template"));
+    let mut steps_bar: Option<ProgressBar> = None;
+    let summary = train_redrafter::<Autodiff<B>>(&loaded.model, &identity, &seqs, &cfg, &args.out, fingerprint, &mut |event| match event {
+        TrainEvent::Hidden { done, .. } => bar.set_position(done as u64),
+        TrainEvent::Start { total_steps, resumed_at, examples, val_examples, params } => {
+            bar.finish();
+            if resumed_at > 0 {
+                eprintln!("resuming at step {resumed_at} of {total_steps}");
+            }
+            eprintln!("{examples} training positions, {val_examples} validation positions, {params} trainable parameters");
+            let b = ProgressBar::new(total_steps as u64);
+            b.set_style(ProgressStyle::with_template("train {bar:30} {pos}/{len} steps [{elapsed} < {eta}] {msg}").expect("valid template"));
+            b.set_position(resumed_at as u64);
+            steps_bar = Some(b);
+        }
+        TrainEvent::Step { step, loss, lr, top1, .. } => {
+            if let Some(b) = &steps_bar {
+                b.set_position(step as u64);
+                let acc: Vec<String> = top1.iter().map(|a| format!("{:.0}", a * 100.0)).collect();
+                b.set_message(format!("loss {loss:.3} lr {lr:.1e} top-1 % per head {}", acc.join("/")));
+            }
+        }
+        TrainEvent::Validation { step, heads } => {
+            let acc: Vec<String> = heads.iter().map(|m| format!("{:.1}", m.top1_acc() * 100.0)).collect();
+            let line = format!("step {step}: validation top-1 % per head {}", acc.join(" / "));
+            match &steps_bar {
+                Some(b) => b.println(line),
+                None => eprintln!("{line}"),
+            }
+        }
+        TrainEvent::Checkpoint { .. } => {}
+    })
+    .context("training failed")?;
+    if let Some(b) = steps_bar {
+        b.finish();
+    }
+    let acc: Vec<String> = summary.val_top1.iter().map(|a| format!("{:.1}", a * 100.0)).collect();
+    println!(
+        "trained {} steps in {:.0} s; validation top-1 % per head: {}; drafter exported to {}",
+        summary.steps,
+        summary.seconds,
+        if acc.is_empty() { "n/a".into() } else { acc.join(" / ") },
+        args.out.display()
+    );
+    Ok(())
+}
