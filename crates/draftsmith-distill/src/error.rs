@@ -40,7 +40,7 @@ pub enum DistillError {
         /// The conversation being processed.
         id: String,
         /// The underlying error.
-        source: draftsmith_model::ModelError,
+        source: Box<draftsmith_model::ModelError>,
     },
 
     /// Writing a shard or the manifest failed.

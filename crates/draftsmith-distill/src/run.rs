@@ -76,7 +76,7 @@ pub fn distill<B: Backend>(
     let mut job = Job { model, tokenizer, template, cfg, cache: &mut cache, stats: &mut stats };
     for (index, conversation) in conversations.iter().enumerate().skip(start) {
         let (generated, processed) = (job.stats.tokens_generated, job.stats.tokens_processed);
-        let records = job.input(index, conversation).map_err(|source| DistillError::Model { id: conversation.id.clone(), source })?;
+        let records = job.input(index, conversation).map_err(|source| DistillError::Model { id: conversation.id.clone(), source: Box::new(source) })?;
         let n = records.len();
         writer.push_input(records)?;
         let s = &job.stats;

@@ -1,6 +1,6 @@
 //! `distill` end to end on the checked-in tiny Llama GGUF (it has a ChatML template).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use burn::backend::Flex;
 use draftsmith_data::{read_records, Conversation, Message, RecordSource, Role, ShardWriter, TargetId};
@@ -31,7 +31,7 @@ fn scratch(name: &str) -> PathBuf {
     dir
 }
 
-fn run(loaded: &LoadedModel<Flex>, cfg: &DistillConfig, dir: &PathBuf, inputs: &[Conversation]) -> (draftsmith_distill::DistillStats, Vec<DistillEvent>) {
+fn run(loaded: &LoadedModel<Flex>, cfg: &DistillConfig, dir: &Path, inputs: &[Conversation]) -> (draftsmith_distill::DistillStats, Vec<DistillEvent>) {
     let target = TargetId { name: "tiny-llama".into(), sha256: "0".repeat(64) };
     let mut writer = ShardWriter::open(dir, target, cfg.params(serde_json::json!("test")), cfg.inputs_per_shard).unwrap();
     let mut events = Vec::new();
