@@ -24,6 +24,8 @@ enum Command {
     /// Generate text with the target model.
     Generate(commands::generate::GenerateArgs),
     Eval(commands::eval::EvalArgs),
+    /// Distill the target into a drafter training dataset (resumable Parquet shards).
+    Distill(commands::distill::DistillArgs),
     /// Run a recipe (`recipes/*.toml`): one eval per grid point, then a combined table.
     Reproduce(commands::reproduce::ReproduceArgs),
     /// Train a drafter over the frozen target.
@@ -55,6 +57,7 @@ fn run(command: Command) -> Result<()> {
         Command::Fetch(args) => commands::fetch::run(args),
         Command::Generate(args) => commands::generate::run(args),
         Command::Eval(args) => commands::eval::run(args),
+        Command::Distill(args) => commands::distill::run(args),
         Command::Bench(cmd) => commands::bench::run(cmd),
         Command::Reproduce(args) => commands::reproduce::run(args),
         Command::Train(cmd) => commands::train::run(cmd),

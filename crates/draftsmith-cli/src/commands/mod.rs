@@ -1,6 +1,7 @@
 //! One file per subcommand.
 
 pub mod bench;
+pub mod distill;
 pub mod eval;
 pub mod export;
 pub mod fetch;

@@ -1,0 +1,69 @@
+//! `draftsmith distill` on the checked-in tiny model: shards, manifest, resume, mismatch refusal.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn bin() -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_draftsmith"));
+    cmd.env_remove("RUST_BACKTRACE").env("DRAFTSMITH_LOG", "error");
+    cmd
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("draftsmith-cli-distill-{}-{name}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn last_json(out: &Output) -> Value {
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "failed: {}\n{stdout}", String::from_utf8_lossy(&out.stderr));
+    serde_json::from_str(stdout.lines().last().expect("some output")).expect("last line is JSON")
+}
+
+fn distill(data: &Path, out: &Path, extra: &[&str]) -> Output {
+    let model = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/tiny-llama.gguf");
+    bin().args(["distill", "--model"]).arg(model).arg("--data").arg(data).arg("--out").arg(out)
+        .args(["--max-new-tokens", "8", "--teacher-len", "3", "--inputs-per-shard", "2", "--json"])
+        .args(extra)
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn distill_writes_shards_and_resumes_without_redoing_work() {
+    let dir = scratch("run");
+    let data = dir.join("prompts.jsonl");
+    std::fs::write(&data, "{\"id\": \"p1\", \"prompt\": \"the cat\"}\n{\"id\": \"p2\", \"prompt\": \"a dog\"}\n{\"id\": \"p3\", \"prompt\": \"the sea\"}\n").unwrap();
+    let out = dir.join("distilled");
+    let first = last_json(&distill(&data, &out, &["--limit", "2"]));
+    assert_eq!(first["stats"]["inputs"], 2);
+    assert_eq!(first["stats"]["self_distilled"], 2);
+    assert!(first["stats"]["tokens_generated"].as_u64().unwrap() > 0);
+    let rest = last_json(&distill(&data, &out, &[]));
+    assert_eq!((rest["stats"]["resumed_from"].as_u64(), rest["stats"]["inputs"].as_u64()), (Some(2), Some(1)), "the first shard is not redone");
+    let manifest: Value = serde_json::from_str(&std::fs::read_to_string(out.join("manifest.json")).unwrap()).unwrap();
+    assert_eq!(manifest["complete"], true);
+    assert_eq!(manifest["params"]["teacher_len"], 3);
+    let shards = manifest["shards"].as_array().unwrap();
+    assert_eq!(shards.len(), 2, "3 inputs at 2 per shard");
+    for s in shards {
+        assert!(out.join(s["file"].as_str().unwrap()).is_file());
+    }
+    let modified = std::fs::metadata(out.join("shard-00000.parquet")).unwrap().modified().unwrap();
+
+    let again = last_json(&distill(&data, &out, &[]));
+    assert_eq!(again["stats"]["resumed_from"], 3, "nothing left to do");
+    assert_eq!(again["stats"]["inputs"], 0);
+    assert_eq!(again["total_records"], 3);
+    assert_eq!(std::fs::metadata(out.join("shard-00000.parquet")).unwrap().modified().unwrap(), modified, "finished shards are kept");
+
+    let other = distill(&data, &out, &["--temperature", "0.5"]);
+    assert!(!other.status.success());
+    let err = String::from_utf8_lossy(&other.stderr);
+    assert!(err.contains("params.settings") && err.contains(out.to_str().unwrap()), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
