@@ -22,6 +22,28 @@ fetch name=model: build
 generate prompt="Write a haiku about the sea." *args="": build
     {{bin}} generate --prompt "{{prompt}}" {{args}}
 
+# Demo sizes of the ReDrafter pipeline (CPU, ~25 minutes in all on 2 cores); override with
+# `just distill_limit=2000 train_epochs=3 pipeline` or use the GPU recipe below.
+distill_limit := "400"
+train_epochs := "2"
+run := "redrafter-demo"
+distilled := "data/distilled/" + model + "-sharegpt-demo"
+
+# Distil the target: its own greedy answers to ShareGPT prompts (resumable Parquet shards).
+distill *args="": build
+    {{bin}} distill --model {{model}} --data sharegpt --limit {{distill_limit}} --max-new-tokens 192 --max-prompt-tokens 256 --out {{distilled}} {{args}}
+
+# Train a ReDrafter on the distilled data; exports checkpoints/<run>/drafter.safetensors + config.json.
+train-redrafter *args="": build
+    {{bin}} train redrafter --model {{model}} --data {{distilled}} --out checkpoints/{{run}} --epochs {{train_epochs}} --horizon 4 {{args}}
+
+# AR vs ReDrafter (beam width 1, 4, 16) on MT-Bench first turns: τ, speedup, lossless check.
+eval *args="": build
+    {{bin}} reproduce recipes/redrafter-demo.toml {{args}}
+
+# The whole pipeline on the default model: fetch → distill → train → eval → report.
+pipeline: distill train-redrafter eval
+
 # Run the test suite (fetches the default model first; real-model tests need it).
 test:
     cargo build --release -p draftsmith-cli

@@ -32,6 +32,9 @@ pub struct EvalInput<'a> {
     pub stop_tokens: &'a [u32],
     /// The exact command line, for the report.
     pub command_line: &'a str,
+    /// Records of an earlier eval with the same model, prompts and length: its `ar` records
+    /// are reused (when their prompt ids match) instead of decoding the baseline again.
+    pub reuse_ar_from: Option<&'a Path>,
 }
 
 /// What an eval did.
@@ -55,7 +58,15 @@ pub fn evaluate<B: Backend>(model: &Model<B>, drafters: Drafters<'_, B>, input: 
     let resumed = prepare_dir(input.out_dir, manifest)?;
     let records_path = input.out_dir.join(RECORDS_FILE);
     let (mut log, existing) = RecordLog::open(&records_path)?;
-    let done: HashSet<(String, String)> = existing.iter().map(Record::key).collect();
+    let mut done: HashSet<(String, String)> = existing.iter().map(Record::key).collect();
+    if let Some(other) = input.reuse_ar_from.filter(|p| p.exists()) {
+        for record in read_records(other)? {
+            let same_prompt = input.prompts.iter().any(|p| p.id == record.prompt_id && p.ids == record.prompt_ids);
+            if record.method == draftsmith_decode::AR && same_prompt && done.insert(record.key()) {
+                log.append(&record)?;
+            }
+        }
+    }
     let spec = RunSpec { methods: &manifest.methods, params: &manifest.params, max_new_tokens: manifest.max_new_tokens, stop_tokens: input.stop_tokens };
     let ran = run_pending(model, drafters, input.prompts, &spec, &mut log, &done, on_progress)?;
     drop(log);

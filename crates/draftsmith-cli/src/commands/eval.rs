@@ -48,6 +48,11 @@ pub struct EvalArgs {
     /// Output directory (resumed when it holds the same eval). Default: eval/results/<UTC time>.
     #[arg(long)]
     pub out: Option<PathBuf>,
+    /// Reuse the `ar` records of an earlier eval's `records.jsonl` (same model, prompts and
+    /// --max-new-tokens; records whose prompt ids differ are ignored) instead of decoding the
+    /// baseline again.
+    #[arg(long)]
+    pub reuse_ar_from: Option<PathBuf>,
     /// Print the per-method summary as one JSON object on the last stdout line.
     #[arg(long)]
     pub json: bool,
@@ -195,7 +200,7 @@ fn run_on<B: Backend>(args: &EvalArgs, device: &B::Device) -> Result<()> {
         chat_template: !args.no_chat_template,
         command: command_line.clone(),
     };
-    let input = EvalInput { out_dir: &out, manifest: &manifest, prompts: &prompts, stop_tokens: loaded.tokenizer.eos_ids(), command_line: &command_line };
+    let input = EvalInput { out_dir: &out, manifest: &manifest, prompts: &prompts, stop_tokens: loaded.tokenizer.eos_ids(), command_line: &command_line, reuse_ar_from: args.reuse_ar_from.as_deref() };
     let bar = ProgressBar::new(0);
     bar.set_style(ProgressStyle::with_template("{bar:30} {pos}/{len} pairs [{elapsed} < {eta}] {msg}").expect("valid template"));
     let outcome = draftsmith_eval::evaluate(&loaded.model, drafters.as_drafters(), &input, &mut |p| match p {

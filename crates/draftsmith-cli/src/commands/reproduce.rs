@@ -34,6 +34,8 @@ pub fn run(args: ReproduceArgs) -> Result<()> {
         points.iter().for_each(|p| println!("{}", p.label));
         return Ok(());
     }
+    // Every point decodes the same prompts with the same baseline: `ar` runs once, at the first point.
+    let first_records = points.first().map(|p| recipe.point_dir(&args.results, p).join(draftsmith_eval::RECORDS_FILE));
     for (i, point) in points.iter().enumerate() {
         eprintln!("[{}/{}] {}", i + 1, points.len(), point.label);
         let out = recipe.point_dir(&args.results, point);
@@ -46,6 +48,7 @@ pub fn run(args: ReproduceArgs) -> Result<()> {
             no_chat_template: !recipe.chat_template,
             out: Some(out.clone()),
             json: false,
+            reuse_ar_from: if i == 0 { None } else { first_records.clone() },
             params: (&point.params).into(),
         })
         .with_context(|| format!("grid point {}", point.label))?;
