@@ -1,0 +1,82 @@
+//! The drafter pipeline end to end on the checked-in tiny model: distill → train redrafter →
+//! export → eval (lossless against ar), and the pairing checks between its stages.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+use serde_json::Value;
+
+fn bin() -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_draftsmith"));
+    cmd.env_remove("RUST_BACKTRACE").env("DRAFTSMITH_LOG", "error");
+    cmd
+}
+
+fn fixture(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures").join(name)
+}
+
+fn ok(out: Output) -> String {
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "failed: {}\n{stdout}", String::from_utf8_lossy(&out.stderr));
+    stdout
+}
+
+fn err(out: Output) -> String {
+    assert!(!out.status.success(), "expected a failure: {}", String::from_utf8_lossy(&out.stdout));
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+fn train(model: &Path, data: &Path, run: &Path, labels: &str) -> Output {
+    bin().args(["train", "redrafter", "--model"]).arg(model).arg("--data").arg(data).arg("--out").arg(run)
+        .args(["--labels", labels, "--horizon", "3", "--epochs", "15", "--batch-size", "32", "--lr", "0.003", "--checkpoint-every", "10"])
+        .output()
+        .unwrap()
+}
+
+#[test]
+fn distill_train_export_eval_is_lossless_and_stages_refuse_mismatched_inputs() {
+    let dir = std::env::temp_dir().join(format!("draftsmith-cli-pipeline-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let prompts = dir.join("prompts.jsonl");
+    let lines: String = ["the cat", "a dog", "the sea", "blue sky", "red fox", "old tree", "new moon", "big ship"].iter().enumerate().map(|(i, p)| format!("{{\"id\": \"p{i}\", \"prompt\": \"{p}\"}}\n")).collect();
+    std::fs::write(&prompts, lines).unwrap();
+    let tiny = fixture("tiny-llama.gguf");
+    let data = dir.join("distilled");
+    ok(bin().args(["distill", "--model"]).arg(&tiny).arg("--data").arg(&prompts).arg("--out").arg(&data).args(["--max-new-tokens", "24", "--teacher-len", "3"]).output().unwrap());
+
+    let run = dir.join("run");
+    let stdout = ok(train(&tiny, &data, &run, "teacher"));
+    assert!(stdout.contains("drafter exported"), "{stdout}");
+    for f in ["drafter.safetensors", "config.json", "metrics.csv", "summary.json", "checkpoint/state.json"] {
+        assert!(run.join(f).is_file(), "{f} missing");
+    }
+    let again = ok(train(&tiny, &data, &run, "teacher"));
+    assert!(again.contains("drafter exported"), "a finished run reruns from its last checkpoint: {again}");
+
+    let exported = dir.join("exported");
+    ok(bin().arg("export").arg(&run).arg("--out").arg(&exported).output().unwrap());
+    assert_eq!(std::fs::read(exported.join("drafter.safetensors")).unwrap(), std::fs::read(run.join("drafter.safetensors")).unwrap());
+
+    let eval_out = dir.join("eval");
+    let stdout = ok(bin().args(["eval", "--model"]).arg(&tiny).arg("--prompts").arg(&prompts).arg("--out").arg(&eval_out)
+        .args(["--methods", "ar,redrafter", "--max-new-tokens", "24", "--beam-width", "4", "--beam-length", "4", "--json", "--drafter"]).arg(&exported)
+        .output()
+        .unwrap());
+    let json: Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+    assert_eq!(json["methods"]["redrafter"]["lossless"], true, "{json}");
+    assert!(json["methods"]["redrafter"]["tokens_per_step"].as_f64().unwrap() >= 1.0);
+
+    // Another target: the dataset and the drafter both name the one they belong to.
+    let other = fixture("tiny-qwen2.gguf");
+    let e = err(train(&other, &data, &dir.join("run2"), "ground-truth"));
+    assert!(e.contains("distilled from") && e.contains("distill it again"), "{e}");
+    let e = err(bin().args(["eval", "--model"]).arg(&other).arg("--prompts").arg(&prompts).arg("--out").arg(dir.join("eval2"))
+        .args(["--methods", "ar,redrafter", "--max-new-tokens", "8", "--drafter"]).arg(&exported)
+        .output()
+        .unwrap());
+    assert!(e.contains("trained for target") || e.contains("does not fit"), "{e}");
+    let e = err(bin().args(["eval", "--model"]).arg(&tiny).arg("--prompts").arg(&prompts).arg("--out").arg(dir.join("eval3")).args(["--methods", "ar,redrafter", "--max-new-tokens", "8"]).output().unwrap());
+    assert!(e.contains("--drafter"), "{e}");
+}
