@@ -22,7 +22,7 @@ pub use evaluate::{evaluate, write_outputs, EvalInput, EvalOutcome, REPORT_FILE,
 pub use manifest::{resolve_methods, Manifest, MANIFEST_FILE, SCHEMA_VERSION};
 pub use plot::PLOT_FILE;
 pub use prompts::{encode_prompts, read_prompts, EncodedPrompt, Prompt, PromptSet};
-pub use recipe::{GridPoint, Recipe};
+pub use recipe::{GridPoint, Recipe, DrafterRecipe};
 pub use records::{read_records, Record, RECORDS_FILE};
 pub use runner::{Progress, RunSpec};
 pub use summary::{summarize, MethodSummary, Mismatch, Summary};

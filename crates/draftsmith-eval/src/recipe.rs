@@ -45,6 +45,50 @@ pub struct Recipe {
     /// Parameter name → values; the evals run over the cartesian product.
     #[serde(default)]
     pub grid: BTreeMap<String, Vec<serde_json::Value>>,
+    /// Drafters this recipe trains (or reuses) before its evals. A `drafter` parameter equal
+    /// to one of their names refers to it.
+    #[serde(default)]
+    pub drafters: Vec<DrafterRecipe>,
+}
+
+/// A ReDrafter a recipe distils and trains (`draftsmith distill` + `draftsmith train
+/// redrafter`, both resumable), unless `path` names an existing one.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DrafterRecipe {
+    pub name: String,
+    /// An already trained drafter directory to use instead.
+    pub path: Option<String>,
+    /// Conversations to distil (a file or dataset name).
+    #[serde(default = "default_data")]
+    pub data: String,
+    /// Conversations read from `data`.
+    #[serde(default = "default_limit")]
+    pub limit: usize,
+    #[serde(default)]
+    pub distill: draftsmith_distill::DistillConfig,
+    #[serde(default)]
+    pub train: draftsmith_train::ReDrafterTrainConfig,
+}
+
+fn default_data() -> String {
+    "sharegpt".into()
+}
+
+fn default_limit() -> usize {
+    400
+}
+
+impl DrafterRecipe {
+    /// Where the recipe's distilled data go.
+    pub fn data_dir(&self, recipe: &str) -> PathBuf {
+        PathBuf::from("data/distilled").join(recipe).join(&self.name)
+    }
+
+    /// The drafter directory: `path`, or `checkpoints/<recipe>/<name>`.
+    pub fn run_dir(&self, recipe: &str) -> PathBuf {
+        self.path.as_ref().map_or_else(|| PathBuf::from("checkpoints").join(recipe).join(&self.name), PathBuf::from)
+    }
 }
 
 fn default_max_new_tokens() -> usize {
@@ -72,7 +116,16 @@ impl Recipe {
         if recipe.name.is_empty() || recipe.name.contains(['/', '\\']) {
             return Err(bad(format!("`name` must be a plain directory name, got {:?}", recipe.name)));
         }
-        let points = recipe.points().map_err(bad)?;
+        let mut points = recipe.points().map_err(bad)?;
+        for d in &recipe.drafters {
+            d.distill.validate().map_err(|e| bad(format!("drafter `{}`: {e}", d.name)))?;
+            d.train.validate().map_err(|e| bad(format!("drafter `{}`: {e}", d.name)))?;
+        }
+        for point in &mut points {
+            if let Some(d) = recipe.drafters.iter().find(|d| point.params.drafter.as_deref() == Some(d.name.as_str())) {
+                point.params.drafter = Some(d.run_dir(&recipe.name).display().to_string());
+            }
+        }
         for point in &points {
             for method in &recipe.methods {
                 draftsmith_decode::validate_method(method, &point.params).map_err(|e| bad(format!("{}: {e}", point.label)))?;
@@ -158,5 +211,18 @@ mod tests {
         let path = write("param", "name = \"g\"\nprompts = \"p\"\nmethods = [\"ar\"]\n[params]\ndraft_length = 3\n");
         let err = Recipe::read(&path).unwrap_err().to_string();
         assert!(err.contains("draft_length"), "{err}");
+    }
+
+    #[test]
+    fn drafters_are_typed_and_grid_names_resolve_to_their_directories() {
+        let text = "name = \"t4\"\nprompts = \"mt-bench\"\nmethods = [\"ar\", \"redrafter\"]\n[grid]\ndrafter = [\"gt\", \"other\"]\n[[drafters]]\nname = \"gt\"\ndistill = { responses = false, ground_truth = true }\ntrain = { horizon = 4 }\n[[drafters]]\nname = \"other\"\npath = \"somewhere/else\"\n";
+        let (recipe, points) = Recipe::read(&write("drafters", text)).unwrap();
+        assert_eq!(recipe.drafters[0].train.horizon, 4);
+        assert!(recipe.drafters[0].distill.ground_truth);
+        let dirs: Vec<String> = points.iter().map(|p| p.params.drafter.clone().unwrap()).collect();
+        assert_eq!(dirs, vec!["checkpoints/t4/gt".to_string(), "somewhere/else".to_string()]);
+        let bad = text.replace("horizon = 4", "horizon = 4, learning_rate = 1.0");
+        let err = Recipe::read(&write("drafters-bad", &bad)).unwrap_err().to_string();
+        assert!(err.contains("learning_rate") && err.contains("drafters-bad"), "{err}");
     }
 }

@@ -91,17 +91,33 @@ impl DistillArgs {
 }
 
 pub fn run(args: DistillArgs) -> Result<()> {
-    crate::with_backend!(args.model.device, |B, device| run_on::<B>(&args, &device))
+    let out = args.out.clone().unwrap_or_else(|| PathBuf::from("data/distilled").join(format!("{}-{}", stem(&args.model.model), stem(&args.data))));
+    let job = DistillJob { model: args.model.clone(), data: args.data.clone(), limit: args.limit, out, config: args.config(), json: args.json };
+    distill_job(&job)
 }
 
-fn run_on<B: Backend>(args: &DistillArgs, device: &B::Device) -> Result<()> {
-    let cfg = args.config();
+/// One distillation, resolved (also run by `reproduce` for a recipe's drafters).
+pub struct DistillJob {
+    pub model: ModelArgs,
+    pub data: String,
+    pub limit: usize,
+    pub out: PathBuf,
+    pub config: DistillConfig,
+    pub json: bool,
+}
+
+pub fn distill_job(job: &DistillJob) -> Result<()> {
+    crate::with_backend!(job.model.device, |B, device| run_on::<B>(job, &device))
+}
+
+fn run_on<B: Backend>(args: &DistillJob, device: &B::Device) -> Result<()> {
+    let cfg = args.config.clone();
     cfg.validate()?;
     if args.limit == 0 {
         bail!("--limit must be at least 1");
     }
     let data = resolve_data(&args.data)?;
-    let out = args.out.clone().unwrap_or_else(|| PathBuf::from("data/distilled").join(format!("{}-{}", stem(&args.model.model), stem(&args.data))));
+    let out = args.out.clone();
     let report = read_conversations(&data, Some(args.limit))?;
     if report.skipped > 0 {
         eprintln!("{}: {} unusable conversation(s) skipped while reading", data.display(), report.skipped);

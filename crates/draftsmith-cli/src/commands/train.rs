@@ -113,8 +113,25 @@ impl RedrafterArgs {
 
 pub fn run(cmd: TrainCommand) -> Result<()> {
     match cmd {
-        TrainCommand::Redrafter(args) => crate::with_backend!(args.model.device, |B, device| redrafter::<B>(&args, &device)),
+        TrainCommand::Redrafter(args) => {
+            let job = TrainJob { model: args.model.clone(), data: args.data.clone(), out: args.out.clone(), config: args.config(), limit: args.limit, max_seq_len: args.max_seq_len };
+            train_job(&job)
+        }
     }
+}
+
+/// One ReDrafter training run, resolved (also run by `reproduce` for a recipe's drafters).
+pub struct TrainJob {
+    pub model: ModelArgs,
+    pub data: PathBuf,
+    pub out: PathBuf,
+    pub config: ReDrafterTrainConfig,
+    pub limit: Option<usize>,
+    pub max_seq_len: usize,
+}
+
+pub fn train_job(job: &TrainJob) -> Result<()> {
+    crate::with_backend!(job.model.device, |B, device| redrafter::<B>(job, &device))
 }
 
 /// Reads a distilled dataset into training sequences; checks it was distilled from `target_sha`.
@@ -158,8 +175,8 @@ pub fn read_sequences(dir: &Path, target_sha: &str, limit: Option<usize>, max_le
     Ok((seqs, fingerprint))
 }
 
-fn redrafter<B: Backend>(args: &RedrafterArgs, device: &B::Device) -> Result<()> {
-    let cfg = args.config();
+fn redrafter<B: Backend>(args: &TrainJob, device: &B::Device) -> Result<()> {
+    let cfg = args.config.clone();
     cfg.validate()?;
     let loaded = args.model.load::<B>(device)?;
     let identity = crate::model_arg::target_identity(&loaded)?;
