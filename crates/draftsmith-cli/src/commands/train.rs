@@ -1,5 +1,6 @@
 //! `draftsmith train redrafter`: trains a drafter on a distilled dataset over the frozen target.
 
+use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
@@ -166,7 +167,6 @@ pub fn read_sequences(dir: &Path, target_sha: &str, limit: Option<usize>, max_le
         seqs.truncate(k);
     }
     let fingerprint = serde_json::json!({
-        "dir": dir.display().to_string(),
         "shards": manifest.shards.iter().map(|s| s.sha256.clone()).collect::<Vec<_>>(),
         "params": manifest.params.settings,
         "limit": limit,
@@ -189,6 +189,7 @@ fn redrafter<B: Backend>(args: &TrainJob, device: &B::Device) -> Result<()> {
     let bar = ProgressBar::new(tokens as u64);
     bar.set_style(ProgressStyle::with_template("target hidden states {bar:30} {pos}/{len} tokens [{elapsed} < {eta}, {per_sec}]").expect("valid template"));
     let mut steps_bar: Option<ProgressBar> = None;
+    let started = std::time::Instant::now();
     let summary = train_redrafter::<Autodiff<B>>(&loaded.model, &identity, &seqs, &cfg, &args.out, fingerprint, &mut |event| match event {
         TrainEvent::Hidden { done, .. } => bar.set_position(done as u64),
         TrainEvent::Start { total_steps, resumed_at, examples, val_examples, params } => {
@@ -202,11 +203,16 @@ fn redrafter<B: Backend>(args: &TrainJob, device: &B::Device) -> Result<()> {
             b.set_position(resumed_at as u64);
             steps_bar = Some(b);
         }
-        TrainEvent::Step { step, loss, lr, top1, .. } => {
+        TrainEvent::Step { step, total, loss, lr, top1 } => {
+            let acc: Vec<String> = top1.iter().map(|a| format!("{:.0}", a * 100.0)).collect();
+            let msg = format!("loss {loss:.3} lr {lr:.1e} top-1 % per head {}", acc.join("/"));
             if let Some(b) = &steps_bar {
                 b.set_position(step as u64);
-                let acc: Vec<String> = top1.iter().map(|a| format!("{:.0}", a * 100.0)).collect();
-                b.set_message(format!("loss {loss:.3} lr {lr:.1e} top-1 % per head {}", acc.join("/")));
+                b.set_message(msg.clone());
+            }
+            // Without a terminal the bar is invisible: log a line now and then instead.
+            if !std::io::stderr().is_terminal() && (step % 100 == 0 || step == total) {
+                eprintln!("step {step}/{total} [{:.0} s]: {msg}", started.elapsed().as_secs_f64());
             }
         }
         TrainEvent::Validation { step, heads } => {

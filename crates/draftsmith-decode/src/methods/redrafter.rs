@@ -69,9 +69,6 @@ impl<B: Backend> ReDrafterProposer<B> {
         if settings.beam_length < 2 {
             return Err(bad("beam_length", settings.beam_length, "must be at least 2 (it counts the target's guaranteed token)"));
         }
-        if settings.beam_width > BeamSearchConfig::DEFAULT_TOP_K {
-            return Err(bad("beam_width", settings.beam_width, "must not exceed the top-k warp (50)"));
-        }
         let c = target.config();
         if loaded.file.vocab_size != c.vocab_size || loaded.file.hidden_size != c.hidden_size {
             return Err(DecodeError::Drafter(format!("drafter vocab {} / hidden {} do not fit the target (vocab {} / hidden {})", loaded.file.vocab_size, loaded.file.hidden_size, c.vocab_size, c.hidden_size)));
@@ -137,7 +134,10 @@ impl<B: Backend> Proposer for ReDrafterProposer<B> {
         let device = self.target.device().clone();
         let h = hidden.len();
         let g0 = *ctx.tokens.last().expect("a context has at least one token");
-        let cfg = BeamSearchConfig { width: self.settings.beam_width, length: self.settings.beam_length, top_k: BeamSearchConfig::DEFAULT_TOP_K };
+        // The reference warps to the top 50 tokens; wider beams widen the warp so that every
+        // beam can hold a distinct candidate.
+        let top_k = BeamSearchConfig::DEFAULT_TOP_K.max(self.settings.beam_width);
+        let cfg = BeamSearchConfig { width: self.settings.beam_width, length: self.settings.beam_length, top_k };
         let beams = {
             let mut search = Search {
                 p: self,
