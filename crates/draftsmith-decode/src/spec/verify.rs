@@ -13,23 +13,35 @@ pub struct Acceptance {
 }
 
 /// `root_next`: the target's argmax after the root token; `node_next[i]`: its argmax after
-/// node `i`. Among siblings carrying the same token the lowest index wins (first beam on ties).
+/// node `i`. Every path whose tokens all equal the target's argmax after their parents is the
+/// target's own greedy continuation; the deepest one is accepted (the lowest node indices on
+/// ties: first beam first). Siblings may repeat a token (beams verified as separate chains), so
+/// all matching children are searched, not only the first.
 pub fn verify_greedy(tree: &DraftTree, root_next: u32, node_next: &[u32]) -> Acceptance {
     assert_eq!(node_next.len(), tree.len(), "one target token per node");
-    let mut path = Vec::new();
-    let mut parent = None;
-    let mut want = root_next;
-    loop {
-        let child = (0..tree.len()).find(|&i| tree.parents()[i] == parent && tree.tokens()[i] == want);
-        match child {
-            Some(c) => {
-                path.push(c);
-                want = node_next[c];
-                parent = Some(c);
-            }
-            None => return Acceptance { path, bonus: want },
+    let mut children = vec![Vec::new(); tree.len() + 1];
+    for (i, p) in tree.parents().iter().enumerate() {
+        children[p.map_or(0, |p| p + 1)].push(i);
+    }
+    let path = deepest(tree, &children, None, root_next, node_next);
+    let bonus = path.last().map_or(root_next, |&n| node_next[n]);
+    Acceptance { path, bonus }
+}
+
+/// The deepest accepted path below `parent` whose first token must be `want`.
+fn deepest(tree: &DraftTree, children: &[Vec<usize>], parent: Option<usize>, want: u32, node_next: &[u32]) -> Vec<usize> {
+    let mut best: Vec<usize> = Vec::new();
+    for &c in &children[parent.map_or(0, |p| p + 1)] {
+        if tree.tokens()[c] != want {
+            continue;
+        }
+        let mut path = vec![c];
+        path.extend(deepest(tree, children, Some(c), node_next[c], node_next));
+        if path.len() > best.len() {
+            best = path;
         }
     }
+    best
 }
 
 #[cfg(test)]
@@ -53,9 +65,10 @@ mod tests {
         assert_eq!(verify_greedy(&t, 5, &next), Acceptance { path: vec![0, 1], bonus: 1 });
         // Root's argmax matches nothing: only the bonus.
         assert_eq!(verify_greedy(&t, 4, &next), Acceptance { path: vec![], bonus: 4 });
-        // After node0 the target wants 8, which only hangs below node3: not reachable.
+        // After token 5 the target wants 8: node 0's branch stops, node 3's (the same token
+        // 5, another beam) continues with 8, so that deeper path is accepted.
         let next = [8, 1, 0, 8, 3, 0];
-        assert_eq!(verify_greedy(&t, 5, &next), Acceptance { path: vec![0], bonus: 8 });
+        assert_eq!(verify_greedy(&t, 5, &next), Acceptance { path: vec![3, 4], bonus: 3 });
         assert_eq!(verify_greedy(&t, 9, &next), Acceptance { path: vec![5], bonus: 0 });
     }
 
