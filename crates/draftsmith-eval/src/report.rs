@@ -22,7 +22,7 @@ pub fn render_report(summary: &Summary, manifest: &Manifest, command_line: &str,
     let limit = manifest.limit.map_or_else(String::new, |k| format!(", first {k}"));
     let template = if manifest.chat_template { "chat template" } else { "raw text, no chat template" };
     let _ = writeln!(md, "- prompts: `{}`{limit} ({template}); greedy, at most {} new tokens", manifest.prompts, manifest.max_new_tokens);
-    let _ = writeln!(md, "- params: draft_len = {}, lookup_ngram = {}", manifest.params.draft_len, manifest.params.lookup_ngram);
+    let _ = writeln!(md, "- params: {}", method_params(manifest));
     let verdict = if summary.lossless { "yes: every method's output equals ar's on every prompt" } else { "**NO** (see below)" };
     let _ = writeln!(md, "- lossless: {verdict}\n");
     md.push_str("| method | prompts | tokens | τ tokens/step | acceptance % | mean accepted | mean tree size | speedup | speedup (with prefill) | ms/token | draft ms/step | verify ms/step | commit ms/step | lossless |\n");
@@ -91,4 +91,24 @@ mod tests {
         assert!(!resumed.contains("Last resumed by"), "{resumed}");
         assert!(md.contains("| prompt-lookup | 1 | 3 | 1.000 | 0.0 | 0.00 | 4.0 | 0.50 |"), "{md}");
     }
+}
+
+/// The parameters of the methods that ran (not every field of `MethodParams`).
+fn method_params(manifest: &Manifest) -> String {
+    let p = &manifest.params;
+    let has = |m: &str| manifest.methods.iter().any(|x| x == m);
+    let mut parts = Vec::new();
+    if has("prompt-lookup") || has("token-cache") || has("draft-model") || has("precut") {
+        parts.push(format!("draft_len = {}, lookup_ngram = {}", p.draft_len, p.lookup_ngram));
+    }
+    if has("ngram-trie") {
+        parts.push(format!("ngram_n = {}, ngram_lp = {}, num_draft = {}, ngram_update_output = {}", p.ngram_n, p.ngram_lp, p.num_draft, p.ngram_update_output));
+    }
+    if let Some(d) = &p.draft_model {
+        parts.push(format!("draft_model = {d}"));
+    }
+    if has("redrafter") {
+        parts.push(format!("drafter = {}, beam_width = {}, beam_length = {}, tree_attention = {}", p.drafter.as_deref().unwrap_or("none"), p.beam_width, p.beam_length, p.tree_attention));
+    }
+    if parts.is_empty() { "none".into() } else { parts.join("; ") }
 }
