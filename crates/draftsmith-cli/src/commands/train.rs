@@ -231,7 +231,7 @@ fn redrafter<B: Backend>(args: &TrainJob, device: &B::Device) -> Result<()> {
     }
     let acc: Vec<String> = summary.val_top1.iter().map(|a| format!("{:.1}", a * 100.0)).collect();
     println!(
-        "trained {} steps in {:.0} s; validation top-1 % per head: {}; drafter exported to {}",
+        "done: {} steps (this run: {:.0} s); validation top-1 % per head: {}; drafter exported to {}",
         summary.steps,
         summary.seconds,
         if acc.is_empty() { "n/a".into() } else { acc.join(" / ") },
