@@ -74,6 +74,27 @@ pub struct ModelConfig {
 }
 
 impl ModelConfig {
+    /// A tiny Llama/Qwen2-shaped config for tests and examples with [`crate::MemorySource::random`]
+    /// weights: vocab 48, hidden 32 (rows wide enough for the quantized kernels), 2 layers,
+    /// GQA 4:2, head_dim 8, context 512, embeddings tied for Llama.
+    pub fn tiny(architecture: Architecture) -> Self {
+        Self {
+            architecture,
+            vocab_size: 48,
+            hidden_size: 32,
+            intermediate_size: 64,
+            num_layers: 2,
+            num_heads: 4,
+            num_kv_heads: 2,
+            head_dim: 8,
+            rms_norm_eps: 1e-5,
+            rope_theta: 10_000.0,
+            rope_scaling: RopeScaling::None,
+            max_position_embeddings: 512,
+            tie_word_embeddings: architecture == Architecture::Llama,
+        }
+    }
+
     /// Number of query heads sharing one key/value head.
     pub fn gqa_group(&self) -> usize {
         self.num_heads / self.num_kv_heads

@@ -5,28 +5,14 @@
 use burn::backend::{Autodiff, Flex};
 use draftsmith_heads::redrafter::HeadKind;
 use draftsmith_heads::TargetIdentity;
-use draftsmith_model::{build_model, Architecture, AttentionMask, LoadOptions, LogitsSelect, MatmulWeights, MemorySource, Model, ModelConfig, RopeScaling};
+use draftsmith_model::{build_model, Architecture, AttentionMask, LoadOptions, LogitsSelect, MatmulWeights, MemorySource, Model, ModelConfig};
 use draftsmith_train::{train_redrafter, LabelSource, ReDrafterTrainConfig, Sequence, TrainError, TrainEvent};
 
 type B = Flex;
 type AB = Autodiff<Flex>;
 
 fn tiny() -> Model<B> {
-    let config = ModelConfig {
-        architecture: Architecture::Llama,
-        vocab_size: 48,
-        hidden_size: 32,
-        intermediate_size: 64,
-        num_layers: 2,
-        num_heads: 4,
-        num_kv_heads: 2,
-        head_dim: 8,
-        rms_norm_eps: 1e-5,
-        rope_theta: 10_000.0,
-        rope_scaling: RopeScaling::None,
-        max_position_embeddings: 256,
-        tie_word_embeddings: true,
-    };
+    let config = ModelConfig::tiny(Architecture::Llama);
     build_model::<B>(&config, &MemorySource::random(&config, 7), LoadOptions { matmul: MatmulWeights::Quantized }, &Default::default()).unwrap()
 }
 

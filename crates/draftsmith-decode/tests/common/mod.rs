@@ -4,27 +4,13 @@
 
 use burn::backend::Flex;
 use draftsmith_decode::{generate, Sampler, SamplingConfig};
-use draftsmith_model::{build_model, Architecture, LoadOptions, MatmulWeights, MemorySource, Model, ModelConfig, RopeScaling};
+use draftsmith_model::{build_model, Architecture, LoadOptions, MatmulWeights, MemorySource, Model, ModelConfig};
 
 pub type B = Flex;
 
 /// A tiny random model (vocab 48) of `arch` with weights drawn from `seed`.
 pub fn tiny(arch: Architecture, seed: u64) -> Model<B> {
-    let config = ModelConfig {
-        architecture: arch,
-        vocab_size: 48,
-        hidden_size: 32,
-        intermediate_size: 64,
-        num_layers: 2,
-        num_heads: 4,
-        num_kv_heads: 2,
-        head_dim: 8,
-        rms_norm_eps: 1e-5,
-        rope_theta: 10_000.0,
-        rope_scaling: RopeScaling::None,
-        max_position_embeddings: 512,
-        tie_word_embeddings: arch == Architecture::Llama,
-    };
+    let config = ModelConfig::tiny(arch);
     // 32-wide rows: the quantized kernels are used, as on real models.
     build_model::<B>(&config, &MemorySource::random(&config, seed), LoadOptions { matmul: MatmulWeights::Quantized }, &Default::default()).unwrap()
 }
