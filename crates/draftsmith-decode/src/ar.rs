@@ -3,7 +3,7 @@
 use std::time::{Duration, Instant};
 
 use burn::tensor::{backend::Backend, Tensor};
-use draftsmith_model::{AttentionMask, KvCache, LogitsSelect, Model, ModelError};
+use draftsmith_model::{AttentionMask, ForwardOutput, KvCache, LogitsSelect, Model, ModelError};
 
 use crate::sampling::Sampler;
 
@@ -42,15 +42,19 @@ pub fn logits_row<B: Backend>(logits: Tensor<B, 2>, row: usize) -> Vec<f32> {
 
 /// Prefills `prompt` into a fresh cache and returns the last position's logits.
 pub fn prefill<B: Backend>(model: &Model<B>, prompt: &[u32], cache: &mut KvCache<B>) -> Result<Vec<f32>, ModelError> {
-    Ok(prefill_with_hidden(model, prompt, cache)?.0)
+    Ok(logits_row(prefill_forward(model, prompt, cache)?.logits.expect("logits requested"), 0))
 }
 
 /// [`prefill`], also returning the last position's final hidden state (after the final norm).
 pub fn prefill_with_hidden<B: Backend>(model: &Model<B>, prompt: &[u32], cache: &mut KvCache<B>) -> Result<(Vec<f32>, Vec<f32>), ModelError> {
-    let positions: Vec<usize> = (cache.len()..cache.len() + prompt.len()).collect();
-    let out = model.forward(prompt, &positions, &AttentionMask::Causal, LogitsSelect::Last, cache)?;
+    let out = prefill_forward(model, prompt, cache)?;
     let hidden = logits_row(out.hidden_final, prompt.len() - 1);
     Ok((logits_row(out.logits.expect("logits requested"), 0), hidden))
+}
+
+fn prefill_forward<B: Backend>(model: &Model<B>, prompt: &[u32], cache: &mut KvCache<B>) -> Result<ForwardOutput<B>, ModelError> {
+    let positions: Vec<usize> = (cache.len()..cache.len() + prompt.len()).collect();
+    model.forward(prompt, &positions, &AttentionMask::Causal, LogitsSelect::Last, cache)
 }
 
 /// A prefilled prompt.
@@ -66,19 +70,24 @@ pub struct Started<B: Backend> {
 /// Checks the prompt fits the context, then prefills it into a fresh cache with room for
 /// `extra` more positions. Returns the cache, the last position's logits and the prefill time.
 pub fn start<B: Backend>(model: &Model<B>, prompt: &[u32], extra: usize) -> Result<(KvCache<B>, Vec<f32>, Duration), ModelError> {
-    let s = start_with_hidden(model, prompt, extra)?;
+    let s = start_inner(model, prompt, extra, false)?;
     Ok((s.cache, s.logits, s.prefill))
 }
 
 /// [`start`], keeping the last prompt position's final hidden state.
 pub fn start_with_hidden<B: Backend>(model: &Model<B>, prompt: &[u32], extra: usize) -> Result<Started<B>, ModelError> {
+    start_inner(model, prompt, extra, true)
+}
+
+/// The autoregressive baseline copies no hidden state to the host (`hidden` stays empty).
+pub(crate) fn start_inner<B: Backend>(model: &Model<B>, prompt: &[u32], extra: usize, with_hidden: bool) -> Result<Started<B>, ModelError> {
     let context_len = model.config().max_position_embeddings;
     if prompt.len() >= context_len {
         return Err(ModelError::ContextOverflow { needed: prompt.len() + 1, context: context_len });
     }
     let mut cache = model.new_cache(prompt.len() + extra);
     let begin = Instant::now();
-    let (logits, hidden) = prefill_with_hidden(model, prompt, &mut cache)?;
+    let (logits, hidden) = if with_hidden { prefill_with_hidden(model, prompt, &mut cache)? } else { (prefill(model, prompt, &mut cache)?, Vec::new()) };
     Ok(Started { cache, logits, hidden, prefill: begin.elapsed() })
 }
 

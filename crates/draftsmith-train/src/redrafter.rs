@@ -7,7 +7,7 @@ use burn::module::{AutodiffModule, Module};
 use burn::optim::{AdamWConfig, GradientsAccumulator, GradientsParams, Optimizer};
 use burn::record::{FullPrecisionSettings, NamedMpkFileRecorder, Recorder};
 use burn::tensor::backend::{AutodiffBackend, Backend};
-use burn::tensor::{ElementConversion, Int, Tensor, TensorData};
+use burn::tensor::{Int, Tensor, TensorData};
 use draftsmith_heads::redrafter::{load_redrafter, save_redrafter, teacher_forced_loss, HeadKind, ReDrafter, ReDrafterConfig, StepMetrics, TrainBatch, VocabProjection};
 use draftsmith_heads::TargetIdentity;
 use draftsmith_model::Model;
@@ -180,15 +180,17 @@ pub fn train_redrafter<AB: AutodiffBackend>(
     };
     progress(TrainEvent::Start { total_steps: total, resumed_at: start, examples: train.len(), val_examples: val.len(), params: config.num_params() });
     let csv = MetricsCsv::open(&run_dir.join("metrics.csv"), start)?;
-    let embeddings = Tensor::<AB, 2>::from_inner(target.embeddings().clone());
-    let vocab = match cfg.head {
-        HeadKind::Full => VocabProjection::None,
-        HeadKind::Tied => VocabProjection::tied(&embeddings),
-    };
+    // One transposed copy of the frozen embeddings, shared by training (as a constant of the
+    // autodiff backend) and validation (on the inner backend).
     let inner_embeddings = target.embeddings().clone();
     let inner_vocab = match cfg.head {
         HeadKind::Full => VocabProjection::None,
         HeadKind::Tied => VocabProjection::tied(&inner_embeddings),
+    };
+    let embeddings = Tensor::<AB, 2>::from_inner(inner_embeddings.clone());
+    let vocab = match &inner_vocab {
+        VocabProjection::None => VocabProjection::None,
+        VocabProjection::Embeddings(e) => VocabProjection::Embeddings(Tensor::from_inner(e.clone())),
     };
     let training_info = |step: usize| serde_json::json!({ "config": cfg, "steps": step, "total_steps": total, "examples": train.len(), "data": data_fingerprint });
 
@@ -213,7 +215,8 @@ pub fn train_redrafter<AB: AutodiffBackend>(
             let rows = &order[index * cfg.batch_size..((index + 1) * cfg.batch_size).min(order.len())];
             let batch = make_batch::<AB>(rows, seqs, &hidden, cfg, &device);
             let (loss, metrics) = teacher_forced_loss(&drafter, &embeddings, &vocab, &batch);
-            loss_sum += loss.clone().into_scalar().elem::<f64>();
+            // The loss is the sum of the steps' mean losses, already on the host in `metrics`.
+            loss_sum += metrics.iter().map(StepMetrics::mean_loss).sum::<f64>();
             metrics.iter().zip(window.iter_mut()).for_each(|(m, w)| w.add(m));
             accum.accumulate(&drafter, GradientsParams::from_grads(loss.backward(), &drafter));
         }

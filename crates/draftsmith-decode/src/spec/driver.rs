@@ -76,9 +76,9 @@ pub fn generate_speculative_sampled<B: Backend>(
     sampler: &mut Sampler,
 ) -> Result<SpecOutput, ModelError> {
     let context_len = model.config().max_position_embeddings;
-    let started = crate::ar::start_with_hidden(model, prompt, max_new_tokens + 64)?;
-    let (mut cache, logits, prefill_time, mut hidden) = (started.cache, started.logits, started.prefill, started.hidden);
     let wants_hidden = proposer.wants_hidden();
+    let started = crate::ar::start_inner(model, prompt, max_new_tokens + 64, wants_hidden)?;
+    let (mut cache, logits, prefill_time, mut hidden) = (started.cache, started.logits, started.prefill, started.hidden);
     let first = sampler.sample(&logits, prompt);
     let start = Instant::now();
     let mut tokens = prompt.to_vec();
