@@ -22,7 +22,7 @@ fetch name=model: build
 generate prompt="Write a haiku about the sea." *args="": build
     {{bin}} generate --prompt "{{prompt}}" {{args}}
 
-# Demo sizes of the ReDrafter pipeline (CPU, ~25 minutes in all on 2 cores); override with
+# Demo sizes of the ReDrafter pipeline (CPU, ~32 minutes in all on 2 cores, measured per stage); override with
 # `just distill_limit=2000 train_epochs=3 pipeline` or use the GPU recipe below.
 distill_limit := "400"
 train_epochs := "2"
