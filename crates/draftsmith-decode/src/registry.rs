@@ -14,14 +14,20 @@ use crate::spec::Proposer;
 pub const AR: &str = "ar";
 
 /// Every method [`build_proposer`] knows, `ar` first.
-pub const METHODS: &[&str] = &[AR, "prompt-lookup", "ngram-trie", "draft-model", "precut", "token-cache", "redrafter"];
+pub const METHODS: &[&str] = &[AR, "prompt-lookup", "ngram-trie", "draft-model", "precut", "token-cache", "post-use-draft", "post-use", "post-use-precut", "redrafter"];
 
 /// Methods that need a trained drafter directory (`--drafter`).
 pub const TRAINED_DRAFTER_METHODS: &[&str] = &["redrafter"];
 
 /// Methods that need a drafter model (`--draft-model`); `token-cache` wraps the drafter when
 /// one is given and prompt lookup otherwise.
-pub const DRAFTER_METHODS: &[&str] = &["draft-model", "precut"];
+///
+/// The Post-use paper's ablation (its Table 3) adds one mechanism per row; each row is a method:
+/// `draft-model` (vanilla speculative decoding), `post-use-draft` (+ the token cache at the
+/// draft model), `post-use` (+ the token cache at the target too), `post-use-precut` (+ the
+/// Pre-cut controller: the paper's whole method). `token-cache` (cache at the target only) and
+/// `precut` (controller only) are the single mechanisms.
+pub const DRAFTER_METHODS: &[&str] = &["draft-model", "precut", "post-use-draft", "post-use", "post-use-precut"];
 
 /// Method parameters. Field names are the recipe keys; the command-line flags are the same
 /// names in kebab case (`draft_len` → `--draft-len`). A method ignores the fields it has no use for.
@@ -117,14 +123,19 @@ pub fn build_proposer_with<B: Backend>(name: &str, params: &MethodParams, target
         let settings = ReDrafterSettings { beam_width: params.beam_width, beam_length: params.beam_length, tree_attention: params.tree_attention };
         return Ok(Some(Box::new(ReDrafterProposer::new(target, loaded, settings)?)));
     }
-    let draft_model = |precut: Option<PreCutConfig>| -> Result<DraftModel<B>, DecodeError> {
+    let draft_model = |precut: bool, reuse: bool| -> Result<DraftModel<B>, DecodeError> {
         let model = drafter.ok_or_else(|| DecodeError::InvalidParam { method: name.to_string(), param: "draft_model", value: "not loaded".into(), problem: "this method needs a drafter (--draft-model)".into() })?;
-        DraftModel::new(model.clone(), DraftModelConfig { lambda: params.draft_len, precut, reuse: None })
+        let config = DraftModelConfig { lambda: params.draft_len, precut: precut.then(PreCutConfig::default), reuse: reuse.then(TokenCacheConfig::default) };
+        DraftModel::new(model.clone(), config)
     };
+    let at_target = |inner: DraftModel<B>| -> Result<Option<Box<dyn Proposer>>, DecodeError> { Ok(Some(Box::new(TokenCache::new(inner, TokenCacheConfig::default())?))) };
     Ok(match name {
-        "draft-model" => Some(Box::new(draft_model(None)?)),
-        "precut" => Some(Box::new(draft_model(Some(PreCutConfig::default()))?)),
-        "token-cache" if drafter.is_some() => Some(Box::new(TokenCache::new(draft_model(None)?, TokenCacheConfig::default())?)),
+        "draft-model" => Some(Box::new(draft_model(false, false)?)),
+        "precut" => Some(Box::new(draft_model(true, false)?)),
+        "post-use-draft" => Some(Box::new(draft_model(false, true)?)),
+        "post-use" => at_target(draft_model(false, true)?)?,
+        "post-use-precut" => at_target(draft_model(true, true)?)?,
+        "token-cache" if drafter.is_some() => at_target(draft_model(false, false)?)?,
         "token-cache" => {
             let inner = PromptLookup { max_ngram: params.lookup_ngram, min_ngram: 1, k: params.draft_len };
             Some(Box::new(TokenCache::new(inner, TokenCacheConfig::default())?))

@@ -7,7 +7,7 @@ mod common;
 
 use common::{ar, repeating_prompt, tiny, Lcg, B};
 use draftsmith_decode::methods::{DraftModel, DraftModelConfig, PreCutConfig, PromptLookup, TokenCache, TokenCacheConfig};
-use draftsmith_decode::{generate_speculative, Proposer, SpecOutput};
+use draftsmith_decode::{build_proposer_with, generate_speculative, Drafters, MethodParams, Proposer, SpecOutput, DRAFTER_METHODS};
 use draftsmith_model::{Architecture, Model};
 
 fn spec(model: &Model<B>, prompt: &[u32], n: usize, proposer: &mut dyn Proposer) -> SpecOutput {
@@ -78,7 +78,12 @@ fn the_target_as_its_own_drafter_is_accepted_in_full() {
                 assert_eq!(out.tokens, want, "{arch:?} trial {trial}: {config:?}");
                 for (i, step) in out.steps.iter().enumerate() {
                     assert_eq!(step.accepted, step.tree_size, "{arch:?} trial {trial} step {i}: {config:?}");
+                    assert_eq!(step.drafted, step.tree_size, "the drafter generated the whole chain");
+                    if config.precut.is_none() && config.reuse.is_none() && i > 0 {
+                        assert_eq!(step.draft_calls, step.tree_size, "one call per drafted token (the first feeds the last bonus token)");
+                    }
                 }
+                assert_eq!(out.steps.iter().map(|s| s.draft_calls).sum::<usize>(), dm.stats().calls, "every drafter call is counted in a step");
                 if config.precut.is_none() {
                     // λ tokens per step plus the bonus, except where the length limit cuts.
                     let full = out.steps.iter().filter(|s| s.tree_size == config.lambda).count();
@@ -93,4 +98,25 @@ fn the_target_as_its_own_drafter_is_accepted_in_full() {
     }
     assert!(reused > 0, "draft-side reuse produced tokens from cached phrases");
     assert!(cut > 0, "Pre-cut stopped some drafts early");
+}
+
+#[test]
+fn every_drafter_method_of_the_registry_equals_autoregressive() {
+    let mut rng = Lcg(19);
+    let target = tiny(Architecture::Qwen2, 5);
+    let drafter = tiny(Architecture::Qwen2, 105);
+    let drafters = Drafters { draft_model: Some(&drafter), redrafter: None };
+    let vocab = target.config().vocab_size;
+    for trial in 0..3 {
+        let prompt = repeating_prompt(&mut rng, vocab);
+        let n = 24 + rng.next(24);
+        let want = ar(&target, &prompt, n);
+        let params = MethodParams { draft_len: 1 + rng.next(8), draft_model: Some("tiny".into()), ..MethodParams::default() };
+        for name in DRAFTER_METHODS.iter().chain(&["token-cache"]) {
+            let mut proposer = build_proposer_with(name, &params, &target, drafters).unwrap().expect("a proposer");
+            let out = spec(&target, &prompt, n, proposer.as_mut());
+            assert_eq!(out.tokens, want, "{name}, trial {trial}, λ = {}", params.draft_len);
+            assert!(out.steps.iter().all(|s| s.drafted <= params.draft_len && s.draft_calls >= 1), "{name}: at most λ generated, at least one drafter call per step");
+        }
+    }
 }

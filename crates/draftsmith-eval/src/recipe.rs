@@ -40,6 +40,11 @@ pub struct Recipe {
     #[serde(default = "default_true")]
     pub chat_template: bool,
     pub methods: Vec<String>,
+    /// Decode `ar` once, at the first grid point, and reuse it at the others (the default).
+    /// `false` reruns it at every point, interleaved prompt by prompt with the methods, so a
+    /// point's speedups are measured side by side even if the machine's load changes between points.
+    #[serde(default = "default_true")]
+    pub share_ar: bool,
     #[serde(default)]
     pub params: MethodParams,
     /// Parameter name → values; the evals run over the cartesian product.

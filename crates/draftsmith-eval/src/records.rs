@@ -123,7 +123,7 @@ pub(crate) mod tests {
             target_calls: if method == "ar" { output.len() } else { steps.len() + 1 },
             steps: steps
                 .iter()
-                .map(|&(accepted, emitted)| StepRecord { tree_size: 4, accepted, emitted, draft_ms: 0.5, verify_ms: 20.0, commit_ms: 1.0 })
+                .map(|&(accepted, emitted)| StepRecord { tree_size: 4, accepted, draft_calls: 2, drafted: 4, emitted, draft_ms: 0.5, verify_ms: 20.0, commit_ms: 1.0 })
                 .collect(),
         }
     }

@@ -25,18 +25,20 @@ pub fn render_report(summary: &Summary, manifest: &Manifest, command_line: &str,
     let _ = writeln!(md, "- params: {}", method_params(manifest));
     let verdict = if summary.lossless { "yes: every method's output equals ar's on every prompt" } else { "**NO** (see below)" };
     let _ = writeln!(md, "- lossless: {verdict}\n");
-    md.push_str("| method | prompts | tokens | τ tokens/step | acceptance % | mean accepted | mean tree size | speedup | speedup (with prefill) | ms/token | draft ms/step | verify ms/step | commit ms/step | lossless |\n");
-    md.push_str("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n");
+    md.push_str("| method | prompts | tokens | τ tokens/step | acceptance % | MAT (mean accepted) | mean tree size | Util % | draft calls/token | speedup | speedup (with prefill) | ms/token | draft ms/step | verify ms/step | commit ms/step | lossless |\n");
+    md.push_str("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n");
     for (name, s) in summary.iter() {
         let _ = writeln!(
             md,
-            "| {name} | {} | {} | {:.3} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {name} | {} | {} | {:.3} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             s.prompts,
             s.output_tokens,
             s.tokens_per_step,
             num(s.acceptance_pct, 1),
             num(s.mean_accepted, 2),
             num(s.mean_tree_size, 1),
+            num(s.utilization.map(|u| 100.0 * u), 1),
+            if s.draft_calls > 0 { num(s.draft_calls_per_token, 2) } else { "–".to_string() },
             num(s.speedup, 2),
             num(s.speedup_with_prefill, 2),
             num(s.decode_ms_per_token, 2),
@@ -46,7 +48,7 @@ pub fn render_report(summary: &Summary, manifest: &Manifest, command_line: &str,
             if s.lossless { "yes" } else { "**no**" },
         );
     }
-    md.push_str("\nτ counts the bonus token and the prefill call (AR = 1); acceptance % = 100·(τ−1)/draft_len; speedup = ar ms/token ÷ method ms/token on the same prompts (decode only, then with prefill).\n");
+    md.push_str("\nτ counts the bonus token and the prefill call (AR = 1); acceptance % = 100·(τ−1)/draft_len; MAT = draft tokens accepted per step; Util = accepted ÷ draft tokens the drafter generated (Post-use Table 4; phrases a token cache adds at the target are accepted without being generated); speedup = ar ms/token ÷ method ms/token on the same prompts (decode only, then with prefill).\n");
     let slower: Vec<String> = summary
         .iter()
         .filter_map(|(name, s)| s.speedup.filter(|&x| x < 1.0).map(|x| format!("{name} ({x:.2}× ar's decode speed)")))
@@ -89,7 +91,7 @@ mod tests {
         assert!(md.contains("prompt `p1`, prompt-lookup: position 2: ar 3 vs 4"), "{md}");
         assert!(md.contains("```sh\ndraftsmith eval\n```") && md.contains("Last resumed by:\n\n```sh\ndraftsmith eval --methods"), "{md}");
         assert!(!resumed.contains("Last resumed by"), "{resumed}");
-        assert!(md.contains("| prompt-lookup | 1 | 3 | 1.000 | 0.0 | 0.00 | 4.0 | 0.50 |"), "{md}");
+        assert!(md.contains("| prompt-lookup | 1 | 3 | 1.000 | 0.0 | 0.00 | 4.0 | 0.0 | 1.33 | 0.50 |"), "{md}");
     }
 }
 
@@ -98,7 +100,7 @@ fn method_params(manifest: &Manifest) -> String {
     let p = &manifest.params;
     let has = |m: &str| manifest.methods.iter().any(|x| x == m);
     let mut parts = Vec::new();
-    if has("prompt-lookup") || has("token-cache") || has("draft-model") || has("precut") {
+    if has("prompt-lookup") || has("token-cache") || has("draft-model") || has("precut") || manifest.methods.iter().any(|m| m.starts_with("post-use")) {
         parts.push(format!("draft_len = {}, lookup_ngram = {}", p.draft_len, p.lookup_ngram));
     }
     if has("ngram-trie") {

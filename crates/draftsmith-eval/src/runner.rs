@@ -1,9 +1,14 @@
 //! Runs (prompt, method) pairs on one loaded engine, greedy, and appends a record per pair.
+//!
+//! Each method's proposer lives for the whole run, prompt after prompt, as it would in a
+//! server: methods that learn online (the Pre-cut Q-table, the Post-use phrase cache, a
+//! drafter's KV cache) carry what they learned to the next prompt. A resumed run starts them
+//! afresh; outputs do not depend on it (verification is lossless), timings may.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use burn::tensor::backend::Backend;
-use draftsmith_decode::{build_proposer_with, Drafters, generate, generate_speculative, DecodeError, MethodParams, Sampler, SamplingConfig};
+use draftsmith_decode::{build_proposer_with, generate, generate_speculative, DecodeError, Drafters, MethodParams, Proposer, Sampler, SamplingConfig};
 use draftsmith_model::Model;
 
 use crate::error::EvalError;
@@ -31,10 +36,16 @@ pub struct RunSpec<'a> {
     pub stop_tokens: &'a [u32],
 }
 
-/// Greedy generation of one prompt with one method.
+/// Greedy generation of one prompt with one method, with a fresh proposer.
 pub fn run_pair<B: Backend>(model: &Model<B>, drafters: Drafters<'_, B>, prompt: &EncodedPrompt, method: &str, spec: &RunSpec<'_>) -> Result<Record, EvalError> {
     let fail = |source: DecodeError| EvalError::Decode { id: prompt.id.clone(), method: method.to_string(), source: Box::new(source) };
-    let proposer = build_proposer_with(method, spec.params, model, drafters).map_err(fail)?;
+    let mut proposer = build_proposer_with(method, spec.params, model, drafters).map_err(fail)?;
+    run_with(model, prompt, method, proposer.as_mut(), spec)
+}
+
+/// Greedy generation of one prompt with `method`'s proposer (`None` = `ar`).
+fn run_with<B: Backend>(model: &Model<B>, prompt: &EncodedPrompt, method: &str, proposer: Option<&mut Box<dyn Proposer>>, spec: &RunSpec<'_>) -> Result<Record, EvalError> {
+    let fail = |source: DecodeError| EvalError::Decode { id: prompt.id.clone(), method: method.to_string(), source: Box::new(source) };
     let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
     let record = |output_ids, stop, draft_len, prefill, decode, target_calls, steps| Record {
         prompt_id: prompt.id.clone(),
@@ -55,7 +66,7 @@ pub fn run_pair<B: Backend>(model: &Model<B>, drafters: Drafters<'_, B>, prompt:
             let calls = g.tokens.len();
             record(g.tokens, g.stop, None, g.prefill, g.decode, calls, Vec::new())
         }
-        Some(mut proposer) => {
+        Some(proposer) => {
             let draft_len = proposer.draft_len();
             let out = generate_speculative(model, &prompt.ids, spec.max_new_tokens, spec.stop_tokens, proposer.as_mut()).map_err(|e| fail(e.into()))?;
             let calls = out.steps.len() + 1;
@@ -84,10 +95,16 @@ pub fn run_pending<B: Backend>(
         let prompt = prompts.iter().find(|p| p.id == first).expect("pending ids come from prompts");
         run_pair(model, drafters, prompt, draftsmith_decode::AR, &RunSpec { max_new_tokens: 4, ..*spec })?;
     }
+    let mut proposers: HashMap<&str, Option<Box<dyn Proposer>>> = HashMap::new();
     for &(prompt_id, method) in &pending {
         let prompt = prompts.iter().find(|p| p.id == prompt_id).expect("pending ids come from prompts");
         on_progress(Progress::Running { prompt_id, method });
-        let record = run_pair(model, drafters, prompt, method, spec)?;
+        if !proposers.contains_key(method) {
+            let built = build_proposer_with(method, spec.params, model, drafters).map_err(|source| EvalError::Decode { id: prompt.id.clone(), method: method.to_string(), source: Box::new(source) })?;
+            proposers.insert(method, built);
+        }
+        let proposer = proposers.get_mut(method).expect("inserted above");
+        let record = run_with(model, prompt, method, proposer.as_mut(), spec)?;
         log.append(&record)?;
         on_progress(Progress::Finished { prompt_id, method, tokens: record.output_ids.len() });
     }

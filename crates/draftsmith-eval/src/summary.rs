@@ -4,7 +4,11 @@
 //!   AR = 1);
 //! - acceptance % = 100·(τ−1)/draft_len, α = Σ accepted ÷ (draft_len · steps), where a draft
 //!   length applies;
-//! - mean accepted = Σ accepted ÷ steps (bonus excluded);
+//! - mean accepted = Σ accepted ÷ steps (bonus excluded; Post-use's MAT);
+//! - token utilization = Σ accepted ÷ Σ draft tokens the drafter produced itself (Post-use
+//!   Table 4's "accepted/generated"; cached phrases added at the target are not generated,
+//!   which is how reuse raises it); draft calls per token = drafter forward calls ÷ output
+//!   tokens (the inverse of Post-use Eq. 3's L ÷ #M_d calls);
 //! - ms/token: decode ms ÷ (tokens − 1) without prefill (the first token comes from prefill),
 //!   (prefill + decode) ms ÷ tokens with it — totals over prompts, not means of ratios;
 //! - speedup = AR ms/token ÷ method ms/token over the prompts both have a record for;
@@ -44,6 +48,14 @@ pub struct MethodSummary {
     pub alpha: Option<f64>,
     pub mean_accepted: Option<f64>,
     pub mean_tree_size: Option<f64>,
+    /// Σ accepted ÷ Σ drafter-generated tokens (`None` when nothing was drafted).
+    #[serde(default)]
+    pub utilization: Option<f64>,
+    /// Drafter forward calls over every prompt.
+    #[serde(default)]
+    pub draft_calls: usize,
+    #[serde(default)]
+    pub draft_calls_per_token: Option<f64>,
     pub decode_ms_per_token: Option<f64>,
     pub ms_per_token_with_prefill: Option<f64>,
     /// Without prefill.
@@ -121,6 +133,8 @@ fn method_summary(own: &[&Record], paired: &[(&Record, &Record)], lossless: bool
     let n = steps.len() as f64;
     let per_step = |f: &dyn Fn(&draftsmith_decode::StepRecord) -> f64| ratio(steps.iter().map(|s| f(s)).sum(), n);
     let accepted: usize = steps.iter().map(|s| s.accepted).sum();
+    let drafted: usize = steps.iter().map(|s| s.drafted).sum();
+    let draft_calls: usize = steps.iter().map(|s| s.draft_calls).sum();
     let tau = ratio(output_tokens as f64, target_calls as f64).unwrap_or(0.0);
     let draft_len = own.iter().find_map(|r| r.draft_len).filter(|&d| d > 0);
     let (decode, with_prefill) = ms_per_token(own.iter().copied());
@@ -138,6 +152,9 @@ fn method_summary(own: &[&Record], paired: &[(&Record, &Record)], lossless: bool
         alpha: draft_len.and_then(|d| ratio(accepted as f64, (d * steps.len()) as f64)),
         mean_accepted: ratio(accepted as f64, n),
         mean_tree_size: per_step(&|s| s.tree_size as f64),
+        utilization: ratio(accepted as f64, drafted as f64),
+        draft_calls,
+        draft_calls_per_token: ratio(draft_calls as f64, output_tokens as f64),
         decode_ms_per_token: decode,
         ms_per_token_with_prefill: with_prefill,
         speedup: speedup(ar_decode, m_decode),
@@ -186,6 +203,10 @@ mod tests {
         close(pl.alpha, 3.0 / 12.0);
         close(pl.mean_accepted, 1.0);
         close(pl.mean_tree_size, 4.0);
+        close(pl.utilization, 3.0 / 12.0);
+        assert_eq!(pl.draft_calls, 6, "2 drafter calls in each of 3 steps");
+        close(pl.draft_calls_per_token, 6.0 / 8.0);
+        assert_eq!((ar.utilization, ar.draft_calls), (None, 0));
         close(pl.decode_ms_per_token, 5.0);
         close(pl.speedup, 2.0);
         close(pl.speedup_with_prefill, 10.0 / ((20.0 + 30.0) / 8.0));

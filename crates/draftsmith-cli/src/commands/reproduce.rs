@@ -37,7 +37,8 @@ pub fn run(args: ReproduceArgs) -> Result<()> {
     }
     let model = ModelArgs { model: recipe.model.clone().unwrap_or_else(|| DEFAULT_MODEL.to_string()), device: args.device, weights: None };
     prepare_drafters(&recipe, &model)?;
-    // Every point decodes the same prompts with the same baseline: `ar` runs once, at the first point.
+    // Every point decodes the same prompts with the same baseline: unless the recipe says
+    // otherwise, `ar` runs once, at the first point.
     let first_records = points.first().map(|p| recipe.point_dir(&args.results, p).join(draftsmith_eval::RECORDS_FILE));
     for (i, point) in points.iter().enumerate() {
         eprintln!("[{}/{}] {}", i + 1, points.len(), point.label);
@@ -51,7 +52,7 @@ pub fn run(args: ReproduceArgs) -> Result<()> {
             no_chat_template: !recipe.chat_template,
             out: Some(out.clone()),
             json: false,
-            reuse_ar_from: if i == 0 { None } else { first_records.clone() },
+            reuse_ar_from: if i == 0 || !recipe.share_ar { None } else { first_records.clone() },
             params: (&point.params).into(),
         })
         .with_context(|| format!("grid point {}", point.label))?;
@@ -86,20 +87,23 @@ fn prepare_drafters(recipe: &Recipe, model: &ModelArgs) -> Result<()> {
 fn combined_table(recipe: &Recipe, args: &ReproduceArgs, points: &[draftsmith_eval::GridPoint]) -> Result<String> {
     let mut t = String::new();
     writeln!(t, "# {}\n\n{}\n\nCommand: `draftsmith reproduce {}`\n", recipe.name, recipe.description, args.recipe.display())?;
-    writeln!(t, "| grid point | method | τ (tokens/step) | acceptance % | verify tokens/step (packed) | unpacked W×L | speedup vs ar | speedup with prefill | draft ms/step | verify ms/step | lossless |\n|---|---|---|---|---|---|---|---|---|---|---|")?;
+    writeln!(t, "| grid point | method | τ (tokens/step) | acceptance % | MAT | Util % | draft calls/token | verify tokens/step (packed) | unpacked W×L | speedup vs ar | speedup with prefill | draft ms/step | verify ms/step | lossless |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")?;
     for point in points {
         let path = recipe.point_dir(&args.results, point).join(SUMMARY_FILE);
         let summary: Summary = serde_json::from_str(&std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?)
             .with_context(|| format!("{}: not a summary", path.display()))?;
         let opt = |v: Option<f64>, digits: usize| v.map_or("–".to_string(), |v| format!("{v:.digits$}"));
-        for (name, m) in &summary.methods {
+        for (name, m) in summary.iter() {
             let unpacked = if name == "redrafter" { (point.params.beam_width * point.params.beam_length).to_string() } else { "–".into() };
             writeln!(
                 t,
-                "| {} | {name} | {:.3} | {} | {} | {unpacked} | {:.2}× | {:.2}× | {} | {} | {} |",
+                "| {} | {name} | {:.3} | {} | {} | {} | {} | {} | {unpacked} | {:.2}× | {:.2}× | {} | {} | {} |",
                 point.label,
                 m.tokens_per_step,
                 opt(m.acceptance_pct, 1),
+                opt(m.mean_accepted, 2),
+                opt(m.utilization.map(|u| 100.0 * u), 1),
+                if m.draft_calls > 0 { opt(m.draft_calls_per_token, 2) } else { "–".into() },
                 opt(m.mean_tree_size.map(|s| 1.0 + s), 1),
                 m.speedup.unwrap_or(f64::NAN),
                 m.speedup_with_prefill.unwrap_or(f64::NAN),

@@ -30,7 +30,7 @@ use super::precut::{Action, DraftStep, PreCut, PreCutConfig};
 use super::token_cache::{insert_branch, PhraseCache, TokenCacheConfig};
 use crate::ar::logits_row;
 use crate::error::DecodeError;
-use crate::spec::{verify_greedy, DraftContext, Proposer, Verified};
+use crate::spec::{verify_greedy, DraftContext, DraftCost, Proposer, Verified};
 
 /// Draft-model parameters.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -79,6 +79,7 @@ pub struct DraftModel<B: Backend> {
     steps: Vec<DraftStep>,
     round_lambda: usize,
     stats: DraftModelStats,
+    last_cost: DraftCost,
     error: Option<ModelError>,
 }
 
@@ -105,6 +106,7 @@ impl<B: Backend> DraftModel<B> {
             steps: Vec::new(),
             round_lambda: 0,
             stats: DraftModelStats::default(),
+            last_cost: DraftCost::default(),
             error: None,
         })
     }
@@ -249,9 +251,20 @@ impl<B: Backend> Proposer for DraftModel<B> {
         "draft-model"
     }
 
+    fn draft_len(&self) -> Option<usize> {
+        Some(self.config.lambda)
+    }
+
+    fn last_cost(&self) -> Option<DraftCost> {
+        Some(self.last_cost)
+    }
+
     fn propose(&mut self, ctx: &DraftContext<'_>) -> DraftTree {
         self.stats.rounds += 1;
-        match self.draft(ctx.tokens) {
+        let calls_before = self.stats.calls;
+        let drafted = self.draft(ctx.tokens);
+        self.last_cost = DraftCost { calls: self.stats.calls - calls_before, generated: drafted.as_ref().map_or(0, Vec::len) };
+        match drafted {
             Ok(draft) => {
                 self.stats.drafted += draft.len();
                 DraftTree::chain(&draft)

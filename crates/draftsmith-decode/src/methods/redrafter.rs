@@ -12,7 +12,7 @@ use draftsmith_heads::TargetIdentity;
 use draftsmith_model::Model;
 
 use crate::error::DecodeError;
-use crate::spec::{DraftContext, Proposer};
+use crate::spec::{DraftContext, DraftCost, Proposer};
 
 /// A ReDrafter drafter loaded for one target.
 #[derive(Debug, Clone)]
@@ -58,6 +58,7 @@ pub struct ReDrafterProposer<B: Backend> {
     head: HeadKind,
     settings: ReDrafterSettings,
     pub packing: PackingStats,
+    last_cost: DraftCost,
 }
 
 impl<B: Backend> ReDrafterProposer<B> {
@@ -73,7 +74,7 @@ impl<B: Backend> ReDrafterProposer<B> {
         if loaded.file.vocab_size != c.vocab_size || loaded.file.hidden_size != c.hidden_size {
             return Err(DecodeError::Drafter(format!("drafter vocab {} / hidden {} do not fit the target (vocab {} / hidden {})", loaded.file.vocab_size, loaded.file.hidden_size, c.vocab_size, c.hidden_size)));
         }
-        Ok(Self { drafter: loaded.drafter.clone(), target: target.clone(), head: loaded.file.head, settings, packing: PackingStats::default() })
+        Ok(Self { drafter: loaded.drafter.clone(), target: target.clone(), head: loaded.file.head, settings, packing: PackingStats::default(), last_cost: DraftCost::default() })
     }
 }
 
@@ -129,7 +130,12 @@ impl<B: Backend> Proposer for ReDrafterProposer<B> {
         true
     }
 
+    fn last_cost(&self) -> Option<DraftCost> {
+        Some(self.last_cost)
+    }
+
     fn propose(&mut self, ctx: &DraftContext<'_>) -> DraftTree {
+        self.last_cost = DraftCost::default();
         let Some(hidden) = ctx.hidden else { return DraftTree::new() };
         let device = self.target.device().clone();
         let h = hidden.len();
@@ -161,6 +167,8 @@ impl<B: Backend> Proposer for ReDrafterProposer<B> {
         self.packing.steps += 1;
         self.packing.unpacked_tokens += beams.len() * cfg.length;
         self.packing.packed_tokens += 1 + tree.len();
+        // One drafter call for g0 and one per further beam step (beam_length counts g0).
+        self.last_cost = DraftCost { calls: cfg.length - 1, generated: tree.len() };
         tree
     }
 }

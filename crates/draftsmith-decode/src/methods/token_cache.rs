@@ -38,7 +38,7 @@ use std::collections::{HashMap, VecDeque};
 use draftsmith_core::DraftTree;
 
 use crate::error::DecodeError;
-use crate::spec::{DraftContext, Proposer, Verified};
+use crate::spec::{DraftContext, DraftCost, Proposer, Verified};
 
 /// Sizes of the phrase cache and of its use at the target.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -271,6 +271,10 @@ impl<P: Proposer> Proposer for TokenCache<P> {
 
     fn wants_hidden(&self) -> bool {
         self.inner.wants_hidden()
+    }
+
+    fn last_cost(&self) -> Option<DraftCost> {
+        Some(self.inner.last_cost().unwrap_or(DraftCost { calls: 0, generated: self.inner_tree.len() }))
     }
 
     fn propose(&mut self, ctx: &DraftContext<'_>) -> DraftTree {

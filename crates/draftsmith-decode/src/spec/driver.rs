@@ -7,7 +7,7 @@ use draftsmith_core::DraftTree;
 use draftsmith_model::{AttentionMask, LogitsSelect, Model, ModelError};
 use serde::{Deserialize, Serialize};
 
-use super::proposer::{DraftContext, Proposer, Verified};
+use super::proposer::{DraftContext, DraftCost, Proposer, Verified};
 use super::verify::{verify_greedy, Acceptance};
 use super::verify_sampled::verify_sampled;
 use crate::ar::StopReason;
@@ -20,6 +20,12 @@ pub struct StepRecord {
     pub tree_size: usize,
     /// Draft tokens accepted (the bonus token excluded).
     pub accepted: usize,
+    /// Drafter forward calls this step (0 for model-free methods; absent in older records).
+    #[serde(default)]
+    pub draft_calls: usize,
+    /// Draft tokens the drafter produced itself (cache additions at the target excluded).
+    #[serde(default)]
+    pub drafted: usize,
     /// Tokens this step added to the output (accepted + bonus, cut at EOS / the length limit).
     pub emitted: usize,
     pub draft_ms: f64,
@@ -89,6 +95,7 @@ pub fn generate_speculative_sampled<B: Backend>(
             let t0 = Instant::now();
             let ctx = DraftContext { tokens: &tokens, prompt_len: prompt.len(), hidden: wants_hidden.then_some(hidden.as_slice()) };
             let mut tree = proposer.propose(&ctx);
+            let cost = proposer.last_cost().unwrap_or(DraftCost { calls: 0, generated: tree.len() });
             let room = context_len.saturating_sub(tokens.len() + 1);
             if tree.depths().iter().any(|&d| d > room) {
                 tree = DraftTree::new();
@@ -114,6 +121,8 @@ pub fn generate_speculative_sampled<B: Backend>(
             steps.push(StepRecord {
                 tree_size: tree.len(),
                 accepted: acceptance.path.len(),
+                draft_calls: cost.calls,
+                drafted: cost.generated,
                 emitted: tokens.len() - before,
                 draft_ms: (t1 - t0).as_secs_f64() * 1e3,
                 verify_ms: (t2 - t1).as_secs_f64() * 1e3,

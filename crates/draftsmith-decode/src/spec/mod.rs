@@ -8,6 +8,6 @@ pub mod verify;
 pub mod verify_sampled;
 
 pub use driver::{generate_speculative, generate_speculative_sampled, SpecOutput, StepRecord};
-pub use proposer::{DraftContext, Proposer, Verified};
+pub use proposer::{DraftContext, DraftCost, Proposer, Verified};
 pub use verify::{verify_greedy, Acceptance};
 pub use verify_sampled::verify_sampled;

@@ -15,6 +15,16 @@ pub struct DraftContext<'a> {
     pub hidden: Option<&'a [f32]>,
 }
 
+/// What one [`Proposer::propose`] cost the drafter.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct DraftCost {
+    /// Drafter forward calls (catch-up included); 0 for methods without a model.
+    pub calls: usize,
+    /// Draft tokens the drafter itself produced (Post-use "generated" tokens, the denominator
+    /// of token utilization); phrases a cache adds at the target are not counted.
+    pub generated: usize,
+}
+
 /// A drafting method: proposes a tree of candidate continuations of `ctx.tokens`.
 pub trait Proposer {
     /// Name used in records and reports.
@@ -29,6 +39,12 @@ pub trait Proposer {
     /// Whether [`DraftContext::hidden`] must be filled (costs a device → host copy per step).
     fn wants_hidden(&self) -> bool {
         false
+    }
+
+    /// What the last [`Proposer::propose`] cost; `None` for methods without a drafter model
+    /// (the driver then counts no calls and every node as generated).
+    fn last_cost(&self) -> Option<DraftCost> {
+        None
     }
 
     /// Drafts a tree hanging below the last token of `ctx.tokens` (may be empty: the step then
