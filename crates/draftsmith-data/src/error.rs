@@ -18,6 +18,15 @@ pub enum DataError {
         source: std::io::Error,
     },
 
+    /// A long-text source (a book file or directory) is unusable, or the book split is.
+    #[error("{path}: {problem}")]
+    Books {
+        /// The file or directory (empty when the problem is the split itself).
+        path: PathBuf,
+        /// What is wrong.
+        problem: String,
+    },
+
     /// The input file is none of the supported conversation formats.
     #[error("{path}: unknown conversation format: {problem} (expected a ShareGPT JSON array, JSONL or Parquet)")]
     UnknownFormat {

@@ -6,9 +6,12 @@
 //!   [`schema`]) — so that a killed run resumes where it stopped; [`read_records`] reads it
 //!   back, validated.
 //!
+//! - [`books`] reads long texts (Gutenberg, KJV) and splits them by book for TokenSwift.
+//!
 //! This crate knows nothing of models or tokenizers: records carry token ids only.
 
 mod arrow_util;
+pub mod books;
 pub mod conversations;
 mod error;
 mod manifest;

@@ -1,6 +1,10 @@
 //! Which target a drafter belongs to: exported drafters carry it and importers check it.
 
+use std::path::Path;
+
 use serde::{Deserialize, Serialize};
+
+use crate::error::HeadsError;
 
 /// Names the target model a drafter was trained on.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -18,4 +22,38 @@ impl TargetIdentity {
     pub fn matches(&self, other: &TargetIdentity) -> bool {
         self.sha256 == other.sha256 && self.vocab_size == other.vocab_size && self.hidden_size == other.hidden_size
     }
+}
+
+/// Refuses a drafter (described by `config_path`) whose shape does not fit `given`, or that
+/// was trained for another target.
+pub fn check_target(config_path: &Path, vocab_size: usize, hidden_size: usize, trained: Option<&TargetIdentity>, given: &TargetIdentity) -> Result<(), HeadsError> {
+    if vocab_size != given.vocab_size || hidden_size != given.hidden_size {
+        return Err(HeadsError::Incompatible(format!(
+            "{}: drafter has vocab {vocab_size} / hidden {hidden_size}, the target `{}` has vocab {} / hidden {}",
+            config_path.display(),
+            given.name,
+            given.vocab_size,
+            given.hidden_size
+        )));
+    }
+    if let Some(trained) = trained {
+        if !trained.matches(given) {
+            return Err(HeadsError::TargetMismatch {
+                path: config_path.to_path_buf(),
+                trained_name: trained.name.clone(),
+                trained_sha: trained.sha256.clone(),
+                given_name: given.name.clone(),
+                given_sha: given.sha256.clone(),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// The `drafter` field of `dir/config.json` (`redrafter`, `tokenswift`).
+pub fn drafter_kind(dir: &Path) -> Result<String, HeadsError> {
+    let path = dir.join(crate::redrafter::CONFIG_FILE);
+    let text = std::fs::read_to_string(&path).map_err(HeadsError::io(&path))?;
+    let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| HeadsError::Config { path: path.clone(), problem: e.to_string() })?;
+    value.get("drafter").and_then(|v| v.as_str()).map(str::to_string).ok_or(HeadsError::Config { path, problem: "no `drafter` field (expected `redrafter` or `tokenswift`)".into() })
 }

@@ -5,6 +5,7 @@ pub mod error;
 pub mod identity;
 pub mod redrafter;
 mod tensors;
+pub mod tokenswift;
 
 pub use error::HeadsError;
-pub use identity::TargetIdentity;
+pub use identity::{drafter_kind, TargetIdentity};

@@ -104,28 +104,7 @@ pub fn load_redrafter<B: Backend>(dir: &Path, target: Option<&TargetIdentity>, d
     let file = read_drafter_file(dir)?;
     let config_path = dir.join(CONFIG_FILE);
     if let Some(given) = target {
-        if file.vocab_size != given.vocab_size || file.hidden_size != given.hidden_size {
-            return Err(HeadsError::Incompatible(format!(
-                "{}: drafter has vocab {} / hidden {}, the target `{}` has vocab {} / hidden {}",
-                config_path.display(),
-                file.vocab_size,
-                file.hidden_size,
-                given.name,
-                given.vocab_size,
-                given.hidden_size
-            )));
-        }
-        if let Some(trained) = &file.target {
-            if !trained.matches(given) {
-                return Err(HeadsError::TargetMismatch {
-                    path: config_path,
-                    trained_name: trained.name.clone(),
-                    trained_sha: trained.sha256.clone(),
-                    given_name: given.name.clone(),
-                    given_sha: given.sha256.clone(),
-                });
-            }
-        }
+        crate::identity::check_target(&config_path, file.vocab_size, file.hidden_size, file.target.as_ref(), given)?;
     }
     let config = file.config();
     let path = dir.join(WEIGHTS_FILE);

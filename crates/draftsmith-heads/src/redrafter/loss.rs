@@ -79,7 +79,7 @@ pub fn teacher_forced_loss<B: Backend>(
 }
 
 /// Top-1 / top-5 hits: a label ranks `r` when `r` logits are strictly larger than its own.
-fn step_metrics<B: Backend>(logits: Tensor<B, 2>, labels: Tensor<B, 1, Int>, weight: Tensor<B, 1>, loss_sum: f64, count: usize) -> StepMetrics {
+pub(crate) fn step_metrics<B: Backend>(logits: Tensor<B, 2>, labels: Tensor<B, 1, Int>, weight: Tensor<B, 1>, loss_sum: f64, count: usize) -> StepMetrics {
     let [rows, vocab] = logits.dims();
     let logits = logits.detach();
     let own = logits.clone().gather(1, labels.reshape([rows, 1]));
