@@ -113,6 +113,22 @@ impl<B: Backend> Model<B> {
         self.lm_head.forward(x)
     }
 
+    /// The LM head as a dense `[hidden, vocab]` matrix (dequantized when its weights are
+    /// quantized): for training modules that decode through the target's own frozen head.
+    pub fn lm_head_matrix(&self) -> Tensor<B, 2> {
+        match &self.lm_head.weight {
+            crate::layers::LinearWeight::Dense(w) => w.clone(),
+            crate::layers::LinearWeight::Quant(q) => {
+                let (rows, cols) = (q.rows(), q.cols());
+                let mut data = vec![0.0f32; rows * cols];
+                for (r, row) in data.chunks_mut(cols).enumerate() {
+                    q.dequantize_row(r, row);
+                }
+                Tensor::<B, 2>::from_data(TensorData::new(data, [rows, cols]), &self.device).transpose()
+            }
+        }
+    }
+
     /// Applies the final norm and the LM head to hidden states `[n, hidden]`.
     pub fn logits_from_prenorm(&self, hidden_prenorm: Tensor<B, 2>) -> Tensor<B, 2> {
         self.lm_head.forward(self.norm.forward(hidden_prenorm))

@@ -9,7 +9,9 @@ pub mod hidden;
 pub mod metrics;
 pub mod redrafter;
 pub mod schedule;
+pub mod tokenswift;
 
 pub use error::TrainError;
 pub use examples::{LabelSource, Sequence};
 pub use redrafter::{train_redrafter, ReDrafterTrainConfig, TrainEvent, TrainSummary};
+pub use tokenswift::{chunks, train_tokenswift, TokenSwiftTrainConfig};

@@ -1,0 +1,259 @@
+//! `train tokenswift`: the chained linear heads on a frozen target, trained on long texts.
+//!
+//! Each step runs the frozen target (inner backend, no gradients) over `batch_size` chunks of
+//! `seq_len` tokens to get its pre-norm last hidden states, then trains the heads against the
+//! tokens `2 + i` positions ahead (reference `train_legacy.py`), decoding through the target's
+//! own LM head (a constant of the autodiff graph). AdamW, linear warm-up then cosine, gradient
+//! norm clipped at 1 (the Hugging Face Trainer's default the reference ran with).
+
+use std::path::Path;
+use std::time::Instant;
+
+use burn::grad_clipping::GradientClippingConfig;
+use burn::module::{AutodiffModule, Module};
+use burn::optim::{AdamWConfig, GradientsAccumulator, GradientsParams, Optimizer};
+use burn::record::{FullPrecisionSettings, NamedMpkFileRecorder, Recorder};
+use burn::tensor::backend::{AutodiffBackend, Backend};
+use burn::tensor::{Int, Tensor, TensorData};
+use draftsmith_heads::redrafter::StepMetrics;
+use draftsmith_heads::tokenswift::{load_tokenswift, save_tokenswift, shifted_loss, TokenSwiftBatch, TokenSwiftConfig, TokenSwiftHeads};
+use draftsmith_heads::TargetIdentity;
+use draftsmith_model::{AttentionMask, LogitsSelect, Model};
+use rand::seq::SliceRandom;
+use rand::SeedableRng;
+use serde::{Deserialize, Serialize};
+
+use crate::checkpoint::{checkpoint_dir, read_state, write_checkpoint, LoopState, MODULE_FILE, OPTIMIZER_FILE};
+use crate::error::TrainError;
+use crate::metrics::MetricsCsv;
+use crate::schedule::cosine_with_warmup;
+use crate::{TrainEvent, TrainSummary};
+
+/// Training settings (recipe keys); defaults are the reference's where it has one, except the
+/// sequence length and batch, which are sized for a CPU (reference: 8192 tokens × 120 sequences).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct TokenSwiftTrainConfig {
+    /// Heads after the target's own (reference: 3).
+    pub num_heads: usize,
+    /// Tokens per training chunk.
+    pub seq_len: usize,
+    /// Chunks per micro-batch.
+    pub batch_size: usize,
+    /// Micro-batches per optimiser step.
+    pub grad_accum: usize,
+    /// Optimiser steps (reference: 200).
+    pub steps: usize,
+    /// Peak learning rate (reference: 5e-3).
+    pub lr: f64,
+    /// Warm-up steps (reference: 50).
+    pub warmup_steps: usize,
+    /// AdamW weight decay (reference: 0.1).
+    pub weight_decay: f64,
+    /// Gradient norm clip (reference: the Trainer's default, 1.0).
+    pub max_grad_norm: f64,
+    /// Validation chunks (from the held-out books).
+    pub val_chunks: usize,
+    pub checkpoint_every: usize,
+    pub log_every: usize,
+    pub seed: u64,
+}
+
+impl Default for TokenSwiftTrainConfig {
+    fn default() -> Self {
+        Self {
+            num_heads: 3,
+            seq_len: 512,
+            batch_size: 2,
+            grad_accum: 1,
+            steps: 200,
+            lr: 5e-3,
+            warmup_steps: 50,
+            weight_decay: 0.1,
+            max_grad_norm: 1.0,
+            val_chunks: 8,
+            checkpoint_every: 50,
+            log_every: 10,
+            seed: 42,
+        }
+    }
+}
+
+impl TokenSwiftTrainConfig {
+    pub fn validate(&self) -> Result<(), TrainError> {
+        let bad = |m: String| Err(TrainError::Config(m));
+        if self.num_heads == 0 || self.batch_size == 0 || self.grad_accum == 0 || self.steps == 0 {
+            return bad("num_heads, batch_size, grad_accum and steps must be positive".into());
+        }
+        if self.seq_len < self.num_heads + 3 {
+            return bad(format!("seq_len {} is too short for {} heads (each needs a token {} positions ahead)", self.seq_len, self.num_heads, self.num_heads + 1));
+        }
+        if self.lr <= 0.0 || self.checkpoint_every == 0 || self.log_every == 0 || self.max_grad_norm <= 0.0 {
+            return bad("lr, max_grad_norm, checkpoint_every and log_every must be positive".into());
+        }
+        Ok(())
+    }
+}
+
+/// Cuts each token stream into `seq_len`-token chunks (a shorter tail is dropped).
+pub fn chunks(streams: &[Vec<u32>], seq_len: usize) -> Vec<Vec<u32>> {
+    streams.iter().flat_map(|s| s.chunks_exact(seq_len).map(<[u32]>::to_vec)).collect()
+}
+
+/// Trains heads in `run_dir` (resuming from its checkpoint when there is one) on `train`
+/// chunks, validating on `val` chunks, and exports them there (`drafter.safetensors` + `config.json`).
+#[allow(clippy::too_many_arguments)]
+pub fn train_tokenswift<AB: AutodiffBackend>(
+    target: &Model<AB::InnerBackend>,
+    target_id: &TargetIdentity,
+    train: &[Vec<u32>],
+    val: &[Vec<u32>],
+    cfg: &TokenSwiftTrainConfig,
+    run_dir: &Path,
+    data_fingerprint: serde_json::Value,
+    progress: &mut dyn FnMut(TrainEvent),
+) -> Result<TrainSummary, TrainError> {
+    cfg.validate()?;
+    let begin = Instant::now();
+    if train.is_empty() {
+        return Err(TrainError::NoExamples(format!("no training chunk of {} tokens", cfg.seq_len)));
+    }
+    if let Some(bad) = train.iter().chain(val).find(|c| c.len() != cfg.seq_len) {
+        return Err(TrainError::Config(format!("a chunk has {} tokens, seq_len is {}", bad.len(), cfg.seq_len)));
+    }
+    std::fs::create_dir_all(run_dir).map_err(TrainError::io(run_dir))?;
+    let c = target.config();
+    let config = TokenSwiftConfig::new(c.vocab_size, c.hidden_size).with_num_heads(cfg.num_heads).with_rms_norm_eps(c.rms_norm_eps as f64);
+    let fingerprint = serde_json::json!({ "train": cfg, "data": data_fingerprint, "target": target_id });
+    let device = target.device().clone();
+    let micro_per_epoch = train.len().div_ceil(cfg.batch_size);
+    let val: Vec<Vec<u32>> = val.iter().take(cfg.val_chunks).cloned().collect();
+
+    let mut optim = AdamWConfig::new()
+        .with_weight_decay(cfg.weight_decay as f32)
+        .with_grad_clipping(Some(GradientClippingConfig::Norm(cfg.max_grad_norm as f32)))
+        .init::<AB, TokenSwiftHeads<AB>>();
+    let recorder = NamedMpkFileRecorder::<FullPrecisionSettings>::new();
+    let (mut heads, start) = match read_state(run_dir)? {
+        Some(state) => {
+            if state.fingerprint != fingerprint {
+                return Err(TrainError::ResumeMismatch { path: checkpoint_dir(run_dir), problem: "its training config, data or target differ from this run's".into() });
+            }
+            let dir = checkpoint_dir(run_dir);
+            load_tokenswift::<AB::InnerBackend>(&dir, Some(target_id), &device)?;
+            let record = recorder.load(dir.join(MODULE_FILE), &device).map_err(|e| TrainError::Checkpoint { path: dir.join(MODULE_FILE), problem: e.to_string() })?;
+            let heads = config.init::<AB>(&device, cfg.seed).load_record(record);
+            let record = recorder.load(dir.join(OPTIMIZER_FILE), &device).map_err(|e| TrainError::Checkpoint { path: dir.join(OPTIMIZER_FILE), problem: e.to_string() })?;
+            optim = optim.load_record(record);
+            (heads, state.step)
+        }
+        None => (config.init::<AB>(&device, cfg.seed), 0),
+    };
+    progress(TrainEvent::Start { total_steps: cfg.steps, resumed_at: start, examples: train.len() * cfg.seq_len, val_examples: val.len() * cfg.seq_len, params: config.num_params() });
+    let csv = MetricsCsv::open(&run_dir.join("metrics.csv"), start)?;
+    // The target's LM head, once: `[hidden, vocab]`, contiguous, a constant of the graph.
+    let inner_lm = target.lm_head_matrix();
+    let inner_lm = Tensor::<AB::InnerBackend, 2>::from_data(inner_lm.into_data(), &device);
+    let lm = Tensor::<AB, 2>::from_inner(inner_lm.clone());
+    let training_info = |step: usize| serde_json::json!({ "config": cfg, "steps": step, "data": data_fingerprint });
+
+    let mut order: Vec<usize> = Vec::new();
+    let mut order_epoch = usize::MAX;
+    let mut window = vec![StepMetrics::default(); cfg.num_heads];
+    for step in start..cfg.steps {
+        let lr = cosine_with_warmup(cfg.lr, step, cfg.steps, cfg.warmup_steps);
+        let mut accum = GradientsAccumulator::new();
+        let mut loss_sum = 0.0;
+        for micro in 0..cfg.grad_accum {
+            let index = step * cfg.grad_accum + micro;
+            let epoch = index / micro_per_epoch;
+            if epoch != order_epoch {
+                order = (0..train.len()).collect();
+                order.shuffle(&mut rand::rngs::StdRng::seed_from_u64(cfg.seed.wrapping_add(1 + epoch as u64)));
+                order_epoch = epoch;
+            }
+            let at = (index % micro_per_epoch) * cfg.batch_size;
+            let picked: Vec<&[u32]> = order[at..(at + cfg.batch_size).min(order.len())].iter().map(|&i| train[i].as_slice()).collect();
+            let batch = make_batch::<AB>(target, &picked, cfg.num_heads)?;
+            let (loss, metrics) = shifted_loss(&heads, &lm, &batch);
+            loss_sum += metrics.iter().map(StepMetrics::mean_loss).sum::<f64>();
+            metrics.iter().zip(window.iter_mut()).for_each(|(m, w)| w.add(m));
+            accum.accumulate(&heads, GradientsParams::from_grads(loss.backward(), &heads));
+        }
+        heads = optim.step(lr, heads, accum.grads());
+        let done = step + 1;
+        if done % cfg.log_every == 0 || done == cfg.steps {
+            csv.log(done, 0, "train", lr, &window)?;
+            progress(TrainEvent::Step { step: done, total: cfg.steps, loss: loss_sum / cfg.grad_accum as f64, lr, top1: window.iter().map(|m| m.top1_acc()).collect() });
+            window = vec![StepMetrics::default(); cfg.num_heads];
+        }
+        if done % cfg.checkpoint_every == 0 || done == cfg.steps {
+            if !val.is_empty() {
+                let metrics = validate(target, &heads.valid(), &inner_lm, &val, cfg)?;
+                csv.log(done, 0, "val", lr, &metrics)?;
+                progress(TrainEvent::Validation { step: done, heads: metrics });
+            }
+            let state = LoopState { step: done, total_steps: cfg.steps, fingerprint: fingerprint.clone() };
+            write_checkpoint(run_dir, &state, |dir| {
+                save_tokenswift(dir, &heads, &config, target_id, training_info(done))?;
+                recorder.record(heads.clone().into_record(), dir.join(MODULE_FILE)).map_err(|e| TrainError::Checkpoint { path: dir.join(MODULE_FILE), problem: e.to_string() })?;
+                recorder.record(optim.to_record(), dir.join(OPTIMIZER_FILE)).map_err(|e| TrainError::Checkpoint { path: dir.join(OPTIMIZER_FILE), problem: e.to_string() })
+            })?;
+            progress(TrainEvent::Checkpoint { step: done });
+        }
+    }
+    let metrics = if val.is_empty() { Vec::new() } else { validate(target, &heads.valid(), &inner_lm, &val, cfg)? };
+    save_tokenswift(run_dir, &heads, &config, target_id, training_info(cfg.steps))?;
+    let summary = TrainSummary {
+        steps: cfg.steps,
+        epochs: (cfg.steps * cfg.grad_accum).div_ceil(micro_per_epoch),
+        examples: train.len() * cfg.seq_len,
+        train_sequences: train.len(),
+        val_sequences: val.len(),
+        params: config.num_params(),
+        seconds: begin.elapsed().as_secs_f64(),
+        val_loss: metrics.iter().map(|m| m.mean_loss()).collect(),
+        val_top1: metrics.iter().map(|m| m.top1_acc()).collect(),
+        val_top5: metrics.iter().map(|m| m.top5_acc()).collect(),
+    };
+    let path = run_dir.join("summary.json");
+    std::fs::write(&path, serde_json::to_string_pretty(&summary).expect("serializable")).map_err(TrainError::io(&path))?;
+    Ok(summary)
+}
+
+/// [`inner_batch`] over `chunks`, concatenated and lifted onto the autodiff backend (as
+/// constants: the target is frozen).
+fn make_batch<AB: AutodiffBackend>(target: &Model<AB::InnerBackend>, chunks: &[&[u32]], num_heads: usize) -> Result<TokenSwiftBatch<AB>, TrainError> {
+    let parts = chunks.iter().map(|c| inner_batch(target, c, num_heads)).collect::<Result<Vec<_>, _>>()?;
+    let hidden = Tensor::cat(parts.iter().map(|p| p.hidden.clone()).collect(), 0);
+    let labels = (0..num_heads).map(|i| Tensor::from_inner(Tensor::cat(parts.iter().map(|p| p.labels[i].clone()).collect(), 0))).collect();
+    let weights = (0..num_heads).map(|i| Tensor::from_inner(Tensor::cat(parts.iter().map(|p| p.weights[i].clone()).collect(), 0))).collect();
+    Ok(TokenSwiftBatch { hidden: Tensor::from_inner(hidden), labels, weights })
+}
+
+fn validate<B: Backend>(target: &Model<B>, heads: &TokenSwiftHeads<B>, lm: &Tensor<B, 2>, val: &[Vec<u32>], cfg: &TokenSwiftTrainConfig) -> Result<Vec<StepMetrics>, TrainError> {
+    let mut total = vec![StepMetrics::default(); cfg.num_heads];
+    for chunk in val {
+        let batch = inner_batch(target, chunk, cfg.num_heads)?;
+        let (_, metrics) = shifted_loss(heads, lm, &batch);
+        metrics.iter().zip(total.iter_mut()).for_each(|(m, t)| t.add(m));
+    }
+    Ok(total)
+}
+
+/// The target's pre-norm hidden states over one chunk (one causal pass) and, per head `i`, the
+/// token `2 + i` positions ahead (weight 0 where the chunk ends first).
+fn inner_batch<B: Backend>(target: &Model<B>, chunk: &[u32], num_heads: usize) -> Result<TokenSwiftBatch<B>, TrainError> {
+    let device = target.device().clone();
+    let mut cache = target.new_cache(chunk.len());
+    let positions: Vec<usize> = (0..chunk.len()).collect();
+    let out = target.forward(chunk, &positions, &AttentionMask::Causal, LogitsSelect::None, &mut cache)?;
+    let n = chunk.len();
+    let label = |i: usize| -> (Tensor<B, 1, Int>, Tensor<B, 1>) {
+        let ids: Vec<i32> = (0..n).map(|t| chunk.get(t + 2 + i).map_or(0, |&l| l as i32)).collect();
+        let w: Vec<f32> = (0..n).map(|t| if t + 2 + i < n { 1.0 } else { 0.0 }).collect();
+        (Tensor::from_data(TensorData::new(ids, [n]), &device), Tensor::from_data(TensorData::new(w, [n]), &device))
+    };
+    let (labels, weights) = (0..num_heads).map(label).unzip();
+    Ok(TokenSwiftBatch { hidden: out.hidden_prenorm, labels, weights })
+}
