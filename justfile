@@ -37,6 +37,11 @@ distill *args="": build
 train-redrafter *args="": build
     {{bin}} train redrafter --model {{model}} --data {{distilled}} --out checkpoints/{{run}} --epochs {{train_epochs}} --horizon 4 {{args}}
 
+# Train TokenSwift heads on long texts (Gutenberg + KJV, four books held out); exports
+# checkpoints/tokenswift-demo/{drafter.safetensors,config.json} plus split.json and eval-prompts.jsonl.
+train-tokenswift *args="": build
+    {{bin}} train tokenswift --model {{model}} --out checkpoints/tokenswift-demo {{args}}
+
 # AR vs ReDrafter (beam width 1, 4, 16) on MT-Bench first turns: τ, speedup, lossless check.
 eval *args="": build
     {{bin}} reproduce recipes/redrafter-demo.toml {{args}}

@@ -8,3 +8,4 @@ pub mod fetch;
 pub mod generate;
 pub mod reproduce;
 pub mod train;
+pub mod train_tokenswift;
