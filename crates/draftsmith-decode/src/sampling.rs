@@ -15,20 +15,41 @@ pub struct SamplingConfig {
     pub top_p: f32,
     /// Drop tokens less likely than `min_p` × the top probability (0 = off).
     pub min_p: f32,
-    /// CTRL-style penalty on tokens already in the context (1.0 = off).
+    /// CTRL-style penalty on tokens already in the context (1.0 = off); TokenSwift's
+    /// contextual penalty θ when `penalty_window` is set.
     pub repetition_penalty: f32,
+    /// Only the last `penalty_window` context tokens are penalized (0 = the whole context;
+    /// TokenSwift's W).
+    pub penalty_window: usize,
+    /// η-sampling (Hewitt et al., 2022): drop tokens below `min(η, √η·exp(−H))`, H the
+    /// entropy of the distribution (0 = off).
+    pub eta: f32,
     pub seed: u64,
 }
 
 impl Default for SamplingConfig {
     fn default() -> Self {
-        Self { temperature: 0.0, top_k: 0, top_p: 1.0, min_p: 0.0, repetition_penalty: 1.0, seed: 0 }
+        Self { temperature: 0.0, top_k: 0, top_p: 1.0, min_p: 0.0, repetition_penalty: 1.0, penalty_window: 0, eta: 0.0, seed: 0 }
     }
 }
 
 impl SamplingConfig {
     pub fn is_greedy(&self) -> bool {
         self.temperature <= 0.0
+    }
+
+    /// The context tokens the penalty looks at: the last `penalty_window` (all when 0).
+    pub fn penalty_span<'a>(&self, context: &'a [u32]) -> &'a [u32] {
+        if self.penalty_window == 0 {
+            context
+        } else {
+            &context[context.len().saturating_sub(self.penalty_window)..]
+        }
+    }
+
+    /// Applies the (windowed) repetition / contextual penalty to `logits` for `context`.
+    pub fn penalize(&self, logits: &mut [f32], context: &[u32]) {
+        apply_repetition_penalty(logits, self.penalty_span(context), self.repetition_penalty);
     }
 }
 
@@ -46,7 +67,7 @@ pub fn argmax(values: &[f32]) -> u32 {
 /// Turns logits into the distribution the target samples from, given the context tokens.
 pub fn probabilities(logits: &[f32], context: &[u32], cfg: &SamplingConfig) -> Vec<f32> {
     let mut logits = logits.to_vec();
-    apply_repetition_penalty(&mut logits, context, cfg.repetition_penalty);
+    cfg.penalize(&mut logits, context);
     let t = if cfg.temperature > 0.0 { cfg.temperature } else { 1.0 };
     let max = logits.iter().copied().fold(f32::NEG_INFINITY, f32::max);
     let mut probs: Vec<f32> = logits.iter().map(|&l| ((l - max) / t).exp()).collect();
@@ -78,8 +99,12 @@ fn normalize(probs: &mut [f32]) {
     }
 }
 
-/// Zeroes tokens removed by top-k, top-p and min-p, then renormalizes.
+/// Zeroes tokens removed by top-k, top-p, min-p and η, then renormalizes.
 fn truncate(probs: &mut [f32], cfg: &SamplingConfig) {
+    let eta_floor = (cfg.eta > 0.0).then(|| {
+        let entropy: f32 = probs.iter().filter(|&&p| p > 0.0).map(|&p| -p * p.ln()).sum();
+        cfg.eta.min(cfg.eta.sqrt() * (-entropy).exp())
+    });
     let mut order: Vec<usize> = (0..probs.len()).collect();
     order.sort_unstable_by(|&a, &b| probs[b].total_cmp(&probs[a]).then(a.cmp(&b)));
     let top = probs[order[0]];
@@ -97,6 +122,10 @@ fn truncate(probs: &mut [f32], cfg: &SamplingConfig) {
     }
     if cfg.min_p > 0.0 {
         let n = order.iter().take_while(|&&i| probs[i] >= cfg.min_p * top).count();
+        keep = keep.min(n.max(1));
+    }
+    if let Some(floor) = eta_floor {
+        let n = order.iter().take_while(|&&i| probs[i] >= floor).count();
         keep = keep.min(n.max(1));
     }
     for &i in &order[keep..] {
@@ -125,7 +154,7 @@ impl Sampler {
     pub fn sample(&mut self, logits: &[f32], context: &[u32]) -> u32 {
         if self.cfg.is_greedy() {
             let mut logits = logits.to_vec();
-            apply_repetition_penalty(&mut logits, context, self.cfg.repetition_penalty);
+            self.cfg.penalize(&mut logits, context);
             return argmax(&logits);
         }
         let probs = probabilities(logits, context, &self.cfg);
@@ -166,8 +195,26 @@ mod tests {
         assert!((p[0] - 0.625).abs() < 1e-6 && (p[1] - 0.375).abs() < 1e-6 && p[2] == 0.0);
         let p = probabilities(&logits, &[], &SamplingConfig { top_p: 0.8, ..base.clone() });
         assert!(p[2] == 0.0 && p[1] > 0.0, "0.5+0.3 reaches 0.8: two tokens kept, {p:?}");
-        let p = probabilities(&logits, &[], &SamplingConfig { min_p: 0.4, ..base });
+        let p = probabilities(&logits, &[], &SamplingConfig { min_p: 0.4, ..base.clone() });
         assert!(p[1] > 0.0 && p[2] == 0.0, "0.15 < 0.4·0.5 is dropped, {p:?}");
+        // η = 0.3: H = 1.1422 nats, floor = min(0.3, √0.3·e^−1.1422 = 0.1748): 0.15 and 0.05 go.
+        let p = probabilities(&logits, &[], &SamplingConfig { eta: 0.3, ..base.clone() });
+        assert!((p[0] - 0.625).abs() < 1e-6 && p[1] > 0.0 && p[2] == 0.0 && p[3] == 0.0, "{p:?}");
+        let p = probabilities(&logits, &[], &SamplingConfig { eta: 0.1, ..base });
+        assert!(p[2] > 0.0 && p[3] == 0.0, "floor min(0.1, 0.1010) = 0.1 keeps 0.15, drops 0.05: {p:?}");
+    }
+
+    #[test]
+    fn the_contextual_penalty_looks_at_the_last_w_tokens_only() {
+        // θ = 2, W = 2, context [0, 1, 1, 2]: only tokens 1 and 2 are in the window.
+        let cfg = SamplingConfig { repetition_penalty: 2.0, penalty_window: 2, ..Default::default() };
+        let mut l = [2.0f32, 2.0, -1.0, 1.0];
+        cfg.penalize(&mut l, &[0, 1, 1, 2]);
+        assert_eq!(l, [2.0, 1.0, -2.0, 1.0]);
+        let whole = SamplingConfig { penalty_window: 0, ..cfg };
+        let mut l = [2.0f32, 2.0, -1.0, 1.0];
+        whole.penalize(&mut l, &[0, 1, 1, 2]);
+        assert_eq!(l, [1.0, 1.0, -2.0, 1.0], "W = 0: the whole context");
     }
 
     #[test]

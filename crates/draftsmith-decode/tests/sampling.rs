@@ -40,7 +40,8 @@ impl Proposer for Fixed {
 }
 
 fn cfg() -> SamplingConfig {
-    SamplingConfig { temperature: 0.9, top_k: 12, repetition_penalty: 1.3, ..Default::default() }
+    // A penalty window shorter than the prompt: the window must slide over the drafted path.
+    SamplingConfig { temperature: 0.9, top_k: 12, repetition_penalty: 1.3, penalty_window: 3, eta: 0.001, ..Default::default() }
 }
 
 /// Exact P(t1, t2) under the target with the sampling settings.
@@ -138,13 +139,15 @@ fn speculative_sampling_matches_the_target_distribution() {
 #[test]
 fn penalized_greedy_equals_autoregressive() {
     let model = tiny(Architecture::Qwen2, 4);
-    let greedy = SamplingConfig { repetition_penalty: 1.5, ..Default::default() };
-    let prompt = [5u32, 6, 7, 5, 6, 7, 5];
-    let want = generate(&model, &prompt, 40, &[], &mut Sampler::new(greedy.clone()), &mut |_| true).unwrap().tokens;
-    let likely = vec![vec![1, 2]; model.config().vocab_size];
-    for tree in [false, true] {
-        let mut p = Fixed { likely: likely.clone(), tree };
-        let got = generate_speculative_sampled(&model, &prompt, 40, &[], &mut p, &mut Sampler::new(greedy.clone())).unwrap();
-        assert_eq!(got.tokens, want);
+    for window in [0, 3] {
+        let greedy = SamplingConfig { repetition_penalty: 1.5, penalty_window: window, ..Default::default() };
+        let prompt = [5u32, 6, 7, 5, 6, 7, 5];
+        let want = generate(&model, &prompt, 40, &[], &mut Sampler::new(greedy.clone()), &mut |_| true).unwrap().tokens;
+        let likely = vec![vec![1, 2]; model.config().vocab_size];
+        for tree in [false, true] {
+            let mut p = Fixed { likely: likely.clone(), tree };
+            let got = generate_speculative_sampled(&model, &prompt, 40, &[], &mut p, &mut Sampler::new(greedy.clone())).unwrap();
+            assert_eq!(got.tokens, want, "window {window}, tree {tree}");
+        }
     }
 }

@@ -62,9 +62,16 @@ pub struct SamplingArgs {
     /// Drop tokens below min-p × the top probability (0 = off).
     #[arg(long, default_value_t = 0.0)]
     pub min_p: f32,
-    /// Penalty on tokens already in the context (1 = off).
-    #[arg(long, default_value_t = 1.0)]
+    /// Penalty on tokens already in the context (1 = off); TokenSwift's contextual penalty θ
+    /// with --penalty-window.
+    #[arg(long, default_value_t = 1.0, alias = "penalty")]
     pub repetition_penalty: f32,
+    /// Penalize only the last W context tokens (0 = the whole context).
+    #[arg(long, default_value_t = 0)]
+    pub penalty_window: usize,
+    /// η-sampling threshold (0 = off).
+    #[arg(long, default_value_t = 0.0)]
+    pub eta: f32,
     #[arg(long, default_value_t = 0)]
     pub seed: u64,
 }
@@ -77,6 +84,8 @@ impl SamplingArgs {
             top_p: self.top_p,
             min_p: self.min_p,
             repetition_penalty: self.repetition_penalty,
+            penalty_window: self.penalty_window,
+            eta: self.eta,
             seed: self.seed,
         }
     }

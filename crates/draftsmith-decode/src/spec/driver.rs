@@ -11,7 +11,7 @@ use super::proposer::{DraftContext, DraftCost, Proposer, Verified};
 use super::verify::{verify_greedy, Acceptance};
 use super::verify_sampled::verify_sampled;
 use crate::ar::StopReason;
-use crate::sampling::{apply_repetition_penalty, argmax, Sampler, SamplingConfig};
+use crate::sampling::{argmax, Sampler, SamplingConfig};
 
 /// What happened in one draft–verify–commit step.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -150,12 +150,12 @@ fn verify<B: Backend>(tree: &DraftTree, context: &[u32], logits: Tensor<B, 2>, s
         // Penalized greedy: each node's choice depends on its own path.
         let next: Vec<u32> = (0..=tree.len())
             .map(|row| {
-                let mut ctx = context.to_vec();
-                if row > 0 {
-                    ctx.extend(tree.path_to(row - 1).iter().map(|&i| tree.tokens()[i]));
-                }
+                // The penalty window ends with the node's own path.
+                let path: Vec<u32> = if row > 0 { tree.path_to(row - 1).iter().map(|&i| tree.tokens()[i]).collect() } else { Vec::new() };
+                let mut ctx = cfg.penalty_span(context).to_vec();
+                ctx.extend(path);
                 let mut l = rows[row * vocab..(row + 1) * vocab].to_vec();
-                apply_repetition_penalty(&mut l, &ctx, cfg.repetition_penalty);
+                cfg.penalize(&mut l, &ctx);
                 argmax(&l)
             })
             .collect();
