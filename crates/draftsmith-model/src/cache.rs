@@ -25,6 +25,9 @@ pub struct KvCache<B: Backend> {
     device: B::Device,
     /// Host-memory keys/values used by the CPU path instead of `layers`.
     host: Option<HostKv>,
+    /// When set, each forward leaves here, per layer, the rotated query of its last new token
+    /// (`[num_heads × head_dim]`): KV selection methods score cached keys with it.
+    queries: Option<Vec<Vec<f32>>>,
 }
 
 impl<B: Backend> KvCache<B> {
@@ -40,6 +43,7 @@ impl<B: Backend> KvCache<B> {
             head_dim: config.head_dim,
             device: device.clone(),
             host: None,
+            queries: None,
         }
     }
 
@@ -54,6 +58,7 @@ impl<B: Backend> KvCache<B> {
             head_dim: config.head_dim,
             device: device.clone(),
             host: Some(HostKv::new(config.num_layers, config.num_kv_heads, config.head_dim, capacity)),
+            queries: None,
         }
     }
 
@@ -148,5 +153,79 @@ impl<B: Backend> KvCache<B> {
     /// Commits `n` positions written by every layer.
     pub(crate) fn advance(&mut self, n: usize) {
         self.len += n;
+    }
+
+    /// Number of layers.
+    pub fn num_layers(&self) -> usize {
+        self.host.as_ref().map_or(self.layers.len(), |h| h.k.len())
+    }
+
+    /// Starts (or stops) keeping each layer's last query, see [`KvCache::last_queries`].
+    pub fn capture_queries(&mut self, on: bool) {
+        self.queries = on.then(|| vec![Vec::new(); self.num_layers()]);
+    }
+
+    /// Per layer, the rotated query (`[num_heads × head_dim]`) of the last token of the last
+    /// forward, when capture is on.
+    pub fn last_queries(&self) -> Option<&[Vec<f32>]> {
+        self.queries.as_deref()
+    }
+
+    pub(crate) fn store_query(&mut self, layer: usize, query: impl FnOnce() -> Vec<f32>) {
+        if let Some(q) = self.queries.as_mut() {
+            q[layer] = query();
+        }
+    }
+
+    /// Keys and values of positions `start..start + count` of `layer` on the host,
+    /// `[kv_heads, count, head_dim]` each (keys rotated, as cached).
+    pub fn read_rows(&self, layer: usize, start: usize, count: usize) -> (Vec<f32>, Vec<f32>) {
+        assert!(start + count <= self.len, "read_rows {start}+{count} beyond the cache length {}", self.len);
+        let (h, d) = (self.kv_heads, self.head_dim);
+        if let Some(host) = &self.host {
+            let cap = host.capacity;
+            let copy = |buf: &[f32]| -> Vec<f32> { (0..h).flat_map(|head| buf[(head * cap + start) * d..(head * cap + start + count) * d].iter().copied()).collect() };
+            return (copy(&host.k[layer]), copy(&host.v[layer]));
+        }
+        let entry = &self.layers[layer];
+        let read = |t: &Tensor<B, 3>| t.clone().slice([0..h, start..start + count, 0..d]).into_data().convert::<f32>().to_vec::<f32>().expect("f32 cache");
+        (read(&entry.k), read(&entry.v))
+    }
+
+    /// Writes `[kv_heads, count, head_dim]` keys and values at slots `start..start + count` of
+    /// `layer` (growing the cache when needed); the length becomes at least `start + count`
+    /// once [`KvCache::set_len`] says so. Slots past the length are invisible until then.
+    pub fn write_rows(&mut self, layer: usize, start: usize, k: &[f32], v: &[f32]) {
+        let (h, d) = (self.kv_heads, self.head_dim);
+        let count = k.len() / (h * d);
+        assert_eq!(k.len(), count * h * d, "write_rows: keys are not [kv_heads, count, head_dim]");
+        assert_eq!(v.len(), k.len(), "write_rows: values and keys differ in size");
+        if start + count > self.capacity {
+            let len = self.len;
+            self.len = self.len.max(start);
+            self.reserve(start + count - self.len);
+            self.len = len;
+        }
+        if let Some(host) = &mut self.host {
+            let cap = host.capacity;
+            for (dst, src) in [(&mut host.k[layer], k), (&mut host.v[layer], v)] {
+                for head in 0..h {
+                    dst[(head * cap + start) * d..(head * cap + start + count) * d].copy_from_slice(&src[head * count * d..(head + 1) * count * d]);
+                }
+            }
+            return;
+        }
+        let device = self.device.clone();
+        let entry = &mut self.layers[layer];
+        let kt = Tensor::<B, 3>::from_data(TensorData::new(k.to_vec(), [h, count, d]), &device);
+        let vt = Tensor::<B, 3>::from_data(TensorData::new(v.to_vec(), [h, count, d]), &device);
+        entry.k = entry.k.clone().slice_assign([0..h, start..start + count, 0..d], kt);
+        entry.v = entry.v.clone().slice_assign([0..h, start..start + count, 0..d], vt);
+    }
+
+    /// Sets the number of cached positions (after [`KvCache::write_rows`]); at most the capacity.
+    pub fn set_len(&mut self, len: usize) {
+        assert!(len <= self.capacity, "set_len {len} beyond the capacity {}", self.capacity);
+        self.len = len;
     }
 }

@@ -213,6 +213,7 @@ impl<B: Backend> Model<B> {
         let v = attn.v.forward(x).reshape([n, kvh, hd]);
         let q = rope.apply_q(q);
         let k = rope.apply_k(k);
+        cache.store_query(layer, || q.clone().narrow(0, n - 1, 1).into_data().convert::<f32>().to_vec::<f32>().expect("f32 query"));
         let (keys, values) = cache.write(layer, k.swap_dims(0, 1), v.swap_dims(0, 1));
         let total = keys.dims()[1];
         // Queries of one KV group stacked: [kv_heads, group·n, hd]; no repeated keys needed.
@@ -241,6 +242,8 @@ impl<B: Backend> Model<B> {
         let v = attn.v.forward_host(&x, n).expect(quantized);
         host::rope_in_place(&mut q, c.num_heads, c.head_dim, cos, sin);
         host::rope_in_place(&mut k, c.num_kv_heads, c.head_dim, cos, sin);
+        let width = c.num_heads * c.head_dim;
+        cache.store_query(layer, || q[(n - 1) * width..n * width].to_vec());
         let cached = cache.len();
         let kv = cache.host_mut().expect("host cache for the host path");
         kv.write(layer, cached, &k, &v);

@@ -132,3 +132,52 @@ fn forward_rejects_bad_input() {
     let err = model.forward(&[1, 2], &[0, 1], &AttentionMask::Visible(vec![true; 3]), LogitsSelect::All, &mut cache).unwrap_err().to_string();
     assert!(err.contains("mask has 3 entries"), "{err}");
 }
+
+fn model_with(arch: Architecture, seed: u64, matmul: draftsmith_model::MatmulWeights) -> Model<B> {
+    let config = tiny_config(arch);
+    draftsmith_model::build_model::<B>(&config, &draftsmith_model::MemorySource::random(&config, seed), draftsmith_model::LoadOptions { matmul }, &Default::default()).unwrap()
+}
+
+/// Rows copied between caches (in any slot order) give the logits of the original cache, on
+/// both the host (quantized) and the burn (dense) attention paths; the last query of every
+/// layer is captured on request.
+#[test]
+fn copied_rows_and_captured_queries() {
+    for matmul in [draftsmith_model::MatmulWeights::Quantized, draftsmith_model::MatmulWeights::Dense] {
+        let model = model_with(Architecture::Qwen2, 21, matmul);
+        let c = model.config().clone();
+        let tokens: Vec<u32> = (0..12).map(|i| (i * 5 + 1) as u32 % c.vocab_size as u32).collect();
+        let mut full = model.new_cache(4);
+        full.capture_queries(true);
+        let pos: Vec<usize> = (0..tokens.len()).collect();
+        let want = to_vec(model.forward(&tokens, &pos, &AttentionMask::Causal, LogitsSelect::Last, &mut full).unwrap().logits.unwrap());
+        let queries = full.last_queries().unwrap().to_vec();
+        assert_eq!(queries.len(), c.num_layers);
+        assert!(queries.iter().all(|q| q.len() == c.num_heads * c.head_dim && q.iter().any(|&x| x != 0.0)));
+
+        // The first 11 rows copied in reverse slot order, then the last token fed: same logits
+        // (attention does not depend on slot order; positions live in the rotated keys).
+        let mut copy = model.new_cache(2);
+        let n = tokens.len() - 1;
+        for layer in 0..c.num_layers {
+            for slot in 0..n {
+                let (k, v) = full.read_rows(layer, n - 1 - slot, 1);
+                copy.write_rows(layer, slot, &k, &v);
+            }
+        }
+        copy.set_len(n);
+        let got = to_vec(model.forward(&tokens[n..], &[n], &AttentionMask::Causal, LogitsSelect::Last, &mut copy).unwrap().logits.unwrap());
+        let d = max_abs_diff(&want, &got);
+        assert!(d < TOL, "{matmul:?}: max |Δlogit| {d}");
+
+        // read_rows layout: [kv_heads, count, head_dim]; a two-row read matches two one-row reads.
+        let (k2, _) = full.read_rows(0, 3, 2);
+        let (a, _) = full.read_rows(0, 3, 1);
+        let (b, _) = full.read_rows(0, 4, 1);
+        let d = c.head_dim;
+        for head in 0..c.num_kv_heads {
+            assert_eq!(&k2[(head * 2) * d..(head * 2 + 1) * d], &a[head * d..(head + 1) * d]);
+            assert_eq!(&k2[(head * 2 + 1) * d..(head * 2 + 2) * d], &b[head * d..(head + 1) * d]);
+        }
+    }
+}
