@@ -7,17 +7,20 @@ use crate::error::DecodeError;
 use burn::tensor::backend::Backend;
 use draftsmith_model::Model;
 
-use crate::methods::{DraftModel, DraftModelConfig, LoadedReDrafter, NgramTrie, NgramTrieConfig, PreCutConfig, PromptLookup, ReDrafterProposer, ReDrafterSettings, TokenCache, TokenCacheConfig};
+use crate::methods::{
+    DraftModel, DraftModelConfig, KvMode, LoadedReDrafter, LoadedTokenSwift, NgramTrie, NgramTrieConfig, PreCutConfig, PromptLookup, ReDrafterProposer, ReDrafterSettings, TokenCache, TokenCacheConfig, TokenSwiftProposer,
+    TokenSwiftSettings,
+};
 use crate::spec::Proposer;
 
 /// The autoregressive baseline: no proposer, one target call per token.
 pub const AR: &str = "ar";
 
 /// Every method [`build_proposer`] knows, `ar` first.
-pub const METHODS: &[&str] = &[AR, "prompt-lookup", "ngram-trie", "draft-model", "precut", "token-cache", "post-use-draft", "post-use", "post-use-precut", "redrafter"];
+pub const METHODS: &[&str] = &[AR, "prompt-lookup", "ngram-trie", "draft-model", "precut", "token-cache", "post-use-draft", "post-use", "post-use-precut", "redrafter", "tokenswift"];
 
 /// Methods that need a trained drafter directory (`--drafter`).
-pub const TRAINED_DRAFTER_METHODS: &[&str] = &["redrafter"];
+pub const TRAINED_DRAFTER_METHODS: &[&str] = &["redrafter", "tokenswift"];
 
 /// Methods that need a drafter model (`--draft-model`); `token-cache` wraps the drafter when
 /// one is given and prompt lookup otherwise.
@@ -56,12 +59,40 @@ pub struct MethodParams {
     pub beam_length: usize,
     /// ReDrafter: pack beams into a prefix tree (dynamic tree attention).
     pub tree_attention: bool,
+    /// TokenSwift: candidates per depth, p0 first (`[1, 3, 3, 3]`).
+    pub tree: Vec<usize>,
+    /// TokenSwift: n-gram continuations added per step (0 = no token reutilization).
+    pub ngram_topk: usize,
+    /// TokenSwift: draft KV cache `full`, `partial-static` or `dynamic`.
+    pub kv_mode: KvMode,
+    /// TokenSwift: draft KV budget B (tokens).
+    pub kv_budget: usize,
+    /// TokenSwift: sink tokens S kept in the draft cache.
+    pub kv_sinks: usize,
 }
 
 impl Default for MethodParams {
     fn default() -> Self {
         let trie = NgramTrieConfig::default();
-        Self { draft_len: 10, lookup_ngram: 3, ngram_n: trie.n, ngram_lp: trie.prefix_len, num_draft: trie.num_draft, ngram_update_output: trie.update_with_output, draft_model: None, drafter: None, beam_width: 1, beam_length: 5, tree_attention: true }
+        let ts = TokenSwiftSettings::default();
+        Self {
+            draft_len: 10,
+            lookup_ngram: 3,
+            ngram_n: trie.n,
+            ngram_lp: trie.prefix_len,
+            num_draft: trie.num_draft,
+            ngram_update_output: trie.update_with_output,
+            draft_model: None,
+            drafter: None,
+            beam_width: 1,
+            beam_length: 5,
+            tree_attention: true,
+            tree: ts.tree,
+            ngram_topk: ts.ngram_topk,
+            kv_mode: ts.kv_mode,
+            kv_budget: ts.kv_budget,
+            kv_sinks: ts.kv_sinks,
+        }
     }
 }
 
@@ -72,11 +103,13 @@ pub struct Drafters<'a, B: Backend> {
     pub draft_model: Option<&'a Model<B>>,
     /// A trained ReDrafter (`--drafter`).
     pub redrafter: Option<&'a LoadedReDrafter<B>>,
+    /// Trained TokenSwift heads (`--drafter`).
+    pub tokenswift: Option<&'a LoadedTokenSwift<B>>,
 }
 
 impl<B: Backend> Drafters<'_, B> {
     pub fn none() -> Self {
-        Self { draft_model: None, redrafter: None }
+        Self { draft_model: None, redrafter: None, tokenswift: None }
     }
 }
 
@@ -93,6 +126,15 @@ pub fn validate_method(name: &str, params: &MethodParams) -> Result<(), DecodeEr
     if TRAINED_DRAFTER_METHODS.contains(&name) {
         if params.drafter.is_none() {
             return Err(DecodeError::InvalidParam { method: name.to_string(), param: "drafter", value: "none".into(), problem: "this method needs a trained drafter directory (--drafter)".into() });
+        }
+        if name == "tokenswift" {
+            if params.tree.is_empty() || params.tree.contains(&0) {
+                return Err(DecodeError::InvalidParam { method: name.to_string(), param: "tree", value: format!("{:?}", params.tree), problem: "needs one positive count per depth".into() });
+            }
+            if params.kv_budget <= params.kv_sinks {
+                return Err(DecodeError::InvalidParam { method: name.to_string(), param: "kv_budget", value: params.kv_budget.to_string(), problem: format!("must exceed kv_sinks ({})", params.kv_sinks) });
+            }
+            return Ok(());
         }
         if params.beam_width == 0 {
             return Err(DecodeError::InvalidParam { method: name.to_string(), param: "beam_width", value: "0".into(), problem: "must be at least 1".into() });
@@ -118,6 +160,11 @@ pub fn validate_method(name: &str, params: &MethodParams) -> Result<(), DecodeEr
 pub fn build_proposer_with<B: Backend>(name: &str, params: &MethodParams, target: &Model<B>, drafters: Drafters<'_, B>) -> Result<Option<Box<dyn Proposer>>, DecodeError> {
     validate_method(name, params)?;
     let drafter = drafters.draft_model;
+    if name == "tokenswift" {
+        let loaded = drafters.tokenswift.ok_or_else(|| DecodeError::InvalidParam { method: name.to_string(), param: "drafter", value: "not loaded".into(), problem: "this method needs trained TokenSwift heads (--drafter)".into() })?;
+        let settings = TokenSwiftSettings { tree: params.tree.clone(), ngram_topk: params.ngram_topk, ngram_n: params.tree.len(), kv_mode: params.kv_mode, kv_budget: params.kv_budget, kv_sinks: params.kv_sinks, ..TokenSwiftSettings::default() };
+        return Ok(Some(Box::new(TokenSwiftProposer::new(target, loaded, settings)?)));
+    }
     if name == "redrafter" {
         let loaded = drafters.redrafter.ok_or_else(|| DecodeError::InvalidParam { method: name.to_string(), param: "drafter", value: "not loaded".into(), problem: "this method needs a trained drafter (--drafter)".into() })?;
         let settings = ReDrafterSettings { beam_width: params.beam_width, beam_length: params.beam_length, tree_attention: params.tree_attention };

@@ -6,6 +6,7 @@ pub mod precut;
 pub mod prompt_lookup;
 pub mod redrafter;
 pub mod token_cache;
+pub mod tokenswift;
 
 pub use draft_model::{check_tokenizers, DraftModel, DraftModelConfig, DraftModelStats};
 pub use ngram_trie::{NgramTrie, NgramTrieConfig};
@@ -13,3 +14,4 @@ pub use precut::{PreCut, PreCutConfig};
 pub use prompt_lookup::PromptLookup;
 pub use redrafter::{LoadedReDrafter, PackingStats, ReDrafterProposer, ReDrafterSettings};
 pub use token_cache::{PhraseCache, TokenCache, TokenCacheConfig, TokenCacheStats};
+pub use tokenswift::{KvMode, LoadedTokenSwift, TokenSwiftProposer, TokenSwiftSettings, TokenSwiftStats};

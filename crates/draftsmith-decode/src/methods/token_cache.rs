@@ -273,6 +273,10 @@ impl<P: Proposer> Proposer for TokenCache<P> {
         self.inner.wants_hidden()
     }
 
+    fn wants_target_cache(&self) -> bool {
+        self.inner.wants_target_cache()
+    }
+
     fn last_cost(&self) -> Option<DraftCost> {
         Some(self.inner.last_cost().unwrap_or(DraftCost { calls: 0, generated: self.inner_tree.len() }))
     }
@@ -401,7 +405,7 @@ mod tests {
         tc.cache.insert(2, &[3, 9]); // shares node "3" with the draft, branches to 9
         tc.cache.insert(1, &[5]); // anchor 1 is not among the last 3 draft tokens
         let tokens = [0u32];
-        let ctx = DraftContext { tokens: &tokens, prompt_len: 1, hidden: None };
+        let ctx = DraftContext { tokens: &tokens, prompt_len: 1, hidden: None, target_cache: None };
         let tree = tc.propose(&ctx);
         assert_eq!(tree.tokens(), &[1, 2, 3, 4, 9, 7, 8]);
         assert_eq!(tree.parents(), &[None, Some(0), Some(1), Some(2), Some(2), Some(3), Some(5)]);

@@ -83,6 +83,7 @@ pub fn generate_speculative_sampled<B: Backend>(
 ) -> Result<SpecOutput, ModelError> {
     let context_len = model.config().max_position_embeddings;
     let wants_hidden = proposer.wants_hidden();
+    let wants_cache = proposer.wants_target_cache();
     let started = crate::ar::start_inner(model, prompt, max_new_tokens + 64, wants_hidden)?;
     let (mut cache, logits, prefill_time, mut hidden) = (started.cache, started.logits, started.prefill, started.hidden);
     let first = sampler.sample(&logits, prompt);
@@ -93,8 +94,8 @@ pub fn generate_speculative_sampled<B: Backend>(
         Some(stop) => stop,
         None => loop {
             let t0 = Instant::now();
-            let ctx = DraftContext { tokens: &tokens, prompt_len: prompt.len(), hidden: wants_hidden.then_some(hidden.as_slice()) };
-            let mut tree = proposer.propose(&ctx);
+            let ctx = DraftContext { tokens: &tokens, prompt_len: prompt.len(), hidden: wants_hidden.then_some(hidden.as_slice()), target_cache: None };
+            let mut tree = proposer.propose(&DraftContext { target_cache: wants_cache.then_some(&cache as &dyn std::any::Any), ..ctx });
             let cost = proposer.last_cost().unwrap_or(DraftCost { calls: 0, generated: tree.len() });
             let room = context_len.saturating_sub(tokens.len() + 1);
             if tree.depths().iter().any(|&d| d > room) {

@@ -13,6 +13,10 @@ pub struct DraftContext<'a> {
     /// token, i.e. the state whose logits produced it; only for proposers that
     /// [want it](Proposer::wants_hidden).
     pub hidden: Option<&'a [f32]>,
+    /// The target's own KV cache (a `draftsmith_model::KvCache<B>` of the verifying backend)
+    /// holding every token of `tokens` but the last, read-only; only for proposers that
+    /// [want it](Proposer::wants_target_cache) and only during [`Proposer::propose`].
+    pub target_cache: Option<&'a dyn std::any::Any>,
 }
 
 /// What one [`Proposer::propose`] cost the drafter.
@@ -38,6 +42,12 @@ pub trait Proposer {
 
     /// Whether [`DraftContext::hidden`] must be filled (costs a device → host copy per step).
     fn wants_hidden(&self) -> bool {
+        false
+    }
+
+    /// Whether [`DraftContext::target_cache`] must be filled (methods that draft with a
+    /// partial copy of the target's KV cache).
+    fn wants_target_cache(&self) -> bool {
         false
     }
 

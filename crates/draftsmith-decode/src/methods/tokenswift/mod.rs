@@ -1,0 +1,287 @@
+//! TokenSwift (Wu et al., 2025; seed paper 002): multi-token self-drafting with trained heads,
+//! token reutilization, a dynamic partial KV cache for drafting and a contextual penalty.
+//!
+//! One step (reference `SpecLong`, tree branch): the target runs on the last committed token
+//! alone, attending to a [draft KV cache](kv) instead of its full cache; its own next-token
+//! distribution p0 and the [heads](draftsmith_heads::tokenswift) (pre-norm hidden state → head
+//! i → the target's LM head) give γ + 1 distributions, whose top candidates form a
+//! [cartesian tree](tree) (`[1, 3, 3, 3]`: 40 nodes); the most frequent [n-gram](ngram)
+//! continuations of p0's top token hang below it as extra branches. The driver verifies the
+//! whole tree in one pass of the target with its full cache.
+//!
+//! Differences from the reference, all for losslessness or clarity:
+//! - Verification is the engine's (greedy: exact match; sampling: recursive rejection
+//!   sampling over the tree), so the output has exactly the target's distribution; the
+//!   reference samples every (row, position) of the tree independently, which is biased
+//!   toward the draft. Siblings are distinct tokens after the n-gram chains are merged into
+//!   the tree, so there is no tie between equally long candidates to break.
+//! - The contextual penalty is applied to every drafted distribution and, in verification, to
+//!   every node with the window ending at that node (the reference penalizes row 0 only).
+//! - The draft forward's fed token's keys and values are dropped after drafting; committed
+//!   tokens are copied from the full cache, as the reference's `update_retri_cache` does.
+
+pub mod kv;
+pub mod ngram;
+pub mod tree;
+
+use std::path::Path;
+
+use burn::tensor::backend::Backend;
+use draftsmith_core::DraftTree;
+use draftsmith_heads::tokenswift::{load_tokenswift, TokenSwiftFile, TokenSwiftHeads};
+use draftsmith_heads::TargetIdentity;
+use draftsmith_model::{AttentionMask, KvCache, LogitsSelect, Model, ModelError};
+
+pub use kv::KvMode;
+use kv::DraftKv;
+use ngram::NgramTable;
+
+use super::token_cache::insert_branch;
+use crate::ar::logits_row;
+use crate::error::DecodeError;
+use crate::sampling::apply_repetition_penalty;
+use crate::spec::{DraftContext, DraftCost, Proposer, Verified};
+
+/// Exported TokenSwift heads, loaded for a target.
+#[derive(Debug)]
+pub struct LoadedTokenSwift<B: Backend> {
+    pub heads: TokenSwiftHeads<B>,
+    pub file: TokenSwiftFile,
+}
+
+impl<B: Backend> LoadedTokenSwift<B> {
+    /// Loads `dir` (`drafter.safetensors` + `config.json`), refusing heads trained for another target.
+    pub fn load(dir: &Path, target: &TargetIdentity, device: &B::Device) -> Result<Self, DecodeError> {
+        let (heads, file) = load_tokenswift::<B>(dir, Some(target), device)?;
+        Ok(Self { heads, file })
+    }
+}
+
+/// The `tokenswift` method's settings; each mechanism can be switched off for ablations.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TokenSwiftSettings {
+    /// Candidates per depth: `tree[0]` from p0, `tree[i]` from head i (paper: `[1, 3, 3, 3]`).
+    pub tree: Vec<usize>,
+    /// n-gram continuations added per step (paper: k = 20; 0 = no token reutilization).
+    pub ngram_topk: usize,
+    /// n of the n-gram table (paper: 4 = γ + 1).
+    pub ngram_n: usize,
+    /// The table counts n-grams only this many tokens behind the end of the text (the
+    /// reference lags the penalty window).
+    pub ngram_lag: usize,
+    pub kv_mode: KvMode,
+    /// B: draft-cache budget in tokens (partial modes).
+    pub kv_budget: usize,
+    /// S: sink tokens always kept (reference: 16).
+    pub kv_sinks: usize,
+    /// Contextual penalty θ on drafted distributions (1 = off) over the last `penalty_window`
+    /// tokens (0 = all): the target's sampler should use the same.
+    pub penalty: f32,
+    pub penalty_window: usize,
+}
+
+impl Default for TokenSwiftSettings {
+    fn default() -> Self {
+        Self { tree: vec![1, 3, 3, 3], ngram_topk: 20, ngram_n: 4, ngram_lag: 0, kv_mode: KvMode::Dynamic, kv_budget: 1024, kv_sinks: 16, penalty: 1.0, penalty_window: 0 }
+    }
+}
+
+/// Counters over a generation (reset with the proposer's state on a new prompt).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TokenSwiftStats {
+    pub steps: usize,
+    /// Accepted draft tokens (bonus excluded).
+    pub accepted: usize,
+    /// Accepted tokens of steps whose accepted path ran through an n-gram branch.
+    pub ngram_accepted: usize,
+    pub ngram_steps: usize,
+    /// Partial-cache selections made.
+    pub reselections: usize,
+}
+
+impl TokenSwiftStats {
+    /// The paper's α (Eq. 4): accepted ÷ ((γ + 1) · steps), `depth` = γ + 1.
+    pub fn alpha(&self, depth: usize) -> f64 {
+        self.accepted as f64 / (depth * self.steps).max(1) as f64
+    }
+
+    /// The paper's n-gram acceptance rate β, on the same denominator.
+    pub fn beta(&self, depth: usize) -> f64 {
+        self.ngram_accepted as f64 / (depth * self.steps).max(1) as f64
+    }
+}
+
+/// The `tokenswift` proposer.
+pub struct TokenSwiftProposer<B: Backend> {
+    target: Model<B>,
+    heads: TokenSwiftHeads<B>,
+    settings: TokenSwiftSettings,
+    kv: DraftKv<B>,
+    ngrams: NgramTable,
+    /// The prompt of the generation in progress (a different one resets the state).
+    prompt: Vec<u32>,
+    /// Whether each node of the last tree came from the n-gram table.
+    from_ngram: Vec<bool>,
+    stats: TokenSwiftStats,
+    cost: DraftCost,
+    error: Option<ModelError>,
+}
+
+impl<B: Backend> TokenSwiftProposer<B> {
+    pub fn new(target: &Model<B>, loaded: &LoadedTokenSwift<B>, settings: TokenSwiftSettings) -> Result<Self, DecodeError> {
+        let bad = |param: &'static str, value: String, problem: &str| DecodeError::InvalidParam { method: "tokenswift".into(), param, value, problem: problem.into() };
+        let heads = loaded.heads.heads.len();
+        if settings.tree.len() != heads + 1 || settings.tree.contains(&0) {
+            return Err(bad("tree", format!("{:?}", settings.tree), &format!("needs {} positive entries: p0 and each of the {heads} heads", heads + 1)));
+        }
+        if settings.ngram_n != settings.tree.len() {
+            return Err(bad("ngram_n", settings.ngram_n.to_string(), "n-gram chains must span the tree depth (n = number of heads + 1)"));
+        }
+        if settings.kv_budget <= settings.kv_sinks {
+            return Err(bad("kv_budget", settings.kv_budget.to_string(), "must exceed the sink tokens"));
+        }
+        let c = target.config();
+        if loaded.file.vocab_size != c.vocab_size || loaded.file.hidden_size != c.hidden_size {
+            return Err(DecodeError::Drafter(format!("TokenSwift heads for vocab {} / hidden {} do not fit the target (vocab {} / hidden {})", loaded.file.vocab_size, loaded.file.hidden_size, c.vocab_size, c.hidden_size)));
+        }
+        let kv = DraftKv::new(target, settings.kv_mode, settings.kv_budget, settings.kv_sinks);
+        Ok(Self {
+            target: target.clone(),
+            heads: loaded.heads.clone(),
+            ngrams: NgramTable::new(settings.ngram_n),
+            settings,
+            kv,
+            prompt: Vec::new(),
+            from_ngram: Vec::new(),
+            stats: TokenSwiftStats::default(),
+            cost: DraftCost::default(),
+            error: None,
+        })
+    }
+
+    pub fn stats(&self) -> TokenSwiftStats {
+        TokenSwiftStats { reselections: self.kv.reselections, ..self.stats }
+    }
+
+    pub fn settings(&self) -> &TokenSwiftSettings {
+        &self.settings
+    }
+
+    /// The first draft-forward error since the last call, if any (drafting then proposes
+    /// nothing and decoding goes on autoregressively).
+    pub fn take_error(&mut self) -> Option<ModelError> {
+        self.error.take()
+    }
+
+    /// p0 and every head's logits after the last committed token, from a forward on the draft cache.
+    fn distributions(&mut self, tokens: &[u32], full: &KvCache<B>) -> Result<Vec<Vec<f32>>, ModelError> {
+        self.kv.prepare(full);
+        let before = self.kv.cache_mut().len();
+        let root = *tokens.last().expect("a context has at least one token");
+        let out = self.target.forward(&[root], &[tokens.len() - 1], &AttentionMask::Causal, LogitsSelect::Last, self.kv.cache_mut());
+        self.kv.after_draft(before, full, self.target.config().num_heads);
+        let out = out?;
+        let mut rows = vec![logits_row(out.logits.expect("logits requested"), 0)];
+        for state in self.heads.states(out.hidden_prenorm) {
+            rows.push(logits_row(self.target.project_to_vocab(state), 0));
+        }
+        Ok(rows)
+    }
+}
+
+/// Indices of the `k` largest values, best first (the earlier index on ties).
+fn top_k(values: &[f32], k: usize) -> Vec<u32> {
+    let mut idx: Vec<usize> = (0..values.len()).collect();
+    let k = k.min(values.len());
+    if k == 0 {
+        return Vec::new();
+    }
+    let cmp = |a: &usize, b: &usize| values[*b].total_cmp(&values[*a]).then(a.cmp(b));
+    idx.select_nth_unstable_by(k - 1, cmp);
+    idx.truncate(k);
+    idx.sort_by(cmp);
+    idx.into_iter().map(|i| i as u32).collect()
+}
+
+impl<B: Backend> Proposer for TokenSwiftProposer<B> {
+    fn name(&self) -> &str {
+        "tokenswift"
+    }
+
+    /// γ + 1: the tree depth (α's denominator per step).
+    fn draft_len(&self) -> Option<usize> {
+        Some(self.settings.tree.len())
+    }
+
+    fn wants_target_cache(&self) -> bool {
+        true
+    }
+
+    fn last_cost(&self) -> Option<DraftCost> {
+        Some(self.cost)
+    }
+
+    fn propose(&mut self, ctx: &DraftContext<'_>) -> DraftTree {
+        self.cost = DraftCost::default();
+        self.from_ngram.clear();
+        if ctx.tokens[..ctx.prompt_len] != self.prompt[..] {
+            self.prompt = ctx.tokens[..ctx.prompt_len].to_vec();
+            self.kv.reset();
+            self.ngrams.clear();
+            self.stats = TokenSwiftStats::default();
+        }
+        let Some(full) = ctx.target_cache.and_then(|c| c.downcast_ref::<KvCache<B>>()) else { return DraftTree::new() };
+        let mut rows = match self.distributions(ctx.tokens, full) {
+            Ok(rows) => rows,
+            Err(e) => {
+                self.kv.reset();
+                self.error = Some(e);
+                return DraftTree::new();
+            }
+        };
+        if self.settings.penalty != 1.0 {
+            let w = self.settings.penalty_window;
+            let span = if w == 0 { ctx.tokens } else { &ctx.tokens[ctx.tokens.len().saturating_sub(w)..] };
+            rows.iter_mut().for_each(|r| apply_repetition_penalty(r, span, self.settings.penalty));
+        }
+        let candidates: Vec<Vec<u32>> = rows.iter().zip(&self.settings.tree).map(|(r, &k)| top_k(r, k)).collect();
+        let mut tree = tree::cartesian(&candidates, &self.settings.tree);
+        self.from_ngram = vec![false; tree.len()];
+        if self.settings.ngram_topk > 0 {
+            self.ngrams.follow(ctx.tokens, self.settings.ngram_lag);
+            let key = candidates[0][0];
+            let chains: Vec<Vec<u32>> = self.ngrams.top_k(key, self.settings.ngram_topk).into_iter().map(<[u32]>::to_vec).collect();
+            for chain in chains {
+                // Node 0 is p0's top candidate, the key: the chain continues below it.
+                insert_branch(&mut tree, Some(0), &chain);
+                self.from_ngram.resize(tree.len(), true);
+            }
+        }
+        self.cost = DraftCost { calls: 1, generated: tree.len() };
+        tree
+    }
+
+    fn observe_verified(&mut self, _ctx: &DraftContext<'_>, tree: &DraftTree, verified: &Verified<'_>) {
+        if tree.is_empty() {
+            return;
+        }
+        self.stats.steps += 1;
+        self.stats.accepted += verified.accepted.len();
+        if verified.accepted.iter().any(|&i| self.from_ngram.get(i).copied().unwrap_or(false)) {
+            self.stats.ngram_accepted += verified.accepted.len();
+            self.stats.ngram_steps += 1;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn top_k_is_ordered_with_stable_ties() {
+        assert_eq!(top_k(&[0.1, 3.0, 2.0, 3.0, -1.0], 3), vec![1, 3, 2]);
+        assert_eq!(top_k(&[1.0, 2.0], 5), vec![1, 0]);
+        assert!(top_k(&[1.0], 0).is_empty());
+    }
+}
