@@ -61,10 +61,11 @@ fn penalized_tokenswift_equals_penalized_autoregressive() {
     let prompt = repeating_prompt(&mut rng, model.config().vocab_size);
     let cfg = SamplingConfig { repetition_penalty: 1.2, penalty_window: 8, ..Default::default() };
     let want = generate(&model, &prompt, 40, &[], &mut Sampler::new(cfg.clone()), &mut |_| true).unwrap().tokens;
-    let settings = TokenSwiftSettings { penalty: 1.2, penalty_window: 8, kv_budget: 12, kv_sinks: 2, ..TokenSwiftSettings::default() };
+    let settings = TokenSwiftSettings { kv_budget: 12, kv_sinks: 2, ..TokenSwiftSettings::default() };
     let mut p = TokenSwiftProposer::new(&model, &heads, settings).unwrap();
     let got = generate_speculative_sampled(&model, &prompt, 40, &[], &mut p, &mut Sampler::new(cfg)).unwrap();
     assert_eq!(got.tokens, want);
+    assert_eq!((p.settings().penalty, p.settings().penalty_window), (1.2, 8), "drafts follow the target's penalty");
     // One proposer across prompts: a new prompt resets its caches and n-gram table.
     let other: Vec<u32> = prompt.iter().rev().copied().collect();
     let want = ar(&model, &other, 30);

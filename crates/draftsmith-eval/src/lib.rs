@@ -25,4 +25,4 @@ pub use prompts::{encode_prompts, read_prompts, EncodedPrompt, Prompt, PromptSet
 pub use recipe::{GridPoint, Recipe, DrafterRecipe};
 pub use records::{read_records, Record, RECORDS_FILE};
 pub use runner::{Progress, RunSpec};
-pub use summary::{summarize, MethodSummary, Mismatch, Summary};
+pub use summary::{distinct_n, summarize, MethodSummary, Mismatch, Summary};

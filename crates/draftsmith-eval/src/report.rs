@@ -25,12 +25,12 @@ pub fn render_report(summary: &Summary, manifest: &Manifest, command_line: &str,
     let _ = writeln!(md, "- params: {}", method_params(manifest));
     let verdict = if summary.lossless { "yes: every method's output equals ar's on every prompt" } else { "**NO** (see below)" };
     let _ = writeln!(md, "- lossless: {verdict}\n");
-    md.push_str("| method | prompts | tokens | τ tokens/step | acceptance % | MAT (mean accepted) | mean tree size | Util % | draft calls/token | speedup | speedup (with prefill) | ms/token | draft ms/step | verify ms/step | commit ms/step | lossless |\n");
-    md.push_str("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n");
+    md.push_str("| method | prompts | tokens | τ tokens/step | acceptance % | MAT (mean accepted) | mean tree size | Util % | draft calls/token | speedup | speedup (with prefill) | ms/token | draft ms/step | verify ms/step | commit ms/step | distinct-1/2/3/4 | lossless |\n");
+    md.push_str("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|\n");
     for (name, s) in summary.iter() {
         let _ = writeln!(
             md,
-            "| {name} | {} | {} | {:.3} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {name} | {} | {} | {:.3} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             s.prompts,
             s.output_tokens,
             s.tokens_per_step,
@@ -45,10 +45,11 @@ pub fn render_report(summary: &Summary, manifest: &Manifest, command_line: &str,
             num(s.mean_draft_ms, 3),
             num(s.mean_verify_ms, 2),
             num(s.mean_commit_ms, 3),
+            s.distinct_n.iter().map(|d| format!("{d:.2}")).collect::<Vec<_>>().join("/"),
             if s.lossless { "yes" } else { "**no**" },
         );
     }
-    md.push_str("\nτ counts the bonus token and the prefill call (AR = 1); acceptance % = 100·(τ−1)/draft_len; MAT = draft tokens accepted per step; Util = accepted ÷ draft tokens the drafter generated (Post-use Table 4; phrases a token cache adds at the target are accepted without being generated); speedup = ar ms/token ÷ method ms/token on the same prompts (decode only, then with prefill).\n");
+    md.push_str("\nτ counts the bonus token and the prefill call (AR = 1); acceptance % = 100·(τ−1)/draft_len; α = accepted ÷ (draft_len × steps) (TokenSwift's acceptance rate, draft_len = γ + 1) is in summary.json; MAT = draft tokens accepted per step; Util = accepted ÷ draft tokens the drafter generated (Post-use Table 4; phrases a token cache adds at the target are accepted without being generated); speedup = ar ms/token ÷ method ms/token on the same prompts (decode only, then with prefill).\n");
     let slower: Vec<String> = summary
         .iter()
         .filter_map(|(name, s)| s.speedup.filter(|&x| x < 1.0).map(|x| format!("{name} ({x:.2}× ar's decode speed)")))

@@ -12,7 +12,9 @@
 //! - ms/token: decode ms ÷ (tokens − 1) without prefill (the first token comes from prefill),
 //!   (prefill + decode) ms ÷ tokens with it — totals over prompts, not means of ratios;
 //! - speedup = AR ms/token ÷ method ms/token over the prompts both have a record for;
-//! - lossless = every output equals AR's, token for token, on every prompt.
+//! - lossless = every output equals AR's, token for token, on every prompt;
+//! - Distinct-n (Li et al., 2016; TokenSwift's diversity measure) = distinct n-grams ÷ n-grams
+//!   of an output's token ids, n = 1..4, averaged over prompts.
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -64,6 +66,9 @@ pub struct MethodSummary {
     pub mean_draft_ms: Option<f64>,
     pub mean_verify_ms: Option<f64>,
     pub mean_commit_ms: Option<f64>,
+    /// Distinct-1..4 of the outputs (mean over prompts).
+    #[serde(default)]
+    pub distinct_n: Vec<f64>,
     /// Prompts compared with AR.
     pub compared_prompts: usize,
     pub lossless: bool,
@@ -91,6 +96,15 @@ impl Summary {
 pub fn first_mismatch(ar: &[u32], method: &[u32]) -> Option<(usize, Option<u32>, Option<u32>)> {
     let n = ar.len().max(method.len());
     (0..n).find(|&i| ar.get(i) != method.get(i)).map(|i| (i, ar.get(i).copied(), method.get(i).copied()))
+}
+
+/// Distinct n-grams ÷ n-grams of `tokens` (0 when it has fewer than `n` tokens).
+pub fn distinct_n(tokens: &[u32], n: usize) -> f64 {
+    if n == 0 || tokens.len() < n {
+        return 0.0;
+    }
+    let grams: std::collections::HashSet<&[u32]> = tokens.windows(n).collect();
+    grams.len() as f64 / (tokens.len() - n + 1) as f64
 }
 
 fn ratio(num: f64, den: f64) -> Option<f64> {
@@ -162,6 +176,7 @@ fn method_summary(own: &[&Record], paired: &[(&Record, &Record)], lossless: bool
         mean_draft_ms: per_step(&|s| s.draft_ms),
         mean_verify_ms: per_step(&|s| s.verify_ms),
         mean_commit_ms: per_step(&|s| s.commit_ms),
+        distinct_n: (1..=4).map(|n| own.iter().map(|r| distinct_n(&r.output_ids, n)).sum::<f64>() / own.len().max(1) as f64).collect(),
         compared_prompts: paired.len(),
         lossless,
     }
@@ -213,6 +228,17 @@ mod tests {
         close(pl.mean_verify_ms, 20.0);
         close(pl.mean_draft_ms, 0.5);
         close(pl.mean_commit_ms, 1.0);
+    }
+
+    #[test]
+    fn distinct_n_by_hand() {
+        let t = [1, 2, 1, 2, 3];
+        assert_eq!(distinct_n(&t, 1), 3.0 / 5.0);
+        assert_eq!(distinct_n(&t, 2), 3.0 / 4.0, "(1,2) twice, (2,1), (2,3)");
+        assert_eq!(distinct_n(&t, 3), 1.0);
+        assert_eq!(distinct_n(&t, 6), 0.0);
+        let s = summarize(&[record("p1", "ar", &[4, 4, 4, 4], &[]), record("p2", "ar", &[1, 2, 3, 4], &[])], &["ar".into()]);
+        assert_eq!(s.methods["ar"].distinct_n[0], (0.25 + 1.0) / 2.0, "mean over prompts");
     }
 
     #[test]

@@ -7,7 +7,7 @@ use anyhow::{bail, Context, Result};
 use burn::tensor::backend::Backend;
 use clap::builder::PossibleValuesParser;
 use clap::Args;
-use draftsmith_decode::methods::LoadedReDrafter;
+use draftsmith_decode::methods::{KvMode, LoadedReDrafter, LoadedTokenSwift};
 use draftsmith_decode::{Drafters, MethodParams, METHODS};
 use draftsmith_eval::{EvalInput, Manifest, Progress, Summary};
 use draftsmith_model::LoadedModel;
@@ -86,8 +86,8 @@ pub struct MethodParamArgs {
     /// tokenizer (a .gguf, HF directory, hf:id or fetch name, e.g. qwen2.5-coder-0.5b).
     #[arg(long)]
     pub draft_model: Option<String>,
-    /// Trained drafter directory for `redrafter` (`drafter.safetensors` + `config.json`, as
-    /// written by `draftsmith train redrafter` / `draftsmith export`).
+    /// Trained drafter directory for `redrafter` or `tokenswift` (`drafter.safetensors` +
+    /// `config.json`, as written by `draftsmith train redrafter|tokenswift` / `draftsmith export`).
     #[arg(long)]
     pub drafter: Option<String>,
     /// ReDrafter: beams per step.
@@ -100,17 +100,33 @@ pub struct MethodParamArgs {
     /// tree (the dynamic-tree-attention ablation).
     #[arg(long)]
     pub no_tree_attention: bool,
+    /// TokenSwift: candidates per depth, p0's first (`1,3,3,3`; `3,3,3,3`, `1,9,9,9`).
+    #[arg(long, value_delimiter = ',', default_values_t = MethodParams::default().tree)]
+    pub tree: Vec<usize>,
+    /// TokenSwift: n-gram continuations added per step (0 = no token reutilization).
+    #[arg(long, default_value_t = MethodParams::default().ngram_topk)]
+    pub ngram_topk: usize,
+    /// TokenSwift: the draft forward's KV cache: full, partial-static or dynamic.
+    #[arg(long, default_value_t = MethodParams::default().kv_mode)]
+    pub kv_mode: KvMode,
+    /// TokenSwift: draft KV budget B in tokens (partial modes).
+    #[arg(long, default_value_t = MethodParams::default().kv_budget)]
+    pub kv_budget: usize,
+    /// TokenSwift: sink tokens S always kept in the draft cache.
+    #[arg(long, default_value_t = MethodParams::default().kv_sinks)]
+    pub kv_sinks: usize,
 }
 
 /// Drafters loaded for a run.
 pub struct LoadedDrafters<B: Backend> {
     pub draft_model: Option<LoadedModel<B>>,
     pub redrafter: Option<LoadedReDrafter<B>>,
+    pub tokenswift: Option<LoadedTokenSwift<B>>,
 }
 
 impl<B: Backend> LoadedDrafters<B> {
     pub fn as_drafters(&self) -> Drafters<'_, B> {
-        Drafters { draft_model: self.draft_model.as_ref().map(|d| &d.model), redrafter: self.redrafter.as_ref() }
+        Drafters { draft_model: self.draft_model.as_ref().map(|d| &d.model), redrafter: self.redrafter.as_ref(), tokenswift: self.tokenswift.as_ref() }
     }
 }
 
@@ -128,6 +144,11 @@ impl From<&MethodParams> for MethodParamArgs {
             beam_width: p.beam_width,
             beam_length: p.beam_length,
             no_tree_attention: !p.tree_attention,
+            tree: p.tree.clone(),
+            ngram_topk: p.ngram_topk,
+            kv_mode: p.kv_mode,
+            kv_budget: p.kv_budget,
+            kv_sinks: p.kv_sinks,
         }
     }
 }
@@ -146,6 +167,11 @@ impl MethodParamArgs {
             beam_width: self.beam_width,
             beam_length: self.beam_length,
             tree_attention: !self.no_tree_attention,
+            tree: self.tree.clone(),
+            ngram_topk: self.ngram_topk,
+            kv_mode: self.kv_mode,
+            kv_budget: self.kv_budget,
+            kv_sinks: self.kv_sinks,
         }
     }
 
@@ -160,14 +186,17 @@ impl MethodParamArgs {
             }
             None => None,
         };
-        let redrafter = match &self.drafter {
-            Some(dir) => {
-                let identity = crate::model_arg::target_identity(target)?;
-                Some(LoadedReDrafter::load(std::path::Path::new(dir), &identity, device)?)
+        let (mut redrafter, mut tokenswift) = (None, None);
+        if let Some(dir) = &self.drafter {
+            let dir = std::path::Path::new(dir);
+            let identity = crate::model_arg::target_identity(target)?;
+            match draftsmith_heads::drafter_kind(dir)?.as_str() {
+                "redrafter" => redrafter = Some(LoadedReDrafter::load(dir, &identity, device)?),
+                "tokenswift" => tokenswift = Some(LoadedTokenSwift::load(dir, &identity, device)?),
+                other => bail!("{}: unknown drafter kind `{other}` (redrafter, tokenswift)", dir.join("config.json").display()),
             }
-            None => None,
-        };
-        Ok(LoadedDrafters { draft_model, redrafter })
+        }
+        Ok(LoadedDrafters { draft_model, redrafter, tokenswift })
     }
 }
 

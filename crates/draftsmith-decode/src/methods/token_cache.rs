@@ -277,6 +277,10 @@ impl<P: Proposer> Proposer for TokenCache<P> {
         self.inner.wants_target_cache()
     }
 
+    fn set_sampling(&mut self, cfg: &crate::sampling::SamplingConfig) {
+        self.inner.set_sampling(cfg);
+    }
+
     fn last_cost(&self) -> Option<DraftCost> {
         Some(self.inner.last_cost().unwrap_or(DraftCost { calls: 0, generated: self.inner_tree.len() }))
     }

@@ -51,6 +51,10 @@ pub trait Proposer {
         false
     }
 
+    /// The target's logits processing for this generation (called once, before drafting), for
+    /// proposers whose drafts should follow it (TokenSwift's contextual penalty).
+    fn set_sampling(&mut self, _cfg: &crate::sampling::SamplingConfig) {}
+
     /// What the last [`Proposer::propose`] cost; `None` for methods without a drafter model
     /// (the driver then counts no calls and every node as generated).
     fn last_cost(&self) -> Option<DraftCost> {

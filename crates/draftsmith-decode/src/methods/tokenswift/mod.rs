@@ -75,7 +75,7 @@ pub struct TokenSwiftSettings {
     /// S: sink tokens always kept (reference: 16).
     pub kv_sinks: usize,
     /// Contextual penalty θ on drafted distributions (1 = off) over the last `penalty_window`
-    /// tokens (0 = all): the target's sampler should use the same.
+    /// tokens (0 = all); the driver sets them from the target's sampler.
     pub penalty: f32,
     pub penalty_window: usize,
 }
@@ -215,6 +215,12 @@ impl<B: Backend> Proposer for TokenSwiftProposer<B> {
 
     fn wants_target_cache(&self) -> bool {
         true
+    }
+
+    /// Drafts use the target's contextual penalty (θ, W).
+    fn set_sampling(&mut self, cfg: &crate::sampling::SamplingConfig) {
+        self.settings.penalty = cfg.repetition_penalty;
+        self.settings.penalty_window = cfg.penalty_window;
     }
 
     fn last_cost(&self) -> Option<DraftCost> {
