@@ -11,6 +11,7 @@ use draftsmith_decode::{build_proposer_with, Generation, Sampler, SamplingConfig
 
 use crate::commands::eval::MethodParamArgs;
 use draftsmith_model::{ChatMessage, LoadedModel};
+use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::json;
 
 use crate::model_arg::ModelArgs;
@@ -21,8 +22,11 @@ pub struct GenerateArgs {
     #[command(flatten)]
     pub model: ModelArgs,
     /// The prompt (the user message unless --no-chat-template).
-    #[arg(long, short = 'p', required_unless_present = "messages")]
+    #[arg(long, short = 'p', required_unless_present_any = ["messages", "prompt_file"])]
     pub prompt: Option<String>,
+    /// Read the prompt from a text file (e.g. a long book prefix).
+    #[arg(long, conflicts_with = "prompt")]
+    pub prompt_file: Option<PathBuf>,
     /// A JSON file with chat messages: `[{"role": "user", "content": "…"}, …]`.
     #[arg(long, conflicts_with = "prompt")]
     pub messages: Option<PathBuf>,
@@ -45,6 +49,13 @@ pub struct GenerateArgs {
     /// Print one JSON object as the last stdout line instead of streaming text.
     #[arg(long)]
     pub json: bool,
+    /// Speculative methods: append statistics (tokens/s, τ, α, method extras such as
+    /// TokenSwift's β, Distinct-1..4, peak RSS) as a JSON line every --stats-every tokens and
+    /// at the end; lines already written survive an interrupted run.
+    #[arg(long)]
+    pub stats_out: Option<PathBuf>,
+    #[arg(long, default_value_t = 1000)]
+    pub stats_every: usize,
 }
 
 /// Sampling flags shared by the commands that decode.
@@ -97,8 +108,13 @@ pub fn run(args: GenerateArgs) -> Result<()> {
 
 /// The prompt's token ids: chat template applied unless disabled.
 pub fn prompt_ids<B: Backend>(loaded: &LoadedModel<B>, args: &GenerateArgs) -> Result<Vec<u32>> {
+    let from_file = match &args.prompt_file {
+        Some(path) => Some(std::fs::read_to_string(path).with_context(|| format!("{}: cannot read the prompt file", path.display()))?),
+        None => None,
+    };
+    let prompt = from_file.or_else(|| args.prompt.clone());
     let text = if args.no_chat_template {
-        args.prompt.clone().context("--no-chat-template needs --prompt")?
+        prompt.clone().context("--no-chat-template needs --prompt or --prompt-file")?
     } else {
         let mut messages: Vec<ChatMessage> = match &args.messages {
             Some(path) => serde_json::from_str(&std::fs::read_to_string(path).with_context(|| format!("{}: cannot read", path.display()))?)
@@ -108,7 +124,7 @@ pub fn prompt_ids<B: Backend>(loaded: &LoadedModel<B>, args: &GenerateArgs) -> R
         if let Some(system) = &args.system {
             messages.insert(0, ChatMessage::new("system", system));
         }
-        if let Some(prompt) = &args.prompt {
+        if let Some(prompt) = &prompt {
             messages.push(ChatMessage::new("user", prompt));
         }
         let template = loaded.tokenizer.chat_template().with_context(|| {
@@ -140,7 +156,21 @@ fn run_on<B: Backend>(args: &GenerateArgs, device: &B::Device) -> Result<()> {
             true
         })?,
         Some(mut proposer) => {
-            let out = draftsmith_decode::generate_speculative_sampled(&loaded.model, &prompt, args.max_new_tokens, loaded.tokenizer.eos_ids(), proposer.as_mut(), &mut sampler)?;
+            let bar = ProgressBar::new(args.max_new_tokens as u64);
+            bar.set_style(ProgressStyle::with_template("{bar:30} {pos}/{len} tokens [{elapsed} < {eta}] {msg}").expect("valid template"));
+            let mut stats = StatsLog::open(args.stats_out.as_deref(), args.stats_every)?;
+            let out = draftsmith_decode::generate_speculative_with(&loaded.model, &prompt, args.max_new_tokens, loaded.tokenizer.eos_ids(), proposer.as_mut(), &mut sampler, &mut |view| {
+                bar.set_position(view.output.len() as u64);
+                if view.steps.len() % 8 == 1 {
+                    let line = step_stats(&view);
+                    let f = |k: &str| line.get(k).and_then(|v| v.as_f64()).map_or("–".into(), |v| format!("{v:.2}"));
+                    bar.set_message(format!("{} tok/s, τ {}, α {}, β {}", f("tokens_per_s"), f("tokens_per_step"), f("alpha"), f("beta")));
+                }
+                stats.maybe_write(&view);
+                true
+            })?;
+            bar.finish_and_clear();
+            stats.finish(&out.tokens, &out.steps, out.decode, proposer.as_ref())?;
             if !args.json {
                 print!("{}", loaded.tokenizer.decode(&out.tokens)?);
             }
@@ -160,6 +190,8 @@ fn run_on<B: Backend>(args: &GenerateArgs, device: &B::Device) -> Result<()> {
                 "target_calls": steps.map_or(generation.tokens.len(), |s| s + 1),
                 "decode_tokens_per_s": decode_tps, "prefill_tokens_per_s": prefill_tps,
                 "prefill_ms": generation.prefill.as_secs_f64() * 1e3, "decode_ms": generation.decode.as_secs_f64() * 1e3,
+                "distinct_n": (1..=4).map(|n| draftsmith_eval::distinct_n(&generation.tokens, n)).collect::<Vec<_>>(),
+                "peak_rss_mb": peak_rss_mb(),
             })
         );
     } else {
@@ -170,6 +202,78 @@ fn run_on<B: Backend>(args: &GenerateArgs, device: &B::Device) -> Result<()> {
         );
     }
     Ok(())
+}
+
+/// Peak resident memory of this process in MiB (`VmHWM`; Linux only).
+pub fn peak_rss_mb() -> Option<f64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kb: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kb / 1024.0)
+}
+
+/// Statistics of a speculative generation so far, as one JSON object.
+fn stats_json(output: &[u32], steps: &[draftsmith_decode::StepRecord], elapsed: std::time::Duration, proposer: &dyn draftsmith_decode::Proposer) -> serde_json::Value {
+    let accepted: usize = steps.iter().map(|s| s.accepted).sum();
+    let secs = elapsed.as_secs_f64();
+    let mut v = json!({
+        "tokens": output.len(),
+        "seconds": secs,
+        "tokens_per_s": output.len().saturating_sub(1) as f64 / secs.max(1e-9),
+        "steps": steps.len(),
+        "tokens_per_step": output.len() as f64 / (steps.len() + 1) as f64,
+        "alpha": proposer.draft_len().map(|d| accepted as f64 / (d * steps.len()).max(1) as f64),
+        "distinct_n": (1..=4).map(|n| draftsmith_eval::distinct_n(output, n)).collect::<Vec<_>>(),
+        "peak_rss_mb": peak_rss_mb(),
+    });
+    for (k, x) in proposer.extra_stats() {
+        v[k] = json!(x);
+    }
+    v
+}
+
+fn step_stats(view: &draftsmith_decode::StepView<'_>) -> serde_json::Value {
+    stats_json(view.output, view.steps, view.elapsed, view.proposer)
+}
+
+/// `--stats-out`: a JSON line every `every` generated tokens (flushed), and one at the end.
+struct StatsLog {
+    file: Option<std::fs::File>,
+    every: usize,
+    next: usize,
+}
+
+impl StatsLog {
+    fn open(path: Option<&std::path::Path>, every: usize) -> Result<Self> {
+        let file = match path {
+            Some(p) => Some(std::fs::OpenOptions::new().create(true).append(true).open(p).with_context(|| format!("{}: cannot open the stats file", p.display()))?),
+            None => None,
+        };
+        Ok(Self { file, every: every.max(1), next: every.max(1) })
+    }
+
+    fn write(&mut self, value: serde_json::Value) {
+        if let Some(f) = &mut self.file {
+            let _ = writeln!(f, "{value}");
+            let _ = f.flush();
+        }
+    }
+
+    fn maybe_write(&mut self, view: &draftsmith_decode::StepView<'_>) {
+        if self.file.is_some() && view.output.len() >= self.next {
+            self.write(step_stats(view));
+            while self.next <= view.output.len() {
+                self.next += self.every;
+            }
+        }
+    }
+
+    fn finish(&mut self, output: &[u32], steps: &[draftsmith_decode::StepRecord], elapsed: std::time::Duration, proposer: &dyn draftsmith_decode::Proposer) -> Result<()> {
+        let mut v = stats_json(output, steps, elapsed, proposer);
+        v["final"] = json!(true);
+        self.write(v);
+        Ok(())
+    }
 }
 
 /// Turns a stream of token ids into text pieces, holding back incomplete UTF-8.

@@ -81,6 +81,32 @@ pub fn generate_speculative_sampled<B: Backend>(
     proposer: &mut dyn Proposer,
     sampler: &mut Sampler,
 ) -> Result<SpecOutput, ModelError> {
+    generate_speculative_with(model, prompt, max_new_tokens, stop_tokens, proposer, sampler, &mut |_| true)
+}
+
+/// What a step observer sees after each draft–verify–commit step.
+pub struct StepView<'a> {
+    pub step: &'a StepRecord,
+    /// Every step so far (this one last).
+    pub steps: &'a [StepRecord],
+    /// The generated tokens so far.
+    pub output: &'a [u32],
+    /// Decode time so far (prefill excluded).
+    pub elapsed: Duration,
+    pub proposer: &'a dyn Proposer,
+}
+
+/// [`generate_speculative_sampled`] calling `on_step` after every step (progress, periodic
+/// statistics); returning `false` stops the generation ([`StopReason::Callback`]).
+pub fn generate_speculative_with<B: Backend>(
+    model: &Model<B>,
+    prompt: &[u32],
+    max_new_tokens: usize,
+    stop_tokens: &[u32],
+    proposer: &mut dyn Proposer,
+    sampler: &mut Sampler,
+    on_step: &mut dyn FnMut(StepView<'_>) -> bool,
+) -> Result<SpecOutput, ModelError> {
     let context_len = model.config().max_position_embeddings;
     let wants_hidden = proposer.wants_hidden();
     let wants_cache = proposer.wants_target_cache();
@@ -132,6 +158,10 @@ pub fn generate_speculative_sampled<B: Backend>(
             });
             if let Some(stop) = stop {
                 break stop;
+            }
+            let view = StepView { step: steps.last().expect("pushed above"), steps: &steps, output: &tokens[prompt.len()..], elapsed: start.elapsed(), proposer: &*proposer };
+            if !on_step(view) {
+                break StopReason::Callback;
             }
         },
     };

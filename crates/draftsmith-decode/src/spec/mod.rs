@@ -7,7 +7,7 @@ pub mod proposer;
 pub mod verify;
 pub mod verify_sampled;
 
-pub use driver::{generate_speculative, generate_speculative_sampled, SpecOutput, StepRecord};
+pub use driver::{generate_speculative, generate_speculative_sampled, generate_speculative_with, SpecOutput, StepRecord, StepView};
 pub use proposer::{DraftContext, DraftCost, Proposer, Verified};
 pub use verify::{verify_greedy, Acceptance};
 pub use verify_sampled::verify_sampled;

@@ -51,6 +51,11 @@ pub trait Proposer {
         false
     }
 
+    /// Method-specific statistics of the generation so far, by name (TokenSwift: `beta`).
+    fn extra_stats(&self) -> Vec<(&'static str, f64)> {
+        Vec::new()
+    }
+
     /// The target's logits processing for this generation (called once, before drafting), for
     /// proposers whose drafts should follow it (TokenSwift's contextual penalty).
     fn set_sampling(&mut self, _cfg: &crate::sampling::SamplingConfig) {}

@@ -217,6 +217,12 @@ impl<B: Backend> Proposer for TokenSwiftProposer<B> {
         true
     }
 
+    fn extra_stats(&self) -> Vec<(&'static str, f64)> {
+        let s = self.stats();
+        let depth = self.settings.tree.len();
+        vec![("alpha", s.alpha(depth)), ("beta", s.beta(depth)), ("ngram_steps", s.ngram_steps as f64), ("kv_reselections", s.reselections as f64)]
+    }
+
     /// Drafts use the target's contextual penalty (θ, W).
     fn set_sampling(&mut self, cfg: &crate::sampling::SamplingConfig) {
         self.settings.penalty = cfg.repetition_penalty;
