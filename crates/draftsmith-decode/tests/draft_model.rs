@@ -105,7 +105,7 @@ fn every_drafter_method_of_the_registry_equals_autoregressive() {
     let mut rng = Lcg(19);
     let target = tiny(Architecture::Qwen2, 5);
     let drafter = tiny(Architecture::Qwen2, 105);
-    let drafters = Drafters { draft_model: Some(&drafter), redrafter: None };
+    let drafters = Drafters { draft_model: Some(&drafter), redrafter: None, tokenswift: None };
     let vocab = target.config().vocab_size;
     for trial in 0..3 {
         let prompt = repeating_prompt(&mut rng, vocab);

@@ -71,7 +71,7 @@ fn a_drafter_for_another_target_or_bad_beams_are_refused() {
     let err = LoadedReDrafter::<B>::load(&dir, &other, &Default::default()).unwrap_err().to_string();
     assert!(err.contains("trained for target") && err.contains("config.json"), "{err}");
     let loaded = LoadedReDrafter::<B>::load(&dir, &identity(&model), &Default::default()).unwrap();
-    let drafters = Drafters { draft_model: None, redrafter: Some(&loaded) };
+    let drafters = Drafters { draft_model: None, redrafter: Some(&loaded), tokenswift: None };
     let params = MethodParams { drafter: Some(dir.display().to_string()), beam_length: 1, ..MethodParams::default() };
     let err = build_proposer_with("redrafter", &params, &model, drafters).err().unwrap().to_string();
     assert!(err.contains("beam_length"), "{err}");
