@@ -34,7 +34,7 @@ pub const DRAFTER_METHODS: &[&str] = &["draft-model", "precut", "post-use-draft"
 
 /// Method parameters. Field names are the recipe keys; the command-line flags are the same
 /// names in kebab case (`draft_len` → `--draft-len`). A method ignores the fields it has no use for.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct MethodParams {
     /// Draft length of chain methods (prompt-lookup).
@@ -69,6 +69,18 @@ pub struct MethodParams {
     pub kv_budget: usize,
     /// TokenSwift: sink tokens S kept in the draft cache.
     pub kv_sinks: usize,
+    /// The target's contextual (repetition) penalty θ for every method, `ar` included (1 =
+    /// off): part of its greedy decoding, so outputs stay comparable token for token.
+    pub penalty: f64,
+    /// The penalty looks at the last `penalty_window` tokens (0 = the whole context).
+    pub penalty_window: usize,
+}
+
+impl MethodParams {
+    /// The target's logits processing these parameters ask for (greedy).
+    pub fn sampling(&self) -> crate::sampling::SamplingConfig {
+        crate::sampling::SamplingConfig { repetition_penalty: self.penalty as f32, penalty_window: self.penalty_window, ..Default::default() }
+    }
 }
 
 impl Default for MethodParams {
@@ -92,6 +104,8 @@ impl Default for MethodParams {
             kv_mode: ts.kv_mode,
             kv_budget: ts.kv_budget,
             kv_sinks: ts.kv_sinks,
+            penalty: 1.0,
+            penalty_window: 0,
         }
     }
 }

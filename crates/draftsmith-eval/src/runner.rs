@@ -8,7 +8,7 @@
 use std::collections::{HashMap, HashSet};
 
 use burn::tensor::backend::Backend;
-use draftsmith_decode::{build_proposer_with, generate, generate_speculative, DecodeError, Drafters, MethodParams, Proposer, Sampler, SamplingConfig};
+use draftsmith_decode::{build_proposer_with, generate, generate_speculative_sampled, DecodeError, Drafters, MethodParams, Proposer, Sampler};
 use draftsmith_model::Model;
 
 use crate::error::EvalError;
@@ -61,14 +61,14 @@ fn run_with<B: Backend>(model: &Model<B>, prompt: &EncodedPrompt, method: &str, 
     };
     Ok(match proposer {
         None => {
-            let mut sampler = Sampler::new(SamplingConfig::default());
+            let mut sampler = Sampler::new(spec.params.sampling());
             let g = generate(model, &prompt.ids, spec.max_new_tokens, spec.stop_tokens, &mut sampler, &mut |_| true).map_err(|e| fail(e.into()))?;
             let calls = g.tokens.len();
             record(g.tokens, g.stop, None, g.prefill, g.decode, calls, Vec::new())
         }
         Some(proposer) => {
             let draft_len = proposer.draft_len();
-            let out = generate_speculative(model, &prompt.ids, spec.max_new_tokens, spec.stop_tokens, proposer.as_mut()).map_err(|e| fail(e.into()))?;
+            let out = generate_speculative_sampled(model, &prompt.ids, spec.max_new_tokens, spec.stop_tokens, proposer.as_mut(), &mut Sampler::new(spec.params.sampling())).map_err(|e| fail(e.into()))?;
             let calls = out.steps.len() + 1;
             record(out.tokens, out.stop, draft_len, out.prefill, out.decode, calls, out.steps)
         }

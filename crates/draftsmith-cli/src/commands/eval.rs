@@ -115,6 +115,13 @@ pub struct MethodParamArgs {
     /// TokenSwift: sink tokens S always kept in the draft cache.
     #[arg(long, default_value_t = MethodParams::default().kv_sinks)]
     pub kv_sinks: usize,
+    /// Contextual / repetition penalty θ of the target's greedy decoding, for every method
+    /// (1 = off).
+    #[arg(long, default_value_t = MethodParams::default().penalty)]
+    pub penalty: f64,
+    /// The penalty looks at the last W tokens (0 = the whole context).
+    #[arg(long, default_value_t = MethodParams::default().penalty_window)]
+    pub penalty_window: usize,
 }
 
 /// Drafters loaded for a run.
@@ -149,6 +156,8 @@ impl From<&MethodParams> for MethodParamArgs {
             kv_mode: p.kv_mode,
             kv_budget: p.kv_budget,
             kv_sinks: p.kv_sinks,
+            penalty: p.penalty,
+            penalty_window: p.penalty_window,
         }
     }
 }
@@ -172,6 +181,8 @@ impl MethodParamArgs {
             kv_mode: self.kv_mode,
             kv_budget: self.kv_budget,
             kv_sinks: self.kv_sinks,
+            penalty: self.penalty,
+            penalty_window: self.penalty_window,
         }
     }
 

@@ -73,13 +73,9 @@ pub struct SamplingArgs {
     /// Drop tokens below min-p × the top probability (0 = off).
     #[arg(long, default_value_t = 0.0)]
     pub min_p: f32,
-    /// Penalty on tokens already in the context (1 = off); TokenSwift's contextual penalty θ
-    /// with --penalty-window.
-    #[arg(long, default_value_t = 1.0, alias = "penalty")]
+    /// Penalty on tokens already in the context (1 = off); the same as --penalty.
+    #[arg(long, default_value_t = 1.0)]
     pub repetition_penalty: f32,
-    /// Penalize only the last W context tokens (0 = the whole context).
-    #[arg(long, default_value_t = 0)]
-    pub penalty_window: usize,
     /// η-sampling threshold (0 = off).
     #[arg(long, default_value_t = 0.0)]
     pub eta: f32,
@@ -95,8 +91,8 @@ impl SamplingArgs {
             top_p: self.top_p,
             min_p: self.min_p,
             repetition_penalty: self.repetition_penalty,
-            penalty_window: self.penalty_window,
             eta: self.eta,
+            penalty_window: 0,
             seed: self.seed,
         }
     }
@@ -138,12 +134,19 @@ pub fn prompt_ids<B: Backend>(loaded: &LoadedModel<B>, args: &GenerateArgs) -> R
 fn run_on<B: Backend>(args: &GenerateArgs, device: &B::Device) -> Result<()> {
     let loaded = args.model.load::<B>(device)?;
     let prompt = prompt_ids(&loaded, args)?;
-    let mut sampler = Sampler::new(args.sampling.config());
+    let params = args.params.params();
+    let mut config = args.sampling.config();
+    // --penalty / --penalty-window (method parameters, shared with eval) set the same penalty.
+    if config.repetition_penalty == 1.0 {
+        config.repetition_penalty = params.penalty as f32;
+    }
+    config.penalty_window = params.penalty_window;
+    let mut sampler = Sampler::new(config);
     let mut stream = TextStream::default();
     let stdout = std::io::stdout();
     let mut steps = None;
     let drafters = args.params.load_drafters(&loaded, &args.model, device)?;
-    let proposer = build_proposer_with(&args.method, &args.params.params(), &loaded.model, drafters.as_drafters())?;
+    let proposer = build_proposer_with(&args.method, &params, &loaded.model, drafters.as_drafters())?;
     let generation = match proposer {
         None => draftsmith_decode::generate(&loaded.model, &prompt, args.max_new_tokens, loaded.tokenizer.eos_ids(), &mut sampler, &mut |t| {
             if !args.json {
