@@ -111,6 +111,16 @@ pub struct GridPoint {
     pub params: MethodParams,
 }
 
+/// A grid value as it appears in a point's directory name: strings bare, lists joined with
+/// `-` (`drafter=distilled`, `tree=1-3-3-3`), numbers and booleans as written.
+fn label_value(v: &serde_json::Value) -> String {
+    match v {
+        serde_json::Value::String(s) => s.clone(),
+        serde_json::Value::Array(items) => items.iter().map(label_value).collect::<Vec<_>>().join("-"),
+        other => other.to_string(),
+    }
+}
+
 impl Recipe {
     /// Reads and validates a recipe (unknown keys, unknown grid parameters and ill-typed values
     /// are errors naming the file).
@@ -158,7 +168,7 @@ impl Recipe {
                         let mut params = params.clone();
                         params[key.as_str()] = v.clone();
                         let mut label = label.clone();
-                        label.push(format!("{key}={v}"));
+                        label.push(format!("{key}={}", label_value(v)));
                         (label, params)
                     })
                 })
@@ -224,6 +234,7 @@ mod tests {
         let (recipe, points) = Recipe::read(&write("drafters", text)).unwrap();
         assert_eq!(recipe.drafters[0].train.horizon, 4);
         assert!(recipe.drafters[0].distill.ground_truth);
+        assert_eq!(points[0].label, "drafter=gt", "string values without quotes");
         let dirs: Vec<String> = points.iter().map(|p| p.params.drafter.clone().unwrap()).collect();
         assert_eq!(dirs, vec!["checkpoints/t4/gt".to_string(), "somewhere/else".to_string()]);
         let bad = text.replace("horizon = 4", "horizon = 4, learning_rate = 1.0");
