@@ -1,31 +1,13 @@
 //! The `draftsmith` binary end to end on the checked-in tiny model (no network, no real model).
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+mod common;
 
-use serde_json::Value;
+use common::{bin, fixture, last_json};
+use std::path::Path;
+use std::process::Output;
 
-fn bin() -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_draftsmith"));
-    cmd.env_remove("RUST_BACKTRACE").env("DRAFTSMITH_LOG", "error");
-    cmd
-}
-
-fn fixture(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures").join(name)
-}
-
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("draftsmith-cli-test-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
-fn last_json(out: &Output) -> Value {
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "failed: {}\n{stdout}", String::from_utf8_lossy(&out.stderr));
-    serde_json::from_str(stdout.lines().last().expect("some output")).expect("last line is JSON")
+fn scratch(name: &str) -> std::path::PathBuf {
+    common::scratch("cli-test", name)
 }
 
 fn generate(model: &Path, extra: &[&str]) -> Output {

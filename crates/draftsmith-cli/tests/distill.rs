@@ -1,27 +1,14 @@
 //! `draftsmith distill` on the checked-in tiny model: shards, manifest, resume, mismatch refusal.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+mod common;
 
+use common::{bin, last_json};
+use std::path::{Path, PathBuf};
+use std::process::Output;
 use serde_json::Value;
 
-fn bin() -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_draftsmith"));
-    cmd.env_remove("RUST_BACKTRACE").env("DRAFTSMITH_LOG", "error");
-    cmd
-}
-
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("draftsmith-cli-distill-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
-}
-
-fn last_json(out: &Output) -> Value {
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "failed: {}\n{stdout}", String::from_utf8_lossy(&out.stderr));
-    serde_json::from_str(stdout.lines().last().expect("some output")).expect("last line is JSON")
+fn scratch(name: &str) -> std::path::PathBuf {
+    common::scratch("cli-distill", name)
 }
 
 fn distill(data: &Path, out: &Path, extra: &[&str]) -> Output {

@@ -1,33 +1,19 @@
 //! `draftsmith eval` end to end on the checked-in tiny model: the JSON contract, the lossless
 //! check, resuming, and errors that name what is wrong.
 
+mod common;
+
+use common::{bin, last_json};
 use std::path::PathBuf;
-use std::process::{Command, Output};
+use std::process::Output;
 
-use serde_json::Value;
-
-fn bin() -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_draftsmith"));
-    cmd.env_remove("RUST_BACKTRACE").env("DRAFTSMITH_LOG", "error");
-    cmd
-}
-
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("draftsmith-eval-test-{}-{name}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
-    dir
+fn scratch(name: &str) -> std::path::PathBuf {
+    common::scratch("eval-test", name)
 }
 
 fn eval(prompts: &PathBuf, out: &PathBuf, extra: &[&str]) -> Output {
     let model = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/tiny-llama.gguf");
     bin().args(["eval", "--model"]).arg(model).args(["--methods", "ar,prompt-lookup", "--prompts"]).arg(prompts).arg("--out").arg(out).args(["--no-chat-template", "--json"]).args(extra).output().unwrap()
-}
-
-fn last_json(out: &Output) -> Value {
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(out.status.success(), "failed: {}\n{stdout}", String::from_utf8_lossy(&out.stderr));
-    serde_json::from_str(stdout.lines().last().expect("some output")).expect("last line is JSON")
 }
 
 fn lines(path: PathBuf) -> usize {

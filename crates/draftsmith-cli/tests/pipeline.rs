@@ -1,31 +1,12 @@
 //! The drafter pipeline end to end on the checked-in tiny model: distill → train redrafter →
 //! export → eval (lossless against ar), and the pairing checks between its stages.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+mod common;
 
+use common::{bin, err, fixture, ok};
+use std::path::Path;
+use std::process::Output;
 use serde_json::Value;
-
-fn bin() -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_draftsmith"));
-    cmd.env_remove("RUST_BACKTRACE").env("DRAFTSMITH_LOG", "error");
-    cmd
-}
-
-fn fixture(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures").join(name)
-}
-
-fn ok(out: Output) -> String {
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(out.status.success(), "failed: {}\n{stdout}", String::from_utf8_lossy(&out.stderr));
-    stdout
-}
-
-fn err(out: Output) -> String {
-    assert!(!out.status.success(), "expected a failure: {}", String::from_utf8_lossy(&out.stdout));
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
 
 fn train(model: &Path, data: &Path, run: &Path, labels: &str) -> Output {
     bin().args(["train", "redrafter", "--model"]).arg(model).arg("--data").arg(data).arg("--out").arg(run)
