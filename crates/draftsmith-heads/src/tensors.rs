@@ -40,6 +40,14 @@ pub(crate) fn write(path: &Path, tensors: &Named, metadata: Option<HashMap<Strin
     std::fs::rename(&tmp, path).map_err(HeadsError::io(path))
 }
 
+/// Writes `dir/config.json` as pretty JSON via a temporary file and a rename.
+pub(crate) fn write_config(dir: &Path, value: &impl serde::Serialize) -> Result<(), HeadsError> {
+    let path = dir.join("config.json");
+    let tmp = dir.join("config.json.tmp");
+    std::fs::write(&tmp, serde_json::to_string_pretty(value).expect("serializable") + "\n").map_err(HeadsError::io(&tmp))?;
+    std::fs::rename(&tmp, &path).map_err(HeadsError::io(&path))
+}
+
 /// A read safetensors file: every tensor as f32, with the names that were taken.
 pub(crate) struct Reader<'a> {
     path: &'a Path,

@@ -4,6 +4,10 @@
 
 use std::path::{Path, PathBuf};
 
+use burn::module::AutodiffModule;
+use burn::optim::Optimizer;
+use burn::record::{FullPrecisionSettings, NamedMpkFileRecorder, Recorder};
+use burn::tensor::backend::AutodiffBackend;
 use serde::{Deserialize, Serialize};
 
 use crate::error::TrainError;
@@ -61,4 +65,44 @@ pub fn write_checkpoint(run: &Path, state: &LoopState, write: impl FnOnce(&Path)
     std::fs::rename(&tmp, &dir).map_err(TrainError::io(&tmp))?;
     let _ = std::fs::remove_dir_all(&old);
     Ok(())
+}
+
+/// Where training starts: `fresh` and `optim` as given (step 0), or both restored from the run's
+/// checkpoint when it has one. `check_export(dir)` loads the checkpoint's exported drafter (so a
+/// drafter for another target fails early, naming the file); the burn records — not the export
+/// — restore the parameters with the ids the optimiser state is keyed by.
+pub fn resume<AB, M, O>(run: &Path, fingerprint: &serde_json::Value, fresh: M, optim: O, device: &AB::Device, check_export: impl FnOnce(&Path) -> Result<(), TrainError>) -> Result<(M, O, usize), TrainError>
+where
+    AB: AutodiffBackend,
+    M: AutodiffModule<AB>,
+    O: Optimizer<M, AB>,
+{
+    let Some(state) = read_state(run)? else { return Ok((fresh, optim, 0)) };
+    let dir = checkpoint_dir(run);
+    if &state.fingerprint != fingerprint {
+        return Err(TrainError::ResumeMismatch { path: dir, problem: "its training config, data or target differ from this run's".into() });
+    }
+    check_export(&dir)?;
+    let recorder = NamedMpkFileRecorder::<FullPrecisionSettings>::new();
+    let bad = |file: &str, e: burn::record::RecorderError| TrainError::Checkpoint { path: dir.join(file), problem: e.to_string() };
+    let module = fresh.load_record(recorder.load(dir.join(MODULE_FILE), device).map_err(|e| bad(MODULE_FILE, e))?);
+    let optim = optim.load_record(recorder.load(dir.join(OPTIMIZER_FILE), device).map_err(|e| bad(OPTIMIZER_FILE, e))?);
+    Ok((module, optim, state.step))
+}
+
+/// Writes a checkpoint: `export(dir)` (the drafter in its export layout), then the burn records of
+/// the module and the optimiser, then the loop state, replacing the previous checkpoint at once.
+pub fn save_checkpoint<AB, M, O>(run: &Path, state: &LoopState, module: &M, optim: &O, export: impl FnOnce(&Path) -> Result<(), TrainError>) -> Result<(), TrainError>
+where
+    AB: AutodiffBackend,
+    M: AutodiffModule<AB>,
+    O: Optimizer<M, AB>,
+{
+    let recorder = NamedMpkFileRecorder::<FullPrecisionSettings>::new();
+    write_checkpoint(run, state, |dir| {
+        export(dir)?;
+        let bad = |file: &str, e: burn::record::RecorderError| TrainError::Checkpoint { path: dir.join(file), problem: e.to_string() };
+        recorder.record(module.clone().into_record(), dir.join(MODULE_FILE)).map_err(|e| bad(MODULE_FILE, e))?;
+        recorder.record(optim.to_record(), dir.join(OPTIMIZER_FILE)).map_err(|e| bad(OPTIMIZER_FILE, e))
+    })
 }

@@ -3,9 +3,8 @@
 use std::path::Path;
 use std::time::Instant;
 
-use burn::module::{AutodiffModule, Module};
+use burn::module::AutodiffModule;
 use burn::optim::{AdamWConfig, GradientsAccumulator, GradientsParams, Optimizer};
-use burn::record::{FullPrecisionSettings, NamedMpkFileRecorder, Recorder};
 use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::{Int, Tensor, TensorData};
 use draftsmith_heads::redrafter::{load_redrafter, save_redrafter, teacher_forced_loss, HeadKind, ReDrafter, ReDrafterConfig, StepMetrics, TrainBatch, VocabProjection};
@@ -15,7 +14,7 @@ use rand::seq::SliceRandom;
 use rand::SeedableRng;
 use serde::{Deserialize, Serialize};
 
-use crate::checkpoint::{checkpoint_dir, read_state, write_checkpoint, LoopState, MODULE_FILE, OPTIMIZER_FILE};
+use crate::checkpoint::{resume, save_checkpoint, LoopState};
 use crate::error::TrainError;
 use crate::examples::{build_examples, example_steps, Example, LabelSource, Sequence};
 use crate::hidden::{compute_hidden, HiddenStore};
@@ -160,24 +159,11 @@ pub fn train_redrafter<AB: AutodiffBackend>(
     let fingerprint = serde_json::json!({ "train": cfg, "data": data_fingerprint, "target": target_id, "total_steps": total });
     let device = target.device().clone();
 
-    let mut optim = AdamWConfig::new().with_weight_decay(cfg.weight_decay as f32).init::<AB, ReDrafter<AB>>();
-    let recorder = NamedMpkFileRecorder::<FullPrecisionSettings>::new();
-    let (mut drafter, start) = match read_state(run_dir)? {
-        Some(state) => {
-            if state.fingerprint != fingerprint {
-                return Err(TrainError::ResumeMismatch { path: checkpoint_dir(run_dir), problem: "its training config, data or target differ from this run's".into() });
-            }
-            let dir = checkpoint_dir(run_dir);
-            // The burn record (not the export) restores parameter ids, which key the optimiser state.
-            load_redrafter::<AB::InnerBackend>(&dir, Some(target_id), &device)?;
-            let record = recorder.load(dir.join(MODULE_FILE), &device).map_err(|e| TrainError::Checkpoint { path: dir.join(MODULE_FILE), problem: e.to_string() })?;
-            let drafter = config.init::<AB>(&device, cfg.seed).load_record(record);
-            let record = recorder.load(dir.join(OPTIMIZER_FILE), &device).map_err(|e| TrainError::Checkpoint { path: dir.join(OPTIMIZER_FILE), problem: e.to_string() })?;
-            optim = optim.load_record(record);
-            (drafter, state.step)
-        }
-        None => (config.init::<AB>(&device, cfg.seed), 0),
-    };
+    let optim = AdamWConfig::new().with_weight_decay(cfg.weight_decay as f32).init::<AB, ReDrafter<AB>>();
+    let (mut drafter, mut optim, start) = resume::<AB, _, _>(run_dir, &fingerprint, config.init::<AB>(&device, cfg.seed), optim, &device, |dir| {
+        load_redrafter::<AB::InnerBackend>(dir, Some(target_id), &device)?;
+        Ok(())
+    })?;
     progress(TrainEvent::Start { total_steps: total, resumed_at: start, examples: train.len(), val_examples: val.len(), params: config.num_params() });
     let csv = MetricsCsv::open(&run_dir.join("metrics.csv"), start)?;
     // One transposed copy of the frozen embeddings, shared by training (as a constant of the
@@ -234,11 +220,7 @@ pub fn train_redrafter<AB: AutodiffBackend>(
                 progress(TrainEvent::Validation { step: done, heads });
             }
             let state = LoopState { step: done, total_steps: total, fingerprint: fingerprint.clone() };
-            write_checkpoint(run_dir, &state, |dir| {
-                save_redrafter(dir, &drafter, &config, target_id, training_info(done))?;
-                recorder.record(drafter.clone().into_record(), dir.join(MODULE_FILE)).map_err(|e| TrainError::Checkpoint { path: dir.join(MODULE_FILE), problem: e.to_string() })?;
-                recorder.record(optim.to_record(), dir.join(OPTIMIZER_FILE)).map_err(|e| TrainError::Checkpoint { path: dir.join(OPTIMIZER_FILE), problem: e.to_string() })
-            })?;
+            save_checkpoint(run_dir, &state, &drafter, &optim, |dir| Ok(save_redrafter(dir, &drafter, &config, target_id, training_info(done))?))?;
             progress(TrainEvent::Checkpoint { step: done });
         }
     }

@@ -10,9 +10,8 @@ use std::path::Path;
 use std::time::Instant;
 
 use burn::grad_clipping::GradientClippingConfig;
-use burn::module::{AutodiffModule, Module};
+use burn::module::AutodiffModule;
 use burn::optim::{AdamWConfig, GradientsAccumulator, GradientsParams, Optimizer};
-use burn::record::{FullPrecisionSettings, NamedMpkFileRecorder, Recorder};
 use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::{Int, Tensor, TensorData};
 use draftsmith_heads::redrafter::StepMetrics;
@@ -23,7 +22,7 @@ use rand::seq::SliceRandom;
 use rand::SeedableRng;
 use serde::{Deserialize, Serialize};
 
-use crate::checkpoint::{checkpoint_dir, read_state, write_checkpoint, LoopState, MODULE_FILE, OPTIMIZER_FILE};
+use crate::checkpoint::{resume, save_checkpoint, LoopState};
 use crate::error::TrainError;
 use crate::metrics::MetricsCsv;
 use crate::schedule::cosine_with_warmup;
@@ -129,26 +128,14 @@ pub fn train_tokenswift<AB: AutodiffBackend>(
     let micro_per_epoch = train.len().div_ceil(cfg.batch_size);
     let val: Vec<Vec<u32>> = val.iter().take(cfg.val_chunks).cloned().collect();
 
-    let mut optim = AdamWConfig::new()
+    let optim = AdamWConfig::new()
         .with_weight_decay(cfg.weight_decay as f32)
         .with_grad_clipping(Some(GradientClippingConfig::Norm(cfg.max_grad_norm as f32)))
         .init::<AB, TokenSwiftHeads<AB>>();
-    let recorder = NamedMpkFileRecorder::<FullPrecisionSettings>::new();
-    let (mut heads, start) = match read_state(run_dir)? {
-        Some(state) => {
-            if state.fingerprint != fingerprint {
-                return Err(TrainError::ResumeMismatch { path: checkpoint_dir(run_dir), problem: "its training config, data or target differ from this run's".into() });
-            }
-            let dir = checkpoint_dir(run_dir);
-            load_tokenswift::<AB::InnerBackend>(&dir, Some(target_id), &device)?;
-            let record = recorder.load(dir.join(MODULE_FILE), &device).map_err(|e| TrainError::Checkpoint { path: dir.join(MODULE_FILE), problem: e.to_string() })?;
-            let heads = config.init::<AB>(&device, cfg.seed).load_record(record);
-            let record = recorder.load(dir.join(OPTIMIZER_FILE), &device).map_err(|e| TrainError::Checkpoint { path: dir.join(OPTIMIZER_FILE), problem: e.to_string() })?;
-            optim = optim.load_record(record);
-            (heads, state.step)
-        }
-        None => (config.init::<AB>(&device, cfg.seed), 0),
-    };
+    let (mut heads, mut optim, start) = resume::<AB, _, _>(run_dir, &fingerprint, config.init::<AB>(&device, cfg.seed), optim, &device, |dir| {
+        load_tokenswift::<AB::InnerBackend>(dir, Some(target_id), &device)?;
+        Ok(())
+    })?;
     progress(TrainEvent::Start { total_steps: cfg.steps, resumed_at: start, examples: train.len() * cfg.seq_len, val_examples: val.len() * cfg.seq_len, params: config.num_params() });
     let csv = MetricsCsv::open(&run_dir.join("metrics.csv"), start)?;
     // The target's LM head, once: `[hidden, vocab]`, contiguous, a constant of the graph.
@@ -194,11 +181,7 @@ pub fn train_tokenswift<AB: AutodiffBackend>(
                 progress(TrainEvent::Validation { step: done, heads: metrics });
             }
             let state = LoopState { step: done, total_steps: cfg.steps, fingerprint: fingerprint.clone() };
-            write_checkpoint(run_dir, &state, |dir| {
-                save_tokenswift(dir, &heads, &config, target_id, training_info(done))?;
-                recorder.record(heads.clone().into_record(), dir.join(MODULE_FILE)).map_err(|e| TrainError::Checkpoint { path: dir.join(MODULE_FILE), problem: e.to_string() })?;
-                recorder.record(optim.to_record(), dir.join(OPTIMIZER_FILE)).map_err(|e| TrainError::Checkpoint { path: dir.join(OPTIMIZER_FILE), problem: e.to_string() })
-            })?;
+            save_checkpoint(run_dir, &state, &heads, &optim, |dir| Ok(save_tokenswift(dir, &heads, &config, target_id, training_info(done))?))?;
             progress(TrainEvent::Checkpoint { step: done });
         }
     }

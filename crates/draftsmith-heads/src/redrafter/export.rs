@@ -11,7 +11,7 @@ use super::config::{HeadKind, ReDrafterConfig};
 use super::model::{ReDrafter, ResBlock};
 use crate::error::HeadsError;
 use crate::identity::TargetIdentity;
-use crate::tensors::{push_linear, write, Named, Reader};
+use crate::tensors::{push_linear, write, write_config, Named, Reader};
 
 pub const WEIGHTS_FILE: &str = "drafter.safetensors";
 pub const CONFIG_FILE: &str = "config.json";
@@ -80,10 +80,7 @@ pub fn save_redrafter<B: Backend>(
         target: Some(target.clone()),
         training,
     };
-    let path = dir.join(CONFIG_FILE);
-    let tmp = dir.join("config.json.tmp");
-    std::fs::write(&tmp, serde_json::to_string_pretty(&file).expect("serializable") + "\n").map_err(HeadsError::io(&tmp))?;
-    std::fs::rename(&tmp, &path).map_err(HeadsError::io(&path))
+    write_config(dir, &file)
 }
 
 /// Reads `dir/config.json` alone.

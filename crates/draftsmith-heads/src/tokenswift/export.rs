@@ -15,7 +15,7 @@ use super::model::{TokenSwiftHead, TokenSwiftHeads};
 use crate::error::HeadsError;
 use crate::identity::TargetIdentity;
 use crate::redrafter::{CONFIG_FILE, WEIGHTS_FILE};
-use crate::tensors::{push_linear, write, Named, Reader};
+use crate::tensors::{push_linear, write, write_config, Named, Reader};
 
 /// The `drafter` field of a TokenSwift `config.json`.
 pub const KIND: &str = "tokenswift";
@@ -71,10 +71,7 @@ pub fn save_tokenswift<B: Backend>(dir: &Path, heads: &TokenSwiftHeads<B>, confi
         target: Some(target.clone()),
         training,
     };
-    let path = dir.join(CONFIG_FILE);
-    let tmp = dir.join("config.json.tmp");
-    std::fs::write(&tmp, serde_json::to_string_pretty(&file).expect("serializable") + "\n").map_err(HeadsError::io(&tmp))?;
-    std::fs::rename(&tmp, &path).map_err(HeadsError::io(&path))
+    write_config(dir, &file)
 }
 
 /// Reads `dir/config.json` alone and checks it describes TokenSwift heads.
