@@ -3,9 +3,10 @@
 //!
 //! Assistant spans are found without guessing at the template's markup: for assistant message
 //! `i`, `render(messages[..i], add_generation_prompt)` must tokenize to a prefix of
-//! `render(messages[..=i])`, which must tokenize to a prefix of the whole conversation; the
-//! tokens between the two prefixes (the reply and the template's end-of-turn markup) are
-//! trained on. A conversation where this does not hold is skipped, not approximated.
+//! `render(messages[..=i])`, which must tokenize to a prefix of the whole conversation — up to
+//! one token merged across each boundary by BPE; the tokens between the two prefixes (the reply
+//! and the template's end-of-turn markup) are trained on. A conversation where this does not
+//! hold is skipped, not approximated.
 
 use draftsmith_data::{Conversation, Message, Role};
 use draftsmith_model::{ChatMessage, ChatTemplate, ModelError, TextTokenizer};
@@ -81,15 +82,24 @@ pub fn response_prompt(tokenizer: &TextTokenizer, template: Option<&ChatTemplate
     Ok(if tokens.len() > max_prompt_tokens { Err(SkipReason::PromptTooLong) } else { Ok(tokens) })
 }
 
-/// The whole conversation, cut to `max_seq_len` tokens, trained on its assistant spans.
+fn common_prefix(a: &[u32], b: &[u32]) -> usize {
+    a.iter().zip(b).take_while(|(x, y)| x == y).count()
+}
+
+/// The whole conversation, cut to `max_seq_len` tokens, trained on its assistant spans. Turns
+/// before the first user message (other than system messages) are dropped: a conversation
+/// cannot open with the assistant under a chat template that injects a default system prompt
+/// (SmolLM2's), and ShareGPT has many that do (greetings, scraped fragments).
 pub fn ground_truth(tokenizer: &TextTokenizer, template: &ChatTemplate, conversation: &Conversation, max_seq_len: usize) -> Result<Built<Labeled>, ModelError> {
-    let messages = chat_messages(&conversation.messages);
+    let Some(first_user) = conversation.messages.iter().position(|m| m.role == Role::User) else { return Ok(Err(SkipReason::NoUserMessage)) };
+    let kept: Vec<Message> = conversation.messages[..first_user].iter().filter(|m| m.role == Role::System).chain(&conversation.messages[first_user..]).cloned().collect();
+    let messages = chat_messages(&kept);
     let full = match render(template, &messages, false) {
         Ok(text) => tokenizer.encode(&text)?,
         Err(skip) => return Ok(Err(skip)),
     };
     let mut loss_mask = vec![false; full.len()];
-    for (i, m) in conversation.messages.iter().enumerate() {
+    for (i, m) in kept.iter().enumerate() {
         if m.role != Role::Assistant {
             continue;
         }
@@ -100,10 +110,16 @@ pub fn ground_truth(tokenizer: &TextTokenizer, template: &ChatTemplate, conversa
         if before.len() >= max_seq_len {
             break;
         }
-        if !through.starts_with(&before) || !full.starts_with(&through) {
+        // BPE may merge the template's last token before the reply with the reply's first
+        // (`assistant\n` + `\n\nSure` → `\n\n\n`, `Sure`), and likewise at its end: the span
+        // starts where the tokens first differ. More than one merged token means the prefix
+        // renders differently, and the conversation is skipped.
+        let start = common_prefix(&before, &through);
+        let end = common_prefix(&through, &full);
+        if start + 1 < before.len() || end + 1 < through.len() || end <= start {
             return Ok(Err(SkipReason::TemplatePrefix));
         }
-        loss_mask[before.len()..through.len()].fill(true);
+        loss_mask[start..end].fill(true);
     }
     let mut tokens = full;
     tokens.truncate(max_seq_len);

@@ -72,8 +72,8 @@ fn self_distilled_and_ground_truth_records_resume_and_match_generation() {
             }
             RecordSource::GroundTruth => {
                 let text = loaded.tokenizer.decode(&r.tokens.iter().zip(&r.loss_mask).filter(|(_, &m)| m).map(|(&t, _)| t).collect::<Vec<_>>()).unwrap();
-                let want = if r.id == "a" { "sat on the mat<|im_end|>\nit slept<|im_end|>\n" } else { "hello<|im_end|>\n" };
-                assert_eq!(text, want, "{}: the assistant turns with their end-of-turn markup", r.id);
+                assert_eq!(r.id, "a", "c opens with the assistant: that turn is dropped, leaving no assistant turn");
+                assert_eq!(text, "sat on the mat<|im_end|>\nit slept<|im_end|>\n", "the assistant turns with their end-of-turn markup");
             }
         }
         let t = r.teacher.as_ref().unwrap();
