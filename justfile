@@ -22,7 +22,7 @@ fetch name=model: build
 generate prompt="Write a haiku about the sea." *args="": build
     {{bin}} generate --prompt "{{prompt}}" {{args}}
 
-# Demo sizes of the ReDrafter pipeline (CPU, ~32 minutes in all on 2 cores, measured per stage); override with
+# Demo sizes of the ReDrafter pipeline (CPU, ~26 minutes in all on 2 cores, measured per stage); override with
 # `just distill_limit=2000 train_epochs=3 pipeline` or use the GPU recipe below.
 distill_limit := "400"
 train_epochs := "2"
@@ -42,7 +42,7 @@ train-redrafter *args="": build
 train-tokenswift *args="": build
     {{bin}} train tokenswift --model {{model}} --out checkpoints/tokenswift-demo {{args}}
 
-# AR vs ReDrafter (beam width 1, 4, 16) on MT-Bench first turns: τ, speedup, lossless check.
+# AR vs ReDrafter (beam width 1, 4, 16, tree attention) on MT-Bench first turns: τ, speedup, lossless check.
 eval *args="": build
     {{bin}} reproduce recipes/redrafter-demo.toml {{args}}
 
