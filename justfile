@@ -42,6 +42,30 @@ train-redrafter *args="": build
 train-tokenswift *args="": build
     {{bin}} train tokenswift --model {{model}} --out checkpoints/tokenswift-demo {{args}}
 
+# TokenSwift vs AR at 1K, 2K, 4K, 8K new tokens from held-out book prefixes (needs
+# `just train-tokenswift`): greedy evals (lossless check, α, speedup, Distinct-n) into
+# eval/results/tokenswift-length-<N>/, then sampled runs (T = 1, min-p 0.1, θ = 1.2, W = 1024)
+# of both methods with statistics every 1K tokens into eval/results/tokenswift-sampled/.
+tokenswift-lengths prompts="2" lengths="1024 2048 4096 8192": build
+    #!/usr/bin/env bash
+    set -euo pipefail
+    run=checkpoints/tokenswift-demo
+    for n in {{lengths}}; do
+        {{bin}} eval --model {{model}} --methods ar,tokenswift --drafter $run --prompts $run/eval-prompts.jsonl --no-chat-template \
+            --limit {{prompts}} --max-new-tokens $n --out eval/results/tokenswift-length-$n
+    done
+    mkdir -p eval/results/tokenswift-sampled
+    head -n {{prompts}} $run/eval-prompts.jsonl | python3 -c 'import json,sys; [open(f"eval/results/tokenswift-sampled/prompt-{i}.txt","w").write(json.loads(l)["prompt"]) for i,l in enumerate(sys.stdin)]'
+    for n in {{lengths}}; do
+        for i in $(seq 0 $(({{prompts}} - 1))); do
+            for method in ar tokenswift; do
+                {{bin}} generate --model {{model}} --method $method --drafter $run --prompt-file eval/results/tokenswift-sampled/prompt-$i.txt --no-chat-template \
+                    --max-new-tokens $n --temperature 1 --min-p 0.1 --penalty 1.2 --penalty-window 1024 --seed $i --json \
+                    --stats-out eval/results/tokenswift-sampled/$method-$n-$i.stats.jsonl > eval/results/tokenswift-sampled/$method-$n-$i.json
+            done
+        done
+    done
+
 # AR vs ReDrafter (beam width 1, 4, 16, tree attention) on MT-Bench first turns: τ, speedup, lossless check.
 eval *args="": build
     {{bin}} reproduce recipes/redrafter-demo.toml {{args}}
