@@ -66,8 +66,8 @@ pub struct TokenSwiftSettings {
     pub ngram_topk: usize,
     /// n of the n-gram table (paper: 4 = γ + 1).
     pub ngram_n: usize,
-    /// The table counts n-grams only this many tokens behind the end of the text (the
-    /// reference lags the penalty window).
+    /// The table counts n-grams only this many tokens behind the end of the text (set to the
+    /// penalty window W when a penalty is on, as the reference does; 0 otherwise).
     pub ngram_lag: usize,
     pub kv_mode: KvMode,
     /// B: draft-cache budget in tokens (partial modes).
@@ -223,10 +223,13 @@ impl<B: Backend> Proposer for TokenSwiftProposer<B> {
         vec![("alpha", s.alpha(depth)), ("beta", s.beta(depth)), ("ngram_steps", s.ngram_steps as f64), ("kv_reselections", s.reselections as f64)]
     }
 
-    /// Drafts use the target's contextual penalty (θ, W).
+    /// Drafts use the target's contextual penalty (θ, W); with a penalty on, the n-gram table
+    /// lags the window as the reference's does (n-grams inside it are the ones the penalty
+    /// discourages repeating).
     fn set_sampling(&mut self, cfg: &crate::sampling::SamplingConfig) {
         self.settings.penalty = cfg.repetition_penalty;
         self.settings.penalty_window = cfg.penalty_window;
+        self.settings.ngram_lag = if cfg.repetition_penalty != 1.0 { cfg.penalty_window } else { 0 };
     }
 
     fn last_cost(&self) -> Option<DraftCost> {
