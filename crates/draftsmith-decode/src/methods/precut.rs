@@ -8,7 +8,9 @@
 //!   `η = useful / cost`, useful counting USEFUL tokens (Eq. 7: draft tokens equal to the
 //!   target's greedy token at their position) and cost counting the draft calls plus one target
 //!   call.
-//! - §3.2 Eq. 5: `Q(s,a) ← Q(s,a) + α [r + γ max_a' Q(s',a') − Q(s,a)]`, ε-greedy exploration.
+//! - §3.2 Eq. 5: `Q(s,a) ← Q(s,a) + α [r + γ max_a' Q(s',a') − Q(s,a)]`, ε-greedy exploration
+//!   (with `α_n = max(α, 1/n)` for a cell's n-th update, and CONTINUE preferred in a state until
+//!   it has been tried there: see [`PreCut::greedy`] and `update_towards` for why).
 //! - App. D.4.3: α = 0.1, γ = 0.99, ε = 0.5; `Q_init` has CONTINUE slightly above STOP (so the
 //!   draft initially runs to the maximum length λ); every position of a finished draft is
 //!   treated as a virtual CONTINUE/STOP trial, so one verification updates the whole chain.
@@ -115,6 +117,8 @@ pub struct PreCut {
     config: PreCutConfig,
     /// `[max_calls + 1][benefit_bins]` rows of `[Q(CONTINUE), Q(STOP)]`.
     q: Vec<[f32; 2]>,
+    /// Updates so far of each state's `[CONTINUE, STOP]`.
+    visits: Vec<[u32; 2]>,
     epsilon: f32,
     rng: StdRng,
 }
@@ -122,8 +126,8 @@ pub struct PreCut {
 impl PreCut {
     pub fn new(config: PreCutConfig) -> Result<Self, DecodeError> {
         config.validate()?;
-        let q = vec![[config.continue_bias, 0.0]; (config.max_calls + 1) * config.benefit_bins];
-        Ok(Self { config, q, epsilon: config.epsilon, rng: StdRng::seed_from_u64(config.seed) })
+        let states = (config.max_calls + 1) * config.benefit_bins;
+        Ok(Self { config, q: vec![[config.continue_bias, 0.0]; states], visits: vec![[0, 0]; states], epsilon: config.epsilon, rng: StdRng::seed_from_u64(config.seed) })
     }
 
     pub fn epsilon(&self) -> f32 {
@@ -142,9 +146,13 @@ impl PreCut {
         self.q[state][action as usize]
     }
 
-    /// The greedy action (CONTINUE on ties).
+    /// The greedy action (CONTINUE on ties). A state where CONTINUE has never been learned
+    /// continues: `Q_init` prefers CONTINUE "so that the draft initially runs to the maximum
+    /// length" (App. D.4.3), and that must hold until CONTINUE has been tried there — STOP's
+    /// value rises from its first visit, CONTINUE's only once a draft went on past the state, so
+    /// comparing the two before that locks rarely visited states into STOP.
     pub fn greedy(&self, state: usize) -> Action {
-        if self.q(state, Action::Continue) >= self.q(state, Action::Stop) { Action::Continue } else { Action::Stop }
+        if self.visits[state][Action::Continue as usize] == 0 || self.q(state, Action::Continue) >= self.q(state, Action::Stop) { Action::Continue } else { Action::Stop }
     }
 
     /// ε-greedy decision after `calls` draft calls with confidence product `expected`.
@@ -165,8 +173,7 @@ impl PreCut {
             Some((s, true)) => self.q(s, Action::Continue).max(self.q(s, Action::Stop)),
             Some((s, false)) => self.q(s, Action::Stop),
         };
-        let cell = &mut self.q[state][action as usize];
-        *cell += self.config.alpha * (reward + self.config.gamma * future - *cell);
+        self.update_towards(state, action, reward + self.config.gamma * future);
     }
 
     /// Learns from one verified round: `steps[j]` is the situation after call `j + 1`,
@@ -202,10 +209,16 @@ impl PreCut {
         self.epsilon = (self.epsilon * self.config.epsilon_decay).max(self.config.epsilon_min);
     }
 
-    /// `Q(s,a) ← Q(s,a) + α (target − Q(s,a))`.
+    /// `Q(s,a) ← Q(s,a) + α_n (target − Q(s,a))` with `α_n = max(α, 1/n)` at the n-th update:
+    /// the first updates average their samples instead of creeping from `Q_init` — with α = 0.1
+    /// a state whose CONTINUE was tried once would otherwise sit far below a STOP updated a
+    /// hundred times, and never be tried again.
     fn update_towards(&mut self, state: usize, action: Action, target: f32) {
+        let n = &mut self.visits[state][action as usize];
+        *n += 1;
+        let rate = self.config.alpha.max(1.0 / *n as f32);
         let cell = &mut self.q[state][action as usize];
-        *cell += self.config.alpha * (target - *cell);
+        *cell += rate * (target - *cell);
     }
 }
 
@@ -225,13 +238,20 @@ mod tests {
         pc.learn(&steps, &[true, false], 8);
         let (s1, s2) = (pc.state(1, 0.95), pc.state(2, 0.475));
         assert_eq!((s1, s2), (19, 24), "cost 1 / bin 9 and cost 2 / bin 4 with 10 bins");
-        // STOP after call 2: η = (1 + 1) / (1 + 2·0.5) = 1, r = 0 → Q = 0 + 0.1·(0 − 0) = 0.
+        // First updates take the whole target (α_1 = 1).
+        // STOP after call 2: η = (1 + 1) / (1 + 2·0.5) = 1, r = 0.
         assert_eq!(pc.q(s2, Action::Stop), 0.0);
-        // STOP after call 1: η = (1 + 1) / (1 + 0.5) = 4/3, r = 1/3 → Q = 0.0333…
-        assert!((pc.q(s1, Action::Stop) - 0.1 / 3.0).abs() < 1e-6);
-        // CONTINUE after call 1: 0.01 + 0.1·(0 + 0.99·max(0.01, 0) − 0.01) = 0.00999.
-        assert!((pc.q(s1, Action::Continue) - 0.00999).abs() < 1e-7);
+        // STOP after call 1: η = (1 + 1) / (1 + 0.5) = 4/3, r = 1/3.
+        assert!((pc.q(s1, Action::Stop) - 1.0 / 3.0).abs() < 1e-6);
+        // CONTINUE after call 1: γ·V(s2), V(s2) = max(r₂ = 0, Q(s2, CONTINUE) = 0.01) → 0.0099.
+        assert!((pc.q(s1, Action::Continue) - 0.0099).abs() < 1e-7);
         assert_eq!(pc.greedy(s1), Action::Stop, "stopping after the useful token paid more");
+        // The same round with both tokens USEFUL: α_2 = 1/2 averages the two samples.
+        // r₂ = (2 + 1) / 2 − 1 = 0.5 → Q(s2, STOP) = (0 + 0.5) / 2; Q(s1, CONTINUE) =
+        // (0.0099 + 0.99·0.5) / 2.
+        pc.learn(&steps, &[true, true], 8);
+        assert!((pc.q(s2, Action::Stop) - 0.25).abs() < 1e-6);
+        assert!((pc.q(s1, Action::Continue) - (0.0099 + 0.495) / 2.0).abs() < 1e-6);
         assert_eq!(pc.q(s2, Action::Continue), 0.01, "no observed continuation after the last call");
     }
 
@@ -262,17 +282,44 @@ mod tests {
     }
 
     #[test]
+    fn with_every_draft_useful_drafts_grow_to_the_limit_whatever_the_confidences() {
+        // Confidences vary (0.3–1 per token), so the rounds spread over many (cost, benefit)
+        // states, most of them rarely seen: none may lock into STOP.
+        let mut pc = PreCut::new(PreCutConfig::default()).unwrap();
+        let mut seed = 1u64;
+        let mut uniform = || {
+            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (seed >> 40) as f32 / (1u64 << 24) as f32
+        };
+        let mut lengths = Vec::new();
+        for _ in 0..2000 {
+            let (mut steps, mut product) = (Vec::new(), 1.0f32);
+            loop {
+                product *= 0.3 + 0.7 * uniform();
+                steps.push(DraftStep { tokens: steps.len() + 1, confidence: product });
+                if steps.len() >= 6 || pc.decide(steps.len(), product) == Action::Stop {
+                    break;
+                }
+            }
+            let n = steps.len();
+            pc.learn(&steps, &vec![true; n], 6);
+            lengths.push(n);
+        }
+        let late = lengths[1500..].iter().sum::<usize>() as f32 / 500.0;
+        assert!(late > 5.5, "mean draft length over the last 500 rounds: {late}");
+    }
+
+    #[test]
     fn at_the_length_limit_only_stop_counts() {
         let mut pc = PreCut::new(config()).unwrap();
         let steps = [DraftStep { tokens: 1, confidence: 0.05 }, DraftStep { tokens: 2, confidence: 0.01 }];
         pc.learn(&steps, &[false, false], 2);
         let (s1, s2) = (pc.state(1, 0.05), pc.state(2, 0.01));
-        // r₂ = 1/2 − 1 = −0.5: Q(s2, STOP) = −0.05. At the limit s2's value is r₂ (not the 0.01
-        // of CONTINUE): Q(s1, CONTINUE) = 0.01 + 0.1·(0.99·(−0.5) − 0.01) = −0.0405.
-        // Q(s1, STOP) = 0.1·(1/1.5 − 1) = −0.0333…
-        assert!((pc.q(s2, Action::Stop) - -0.05).abs() < 1e-6);
-        assert!((pc.q(s1, Action::Continue) - -0.0405).abs() < 1e-6);
-        assert!((pc.q(s1, Action::Stop) - -0.1 / 3.0).abs() < 1e-6);
+        // r₂ = 1/2 − 1 = −0.5 = Q(s2, STOP). At the limit s2's value is r₂ (not the 0.01 of
+        // CONTINUE): Q(s1, CONTINUE) = 0.99·(−0.5). Q(s1, STOP) = 1/1.5 − 1.
+        assert!((pc.q(s2, Action::Stop) - -0.5).abs() < 1e-6);
+        assert!((pc.q(s1, Action::Continue) - -0.495).abs() < 1e-6);
+        assert!((pc.q(s1, Action::Stop) - -1.0 / 3.0).abs() < 1e-6);
     }
 
     #[test]
