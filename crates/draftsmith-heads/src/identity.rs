@@ -52,8 +52,6 @@ pub fn check_target(config_path: &Path, vocab_size: usize, hidden_size: usize, t
 
 /// The `drafter` field of `dir/config.json` (`redrafter`, `tokenswift`).
 pub fn drafter_kind(dir: &Path) -> Result<String, HeadsError> {
-    let path = dir.join(crate::redrafter::CONFIG_FILE);
-    let text = std::fs::read_to_string(&path).map_err(HeadsError::io(&path))?;
-    let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| HeadsError::Config { path: path.clone(), problem: e.to_string() })?;
+    let (path, value) = crate::tensors::read_config_value(dir)?;
     value.get("drafter").and_then(|v| v.as_str()).map(str::to_string).ok_or(HeadsError::Config { path, problem: "no `drafter` field (expected `redrafter` or `tokenswift`)".into() })
 }

@@ -48,6 +48,25 @@ pub(crate) fn write_config(dir: &Path, value: &impl serde::Serialize) -> Result<
     std::fs::rename(&tmp, &path).map_err(HeadsError::io(&path))
 }
 
+/// Reads `dir/config.json`: its path and the JSON value.
+pub(crate) fn read_config_value(dir: &Path) -> Result<(std::path::PathBuf, serde_json::Value), HeadsError> {
+    let path = dir.join("config.json");
+    let text = std::fs::read_to_string(&path).map_err(HeadsError::io(&path))?;
+    let value = serde_json::from_str(&text).map_err(|e| HeadsError::Config { path: path.clone(), problem: e.to_string() })?;
+    Ok((path, value))
+}
+
+/// Reads `dir/config.json` as a drafter of `kind` (its `drafter` field), typed as `T`.
+pub(crate) fn read_config<T: serde::de::DeserializeOwned>(dir: &Path, kind: &str) -> Result<(std::path::PathBuf, T), HeadsError> {
+    let (path, value) = read_config_value(dir)?;
+    let found = value.get("drafter").and_then(|v| v.as_str()).unwrap_or("");
+    if found != kind {
+        return Err(HeadsError::Config { path, problem: format!("`drafter` is `{found}`, expected `{kind}` (a {found} drafter cannot be loaded as {kind})") });
+    }
+    let file = serde_json::from_value(value).map_err(|e| HeadsError::Config { path: path.clone(), problem: e.to_string() })?;
+    Ok((path, file))
+}
+
 /// A read safetensors file: every tensor as f32, with the names that were taken.
 pub(crate) struct Reader<'a> {
     path: &'a Path,

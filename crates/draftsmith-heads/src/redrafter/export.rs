@@ -11,7 +11,7 @@ use super::config::{HeadKind, ReDrafterConfig};
 use super::model::{ReDrafter, ResBlock};
 use crate::error::HeadsError;
 use crate::identity::TargetIdentity;
-use crate::tensors::{push_linear, write, write_config, Named, Reader};
+use crate::tensors::{push_linear, read_config, write, write_config, Named, Reader};
 
 pub const WEIGHTS_FILE: &str = "drafter.safetensors";
 pub const CONFIG_FILE: &str = "config.json";
@@ -85,13 +85,8 @@ pub fn save_redrafter<B: Backend>(
 
 /// Reads `dir/config.json` alone.
 pub fn read_drafter_file(dir: &Path) -> Result<DrafterFile, HeadsError> {
-    let path = dir.join(CONFIG_FILE);
-    let text = std::fs::read_to_string(&path).map_err(HeadsError::io(&path))?;
-    let file: DrafterFile = serde_json::from_str(&text).map_err(|e| HeadsError::Config { path: path.clone(), problem: e.to_string() })?;
-    file.config().validate().map_err(|problem| HeadsError::Config { path: path.clone(), problem })?;
-    if file.drafter != "redrafter" {
-        return Err(HeadsError::Config { path, problem: format!("`drafter` is `{}`, expected `redrafter`", file.drafter) });
-    }
+    let (path, file): (_, DrafterFile) = read_config(dir, "redrafter")?;
+    file.config().validate().map_err(|problem| HeadsError::Config { path, problem })?;
     Ok(file)
 }
 

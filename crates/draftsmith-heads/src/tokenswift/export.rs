@@ -15,7 +15,7 @@ use super::model::{TokenSwiftHead, TokenSwiftHeads};
 use crate::error::HeadsError;
 use crate::identity::TargetIdentity;
 use crate::redrafter::{CONFIG_FILE, WEIGHTS_FILE};
-use crate::tensors::{push_linear, write, write_config, Named, Reader};
+use crate::tensors::{push_linear, read_config, write, write_config, Named, Reader};
 
 /// The `drafter` field of a TokenSwift `config.json`.
 pub const KIND: &str = "tokenswift";
@@ -76,14 +76,7 @@ pub fn save_tokenswift<B: Backend>(dir: &Path, heads: &TokenSwiftHeads<B>, confi
 
 /// Reads `dir/config.json` alone and checks it describes TokenSwift heads.
 pub fn read_tokenswift_file(dir: &Path) -> Result<TokenSwiftFile, HeadsError> {
-    let path = dir.join(CONFIG_FILE);
-    let text = std::fs::read_to_string(&path).map_err(HeadsError::io(&path))?;
-    let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| HeadsError::Config { path: path.clone(), problem: e.to_string() })?;
-    let kind = value.get("drafter").and_then(|v| v.as_str()).unwrap_or("");
-    if kind != KIND {
-        return Err(HeadsError::Config { path, problem: format!("`drafter` is `{kind}`, expected `{KIND}` (a {kind} drafter cannot run as TokenSwift heads)") });
-    }
-    let file: TokenSwiftFile = serde_json::from_value(value).map_err(|e| HeadsError::Config { path: path.clone(), problem: e.to_string() })?;
+    let (path, file): (_, TokenSwiftFile) = read_config(dir, KIND)?;
     file.config().validate().map_err(|problem| HeadsError::Config { path, problem })?;
     Ok(file)
 }
