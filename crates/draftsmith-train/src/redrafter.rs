@@ -123,6 +123,14 @@ pub struct TrainSummary {
     pub val_top5: Vec<f64>,
 }
 
+impl TrainSummary {
+    /// Writes `run/summary.json`.
+    pub(crate) fn write(&self, run: &Path) -> Result<(), TrainError> {
+        let path = run.join("summary.json");
+        std::fs::write(&path, serde_json::to_string_pretty(self).expect("serializable")).map_err(TrainError::io(&path))
+    }
+}
+
 /// Trains a drafter in `run_dir` (resuming from its checkpoint when there is one) and exports it
 /// there (`drafter.safetensors` + `config.json`).
 #[allow(clippy::too_many_arguments)]
@@ -238,8 +246,7 @@ pub fn train_redrafter<AB: AutodiffBackend>(
         val_top1: heads.iter().map(|m| m.top1_acc()).collect(),
         val_top5: heads.iter().map(|m| m.top5_acc()).collect(),
     };
-    let path = run_dir.join("summary.json");
-    std::fs::write(&path, serde_json::to_string_pretty(&summary).expect("serializable")).map_err(TrainError::io(&path))?;
+    summary.write(run_dir)?;
     Ok(summary)
 }
 

@@ -199,8 +199,7 @@ pub fn train_tokenswift<AB: AutodiffBackend>(
         val_top1: metrics.iter().map(|m| m.top1_acc()).collect(),
         val_top5: metrics.iter().map(|m| m.top5_acc()).collect(),
     };
-    let path = run_dir.join("summary.json");
-    std::fs::write(&path, serde_json::to_string_pretty(&summary).expect("serializable")).map_err(TrainError::io(&path))?;
+    summary.write(run_dir)?;
     Ok(summary)
 }
 
