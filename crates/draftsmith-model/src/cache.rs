@@ -116,13 +116,18 @@ impl<B: Backend> KvCache<B> {
 
     /// Makes room for `extra` more positions, doubling the capacity when it runs out.
     pub(crate) fn reserve(&mut self, extra: usize) {
-        let needed = self.len + extra;
+        self.ensure_capacity(self.len + extra);
+    }
+
+    /// Grows to at least `needed` slots (doubling), keeping every slot's contents — also those
+    /// past the length that [`KvCache::write_rows`] filled before a [`KvCache::set_len`].
+    fn ensure_capacity(&mut self, needed: usize) {
         if needed <= self.capacity {
             return;
         }
         let new_capacity = needed.max(self.capacity * 2);
         if let Some(host) = &mut self.host {
-            host.grow(new_capacity, self.len);
+            host.grow(new_capacity, self.capacity);
             self.capacity = new_capacity;
             return;
         }
@@ -200,12 +205,7 @@ impl<B: Backend> KvCache<B> {
         let count = k.len() / (h * d);
         assert_eq!(k.len(), count * h * d, "write_rows: keys are not [kv_heads, count, head_dim]");
         assert_eq!(v.len(), k.len(), "write_rows: values and keys differ in size");
-        if start + count > self.capacity {
-            let len = self.len;
-            self.len = self.len.max(start);
-            self.reserve(start + count - self.len);
-            self.len = len;
-        }
+        self.ensure_capacity(start + count);
         if let Some(host) = &mut self.host {
             let cap = host.capacity;
             for (dst, src) in [(&mut host.k[layer], k), (&mut host.v[layer], v)] {
