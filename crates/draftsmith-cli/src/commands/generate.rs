@@ -165,7 +165,7 @@ fn run_on<B: Backend>(args: &GenerateArgs, device: &B::Device) -> Result<()> {
             let out = draftsmith_decode::generate_speculative_with(&loaded.model, &prompt, args.max_new_tokens, loaded.tokenizer.eos_ids(), proposer.as_mut(), &mut sampler, &mut |view| {
                 bar.set_position(view.output.len() as u64);
                 if view.steps.len() % 8 == 1 {
-                    let line = step_stats(&view);
+                    let line = rate_stats(view.output, view.steps, view.elapsed, view.proposer);
                     let f = |k: &str| line.get(k).and_then(|v| v.as_f64()).map_or("–".into(), |v| format!("{v:.2}"));
                     bar.set_message(format!("{} tok/s, τ {}, α {}, β {}", f("tokens_per_s"), f("tokens_per_step"), f("alpha"), f("beta")));
                 }
@@ -215,8 +215,9 @@ pub fn peak_rss_mb() -> Option<f64> {
     Some(kb / 1024.0)
 }
 
-/// Statistics of a speculative generation so far, as one JSON object.
-fn stats_json(output: &[u32], steps: &[draftsmith_decode::StepRecord], elapsed: std::time::Duration, proposer: &dyn draftsmith_decode::Proposer) -> serde_json::Value {
+/// The cheap statistics of a speculative generation so far (the progress bar's): tokens/s, τ,
+/// α and the method's extras, as one JSON object.
+fn rate_stats(output: &[u32], steps: &[draftsmith_decode::StepRecord], elapsed: std::time::Duration, proposer: &dyn draftsmith_decode::Proposer) -> serde_json::Value {
     let accepted: usize = steps.iter().map(|s| s.accepted).sum();
     let secs = elapsed.as_secs_f64();
     let mut v = json!({
@@ -226,12 +227,18 @@ fn stats_json(output: &[u32], steps: &[draftsmith_decode::StepRecord], elapsed: 
         "steps": steps.len(),
         "tokens_per_step": output.len() as f64 / (steps.len() + 1) as f64,
         "alpha": proposer.draft_len().map(|d| accepted as f64 / (d * steps.len()).max(1) as f64),
-        "distinct_n": (1..=4).map(|n| draftsmith_eval::distinct_n(output, n)).collect::<Vec<_>>(),
-        "peak_rss_mb": peak_rss_mb(),
     });
     for (k, x) in proposer.extra_stats() {
         v[k] = json!(x);
     }
+    v
+}
+
+/// [`rate_stats`] plus Distinct-1..4 of the whole output and the peak RSS (`--stats-out` lines).
+fn stats_json(output: &[u32], steps: &[draftsmith_decode::StepRecord], elapsed: std::time::Duration, proposer: &dyn draftsmith_decode::Proposer) -> serde_json::Value {
+    let mut v = rate_stats(output, steps, elapsed, proposer);
+    v["distinct_n"] = json!((1..=4).map(|n| draftsmith_eval::distinct_n(output, n)).collect::<Vec<_>>());
+    v["peak_rss_mb"] = json!(peak_rss_mb());
     v
 }
 
