@@ -63,17 +63,110 @@ impl HostKv {
     }
 }
 
+/// Whether this machine has AVX2 + FMA (fixed for a process, so every row of every batch
+/// takes the same arithmetic path).
+#[inline]
+fn simd_available() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        static FMA: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        *FMA.get_or_init(|| is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma"))
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    false
+}
+
+/// `x ← exp(x − shift)` elementwise. With `simd`, eight lanes at a time with a degree-6
+/// polynomial (Cephes `expf`, ~1 ulp); the tail runs through the same vector code on a padded
+/// copy, so every element gets the same rounding wherever it sits.
+fn exp_shifted(x: &mut [f32], shift: f32, simd: bool) {
+    #[cfg(target_arch = "x86_64")]
+    if simd {
+        let mut chunks = x.chunks_exact_mut(8);
+        for c in &mut chunks {
+            // SAFETY: `simd` is only true when AVX2 and FMA are available; `c` holds 8 f32.
+            unsafe { exp8_avx2(c, shift) };
+        }
+        let tail = chunks.into_remainder();
+        if !tail.is_empty() {
+            let mut pad = [0.0f32; 8];
+            pad[..tail.len()].copy_from_slice(tail);
+            // SAFETY: as above; `pad` holds 8 f32.
+            unsafe { exp8_avx2(&mut pad, shift) };
+            let n = tail.len();
+            tail.copy_from_slice(&pad[..n]);
+        }
+        return;
+    }
+    let _ = simd;
+    x.iter_mut().for_each(|v| *v = (*v - shift).exp());
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn exp8_avx2(x: &mut [f32], shift: f32) {
+    use std::arch::x86_64::*;
+    debug_assert!(x.len() >= 8);
+    // SAFETY: `x` holds at least 8 f32.
+    let v = unsafe { _mm256_loadu_ps(x.as_ptr()) };
+    let v = _mm256_sub_ps(v, _mm256_set1_ps(shift));
+    // exp underflows to 0 below ~-87.3; clamping keeps the exponent arithmetic in range.
+    let v = _mm256_max_ps(_mm256_min_ps(v, _mm256_set1_ps(88.0)), _mm256_set1_ps(-87.336_55));
+    // n = round(v·log2 e); r = v − n·ln 2 (ln 2 split in two for precision).
+    let n = _mm256_round_ps(_mm256_mul_ps(v, _mm256_set1_ps(std::f32::consts::LOG2_E)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    let r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693_359_4), v);
+    let r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.121_944_4e-4), r);
+    let mut y = _mm256_set1_ps(1.987_569_1e-4);
+    for c in [1.398_199_9e-3, 8.333_452e-3, 4.166_579_6e-2, 1.666_666_5e-1, 5.000_000_1e-1] {
+        y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(c));
+    }
+    let y = _mm256_add_ps(_mm256_fmadd_ps(y, _mm256_mul_ps(r, r), r), _mm256_set1_ps(1.0));
+    // 2^n through the exponent bits.
+    let pow2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23));
+    // SAFETY: as above.
+    unsafe { _mm256_storeu_ps(x.as_mut_ptr(), _mm256_mul_ps(y, pow2)) };
+}
+
+/// `o ← o + p·v`, elementwise (AVX2 + FMA with `simd`).
+#[inline]
+fn axpy(o: &mut [f32], p: f32, v: &[f32], simd: bool) {
+    #[cfg(target_arch = "x86_64")]
+    if simd {
+        // SAFETY: `simd` is only true when AVX2 and FMA are available.
+        unsafe { axpy_avx2(o, p, v) };
+        return;
+    }
+    let _ = simd;
+    o.iter_mut().zip(v).for_each(|(acc, &x)| *acc += p * x);
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn axpy_avx2(o: &mut [f32], p: f32, v: &[f32]) {
+    use std::arch::x86_64::*;
+    let n = o.len().min(v.len());
+    let chunks = n / 8;
+    let pv = _mm256_set1_ps(p);
+    for c in 0..chunks {
+        // SAFETY: c * 8 + 8 <= n, within both slices.
+        unsafe {
+            let acc = _mm256_loadu_ps(o.as_ptr().add(c * 8));
+            _mm256_storeu_ps(o.as_mut_ptr().add(c * 8), _mm256_fmadd_ps(pv, _mm256_loadu_ps(v.as_ptr().add(c * 8)), acc));
+        }
+    }
+    for (acc, &x) in o[chunks * 8..n].iter_mut().zip(&v[chunks * 8..n]) {
+        *acc = p.mul_add(x, *acc);
+    }
+}
+
 /// Dot product with a fixed 8-lane accumulation pattern: its rounding depends only on the
 /// length (and on whether this machine has AVX2+FMA, which is fixed for a process).
 #[inline]
 pub fn dot(a: &[f32], b: &[f32]) -> f32 {
     #[cfg(target_arch = "x86_64")]
-    {
-        static FMA: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-        if *FMA.get_or_init(|| is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma")) {
-            // SAFETY: the CPU supports AVX2 and FMA (checked above).
-            return unsafe { dot_avx2(a, b) };
-        }
+    if simd_available() {
+        // SAFETY: the CPU supports AVX2 and FMA (checked above).
+        return unsafe { dot_avx2(a, b) };
     }
     dot_portable(a, b)
 }
@@ -155,34 +248,128 @@ pub fn attend(q: &[f32], keys: &[f32], values: &[f32], capacity: usize, heads: u
     let group = heads / kv_heads;
     let scale = 1.0 / (head_dim as f32).sqrt();
     let mut out = vec![0.0f32; q.len()];
-    let row = |(idx, o): (usize, &mut [f32])| {
-        let (i, h) = (idx / heads, idx % heads);
-        let g = h / group;
+    let simd = simd_available();
+    let head = |i: usize, h: usize, visible: &[usize], o: &mut [f32]| {
+        let span = (h / group) * capacity * head_dim..(h / group + 1) * capacity * head_dim;
         let qv = &q[(i * heads + h) * head_dim..][..head_dim];
-        let mut visible = Vec::new();
-        visibility.keys(i, &mut visible);
-        let kbase = g * capacity * head_dim;
-        let scores: Vec<f32> = visible.iter().map(|&j| dot(qv, &keys[kbase + j * head_dim..][..head_dim]) * scale).collect();
-        let max = scores.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-        let mut sum = 0.0f32;
-        for (&j, &s) in visible.iter().zip(&scores) {
-            let p = (s - max).exp();
-            sum += p;
-            let v = &values[kbase + j * head_dim..][..head_dim];
-            for (acc, &x) in o.iter_mut().zip(v) {
-                *acc += p * x;
-            }
-        }
-        let inv = 1.0 / sum;
-        o.iter_mut().for_each(|x| *x *= inv);
+        attend_row(qv, &keys[span.clone()], &values[span], head_dim, scale, visible, o, simd);
     };
     let work = n * heads * capacity.min(4096);
-    if work >= 1 << 14 {
-        out.par_chunks_mut(head_dim).enumerate().for_each(row);
+    if n == 1 {
+        // One token (plain decoding): its heads in parallel.
+        let mut visible = Vec::new();
+        visibility.keys(0, &mut visible);
+        let per_head = |(h, o): (usize, &mut [f32])| head(0, h, &visible, o);
+        if work >= 1 << 14 {
+            out.par_chunks_mut(head_dim).enumerate().for_each(per_head);
+        } else {
+            out.chunks_mut(head_dim).enumerate().for_each(per_head);
+        }
     } else {
-        out.chunks_mut(head_dim).enumerate().for_each(row);
+        // Several tokens (prefill, tree verification): tokens in parallel, each listing its
+        // visible keys once for all of its heads.
+        let per_token = |(i, o): (usize, &mut [f32])| {
+            let mut visible = Vec::new();
+            visibility.keys(i, &mut visible);
+            for (h, oh) in o.chunks_mut(head_dim).enumerate() {
+                head(i, h, &visible, oh);
+            }
+        };
+        if work >= 1 << 14 {
+            out.par_chunks_mut(heads * head_dim).enumerate().for_each(per_token);
+        } else {
+            out.chunks_mut(heads * head_dim).enumerate().for_each(per_token);
+        }
     }
     out
+}
+
+/// One query row against one kv head's keys and values (`[capacity, head_dim]`): softmax over
+/// the `visible` keys in position order, written into `o` (zeroed). The arithmetic depends only
+/// on the row and its visible keys; the AVX2 kernels for head_dim 64 and 128 do exactly the
+/// operations of [`dot`] and [`axpy`], with the query and the accumulators kept in registers.
+#[allow(clippy::too_many_arguments)]
+fn attend_row(qv: &[f32], keys: &[f32], values: &[f32], head_dim: usize, scale: f32, visible: &[usize], o: &mut [f32], simd: bool) {
+    let mut weights = Vec::with_capacity(visible.len());
+    #[cfg(target_arch = "x86_64")]
+    let fused = simd && matches!(head_dim, 64 | 128);
+    #[cfg(not(target_arch = "x86_64"))]
+    let fused = false;
+    if fused {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: AVX2 and FMA are available (`simd`); every visible key is a row of `keys`.
+        unsafe {
+            match head_dim {
+                64 => scores_avx2::<8>(qv, keys, visible, scale, &mut weights),
+                _ => scores_avx2::<16>(qv, keys, visible, scale, &mut weights),
+            }
+        }
+    } else {
+        weights.extend(visible.iter().map(|&j| dot(qv, &keys[j * head_dim..][..head_dim]) * scale));
+    }
+    let max = weights.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    exp_shifted(&mut weights, max, simd);
+    let sum: f32 = weights.iter().sum();
+    if fused {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: as above.
+        unsafe {
+            match head_dim {
+                64 => weighted_sum_avx2::<8>(values, visible, &weights, o),
+                _ => weighted_sum_avx2::<16>(values, visible, &weights, o),
+            }
+        }
+    } else {
+        for (&j, &p) in visible.iter().zip(&weights) {
+            axpy(o, p, &values[j * head_dim..][..head_dim], simd);
+        }
+    }
+    let inv = 1.0 / sum;
+    o.iter_mut().for_each(|x| *x *= inv);
+}
+
+/// `q · k_j · scale` for every visible key, `C` × 8 = head_dim: the FMA sequence and lane
+/// reduction of [`dot_avx2`], with the query loaded once.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn scores_avx2<const C: usize>(qv: &[f32], keys: &[f32], visible: &[usize], scale: f32, out: &mut Vec<f32>) {
+    use std::arch::x86_64::*;
+    let d = C * 8;
+    assert!(qv.len() == d && visible.iter().all(|&j| (j + 1) * d <= keys.len()));
+    // SAFETY (all loads): `qv` holds d floats and every visible key row d floats (asserted).
+    let qr: [__m256; C] = std::array::from_fn(|c| unsafe { _mm256_loadu_ps(qv.as_ptr().add(c * 8)) });
+    for &j in visible {
+        let kp = unsafe { keys.as_ptr().add(j * d) };
+        let mut acc = _mm256_setzero_ps();
+        for (c, &qc) in qr.iter().enumerate() {
+            acc = _mm256_fmadd_ps(qc, unsafe { _mm256_loadu_ps(kp.add(c * 8)) }, acc);
+        }
+        let mut lanes = [0.0f32; 8];
+        unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), acc) };
+        out.push(reduce_lanes(lanes, 0.0) * scale);
+    }
+}
+
+/// `o = Σ_j w_j · v_j` over the visible keys in order: [`axpy_avx2`]'s FMA per element, with
+/// the `C` × 8 accumulators in registers.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn weighted_sum_avx2<const C: usize>(values: &[f32], visible: &[usize], weights: &[f32], o: &mut [f32]) {
+    use std::arch::x86_64::*;
+    let d = C * 8;
+    assert!(o.len() == d && visible.iter().all(|&j| (j + 1) * d <= values.len()));
+    // SAFETY (all loads and stores): `o` holds d floats and every visible value row d floats.
+    let mut acc: [__m256; C] = std::array::from_fn(|c| unsafe { _mm256_loadu_ps(o.as_ptr().add(c * 8)) });
+    for (&j, &p) in visible.iter().zip(weights) {
+        let vp = unsafe { values.as_ptr().add(j * d) };
+        let pv = _mm256_set1_ps(p);
+        for (c, a) in acc.iter_mut().enumerate() {
+            *a = _mm256_fmadd_ps(pv, unsafe { _mm256_loadu_ps(vp.add(c * 8)) }, *a);
+        }
+    }
+    for (c, a) in acc.iter().enumerate() {
+        unsafe { _mm256_storeu_ps(o.as_mut_ptr().add(c * 8), *a) };
+    }
 }
 
 #[cfg(test)]
@@ -214,6 +401,53 @@ mod tests {
         let out = attend(&q1, &flat_keys, &values, cap, heads, kvh, d, &Visibility::Causal { cached: 1 });
         let mean0 = (values[0] + values[d]) / 2.0;
         assert!((out[0] - mean0).abs() < 1e-6);
+    }
+
+    #[test]
+    fn exp_and_axpy_paths_agree_with_scalar() {
+        for simd in [false, simd_available()] {
+            let xs: Vec<f32> = (0..37).map(|i| -(i as f32) * 2.7 + 3.0).collect();
+            let mut got = xs.clone();
+            exp_shifted(&mut got, 3.0, simd);
+            for (&x, &g) in xs.iter().zip(&got) {
+                let want = ((x - 3.0) as f64).exp();
+                assert!((g as f64 - want).abs() <= 4e-7 * want + 1e-37, "exp({}) = {g}, want {want} (simd {simd})", x - 3.0);
+            }
+            let (mut o, v) = (vec![1.0f32; 67], (0..67).map(|i| i as f32 * 0.5).collect::<Vec<_>>());
+            axpy(&mut o, 0.25, &v, simd);
+            assert!(o.iter().zip(&v).all(|(a, b)| (a - (1.0 + 0.25 * b)).abs() < 1e-6));
+        }
+        // Underflow goes to (almost) zero rather than garbage.
+        let mut tiny = vec![-200.0f32; 9];
+        exp_shifted(&mut tiny, 0.0, simd_available());
+        assert!(tiny.iter().all(|&t| (0.0..1e-37).contains(&t)));
+    }
+
+    #[test]
+    fn fused_row_kernels_match_dot_and_axpy_bit_for_bit() {
+        if !simd_available() {
+            return;
+        }
+        for d in [64usize, 128] {
+            let f = |i: usize| ((i * 7919 % 1013) as f32 - 506.0) / 317.0;
+            let keys: Vec<f32> = (0..40 * d).map(f).collect();
+            let values: Vec<f32> = (0..40 * d).map(|i| f(i + 3)).collect();
+            let q: Vec<f32> = (0..d).map(|i| f(i + 11)).collect();
+            let visible: Vec<usize> = (0..40).filter(|j| j % 3 != 1).collect();
+            let scale = 1.0 / (d as f32).sqrt();
+            let (mut fused, mut generic) = (vec![0.0f32; d], vec![0.0f32; d]);
+            attend_row(&q, &keys, &values, d, scale, &visible, &mut fused, true);
+            // The generic path: dot + axpy per key, as for other head sizes.
+            let mut w: Vec<f32> = visible.iter().map(|&j| dot(&q, &keys[j * d..][..d]) * scale).collect();
+            let max = w.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+            exp_shifted(&mut w, max, true);
+            let sum: f32 = w.iter().sum();
+            for (&j, &p) in visible.iter().zip(&w) {
+                axpy(&mut generic, p, &values[j * d..][..d], true);
+            }
+            generic.iter_mut().for_each(|x| *x *= 1.0 / sum);
+            assert!(fused.iter().zip(&generic).all(|(a, b)| a.to_bits() == b.to_bits()), "head_dim {d}");
+        }
     }
 
     #[test]

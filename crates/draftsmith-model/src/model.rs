@@ -129,6 +129,12 @@ impl<B: Backend> Model<B> {
         }
     }
 
+    /// The final norm's weight, `[hidden]` (heads that read pre-norm hidden states start
+    /// their own output norms from it).
+    pub fn final_norm_weight(&self) -> Tensor<B, 1> {
+        self.norm.weight.clone()
+    }
+
     /// Applies the final norm and the LM head to hidden states `[n, hidden]`.
     pub fn logits_from_prenorm(&self, hidden_prenorm: Tensor<B, 2>) -> Tensor<B, 2> {
         self.lm_head.forward(self.norm.forward(hidden_prenorm))

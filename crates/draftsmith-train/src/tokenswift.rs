@@ -56,6 +56,9 @@ pub struct TokenSwiftTrainConfig {
     pub checkpoint_every: usize,
     pub log_every: usize,
     pub seed: u64,
+    /// Initialise the output norms to 1 as the reference does, instead of from the target's
+    /// final norm (see `TokenSwiftConfig::init_with_post_norm`).
+    pub reference_init: bool,
 }
 
 impl Default for TokenSwiftTrainConfig {
@@ -74,6 +77,7 @@ impl Default for TokenSwiftTrainConfig {
             checkpoint_every: 50,
             log_every: 10,
             seed: 42,
+            reference_init: false,
         }
     }
 }
@@ -132,7 +136,9 @@ pub fn train_tokenswift<AB: AutodiffBackend>(
         .with_weight_decay(cfg.weight_decay as f32)
         .with_grad_clipping(Some(GradientClippingConfig::Norm(cfg.max_grad_norm as f32)))
         .init::<AB, TokenSwiftHeads<AB>>();
-    let (mut heads, mut optim, start) = resume::<AB, _, _>(run_dir, &fingerprint, config.init::<AB>(&device, cfg.seed), optim, &device, |dir| {
+    let post_norm = (!cfg.reference_init).then(|| Tensor::<AB, 1>::from_inner(target.final_norm_weight()));
+    let fresh = config.init_with_post_norm::<AB>(&device, cfg.seed, post_norm);
+    let (mut heads, mut optim, start) = resume::<AB, _, _>(run_dir, &fingerprint, fresh, optim, &device, |dir| {
         load_tokenswift::<AB::InnerBackend>(dir, Some(target_id), &device)?;
         Ok(())
     })?;

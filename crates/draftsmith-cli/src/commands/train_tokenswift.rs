@@ -57,6 +57,10 @@ pub struct TokenSwiftArgs {
     pub checkpoint_every: usize,
     #[arg(long, default_value_t = TokenSwiftTrainConfig::default().seed)]
     pub seed: u64,
+    /// Start the heads' output norms at 1, as the reference does, instead of from the
+    /// target's final norm.
+    #[arg(long)]
+    pub reference_init: bool,
     /// Eval prompts written per held-out book.
     #[arg(long, default_value_t = 3)]
     pub prompts_per_book: usize,
@@ -78,6 +82,7 @@ impl TokenSwiftArgs {
             weight_decay: self.weight_decay,
             checkpoint_every: self.checkpoint_every,
             seed: self.seed,
+            reference_init: self.reference_init,
             ..TokenSwiftTrainConfig::default()
         }
     }

@@ -45,6 +45,16 @@ impl TokenSwiftConfig {
     /// Fresh heads as the reference initialises them: linear weights from N(0, 0.02²) (the
     /// Hugging Face `initializer_range`), norm weights 1. A pure function of `seed`.
     pub fn init<B: Backend>(&self, device: &B::Device, seed: u64) -> TokenSwiftHeads<B> {
+        self.init_with_post_norm(device, seed, None)
+    }
+
+    /// [`init`](Self::init), with every head's output norm starting from `post_norm` (the
+    /// target's final-norm weight) instead of 1, so that, with its linear near zero, each head
+    /// starts out as the target's own next-token distribution (Medusa's starting point) rather
+    /// than the LM head read through a unit-weight norm. On SmolLM2 the latter starts every
+    /// head at a cross-entropy of ~16 nats, above uniform, because the pre-norm hidden state
+    /// has outlier channels that the final norm scales down.
+    pub fn init_with_post_norm<B: Backend>(&self, device: &B::Device, seed: u64, post_norm: Option<Tensor<B, 1>>) -> TokenSwiftHeads<B> {
         let mut rng = StdRng::seed_from_u64(seed);
         let h = self.hidden_size;
         let heads = (0..self.num_heads)
@@ -54,7 +64,13 @@ impl TokenSwiftConfig {
                 TokenSwiftHead {
                     input_norm: RmsNormConfig::new(h).with_epsilon(self.rms_norm_eps).init(device),
                     linear: Linear { weight: Param::from_tensor(weight), bias: None },
-                    post_norm: RmsNormConfig::new(h).with_epsilon(self.rms_norm_eps).init(device),
+                    post_norm: {
+                        let mut norm = RmsNormConfig::new(h).with_epsilon(self.rms_norm_eps).init(device);
+                        if let Some(w) = &post_norm {
+                            norm.gamma = Param::from_tensor(w.clone());
+                        }
+                        norm
+                    },
                 }
             })
             .collect();
