@@ -49,8 +49,8 @@ pub struct GenerateArgs {
     /// Print one JSON object as the last stdout line instead of streaming text.
     #[arg(long)]
     pub json: bool,
-    /// Speculative methods: append statistics (tokens/s, τ, α, method extras such as
-    /// TokenSwift's β, Distinct-1..4, peak RSS) as a JSON line every --stats-every tokens and
+    /// Append statistics (tokens/s, τ, α, method extras such as TokenSwift's β,
+    /// Distinct-1..4, peak RSS) as a JSON line every --stats-every tokens and
     /// at the end; lines already written survive an interrupted run.
     #[arg(long)]
     pub stats_out: Option<PathBuf>,
@@ -148,16 +148,26 @@ fn run_on<B: Backend>(args: &GenerateArgs, device: &B::Device) -> Result<()> {
     let drafters = args.params.load_drafters(&loaded, &args.model, device)?;
     let proposer = build_proposer_with(&args.method, &params, &loaded.model, drafters.as_drafters())?;
     let generation = match proposer {
-        None => draftsmith_decode::generate(&loaded.model, &prompt, args.max_new_tokens, loaded.tokenizer.eos_ids(), &mut sampler, &mut |t| {
-            if !args.json {
-                if let Ok(piece) = stream.push(&loaded.tokenizer, t) {
-                    let mut out = stdout.lock();
-                    let _ = out.write_all(piece.as_bytes());
-                    let _ = out.flush();
+        None => {
+            // `--stats-out` for plain decoding: the same lines, timed from the first token.
+            let mut stats = StatsLog::open(args.stats_out.as_deref(), args.stats_every)?;
+            let (mut output, mut first) = (Vec::new(), None::<std::time::Instant>);
+            let generation = draftsmith_decode::generate(&loaded.model, &prompt, args.max_new_tokens, loaded.tokenizer.eos_ids(), &mut sampler, &mut |t| {
+                output.push(t);
+                let elapsed = first.get_or_insert_with(std::time::Instant::now).elapsed();
+                stats.maybe_write_ar(&output, elapsed);
+                if !args.json {
+                    if let Ok(piece) = stream.push(&loaded.tokenizer, t) {
+                        let mut out = stdout.lock();
+                        let _ = out.write_all(piece.as_bytes());
+                        let _ = out.flush();
+                    }
                 }
-            }
-            true
-        })?,
+                true
+            })?;
+            stats.finish_ar(&output, first.map_or(std::time::Duration::ZERO, |f| f.elapsed()));
+            generation
+        }
         Some(mut proposer) => {
             let bar = ProgressBar::new(args.max_new_tokens as u64);
             bar.set_style(ProgressStyle::with_template("{bar:30} {pos}/{len} tokens [{elapsed} < {eta}] {msg}").expect("valid template"));
@@ -242,6 +252,20 @@ fn stats_json(output: &[u32], steps: &[draftsmith_decode::StepRecord], elapsed: 
     v
 }
 
+/// The `--stats-out` line of plain decoding: one target call per token.
+fn ar_stats(output: &[u32], elapsed: std::time::Duration) -> serde_json::Value {
+    let secs = elapsed.as_secs_f64();
+    json!({
+        "tokens": output.len(),
+        "seconds": secs,
+        "tokens_per_s": output.len().saturating_sub(1) as f64 / secs.max(1e-9),
+        "steps": output.len().saturating_sub(1),
+        "tokens_per_step": 1.0,
+        "distinct_n": (1..=4).map(|n| draftsmith_eval::distinct_n(output, n)).collect::<Vec<_>>(),
+        "peak_rss_mb": peak_rss_mb(),
+    })
+}
+
 fn step_stats(view: &draftsmith_decode::StepView<'_>) -> serde_json::Value {
     stats_json(view.output, view.steps, view.elapsed, view.proposer)
 }
@@ -275,6 +299,24 @@ impl StatsLog {
             while self.next <= view.output.len() {
                 self.next += self.every;
             }
+        }
+    }
+
+    /// [`maybe_write`](Self::maybe_write) for plain decoding (no steps, no proposer).
+    fn maybe_write_ar(&mut self, output: &[u32], elapsed: std::time::Duration) {
+        if self.file.is_some() && output.len() >= self.next {
+            self.write(ar_stats(output, elapsed));
+            while self.next <= output.len() {
+                self.next += self.every;
+            }
+        }
+    }
+
+    fn finish_ar(&mut self, output: &[u32], elapsed: std::time::Duration) {
+        if self.file.is_some() {
+            let mut v = ar_stats(output, elapsed);
+            v["final"] = json!(true);
+            self.write(v);
         }
     }
 
