@@ -42,29 +42,30 @@ train-redrafter *args="": build
 train-tokenswift *args="": build
     {{bin}} train tokenswift --model {{model}} --out checkpoints/tokenswift-demo {{args}}
 
-# TokenSwift vs AR at 1K, 2K, 4K, 8K new tokens from held-out book prefixes (needs
-# `just train-tokenswift`): greedy evals (lossless check, α, speedup, Distinct-n) into
-# eval/results/tokenswift-length-<N>/, then sampled runs (T = 1, min-p 0.1, θ = 1.2, W = 1024)
-# of both methods with statistics every 1K tokens into eval/results/tokenswift-sampled/.
-tokenswift-lengths prompts="2" lengths="1024 2048 4096 8192": build
+# TokenSwift vs AR on one held-out book prefix (needs `just train-tokenswift`): `max` new tokens
+# greedy (lossless check) and sampled (T = 1, min-p 0.1, θ = 1.2, W = 1024), statistics every
+# 1024 tokens (tokens/s, α, β, Distinct-n, peak RSS), table at 1K/2K/4K/8K in
+# eval/results/tokenswift-lengths/table.md. A finished run is kept and skipped on a rerun;
+# an interrupted one keeps the statistics lines it wrote.
+tokenswift-lengths prompt="0" max="8192": build
     #!/usr/bin/env bash
     set -euo pipefail
     run=checkpoints/tokenswift-demo
-    for n in {{lengths}}; do
-        {{bin}} eval --model {{model}} --methods ar,tokenswift --drafter $run --prompts $run/eval-prompts.jsonl --no-chat-template \
-            --limit {{prompts}} --max-new-tokens $n --out eval/results/tokenswift-length-$n
-    done
-    mkdir -p eval/results/tokenswift-sampled
-    head -n {{prompts}} $run/eval-prompts.jsonl | python3 -c 'import json,sys; [open(f"eval/results/tokenswift-sampled/prompt-{i}.txt","w").write(json.loads(l)["prompt"]) for i,l in enumerate(sys.stdin)]'
-    for n in {{lengths}}; do
-        for i in $(seq 0 $(({{prompts}} - 1))); do
-            for method in ar tokenswift; do
-                {{bin}} generate --model {{model}} --method $method --drafter $run --prompt-file eval/results/tokenswift-sampled/prompt-$i.txt --no-chat-template \
-                    --max-new-tokens $n --temperature 1 --min-p 0.1 --penalty 1.2 --penalty-window 1024 --seed $i --json \
-                    --stats-out eval/results/tokenswift-sampled/$method-$n-$i.stats.jsonl > eval/results/tokenswift-sampled/$method-$n-$i.json
-            done
+    out=eval/results/tokenswift-lengths
+    mkdir -p $out
+    sed -n "$(({{prompt}} + 1))p" $run/eval-prompts.jsonl | python3 -c 'import json,sys; sys.stdout.write(json.loads(sys.stdin.read())["prompt"])' > $out/prompt.txt
+    for mode in greedy sampled; do
+        flags=""
+        if [ $mode = sampled ]; then flags="--temperature 1 --min-p 0.1 --penalty 1.2 --penalty-window 1024 --seed {{prompt}}"; fi
+        for method in ar tokenswift; do
+            if [ -s $out/$method-$mode.json ]; then echo "$out/$method-$mode.json: done, skipped"; continue; fi
+            rm -f $out/$method-$mode.stats.jsonl
+            {{bin}} generate --model {{model}} --method $method --drafter $run --prompt-file $out/prompt.txt --no-chat-template \
+                --max-new-tokens {{max}} $flags --json --stats-out $out/$method-$mode.stats.jsonl --stats-every 1024 > $out/$method-$mode.json.part
+            mv $out/$method-$mode.json.part $out/$method-$mode.json
         done
     done
+    python3 scripts/tokenswift_lengths.py $out | tee $out/table.md
 
 # AR vs ReDrafter (beam width 1, 4, 16, tree attention) on MT-Bench first turns: τ, speedup, lossless check.
 eval *args="": build

@@ -249,21 +249,23 @@ pub fn attend(q: &[f32], keys: &[f32], values: &[f32], capacity: usize, heads: u
     let scale = 1.0 / (head_dim as f32).sqrt();
     let mut out = vec![0.0f32; q.len()];
     let simd = simd_available();
-    let head = |i: usize, h: usize, visible: &[usize], o: &mut [f32]| {
-        let span = (h / group) * capacity * head_dim..(h / group + 1) * capacity * head_dim;
-        let qv = &q[(i * heads + h) * head_dim..][..head_dim];
-        attend_row(qv, &keys[span.clone()], &values[span], head_dim, scale, visible, o, simd);
+    // Query heads sharing a kv head are contiguous: one pass over that head's keys serves them all.
+    let span = group * head_dim;
+    let kv_group = |i: usize, g: usize, visible: &[usize], o: &mut [f32]| {
+        let kv = g * capacity * head_dim..(g + 1) * capacity * head_dim;
+        let qs = &q[(i * heads + g * group) * head_dim..][..span];
+        attend_group(qs, &keys[kv.clone()], &values[kv], head_dim, scale, visible, o, simd);
     };
     let work = n * heads * capacity.min(4096);
     if n == 1 {
-        // One token (plain decoding): its heads in parallel.
+        // One token (plain decoding): its kv groups in parallel.
         let mut visible = Vec::new();
         visibility.keys(0, &mut visible);
-        let per_head = |(h, o): (usize, &mut [f32])| head(0, h, &visible, o);
+        let per_group = |(g, o): (usize, &mut [f32])| kv_group(0, g, &visible, o);
         if work >= 1 << 14 {
-            out.par_chunks_mut(head_dim).enumerate().for_each(per_head);
+            out.par_chunks_mut(span).enumerate().for_each(per_group);
         } else {
-            out.chunks_mut(head_dim).enumerate().for_each(per_head);
+            out.chunks_mut(span).enumerate().for_each(per_group);
         }
     } else {
         // Several tokens (prefill, tree verification): tokens in parallel, each listing its
@@ -271,8 +273,8 @@ pub fn attend(q: &[f32], keys: &[f32], values: &[f32], capacity: usize, heads: u
         let per_token = |(i, o): (usize, &mut [f32])| {
             let mut visible = Vec::new();
             visibility.keys(i, &mut visible);
-            for (h, oh) in o.chunks_mut(head_dim).enumerate() {
-                head(i, h, &visible, oh);
+            for (g, og) in o.chunks_mut(span).enumerate() {
+                kv_group(i, g, &visible, og);
             }
         };
         if work >= 1 << 14 {
@@ -284,69 +286,84 @@ pub fn attend(q: &[f32], keys: &[f32], values: &[f32], capacity: usize, heads: u
     out
 }
 
-/// One query row against one kv head's keys and values (`[capacity, head_dim]`): softmax over
-/// the `visible` keys in position order, written into `o` (zeroed). The arithmetic depends only
-/// on the row and its visible keys; the AVX2 kernels for head_dim 64 and 128 do exactly the
-/// operations of [`dot`] and [`axpy`], with the query and the accumulators kept in registers.
+/// The query rows `qs` (`[group, head_dim]`) of one kv head against its keys and values
+/// (`[capacity, head_dim]`): per row, softmax over the `visible` keys in position order, written
+/// into `o` (`[group, head_dim]`, zeroed). A row's arithmetic depends only on the row and its
+/// visible keys, never on the other rows; the AVX2 kernels for head_dim 64 and 128 do exactly
+/// the operations of [`dot`] and [`axpy`], reading each key once for the whole group and
+/// keeping the accumulators in registers.
 #[allow(clippy::too_many_arguments)]
-fn attend_row(qv: &[f32], keys: &[f32], values: &[f32], head_dim: usize, scale: f32, visible: &[usize], o: &mut [f32], simd: bool) {
-    let mut weights = Vec::with_capacity(visible.len());
+fn attend_group(qs: &[f32], keys: &[f32], values: &[f32], head_dim: usize, scale: f32, visible: &[usize], o: &mut [f32], simd: bool) {
+    let rows = qs.len() / head_dim;
+    let m = visible.len();
+    let mut weights = vec![0.0f32; rows * m];
     #[cfg(target_arch = "x86_64")]
     let fused = simd && matches!(head_dim, 64 | 128);
     #[cfg(not(target_arch = "x86_64"))]
     let fused = false;
     if fused {
         #[cfg(target_arch = "x86_64")]
-        // SAFETY: AVX2 and FMA are available (`simd`); every visible key is a row of `keys`.
+        // SAFETY: AVX2 and FMA are available (`simd`); the kernels check their bounds.
         unsafe {
             match head_dim {
-                64 => scores_avx2::<8>(qv, keys, visible, scale, &mut weights),
-                _ => scores_avx2::<16>(qv, keys, visible, scale, &mut weights),
+                64 => scores_avx2::<8>(qs, keys, visible, scale, &mut weights),
+                _ => scores_avx2::<16>(qs, keys, visible, scale, &mut weights),
             }
         }
     } else {
-        weights.extend(visible.iter().map(|&j| dot(qv, &keys[j * head_dim..][..head_dim]) * scale));
-    }
-    let max = weights.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-    exp_shifted(&mut weights, max, simd);
-    let sum: f32 = weights.iter().sum();
-    if fused {
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: as above.
-        unsafe {
-            match head_dim {
-                64 => weighted_sum_avx2::<8>(values, visible, &weights, o),
-                _ => weighted_sum_avx2::<16>(values, visible, &weights, o),
+        for (qv, w) in qs.chunks(head_dim).zip(weights.chunks_mut(m.max(1))) {
+            for (x, &j) in w.iter_mut().zip(visible) {
+                *x = dot(qv, &keys[j * head_dim..][..head_dim]) * scale;
             }
         }
-    } else {
-        for (&j, &p) in visible.iter().zip(&weights) {
-            axpy(o, p, &values[j * head_dim..][..head_dim], simd);
-        }
     }
-    let inv = 1.0 / sum;
-    o.iter_mut().for_each(|x| *x *= inv);
+    for (w, oh) in weights.chunks_mut(m.max(1)).zip(o.chunks_mut(head_dim)) {
+        let max = w.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+        exp_shifted(w, max, simd);
+        let sum: f32 = w.iter().sum();
+        if fused {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: as above.
+            unsafe {
+                match head_dim {
+                    64 => weighted_sum_avx2::<8>(values, visible, w, oh),
+                    _ => weighted_sum_avx2::<16>(values, visible, w, oh),
+                }
+            }
+        } else {
+            for (&j, &p) in visible.iter().zip(w.iter()) {
+                axpy(oh, p, &values[j * head_dim..][..head_dim], simd);
+            }
+        }
+        let inv = 1.0 / sum;
+        oh.iter_mut().for_each(|x| *x *= inv);
+    }
 }
 
-/// `q · k_j · scale` for every visible key, `C` × 8 = head_dim: the FMA sequence and lane
-/// reduction of [`dot_avx2`], with the query loaded once.
+/// `q_r · k_j · scale` for every row r of `qs` and visible key j, into `out[r · m + idx]`
+/// (`C` × 8 = head_dim): per pair, the FMA sequence and lane reduction of [`dot_avx2`]; each
+/// key is loaded once for all the rows.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
-unsafe fn scores_avx2<const C: usize>(qv: &[f32], keys: &[f32], visible: &[usize], scale: f32, out: &mut Vec<f32>) {
+unsafe fn scores_avx2<const C: usize>(qs: &[f32], keys: &[f32], visible: &[usize], scale: f32, out: &mut [f32]) {
     use std::arch::x86_64::*;
     let d = C * 8;
-    assert!(qv.len() == d && visible.iter().all(|&j| (j + 1) * d <= keys.len()));
-    // SAFETY (all loads): `qv` holds d floats and every visible key row d floats (asserted).
-    let qr: [__m256; C] = std::array::from_fn(|c| unsafe { _mm256_loadu_ps(qv.as_ptr().add(c * 8)) });
-    for &j in visible {
+    let (rows, m) = (qs.len() / d, visible.len());
+    assert!(qs.len() == rows * d && out.len() == rows * m && visible.iter().all(|&j| (j + 1) * d <= keys.len()));
+    for (idx, &j) in visible.iter().enumerate() {
+        // SAFETY (all loads and stores): key row j, the rows of `qs` and `lanes` are in bounds (asserted).
         let kp = unsafe { keys.as_ptr().add(j * d) };
-        let mut acc = _mm256_setzero_ps();
-        for (c, &qc) in qr.iter().enumerate() {
-            acc = _mm256_fmadd_ps(qc, unsafe { _mm256_loadu_ps(kp.add(c * 8)) }, acc);
+        let kr: [__m256; C] = std::array::from_fn(|c| unsafe { _mm256_loadu_ps(kp.add(c * 8)) });
+        for r in 0..rows {
+            let qp = unsafe { qs.as_ptr().add(r * d) };
+            let mut acc = _mm256_setzero_ps();
+            for (c, &kc) in kr.iter().enumerate() {
+                acc = _mm256_fmadd_ps(unsafe { _mm256_loadu_ps(qp.add(c * 8)) }, kc, acc);
+            }
+            let mut lanes = [0.0f32; 8];
+            unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), acc) };
+            out[r * m + idx] = reduce_lanes(lanes, 0.0) * scale;
         }
-        let mut lanes = [0.0f32; 8];
-        unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), acc) };
-        out.push(reduce_lanes(lanes, 0.0) * scale);
     }
 }
 
@@ -436,7 +453,7 @@ mod tests {
             let visible: Vec<usize> = (0..40).filter(|j| j % 3 != 1).collect();
             let scale = 1.0 / (d as f32).sqrt();
             let (mut fused, mut generic) = (vec![0.0f32; d], vec![0.0f32; d]);
-            attend_row(&q, &keys, &values, d, scale, &visible, &mut fused, true);
+            attend_group(&q, &keys, &values, d, scale, &visible, &mut fused, true);
             // The generic path: dot + axpy per key, as for other head sizes.
             let mut w: Vec<f32> = visible.iter().map(|&j| dot(&q, &keys[j * d..][..d]) * scale).collect();
             let max = w.iter().copied().fold(f32::NEG_INFINITY, f32::max);
@@ -447,6 +464,13 @@ mod tests {
             }
             generic.iter_mut().for_each(|x| *x *= 1.0 / sum);
             assert!(fused.iter().zip(&generic).all(|(a, b)| a.to_bits() == b.to_bits()), "head_dim {d}");
+            // A group of three rows (GQA) gives each row the bits it gets alone.
+            let mut qs: Vec<f32> = (0..d).map(|i| f(i + 101)).collect();
+            qs.extend(&q);
+            qs.extend((0..d).map(|i| f(i + 202)));
+            let mut group = vec![0.0f32; 3 * d];
+            attend_group(&qs, &keys, &values, d, scale, &visible, &mut group, true);
+            assert!(group[d..2 * d].iter().zip(&fused).all(|(a, b)| a.to_bits() == b.to_bits()), "head_dim {d}, grouped");
         }
     }
 
