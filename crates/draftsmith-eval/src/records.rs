@@ -1,7 +1,7 @@
 //! Raw results: one JSON line per (prompt, method) in `records.jsonl`, appended as each pair
 //! finishes so an interrupted eval loses at most the pair in flight.
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -32,6 +32,10 @@ pub struct Record {
     pub target_calls: usize,
     /// One record per draft–verify–commit step (empty for AR).
     pub steps: Vec<StepRecord>,
+    /// The method's own statistics for this prompt (`Proposer::extra_stats`, e.g. TokenSwift's
+    /// β and re-selections).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub extra: BTreeMap<String, f64>,
 }
 
 impl Record {
@@ -125,6 +129,7 @@ pub(crate) mod tests {
                 .iter()
                 .map(|&(accepted, emitted)| StepRecord { tree_size: 4, accepted, draft_calls: 2, drafted: 4, emitted, draft_ms: 0.5, verify_ms: 20.0, commit_ms: 1.0 })
                 .collect(),
+            extra: BTreeMap::new(),
         }
     }
 

@@ -47,7 +47,7 @@ pub fn run_pair<B: Backend>(model: &Model<B>, drafters: Drafters<'_, B>, prompt:
 fn run_with<B: Backend>(model: &Model<B>, prompt: &EncodedPrompt, method: &str, proposer: Option<&mut Box<dyn Proposer>>, spec: &RunSpec<'_>) -> Result<Record, EvalError> {
     let fail = |source: DecodeError| EvalError::Decode { id: prompt.id.clone(), method: method.to_string(), source: Box::new(source) };
     let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
-    let record = |output_ids, stop, draft_len, prefill, decode, target_calls, steps| Record {
+    let record = |output_ids, stop, draft_len, prefill, decode, target_calls, steps, extra| Record {
         prompt_id: prompt.id.clone(),
         method: method.to_string(),
         prompt_ids: prompt.ids.clone(),
@@ -58,19 +58,21 @@ fn run_with<B: Backend>(model: &Model<B>, prompt: &EncodedPrompt, method: &str, 
         decode_ms: ms(decode),
         target_calls,
         steps,
+        extra,
     };
     Ok(match proposer {
         None => {
             let mut sampler = Sampler::new(spec.params.sampling());
             let g = generate(model, &prompt.ids, spec.max_new_tokens, spec.stop_tokens, &mut sampler, &mut |_| true).map_err(|e| fail(e.into()))?;
             let calls = g.tokens.len();
-            record(g.tokens, g.stop, None, g.prefill, g.decode, calls, Vec::new())
+            record(g.tokens, g.stop, None, g.prefill, g.decode, calls, Vec::new(), Default::default())
         }
         Some(proposer) => {
             let draft_len = proposer.draft_len();
             let out = generate_speculative_sampled(model, &prompt.ids, spec.max_new_tokens, spec.stop_tokens, proposer.as_mut(), &mut Sampler::new(spec.params.sampling())).map_err(|e| fail(e.into()))?;
             let calls = out.steps.len() + 1;
-            record(out.tokens, out.stop, draft_len, out.prefill, out.decode, calls, out.steps)
+            let extra = proposer.extra_stats().into_iter().map(|(k, v)| (k.to_string(), v)).collect();
+            record(out.tokens, out.stop, draft_len, out.prefill, out.decode, calls, out.steps, extra)
         }
     })
 }

@@ -69,6 +69,11 @@ pub struct MethodSummary {
     /// Distinct-1..4 of the outputs (mean over prompts).
     #[serde(default)]
     pub distinct_n: Vec<f64>,
+    /// The method's own per-prompt statistics (`Record::extra`), averaged over prompts weighted
+    /// by their steps (for TokenSwift's β, whose per-prompt denominator is (γ + 1) · steps, that
+    /// is the pooled rate).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub extra: BTreeMap<String, f64>,
     /// Prompts compared with AR.
     pub compared_prompts: usize,
     pub lossless: bool,
@@ -177,9 +182,24 @@ fn method_summary(own: &[&Record], paired: &[(&Record, &Record)], lossless: bool
         mean_verify_ms: per_step(&|s| s.verify_ms),
         mean_commit_ms: per_step(&|s| s.commit_ms),
         distinct_n: (1..=4).map(|n| own.iter().map(|r| distinct_n(&r.output_ids, n)).sum::<f64>() / own.len().max(1) as f64).collect(),
+        extra: step_weighted_extras(own),
         compared_prompts: paired.len(),
         lossless,
     }
+}
+
+/// Each `Record::extra` key averaged over the records that have it, weighted by their steps.
+fn step_weighted_extras(own: &[&Record]) -> BTreeMap<String, f64> {
+    let mut sums: BTreeMap<String, (f64, f64)> = BTreeMap::new();
+    for r in own {
+        let w = r.steps.len() as f64;
+        for (k, v) in &r.extra {
+            let e = sums.entry(k.clone()).or_default();
+            e.0 += w * v;
+            e.1 += w;
+        }
+    }
+    sums.into_iter().filter_map(|(k, (s, w))| ratio(s, w).map(|m| (k, m))).collect()
 }
 
 #[cfg(test)]
@@ -190,6 +210,22 @@ mod tests {
     fn close(a: Option<f64>, b: f64) {
         let a = a.expect("a value");
         assert!((a - b).abs() < 1e-9, "{a} vs {b}");
+    }
+
+    #[test]
+    fn method_extras_are_step_weighted_means() {
+        let mut a = record("p1", "m", &[1, 2, 3], &[(1, 2), (0, 1)]);
+        a.extra.insert("beta".into(), 0.5);
+        let mut b = record("p2", "m", &[1, 2, 3, 4, 5, 6, 7], &[(1, 2); 6]);
+        b.extra.insert("beta".into(), 1.0);
+        b.extra.insert("only_b".into(), 3.0);
+        let s = summarize(&[a, b], &["m".to_string()]);
+        let extra = &s.methods["m"].extra;
+        assert!((extra["beta"] - (2.0 * 0.5 + 6.0 * 1.0) / 8.0).abs() < 1e-12);
+        assert_eq!(extra["only_b"], 3.0);
+        // Records without extras (older files, AR) summarise to none.
+        let plain = summarize(&[record("p1", "ar", &[1, 2], &[])], &["ar".to_string()]);
+        assert!(plain.methods["ar"].extra.is_empty());
     }
 
     #[test]

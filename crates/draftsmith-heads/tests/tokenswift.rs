@@ -48,6 +48,28 @@ fn one_head_by_hand() {
 }
 
 #[test]
+fn heads_started_from_the_final_norm_reproduce_the_targets_next_token_state() {
+    let dev = Default::default();
+    let cfg = TokenSwiftConfig::new(5, 2).with_num_heads(2).with_rms_norm_eps(1e-12);
+    let final_norm = Tensor::<B, 1>::from_data(TensorData::new(vec![2.0f32, 0.5], [2]), &dev);
+    let mut heads = cfg.init_with_post_norm::<B>(&dev, 4, Some(final_norm));
+    // Same linear draws as the reference initialisation with the same seed.
+    let reference = cfg.init::<B>(&dev, 4);
+    assert_eq!(values(heads.heads[1].linear.weight.val()), values(reference.heads[1].linear.weight.val()));
+    assert_eq!(reference.heads[0].post_norm.gamma.val().into_data().to_vec::<f32>().unwrap(), vec![1.0, 1.0]);
+    // With the linear layers at zero every head's state is the target's final norm of h0:
+    // h0 = [3, 4], rms = √12.5 → [0.8485 · 2, 1.1314 · 0.5].
+    for head in &mut heads.heads {
+        head.linear.weight = Param::from_tensor(Tensor::zeros([2, 2], &dev));
+    }
+    let h0 = Tensor::<B, 2>::from_data(TensorData::new(vec![3.0f32, 4.0], [1, 2]), &dev);
+    for state in heads.states(h0) {
+        let state = values(state);
+        assert!((state[0] - 1.6971).abs() < 1e-3 && (state[1] - 0.5657).abs() < 1e-3, "{state:?}");
+    }
+}
+
+#[test]
 fn export_import_gives_identical_logits_and_reference_names() {
     let dev = Default::default();
     let cfg = TokenSwiftConfig::new(30, 8).with_num_heads(3).with_rms_norm_eps(1e-5);
