@@ -43,11 +43,11 @@ train-tokenswift *args="": build
     {{bin}} train tokenswift --model {{model}} --out checkpoints/tokenswift-demo {{args}}
 
 # TokenSwift vs AR on one held-out book prefix (needs `just train-tokenswift`): `max` new tokens
-# greedy (lossless check) and sampled (T = 1, min-p 0.1, θ = 1.2, W = 1024), statistics every
-# 1024 tokens (tokens/s, α, β, Distinct-n, peak RSS), table at 1K/2K/4K/8K in
-# eval/results/tokenswift-lengths/table.md. A finished run is kept and skipped on a rerun;
-# an interrupted one keeps the statistics lines it wrote.
-tokenswift-lengths prompt="0" max="8192": build
+# greedy (lossless check) and `sampled_max` sampled (T = 1, min-p 0.1, θ = 1.2, W = 1024), EOS
+# ignored (fixed lengths), statistics every 1024 tokens (tokens/s, α, β, Distinct-n, peak RSS),
+# table at 1K/2K/4K/8K in eval/results/tokenswift-lengths/table.md. A finished run is kept and
+# skipped on a rerun; an interrupted one keeps the statistics lines it wrote.
+tokenswift-lengths prompt="0" max="8192" sampled_max=max: build
     #!/usr/bin/env bash
     set -euo pipefail
     run=checkpoints/tokenswift-demo
@@ -55,17 +55,18 @@ tokenswift-lengths prompt="0" max="8192": build
     mkdir -p $out
     sed -n "$(({{prompt}} + 1))p" $run/eval-prompts.jsonl | python3 -c 'import json,sys; sys.stdout.write(json.loads(sys.stdin.read())["prompt"])' > $out/prompt.txt
     for mode in greedy sampled; do
-        flags=""
-        if [ $mode = sampled ]; then flags="--temperature 1 --min-p 0.1 --penalty 1.2 --penalty-window 1024 --seed {{prompt}}"; fi
+        flags="--max-new-tokens {{max}}"
+        if [ $mode = sampled ]; then flags="--max-new-tokens {{sampled_max}} --temperature 1 --min-p 0.1 --penalty 1.2 --penalty-window 1024 --seed {{prompt}}"; fi
         for method in ar tokenswift; do
             if [ -s $out/$method-$mode.json ]; then echo "$out/$method-$mode.json: done, skipped"; continue; fi
             rm -f $out/$method-$mode.stats.jsonl
             {{bin}} generate --model {{model}} --method $method --drafter $run --prompt-file $out/prompt.txt --no-chat-template \
-                --max-new-tokens {{max}} $flags --json --stats-out $out/$method-$mode.stats.jsonl --stats-every 1024 > $out/$method-$mode.json.part
+                --ignore-eos $flags --json --stats-out $out/$method-$mode.stats.jsonl --stats-every 1024 > $out/$method-$mode.json.part
             mv $out/$method-$mode.json.part $out/$method-$mode.json
         done
     done
-    python3 scripts/tokenswift_lengths.py $out | tee $out/table.md
+    python3 scripts/tokenswift_lengths.py $out > $out/table.md
+    cat $out/table.md
 
 # AR vs ReDrafter (beam width 1, 4, 16, tree attention) on MT-Bench first turns: τ, speedup, lossless check.
 eval *args="": build

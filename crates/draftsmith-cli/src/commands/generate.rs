@@ -38,6 +38,10 @@ pub struct GenerateArgs {
     pub no_chat_template: bool,
     #[arg(long, default_value_t = 256)]
     pub max_new_tokens: usize,
+    /// Do not stop at the end-of-sequence token: generate exactly --max-new-tokens (or up to
+    /// the model's context), as fixed-length long-generation benchmarks do.
+    #[arg(long)]
+    pub ignore_eos: bool,
     #[command(flatten)]
     pub sampling: SamplingArgs,
     /// Decoding method: `ar` (autoregressive) or a speculative method (lossless for greedy and
@@ -147,12 +151,13 @@ fn run_on<B: Backend>(args: &GenerateArgs, device: &B::Device) -> Result<()> {
     let mut steps = None;
     let drafters = args.params.load_drafters(&loaded, &args.model, device)?;
     let proposer = build_proposer_with(&args.method, &params, &loaded.model, drafters.as_drafters())?;
+    let stop_tokens: &[u32] = if args.ignore_eos { &[] } else { loaded.tokenizer.eos_ids() };
     let generation = match proposer {
         None => {
             // `--stats-out` for plain decoding: the same lines, timed from the first token.
             let mut stats = StatsLog::open(args.stats_out.as_deref(), args.stats_every)?;
             let (mut output, mut first) = (Vec::new(), None::<std::time::Instant>);
-            let generation = draftsmith_decode::generate(&loaded.model, &prompt, args.max_new_tokens, loaded.tokenizer.eos_ids(), &mut sampler, &mut |t| {
+            let generation = draftsmith_decode::generate(&loaded.model, &prompt, args.max_new_tokens, stop_tokens, &mut sampler, &mut |t| {
                 output.push(t);
                 let elapsed = first.get_or_insert_with(std::time::Instant::now).elapsed();
                 stats.maybe_write_ar(&output, elapsed);
@@ -172,7 +177,7 @@ fn run_on<B: Backend>(args: &GenerateArgs, device: &B::Device) -> Result<()> {
             let bar = ProgressBar::new(args.max_new_tokens as u64);
             bar.set_style(ProgressStyle::with_template("{bar:30} {pos}/{len} tokens [{elapsed} < {eta}] {msg}").expect("valid template"));
             let mut stats = StatsLog::open(args.stats_out.as_deref(), args.stats_every)?;
-            let out = draftsmith_decode::generate_speculative_with(&loaded.model, &prompt, args.max_new_tokens, loaded.tokenizer.eos_ids(), proposer.as_mut(), &mut sampler, &mut |view| {
+            let out = draftsmith_decode::generate_speculative_with(&loaded.model, &prompt, args.max_new_tokens, stop_tokens, proposer.as_mut(), &mut sampler, &mut |view| {
                 bar.set_position(view.output.len() as u64);
                 if view.steps.len() % 8 == 1 {
                     let line = rate_stats(view.output, view.steps, view.elapsed, view.proposer);
