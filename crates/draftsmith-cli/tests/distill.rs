@@ -12,7 +12,7 @@ fn scratch(name: &str) -> std::path::PathBuf {
 }
 
 fn distill(data: &Path, out: &Path, extra: &[&str]) -> Output {
-    let model = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/tiny-llama.gguf");
+    let model = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").unwrap_or_else(|| env!("CARGO_MANIFEST_DIR").into())).join("../../tests/fixtures/tiny-llama.gguf");
     bin().args(["distill", "--model"]).arg(model).arg("--data").arg(data).arg("--out").arg(out)
         .args(["--max-new-tokens", "8", "--teacher-len", "3", "--inputs-per-shard", "2", "--json"])
         .args(extra)

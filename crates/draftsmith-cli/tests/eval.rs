@@ -12,7 +12,7 @@ fn scratch(name: &str) -> std::path::PathBuf {
 }
 
 fn eval(prompts: &PathBuf, out: &PathBuf, extra: &[&str]) -> Output {
-    let model = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/tiny-llama.gguf");
+    let model = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").unwrap_or_else(|| env!("CARGO_MANIFEST_DIR").into())).join("../../tests/fixtures/tiny-llama.gguf");
     bin().args(["eval", "--model"]).arg(model).args(["--methods", "ar,prompt-lookup", "--prompts"]).arg(prompts).arg("--out").arg(out).args(["--no-chat-template", "--json"]).args(extra).output().unwrap()
 }
 
@@ -81,7 +81,7 @@ fn drafter_methods_are_lossless_and_a_foreign_tokenizer_is_refused() {
     let dir = scratch("drafter");
     let prompts = dir.join("prompts.jsonl");
     std::fs::write(&prompts, "{\"id\": \"a\", \"prompt\": \"the cat sat on the mat\"}\n").unwrap();
-    let fixtures = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures");
+    let fixtures = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").unwrap_or_else(|| env!("CARGO_MANIFEST_DIR").into())).join("../../tests/fixtures");
     let run = |drafter: &str, out: &str| {
         bin().args(["eval", "--model"]).arg(fixtures.join("tiny-llama.gguf"))
             .args(["--methods", "ar,draft-model,precut,token-cache", "--prompts"]).arg(&prompts)
@@ -109,7 +109,7 @@ fn reproduce_runs_every_grid_point_and_tabulates_them() {
     let dir = scratch("recipe");
     let prompts = dir.join("prompts.jsonl");
     std::fs::write(&prompts, "{\"id\": \"a\", \"prompt\": \"the cat sat on the mat and the cat sat on the\"}\n").unwrap();
-    let model = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/tiny-llama.gguf");
+    let model = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").unwrap_or_else(|| env!("CARGO_MANIFEST_DIR").into())).join("../../tests/fixtures/tiny-llama.gguf");
     let recipe = dir.join("grid.toml");
     std::fs::write(&recipe, format!(
         "name = \"tiny-grid\"\nmodel = {:?}\nprompts = {:?}\nchat_template = false\nmax_new_tokens = 8\nmethods = [\"ar\", \"ngram-trie\"]\n[params]\nnum_draft = 4\n[grid]\nngram_n = [4, 6]\n",

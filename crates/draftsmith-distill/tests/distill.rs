@@ -8,7 +8,7 @@ use draftsmith_distill::{distill, DistillConfig, DistillEvent, SkipReason};
 use draftsmith_model::{load_model, LoadOptions, LoadedModel, MatmulWeights};
 
 fn fixture() -> LoadedModel<Flex> {
-    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures/tiny-llama.gguf");
+    let path = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").unwrap_or_else(|| env!("CARGO_MANIFEST_DIR").into())).join("../../tests/fixtures/tiny-llama.gguf");
     load_model::<Flex>(&path, LoadOptions { matmul: MatmulWeights::Quantized }, &Default::default()).unwrap()
 }
 

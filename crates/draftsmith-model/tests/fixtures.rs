@@ -12,7 +12,7 @@ use draftsmith_model::{load_model, AttentionMask, LoadOptions, LoadedModel, Logi
 use serde_json::Value;
 
 fn fixtures() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures")
+    PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").unwrap_or_else(|| env!("CARGO_MANIFEST_DIR").into())).join("../../tests/fixtures")
 }
 
 fn reference(arch: &str) -> Value {

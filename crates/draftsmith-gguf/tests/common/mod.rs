@@ -3,7 +3,7 @@
 
 #![allow(dead_code)]
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// A metadata value to write. `Array` carries its element type id explicitly so that empty and
@@ -205,9 +205,11 @@ pub struct Fixture {
     pub expected: Vec<f32>,
 }
 
-/// Directory of checked-in fixtures.
+/// Directory of checked-in fixtures. `CARGO_MANIFEST_DIR` is read when the test runs (cargo
+/// sets it then too), so a test binary reused from another checkout through a shared target
+/// directory finds this checkout's files.
 pub fn fixtures_dir() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
+    PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").unwrap_or_else(|| env!("CARGO_MANIFEST_DIR").into())).join("tests/fixtures")
 }
 
 /// Loads `dequant_<name>.{bin,json}` (e.g. `name = "q4_k"`).
