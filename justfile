@@ -69,8 +69,10 @@ tokenswift-lengths prompt="0" max="8192" sampled_max=max: build
     cat $out/table.md
 
 # AR vs ReDrafter (beam width 1, 4, 16, tree attention) on MT-Bench first turns: τ, speedup, lossless check.
+# Writes under eval/runs/ (not in git), so a freshly trained drafter is evaluated afresh; the
+# recorded run of this recipe is eval/results/redrafter-demo.
 eval *args="": build
-    {{bin}} reproduce recipes/redrafter-demo.toml {{args}}
+    {{bin}} reproduce recipes/redrafter-demo.toml --results eval/runs {{args}}
 
 # The whole pipeline on the default model: fetch → distill → train → eval → report.
 pipeline: distill train-redrafter eval

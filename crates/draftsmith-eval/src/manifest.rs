@@ -32,6 +32,10 @@ pub struct Manifest {
     pub prompts_sha256: String,
     pub limit: Option<usize>,
     pub chat_template: bool,
+    /// sha256 of the drafter's weights (`<drafter>/drafter.safetensors`) when the eval uses one:
+    /// a retrained drafter at the same path is a different eval, not a resume.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub drafter_sha256: Option<String>,
     /// The command line that created the directory (informational: not compared on resume).
     pub command: String,
 }
@@ -55,6 +59,8 @@ impl Manifest {
         check("prompts_sha256", self.prompts_sha256.clone(), other.prompts_sha256.clone());
         check("limit", format!("{:?}", self.limit), format!("{:?}", other.limit));
         check("chat_template", self.chat_template.to_string(), other.chat_template.to_string());
+        let sha = |s: &Option<String>| s.clone().unwrap_or_else(|| "(not recorded)".into());
+        check("drafter_sha256", sha(&self.drafter_sha256), sha(&other.drafter_sha256));
         out
     }
 }
@@ -71,6 +77,16 @@ pub fn resolve_methods(methods: &[String], params: &MethodParams) -> Result<Vec<
         }
     }
     Ok(out)
+}
+
+/// sha256 (hex) of the weights of the drafter directory `dir` (`drafter.safetensors`).
+pub fn drafter_sha256(dir: &Path) -> Result<String, EvalError> {
+    use sha2::{Digest, Sha256};
+    let path = dir.join("drafter.safetensors");
+    let mut file = std::fs::File::open(&path).map_err(EvalError::io(&path))?;
+    let mut hasher = Sha256::new();
+    std::io::copy(&mut file, &mut hasher).map_err(EvalError::io(&path))?;
+    Ok(hasher.finalize().iter().map(|b| format!("{b:02x}")).collect())
 }
 
 /// Makes `dir` an eval directory for `manifest`: creates it and writes the manifest, or checks
@@ -118,6 +134,7 @@ pub(crate) mod tests_support {
             prompts_sha256: "ab".into(),
             limit: None,
             chat_template: true,
+            drafter_sha256: None,
             command: "draftsmith eval".into(),
         }
     }
@@ -127,6 +144,27 @@ pub(crate) mod tests_support {
 mod tests {
     use super::tests_support::manifest;
     use super::*;
+
+    #[test]
+    fn a_retrained_drafter_is_not_a_resume() {
+        let dir = std::env::temp_dir().join(format!("draftsmith-manifest-drafter-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let drafter = dir.join("drafter");
+        std::fs::create_dir_all(&drafter).unwrap();
+        std::fs::write(drafter.join("drafter.safetensors"), b"weights v1").unwrap();
+        let first = Manifest { drafter_sha256: Some(drafter_sha256(&drafter).unwrap()), ..manifest() };
+        let out = dir.join("eval");
+        assert!(!prepare_dir(&out, &first).unwrap());
+        assert!(prepare_dir(&out, &first).unwrap(), "same drafter: resumes");
+        std::fs::write(drafter.join("drafter.safetensors"), b"weights v2").unwrap();
+        let second = Manifest { drafter_sha256: Some(drafter_sha256(&drafter).unwrap()), ..manifest() };
+        match prepare_dir(&out, &second) {
+            Err(EvalError::ManifestMismatch { differences, .. }) => assert!(differences.iter().any(|d| d.starts_with("drafter_sha256")), "{differences:?}"),
+            other => panic!("expected a mismatch, got {other:?}"),
+        }
+        assert!(drafter_sha256(&dir.join("missing")).is_err());
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 
     #[test]
     fn methods_get_ar_first_without_duplicates_and_unknown_ones_fail() {

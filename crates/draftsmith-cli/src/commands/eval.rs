@@ -238,6 +238,7 @@ fn run_on<B: Backend>(args: &EvalArgs, device: &B::Device) -> Result<()> {
         prompts_sha256: set.sha256.clone(),
         limit: args.limit,
         chat_template: !args.no_chat_template,
+        drafter_sha256: args.params.drafter.as_deref().map(|d| draftsmith_eval::drafter_sha256(Path::new(d))).transpose()?,
         command: command_line.clone(),
     };
     let input = EvalInput { out_dir: &out, manifest: &manifest, prompts: &prompts, stop_tokens: loaded.tokenizer.eos_ids(), command_line: &command_line, reuse_ar_from: args.reuse_ar_from.as_deref() };
