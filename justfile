@@ -47,7 +47,7 @@ train-tokenswift *args="": build
 # ignored (fixed lengths), statistics every 1024 tokens (tokens/s, α, β, Distinct-n, peak RSS),
 # table at 1K/2K/4K/8K in eval/results/tokenswift-lengths/table.md. A finished run is kept and
 # skipped on a rerun; an interrupted one keeps the statistics lines it wrote.
-tokenswift-lengths prompt="0" max="8192" sampled_max=max: build
+tokenswift-lengths prompt="0" max="8192" sampled_max="4096": build
     #!/usr/bin/env bash
     set -euo pipefail
     run=checkpoints/tokenswift-demo
