@@ -160,7 +160,7 @@ fn run_on<B: Backend>(args: &GenerateArgs, device: &B::Device) -> Result<()> {
             let generation = draftsmith_decode::generate(&loaded.model, &prompt, args.max_new_tokens, stop_tokens, &mut sampler, &mut |t| {
                 output.push(t);
                 let elapsed = first.get_or_insert_with(std::time::Instant::now).elapsed();
-                stats.maybe_write_ar(&output, elapsed);
+                stats.maybe_write(output.len(), || ar_stats(&output, elapsed));
                 if !args.json {
                     if let Ok(piece) = stream.push(&loaded.tokenizer, t) {
                         let mut out = stdout.lock();
@@ -170,7 +170,7 @@ fn run_on<B: Backend>(args: &GenerateArgs, device: &B::Device) -> Result<()> {
                 }
                 true
             })?;
-            stats.finish_ar(&output, first.map_or(std::time::Duration::ZERO, |f| f.elapsed()));
+            stats.finish(|| ar_stats(&output, first.map_or(std::time::Duration::ZERO, |f| f.elapsed())));
             generation
         }
         Some(mut proposer) => {
@@ -184,11 +184,11 @@ fn run_on<B: Backend>(args: &GenerateArgs, device: &B::Device) -> Result<()> {
                     let f = |k: &str| line.get(k).and_then(|v| v.as_f64()).map_or("–".into(), |v| format!("{v:.2}"));
                     bar.set_message(format!("{} tok/s, τ {}, α {}, β {}", f("tokens_per_s"), f("tokens_per_step"), f("alpha"), f("beta")));
                 }
-                stats.maybe_write(&view);
+                stats.maybe_write(view.output.len(), || spec_stats(view.output, view.steps, view.elapsed, view.proposer));
                 true
             })?;
             bar.finish_and_clear();
-            stats.finish(&out.tokens, &out.steps, out.decode, proposer.as_ref())?;
+            stats.finish(|| spec_stats(&out.tokens, &out.steps, out.decode, proposer.as_ref()));
             if !args.json {
                 print!("{}", loaded.tokenizer.decode(&out.tokens)?);
             }
@@ -230,49 +230,46 @@ pub fn peak_rss_mb() -> Option<f64> {
     Some(kb / 1024.0)
 }
 
-/// The cheap statistics of a speculative generation so far (the progress bar's): tokens/s, τ,
-/// α and the method's extras, as one JSON object.
-fn rate_stats(output: &[u32], steps: &[draftsmith_decode::StepRecord], elapsed: std::time::Duration, proposer: &dyn draftsmith_decode::Proposer) -> serde_json::Value {
-    let accepted: usize = steps.iter().map(|s| s.accepted).sum();
+/// The statistics every `--stats-out` line starts with: tokens, seconds, tokens/s, target
+/// steps after the first token and τ (tokens per target call).
+fn common_stats(output: &[u32], steps: usize, elapsed: std::time::Duration) -> serde_json::Value {
     let secs = elapsed.as_secs_f64();
-    let mut v = json!({
+    json!({
         "tokens": output.len(),
         "seconds": secs,
         "tokens_per_s": output.len().saturating_sub(1) as f64 / secs.max(1e-9),
-        "steps": steps.len(),
-        "tokens_per_step": output.len() as f64 / (steps.len() + 1) as f64,
-        "alpha": proposer.draft_len().map(|d| accepted as f64 / (d * steps.len()).max(1) as f64),
-    });
+        "steps": steps,
+        "tokens_per_step": output.len() as f64 / (steps + 1) as f64,
+    })
+}
+
+/// The cheap statistics of a speculative generation so far (the progress bar's): the common
+/// ones, α and the method's extras, as one JSON object.
+fn rate_stats(output: &[u32], steps: &[draftsmith_decode::StepRecord], elapsed: std::time::Duration, proposer: &dyn draftsmith_decode::Proposer) -> serde_json::Value {
+    let accepted: usize = steps.iter().map(|s| s.accepted).sum();
+    let mut v = common_stats(output, steps.len(), elapsed);
+    v["alpha"] = json!(proposer.draft_len().map(|d| accepted as f64 / (d * steps.len()).max(1) as f64));
     for (k, x) in proposer.extra_stats() {
         v[k] = json!(x);
     }
     v
 }
 
-/// [`rate_stats`] plus Distinct-1..4 of the whole output and the peak RSS (`--stats-out` lines).
-fn stats_json(output: &[u32], steps: &[draftsmith_decode::StepRecord], elapsed: std::time::Duration, proposer: &dyn draftsmith_decode::Proposer) -> serde_json::Value {
-    let mut v = rate_stats(output, steps, elapsed, proposer);
+/// Adds Distinct-1..4 of the whole output and the peak RSS (`--stats-out` lines).
+fn with_output_stats(mut v: serde_json::Value, output: &[u32]) -> serde_json::Value {
     v["distinct_n"] = json!((1..=4).map(|n| draftsmith_eval::distinct_n(output, n)).collect::<Vec<_>>());
     v["peak_rss_mb"] = json!(peak_rss_mb());
     v
 }
 
-/// The `--stats-out` line of plain decoding: one target call per token.
-fn ar_stats(output: &[u32], elapsed: std::time::Duration) -> serde_json::Value {
-    let secs = elapsed.as_secs_f64();
-    json!({
-        "tokens": output.len(),
-        "seconds": secs,
-        "tokens_per_s": output.len().saturating_sub(1) as f64 / secs.max(1e-9),
-        "steps": output.len().saturating_sub(1),
-        "tokens_per_step": 1.0,
-        "distinct_n": (1..=4).map(|n| draftsmith_eval::distinct_n(output, n)).collect::<Vec<_>>(),
-        "peak_rss_mb": peak_rss_mb(),
-    })
+/// A `--stats-out` line of a speculative generation.
+fn spec_stats(output: &[u32], steps: &[draftsmith_decode::StepRecord], elapsed: std::time::Duration, proposer: &dyn draftsmith_decode::Proposer) -> serde_json::Value {
+    with_output_stats(rate_stats(output, steps, elapsed, proposer), output)
 }
 
-fn step_stats(view: &draftsmith_decode::StepView<'_>) -> serde_json::Value {
-    stats_json(view.output, view.steps, view.elapsed, view.proposer)
+/// A `--stats-out` line of plain decoding: one target call per token.
+fn ar_stats(output: &[u32], elapsed: std::time::Duration) -> serde_json::Value {
+    with_output_stats(common_stats(output, output.len().saturating_sub(1), elapsed), output)
 }
 
 /// `--stats-out`: a JSON line every `every` generated tokens (flushed), and one at the end.
@@ -298,38 +295,24 @@ impl StatsLog {
         }
     }
 
-    fn maybe_write(&mut self, view: &draftsmith_decode::StepView<'_>) {
-        if self.file.is_some() && view.output.len() >= self.next {
-            self.write(step_stats(view));
-            while self.next <= view.output.len() {
+    /// Writes `line()` once `tokens` reaches the next multiple of `every` (the line is only
+    /// built then).
+    fn maybe_write(&mut self, tokens: usize, line: impl FnOnce() -> serde_json::Value) {
+        if self.file.is_some() && tokens >= self.next {
+            self.write(line());
+            while self.next <= tokens {
                 self.next += self.every;
             }
         }
     }
 
-    /// [`maybe_write`](Self::maybe_write) for plain decoding (no steps, no proposer).
-    fn maybe_write_ar(&mut self, output: &[u32], elapsed: std::time::Duration) {
-        if self.file.is_some() && output.len() >= self.next {
-            self.write(ar_stats(output, elapsed));
-            while self.next <= output.len() {
-                self.next += self.every;
-            }
-        }
-    }
-
-    fn finish_ar(&mut self, output: &[u32], elapsed: std::time::Duration) {
+    /// The last line, marked `"final": true`.
+    fn finish(&mut self, line: impl FnOnce() -> serde_json::Value) {
         if self.file.is_some() {
-            let mut v = ar_stats(output, elapsed);
+            let mut v = line();
             v["final"] = json!(true);
             self.write(v);
         }
-    }
-
-    fn finish(&mut self, output: &[u32], steps: &[draftsmith_decode::StepRecord], elapsed: std::time::Duration, proposer: &dyn draftsmith_decode::Proposer) -> Result<()> {
-        let mut v = stats_json(output, steps, elapsed, proposer);
-        v["final"] = json!(true);
-        self.write(v);
-        Ok(())
     }
 }
 
