@@ -256,32 +256,22 @@ pub fn attend(q: &[f32], keys: &[f32], values: &[f32], capacity: usize, heads: u
         let qs = &q[(i * heads + g * group) * head_dim..][..span];
         attend_group(qs, &keys[kv.clone()], &values[kv], head_dim, scale, visible, o, simd);
     };
-    let work = n * heads * capacity.min(4096);
-    if n == 1 {
-        // One token (plain decoding): its kv groups in parallel.
+    // One token (plain decoding): its kv groups in parallel. Several tokens (prefill, tree
+    // verification): tokens in parallel, each listing its visible keys once for all its heads.
+    let per_token = n > 1;
+    let chunk = if per_token { heads * head_dim } else { span };
+    let run = |(c, o): (usize, &mut [f32])| {
+        let (i, first_group) = if per_token { (c, 0) } else { (0, c) };
         let mut visible = Vec::new();
-        visibility.keys(0, &mut visible);
-        let per_group = |(g, o): (usize, &mut [f32])| kv_group(0, g, &visible, o);
-        if work >= 1 << 14 {
-            out.par_chunks_mut(span).enumerate().for_each(per_group);
-        } else {
-            out.chunks_mut(span).enumerate().for_each(per_group);
+        visibility.keys(i, &mut visible);
+        for (k, og) in o.chunks_mut(span).enumerate() {
+            kv_group(i, first_group + k, &visible, og);
         }
+    };
+    if n * heads * capacity.min(4096) >= 1 << 14 {
+        out.par_chunks_mut(chunk).enumerate().for_each(run);
     } else {
-        // Several tokens (prefill, tree verification): tokens in parallel, each listing its
-        // visible keys once for all of its heads.
-        let per_token = |(i, o): (usize, &mut [f32])| {
-            let mut visible = Vec::new();
-            visibility.keys(i, &mut visible);
-            for (g, og) in o.chunks_mut(span).enumerate() {
-                kv_group(i, g, &visible, og);
-            }
-        };
-        if work >= 1 << 14 {
-            out.par_chunks_mut(heads * head_dim).enumerate().for_each(per_token);
-        } else {
-            out.chunks_mut(heads * head_dim).enumerate().for_each(per_token);
-        }
+        out.chunks_mut(chunk).enumerate().for_each(run);
     }
     out
 }
