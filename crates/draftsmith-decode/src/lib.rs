@@ -2,6 +2,7 @@
 //! method, the autoregressive baseline, and the speculative engine with its drafting methods.
 
 pub mod ar;
+pub mod batch;
 pub mod error;
 pub mod methods;
 pub mod registry;

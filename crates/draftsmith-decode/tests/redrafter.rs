@@ -18,6 +18,10 @@ fn identity(model: &Model<B>) -> TargetIdentity {
 
 /// Trains a drafter on 30 greedy continuations of the target and returns its directory.
 fn trained_drafter(model: &Model<B>, name: &str) -> std::path::PathBuf {
+    trained_drafter_with(model, name, ReDrafterTrainConfig::default().draft_vocab)
+}
+
+fn trained_drafter_with(model: &Model<B>, name: &str, draft_vocab: usize) -> std::path::PathBuf {
     let mut rng = Lcg(99);
     let seqs: Vec<Sequence> = (0..30)
         .map(|_| {
@@ -30,7 +34,7 @@ fn trained_drafter(model: &Model<B>, name: &str) -> std::path::PathBuf {
         .collect();
     let dir = std::env::temp_dir().join(format!("draftsmith-decode-redrafter-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
-    let cfg = ReDrafterTrainConfig { horizon: 4, epochs: 40, batch_size: 64, lr: 3e-3, val_fraction: 0.0, ..Default::default() };
+    let cfg = ReDrafterTrainConfig { horizon: 4, epochs: 40, batch_size: 64, lr: 3e-3, val_fraction: 0.0, draft_vocab, ..Default::default() };
     train_redrafter::<Autodiff<B>>(model, &identity(model), &seqs, &cfg, &dir, serde_json::Value::Null, &mut |_| {}).unwrap();
     dir
 }
@@ -79,4 +83,57 @@ fn a_drafter_for_another_target_or_bad_beams_are_refused() {
     assert!(err.contains("--drafter"), "{err}");
     let params = MethodParams { drafter: Some(dir.display().to_string()), ..MethodParams::default() };
     assert!(build_proposer_with("redrafter", &params, &model, drafters).unwrap().is_some());
+}
+
+#[test]
+fn a_drafter_with_a_draft_vocabulary_proposes_only_from_it_and_stays_lossless() {
+    let model = tiny(Architecture::Qwen2, 4);
+    let dir = trained_drafter_with(&model, "draft-vocab", 8);
+    let loaded = LoadedReDrafter::<B>::load(&dir, &identity(&model), &Default::default()).unwrap();
+    let allowed = loaded.file.draft_vocab.clone().expect("trained with a draft vocabulary");
+    assert_eq!(allowed.len(), 8);
+    let mut rng = Lcg(6);
+    let mut accepted = 0;
+    for _ in 0..4 {
+        let prompt: Vec<u32> = (0..3 + rng.next(6)).map(|_| rng.next(48) as u32).collect();
+        let expected = ar(&model, &prompt, 24);
+        let settings = ReDrafterSettings { beam_width: 4, beam_length: 4, tree_attention: true };
+        let mut proposer = Recording { inner: ReDrafterProposer::new(&model, &loaded, settings).unwrap(), drafted: Vec::new() };
+        let out = generate_speculative(&model, &prompt, 24, &[], &mut proposer).unwrap();
+        assert_eq!(out.tokens, expected);
+        accepted += out.steps.iter().map(|s| s.accepted).sum::<usize>();
+        assert!(!proposer.drafted.is_empty());
+        assert!(proposer.drafted.iter().all(|t| allowed.contains(t)), "drafted {:?} outside {allowed:?}", proposer.drafted);
+    }
+    assert!(accepted > 0, "the drafter gets drafts accepted");
+}
+
+/// Keeps every token a proposer drafts.
+struct Recording<P> {
+    inner: P,
+    drafted: Vec<u32>,
+}
+
+impl<P: draftsmith_decode::Proposer> draftsmith_decode::Proposer for Recording<P> {
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+
+    fn draft_len(&self) -> Option<usize> {
+        self.inner.draft_len()
+    }
+
+    fn wants_hidden(&self) -> bool {
+        self.inner.wants_hidden()
+    }
+
+    fn last_cost(&self) -> Option<draftsmith_decode::DraftCost> {
+        self.inner.last_cost()
+    }
+
+    fn propose(&mut self, ctx: &draftsmith_decode::DraftContext<'_>) -> draftsmith_core::DraftTree {
+        let tree = self.inner.propose(ctx);
+        self.drafted.extend(tree.tokens());
+        tree
+    }
 }

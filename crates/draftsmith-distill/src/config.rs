@@ -36,6 +36,9 @@ pub struct DistillConfig {
     pub chat_template: bool,
     /// Input conversations per Parquet shard (the resume granularity). Default 32.
     pub inputs_per_shard: usize,
+    /// Responses generated together through one KV cache (continuous batching; 1 = one at a
+    /// time). Changes the speed, not the output. Default 16.
+    pub batch_size: usize,
 }
 
 impl Default for DistillConfig {
@@ -52,6 +55,7 @@ impl Default for DistillConfig {
             seed: 0,
             chat_template: true,
             inputs_per_shard: 32,
+            batch_size: 16,
         }
     }
 }
@@ -81,15 +85,19 @@ impl DistillConfig {
         if self.inputs_per_shard == 0 {
             return bad("inputs_per_shard", "must be at least 1".into());
         }
+        if self.batch_size == 0 {
+            return bad("batch_size", "must be at least 1".into());
+        }
         Ok(())
     }
 
-    /// The dataset parameters a resumed run must match: every setting except the shard size,
-    /// plus `input` (the caller's description of the input data, e.g. its name and hash).
+    /// The dataset parameters a resumed run must match: every setting except the shard size and
+    /// the batch size, plus `input` (the caller's description of the input data, e.g. its name and hash).
     pub fn params(&self, input: serde_json::Value) -> DistillParams {
         let mut settings = serde_json::to_value(self).expect("a config always serializes");
         let map = settings.as_object_mut().expect("a struct serializes to an object");
         map.remove("inputs_per_shard");
+        map.remove("batch_size");
         map.insert("input".into(), input);
         DistillParams { settings, teacher_len: (self.teacher_len > 0).then_some(self.teacher_len), topk: (self.topk > 0).then_some(self.topk) }
     }
@@ -125,9 +133,9 @@ mod tests {
     }
 
     #[test]
-    fn params_ignore_the_shard_size() {
+    fn params_ignore_the_shard_and_batch_sizes() {
         let a = DistillConfig { inputs_per_shard: 2, teacher_len: 3, ..Default::default() };
-        let b = DistillConfig { inputs_per_shard: 7, ..a.clone() };
+        let b = DistillConfig { inputs_per_shard: 7, batch_size: 3, ..a.clone() };
         let input = serde_json::json!({"name": "x"});
         assert_eq!(a.params(input.clone()), b.params(input.clone()));
         assert_eq!(a.params(input.clone()).teacher_len, Some(3));

@@ -6,13 +6,14 @@ use std::time::Instant;
 
 use burn::tensor::backend::Backend;
 use draftsmith_data::{Conversation, DistillRecord, RecordSource, ShardWriter};
-use draftsmith_decode::{generate, Sampler, SamplingConfig};
+use draftsmith_decode::batch::generate_batch;
+use draftsmith_decode::{Sampler, SamplingConfig};
 use draftsmith_model::{ChatTemplate, KvCache, Model, ModelError, TextTokenizer};
 use serde::Serialize;
 
 use crate::config::DistillConfig;
 use crate::error::DistillError;
-use crate::sequence::{ground_truth, response_prompt, Labeled, SkipReason};
+use crate::sequence::{ground_truth, response_prompt, Built, Labeled, SkipReason};
 use crate::teacher::teacher_columns;
 
 /// Progress of [`distill`], for a progress bar.
@@ -74,13 +75,23 @@ pub fn distill<B: Backend>(
     progress(DistillEvent::Start { total: conversations.len(), done: start });
     let mut cache = model.new_cache(cfg.max_seq_len.max(cfg.max_prompt_tokens + cfg.max_new_tokens));
     let mut job = Job { model, tokenizer, template, cfg, cache: &mut cache, stats: &mut stats };
-    for (index, conversation) in conversations.iter().enumerate().skip(start) {
-        let (generated, processed) = (job.stats.tokens_generated, job.stats.tokens_processed);
-        let records = job.input(index, conversation).map_err(|source| DistillError::Model { id: conversation.id.clone(), source: Box::new(source) })?;
-        let n = records.len();
-        writer.push_input(records)?;
-        let s = &job.stats;
-        progress(DistillEvent::Input { index, id: conversation.id.clone(), records: n, generated: s.tokens_generated - generated, processed: s.tokens_processed - processed });
+    // Responses are generated a chunk of inputs at a time (`batch_size` sequences at once); the
+    // records are then written in input order, so shards and resumption are as without batching.
+    let chunk = cfg.inputs_per_shard.max(8 * cfg.batch_size);
+    let mut first = start;
+    while first < conversations.len() {
+        let inputs = first..(first + chunk).min(conversations.len());
+        let mut responses = job.responses(&conversations[inputs.clone()], inputs.start)?;
+        for (index, conversation) in conversations.iter().enumerate().take(inputs.end).skip(inputs.start) {
+            let (generated, processed) = (job.stats.tokens_generated, job.stats.tokens_processed);
+            let response = responses.next().expect("one response slot per input");
+            let records = job.input(conversation, response).map_err(|source| DistillError::Model { id: conversation.id.clone(), source: Box::new(source) })?;
+            let n = records.len();
+            writer.push_input(records)?;
+            let s = &job.stats;
+            progress(DistillEvent::Input { index, id: conversation.id.clone(), records: n, generated: s.tokens_generated - generated, processed: s.tokens_processed - processed });
+        }
+        first = inputs.end;
     }
     stats.seconds = begin.elapsed().as_secs_f64();
     Ok(stats)
@@ -120,12 +131,17 @@ struct Job<'a, B: Backend> {
 }
 
 impl<B: Backend> Job<'_, B> {
-    /// The records of one conversation (updates the stats).
-    fn input(&mut self, index: usize, conversation: &Conversation) -> Result<Vec<DistillRecord>, ModelError> {
+    /// The records of one conversation (updates the stats); `response` is its self-distilled
+    /// sequence from [`Job::responses`] (`None` when responses are off).
+    fn input(&mut self, conversation: &Conversation, response: Option<(Built<Labeled>, usize)>) -> Result<Vec<DistillRecord>, ModelError> {
         let mut records = Vec::new();
-        if self.cfg.responses {
-            match self.response(index, conversation)? {
-                Ok(labeled) => records.push(self.record(conversation, labeled, RecordSource::SelfDistilled)?),
+        if let Some((response, generated)) = response {
+            match response {
+                Ok(labeled) => {
+                    self.stats.tokens_generated += generated;
+                    self.stats.tokens_processed += labeled.tokens.len() - 1;
+                    records.push(self.record(conversation, labeled, RecordSource::SelfDistilled)?)
+                }
                 Err(reason) => *self.stats.skipped.entry(reason).or_default() += 1,
             }
         }
@@ -144,24 +160,50 @@ impl<B: Backend> Job<'_, B> {
         Ok(records)
     }
 
-    /// Prompt + the target's response, trained on the response.
-    fn response(&mut self, index: usize, conversation: &Conversation) -> Result<Result<Labeled, SkipReason>, ModelError> {
+    /// Prompt + the target's response (trained on the response) and the response's length, for
+    /// each of `conversations` (input indices from `first`), generated `batch_size` at a time;
+    /// one `None` per input when responses are off.
+    fn responses(&mut self, conversations: &[Conversation], first: usize) -> Result<std::vec::IntoIter<Option<(Built<Labeled>, usize)>>, DistillError> {
         let cfg = self.cfg;
-        let prompt = match response_prompt(self.tokenizer, self.template, conversation, cfg.max_prompt_tokens)? {
-            Ok(p) if p.len() < self.model.config().max_position_embeddings => p,
-            Ok(_) => return Ok(Err(SkipReason::PromptTooLong)),
-            Err(reason) => return Ok(Err(reason)),
-        };
-        let mut sampler = Sampler::new(SamplingConfig { temperature: cfg.temperature, seed: cfg.seed_for(index), ..SamplingConfig::default() });
-        let generation = generate(self.model, &prompt, cfg.max_new_tokens, self.tokenizer.eos_ids(), &mut sampler, &mut |_| true)?;
-        let new = generation.tokens.len();
-        self.stats.tokens_generated += new;
-        self.stats.tokens_processed += prompt.len() + new.saturating_sub(1);
-        let mut loss_mask = vec![false; prompt.len()];
-        loss_mask.resize(prompt.len() + new, true);
-        let mut tokens = prompt;
-        tokens.extend(generation.tokens);
-        Ok(Ok(Labeled { tokens, loss_mask }))
+        if !cfg.responses {
+            return Ok(vec![None; conversations.len()].into_iter());
+        }
+        let mut prompts = Vec::with_capacity(conversations.len());
+        for conversation in conversations {
+            let prompt = response_prompt(self.tokenizer, self.template, conversation, cfg.max_prompt_tokens).map_err(|source| DistillError::Model { id: conversation.id.clone(), source: Box::new(source) })?;
+            prompts.push(match prompt {
+                Ok(p) if p.len() >= self.model.config().max_position_embeddings => Err(SkipReason::PromptTooLong),
+                other => other,
+            });
+        }
+        let (kept, mut samplers): (Vec<Vec<u32>>, Vec<Sampler>) = prompts
+            .iter()
+            .enumerate()
+            .filter_map(|(i, p)| p.as_ref().ok().map(|p| (p.clone(), Sampler::new(SamplingConfig { temperature: cfg.temperature, seed: cfg.seed_for(first + i), ..SamplingConfig::default() }))))
+            .unzip();
+        let generations = generate_batch(self.model, &kept, &mut samplers, cfg.max_new_tokens, self.tokenizer.eos_ids(), cfg.batch_size, &mut |_, _| {}).map_err(|source| {
+            let id = conversations.first().map(|c| format!("{}..", c.id)).unwrap_or_default();
+            DistillError::Model { id, source: Box::new(source) }
+        })?;
+        let mut generations = generations.into_iter();
+        let out: Vec<_> = prompts
+            .into_iter()
+            .map(|p| {
+                Some(match p {
+                    Ok(prompt) => {
+                        let new = generations.next().expect("one generation per kept prompt").tokens;
+                        let n = new.len();
+                        let mut loss_mask = vec![false; prompt.len()];
+                        loss_mask.resize(prompt.len() + n, true);
+                        let mut tokens = prompt;
+                        tokens.extend(new);
+                        (Ok(Labeled { tokens, loss_mask }), n)
+                    }
+                    Err(reason) => (Err(reason), 0),
+                })
+            })
+            .collect();
+        Ok(out.into_iter())
     }
 
     /// A record with its teacher columns.

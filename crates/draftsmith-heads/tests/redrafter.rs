@@ -48,7 +48,7 @@ fn export_import_gives_identical_logits_for_both_heads_and_reference_names() {
             let h = Tensor::<B, 2>::random([3, 8], Distribution::Normal(0.0, 1.0), &dev);
             let before = step_logits(&d, &emb, &vocab, h.clone(), &[1, 5, 7]);
             let dir = tmpdir(&format!("rt-{head:?}-{rnn}"));
-            save_redrafter(&dir, &d, &cfg, &target(40, 8), serde_json::json!({"steps": 0})).unwrap();
+            save_redrafter(&dir, &d, &cfg, &target(40, 8), None, serde_json::json!({"steps": 0})).unwrap();
             let (back, file) = load_redrafter::<B>(&dir, Some(&target(40, 8)), &dev).unwrap();
             assert_eq!(file.config(), cfg);
             assert_eq!(step_logits(&back, &emb, &vocab, h, &[1, 5, 7]), before, "{head:?} rnn={rnn}");
@@ -74,7 +74,7 @@ fn a_drafter_for_another_target_is_refused() {
     let dev = Default::default();
     let cfg = ReDrafterConfig::for_target(40, 8, HeadKind::Tied);
     let dir = tmpdir("mismatch");
-    save_redrafter(&dir, &cfg.init::<B>(&dev, 1), &cfg, &target(40, 8), serde_json::Value::Null).unwrap();
+    save_redrafter(&dir, &cfg.init::<B>(&dev, 1), &cfg, &target(40, 8), None, serde_json::Value::Null).unwrap();
     let mut other = target(40, 8);
     other.sha256 = "cd".repeat(32);
     let err = load_redrafter::<B>(&dir, Some(&other), &dev).unwrap_err();
@@ -89,7 +89,7 @@ fn a_truncated_weights_file_is_a_clear_error() {
     let dev = Default::default();
     let cfg = ReDrafterConfig::for_target(40, 8, HeadKind::Full);
     let dir = tmpdir("trunc");
-    save_redrafter(&dir, &cfg.init::<B>(&dev, 1), &cfg, &target(40, 8), serde_json::Value::Null).unwrap();
+    save_redrafter(&dir, &cfg.init::<B>(&dev, 1), &cfg, &target(40, 8), None, serde_json::Value::Null).unwrap();
     let path = dir.join("drafter.safetensors");
     let bytes = std::fs::read(&path).unwrap();
     std::fs::write(&path, &bytes[..bytes.len() / 2]).unwrap();
@@ -115,6 +115,7 @@ fn training_steps_fit_a_deterministic_next_token_rule() {
         inputs: vec![Tensor::from_data(TensorData::new(inputs, [rows]), &dev)],
         labels: vec![Tensor::from_data(TensorData::new(labels, [rows]), &dev)],
         weights: vec![Tensor::ones([rows], &dev)],
+        in_vocab: vec![Tensor::ones([rows], &dev)],
     };
     let (first, m0) = teacher_forced_loss(&d, &emb, &projection, &batch);
     let first = first.into_scalar();
@@ -128,4 +129,12 @@ fn training_steps_fit_a_deterministic_next_token_rule() {
     let last = last.into_scalar();
     assert!(first > 3.0 && last < 0.5, "loss {first} → {last}");
     assert!(m[0].top1_acc() > 0.9, "top-1 {}", m[0].top1_acc());
+
+    // Labels outside a draft vocabulary (in_vocab 0) add no loss and count as misses.
+    let half: Vec<f32> = (0..rows).map(|r| (r % 2) as f32).collect();
+    let outside = TrainBatch { in_vocab: vec![Tensor::from_data(TensorData::new(half, [rows]), &dev)], ..batch.clone() };
+    let (loss_half, mh) = teacher_forced_loss(&d, &emb, &projection, &outside);
+    assert_eq!((mh[0].count, mh[0].trained), (rows, rows / 2));
+    assert!(mh[0].top1_acc() <= 0.5 && mh[0].top1_acc() > 0.45, "half the rows cannot be hits: {}", mh[0].top1_acc());
+    assert!((loss_half.into_scalar() - last).abs() < 0.5, "the mean loss is over the trained rows only");
 }

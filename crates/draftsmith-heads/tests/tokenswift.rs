@@ -78,7 +78,7 @@ fn export_import_gives_identical_logits_and_reference_names() {
     let h0 = Tensor::<B, 2>::random([4, 8], Distribution::Normal(0.0, 1.0), &dev);
     let before: Vec<Vec<f32>> = heads.logits(h0.clone(), &lm).into_iter().map(values).collect();
     let dir = tmpdir("rt");
-    save_tokenswift(&dir, &heads, &cfg, &target(30, 8), serde_json::json!({"steps": 0})).unwrap();
+    save_tokenswift(&dir, &heads, &cfg, &target(30, 8), None, serde_json::json!({"steps": 0})).unwrap();
     assert_eq!(drafter_kind(&dir).unwrap(), "tokenswift");
     let (back, file) = load_tokenswift::<B>(&dir, Some(&target(30, 8)), &dev).unwrap();
     assert_eq!(file.config(), cfg);
@@ -105,7 +105,7 @@ fn export_import_gives_identical_logits_and_reference_names() {
     assert!(matches!(load_tokenswift::<B>(&dir, Some(&target(31, 8)), &dev), Err(HeadsError::Incompatible(_))));
     let rd = tmpdir("redrafter");
     let rcfg = ReDrafterConfig::for_target(30, 8, HeadKind::Tied);
-    save_redrafter(&rd, &rcfg.init::<B>(&dev, 0), &rcfg, &target(30, 8), serde_json::Value::Null).unwrap();
+    save_redrafter(&rd, &rcfg.init::<B>(&dev, 0), &rcfg, &target(30, 8), None, serde_json::Value::Null).unwrap();
     let err = load_tokenswift::<B>(&rd, None, &dev).unwrap_err().to_string();
     assert!(err.contains("config.json") && err.contains("redrafter"), "{err}");
 }

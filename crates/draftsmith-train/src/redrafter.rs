@@ -27,6 +27,10 @@ use crate::schedule::cosine_with_warmup;
 pub struct ReDrafterTrainConfig {
     /// Output layer: `tied` (through the target's frozen embeddings) or `full` (reference).
     pub head: HeadKind,
+    /// Tied head only: the drafter proposes only the `draft_vocab` most frequent labels of its
+    /// training split (0 = the whole vocabulary). The output layer's cost — most of training's —
+    /// scales with it; the target still verifies every draft, so output is unchanged.
+    pub draft_vocab: usize,
     /// ResBlocks in the head (reference: 2).
     pub num_draft_layers: usize,
     /// Recurrent state (reference: true).
@@ -60,6 +64,7 @@ impl Default for ReDrafterTrainConfig {
     fn default() -> Self {
         Self {
             head: HeadKind::Tied,
+            draft_vocab: 8192,
             num_draft_layers: 2,
             rnn: true,
             labels: LabelSource::GroundTruth,
@@ -165,6 +170,8 @@ pub fn train_redrafter<AB: AutodiffBackend>(
     let warmup = (cfg.warmup_fraction * total as f64).round() as usize;
     let config = ReDrafterConfig::for_target(target.config().vocab_size, target.config().hidden_size, cfg.head).with_num_draft_layers(cfg.num_draft_layers).with_rnn(cfg.rnn);
     let fingerprint = serde_json::json!({ "train": cfg, "data": data_fingerprint, "target": target_id, "total_steps": total });
+    let vocab_size = target.config().vocab_size;
+    let draft = draft_vocab(&train, seqs, cfg, vocab_size);
     let device = target.device().clone();
 
     let optim = AdamWConfig::new().with_weight_decay(cfg.weight_decay as f32).init::<AB, ReDrafter<AB>>();
@@ -177,16 +184,25 @@ pub fn train_redrafter<AB: AutodiffBackend>(
     // One transposed copy of the frozen embeddings, shared by training (as a constant of the
     // autodiff backend) and validation (on the inner backend).
     let inner_embeddings = target.embeddings().clone();
-    let inner_vocab = match cfg.head {
-        HeadKind::Full => VocabProjection::None,
-        HeadKind::Tied => VocabProjection::tied(&inner_embeddings),
+    let inner_vocab = match (cfg.head, &draft) {
+        (HeadKind::Full, _) => VocabProjection::None,
+        (HeadKind::Tied, None) => VocabProjection::tied(&inner_embeddings),
+        (HeadKind::Tied, Some(d)) => {
+            let ids: Vec<i32> = d.ids.iter().map(|&t| t as i32).collect();
+            let n = ids.len();
+            VocabProjection::tied(&inner_embeddings.clone().select(0, Tensor::<AB::InnerBackend, 1, Int>::from_data(TensorData::new(ids, [n]), &device)))
+        }
     };
     let embeddings = Tensor::<AB, 2>::from_inner(inner_embeddings.clone());
     let vocab = match &inner_vocab {
         VocabProjection::None => VocabProjection::None,
         VocabProjection::Embeddings(e) => VocabProjection::Embeddings(Tensor::from_inner(e.clone())),
     };
-    let training_info = |step: usize| serde_json::json!({ "config": cfg, "steps": step, "total_steps": total, "examples": train.len(), "data": data_fingerprint });
+    let training_info = |step: usize| {
+        let coverage = draft.as_ref().map(|d| d.coverage);
+        serde_json::json!({ "config": cfg, "steps": step, "total_steps": total, "examples": train.len(), "draft_vocab_label_coverage": coverage, "data": data_fingerprint })
+    };
+    let draft_ids = draft.as_ref().map(|d| d.ids.as_slice());
 
     let mut order = Vec::new();
     let mut order_epoch = usize::MAX;
@@ -207,7 +223,7 @@ pub fn train_redrafter<AB: AutodiffBackend>(
                 break;
             }
             let rows = &order[index * cfg.batch_size..((index + 1) * cfg.batch_size).min(order.len())];
-            let batch = make_batch::<AB>(rows, seqs, &hidden, cfg, &device);
+            let batch = make_batch::<AB>(rows, seqs, &hidden, cfg, draft.as_ref(), &device);
             let (loss, metrics) = teacher_forced_loss(&drafter, &embeddings, &vocab, &batch);
             // The loss is the sum of the steps' mean losses, already on the host in `metrics`.
             loss_sum += metrics.iter().map(StepMetrics::mean_loss).sum::<f64>();
@@ -223,17 +239,17 @@ pub fn train_redrafter<AB: AutodiffBackend>(
         }
         if done % cfg.checkpoint_every == 0 || done == total {
             if !val.is_empty() {
-                let heads = validate(&drafter.valid(), &val, seqs, &hidden, cfg, &inner_embeddings, &inner_vocab);
+                let heads = validate(&drafter.valid(), &val, seqs, &hidden, cfg, draft.as_ref(), &inner_embeddings, &inner_vocab);
                 csv.log(done, epoch, "val", lr, &heads)?;
                 progress(TrainEvent::Validation { step: done, heads });
             }
             let state = LoopState { step: done, total_steps: total, fingerprint: fingerprint.clone() };
-            save_checkpoint(run_dir, &state, &drafter, &optim, |dir| Ok(save_redrafter(dir, &drafter, &config, target_id, training_info(done))?))?;
+            save_checkpoint(run_dir, &state, &drafter, &optim, |dir| Ok(save_redrafter(dir, &drafter, &config, target_id, draft_ids, training_info(done))?))?;
             progress(TrainEvent::Checkpoint { step: done });
         }
     }
-    let heads = if val.is_empty() { Vec::new() } else { validate(&drafter.valid(), &val, seqs, &hidden, cfg, &inner_embeddings, &inner_vocab) };
-    save_redrafter(run_dir, &drafter, &config, target_id, training_info(total))?;
+    let heads = if val.is_empty() { Vec::new() } else { validate(&drafter.valid(), &val, seqs, &hidden, cfg, draft.as_ref(), &inner_embeddings, &inner_vocab) };
+    save_redrafter(run_dir, &drafter, &config, target_id, draft_ids, training_info(total))?;
     let summary = TrainSummary {
         steps: total,
         epochs: cfg.epochs,
@@ -259,18 +275,58 @@ fn split(n: usize, val_fraction: f64, seed: u64) -> (Vec<usize>, Vec<usize>) {
     (train, idx)
 }
 
-fn make_batch<B: Backend>(rows: &[Example], seqs: &[Sequence], hidden: &HiddenStore, cfg: &ReDrafterTrainConfig, device: &B::Device) -> TrainBatch<B> {
+/// A draft vocabulary: the ids the drafter may propose and the way labels map into it.
+struct DraftVocab {
+    /// Ascending token ids.
+    ids: Vec<u32>,
+    /// Token id → index in `ids` ([`u32::MAX`] outside).
+    index: Vec<u32>,
+    /// Fraction of the training split's counted labels inside.
+    coverage: f64,
+}
+
+/// The `cfg.draft_vocab` most frequent counted labels of `examples` (ties: the lower id), for a
+/// tied head; `None` for the whole vocabulary.
+fn draft_vocab(examples: &[Example], seqs: &[Sequence], cfg: &ReDrafterTrainConfig, vocab_size: usize) -> Option<DraftVocab> {
+    if cfg.head != HeadKind::Tied || cfg.draft_vocab == 0 || cfg.draft_vocab >= vocab_size {
+        return None;
+    }
+    let mut counts = vec![0u64; vocab_size];
+    for ex in examples {
+        for st in example_steps(&seqs[ex.seq as usize], ex.pos as usize, cfg.horizon, cfg.labels) {
+            if st.weight > 0.0 {
+                counts[st.label as usize] += 1;
+            }
+        }
+    }
+    let mut ids: Vec<u32> = (0..vocab_size as u32).filter(|&t| counts[t as usize] > 0).collect();
+    ids.sort_by_key(|&t| (std::cmp::Reverse(counts[t as usize]), t));
+    ids.truncate(cfg.draft_vocab);
+    ids.sort_unstable();
+    let kept: u64 = ids.iter().map(|&t| counts[t as usize]).sum();
+    let coverage = kept as f64 / counts.iter().sum::<u64>().max(1) as f64;
+    let mut index = vec![u32::MAX; vocab_size];
+    for (i, &t) in ids.iter().enumerate() {
+        index[t as usize] = i as u32;
+    }
+    Some(DraftVocab { ids, index, coverage })
+}
+
+fn make_batch<B: Backend>(rows: &[Example], seqs: &[Sequence], hidden: &HiddenStore, cfg: &ReDrafterTrainConfig, draft: Option<&DraftVocab>, device: &B::Device) -> TrainBatch<B> {
     let n = rows.len();
     let mut h = Vec::with_capacity(n * hidden.hidden);
     let mut inputs = vec![Vec::with_capacity(n); cfg.horizon];
     let mut labels = vec![Vec::with_capacity(n); cfg.horizon];
     let mut weights = vec![Vec::with_capacity(n); cfg.horizon];
+    let mut in_vocab = vec![Vec::with_capacity(n); cfg.horizon];
     for ex in rows {
         h.extend_from_slice(hidden.row(ex.seq as usize, ex.pos as usize));
         for (i, st) in example_steps(&seqs[ex.seq as usize], ex.pos as usize, cfg.horizon, cfg.labels).into_iter().enumerate() {
+            let label = draft.map_or(st.label, |d| d.index[st.label as usize]);
             inputs[i].push(st.input as i32);
-            labels[i].push(st.label as i32);
+            labels[i].push(if label == u32::MAX { 0 } else { label as i32 });
             weights[i].push(st.weight);
+            in_vocab[i].push(if label == u32::MAX { 0.0 } else { 1.0 });
         }
     }
     let ints = |v: Vec<i32>| Tensor::<B, 1, Int>::from_data(TensorData::new(v, [n]), device);
@@ -279,13 +335,15 @@ fn make_batch<B: Backend>(rows: &[Example], seqs: &[Sequence], hidden: &HiddenSt
         inputs: inputs.into_iter().map(ints).collect(),
         labels: labels.into_iter().map(ints).collect(),
         weights: weights.into_iter().map(|w| Tensor::from_data(TensorData::new(w, [n]), device)).collect(),
+        in_vocab: in_vocab.into_iter().map(|w| Tensor::from_data(TensorData::new(w, [n]), device)).collect(),
     }
 }
 
-fn validate<B: Backend>(drafter: &ReDrafter<B>, val: &[Example], seqs: &[Sequence], hidden: &HiddenStore, cfg: &ReDrafterTrainConfig, embeddings: &Tensor<B, 2>, vocab: &VocabProjection<B>) -> Vec<StepMetrics> {
+#[allow(clippy::too_many_arguments)]
+fn validate<B: Backend>(drafter: &ReDrafter<B>, val: &[Example], seqs: &[Sequence], hidden: &HiddenStore, cfg: &ReDrafterTrainConfig, draft: Option<&DraftVocab>, embeddings: &Tensor<B, 2>, vocab: &VocabProjection<B>) -> Vec<StepMetrics> {
     let mut total = vec![StepMetrics::default(); cfg.horizon];
     for rows in val.chunks(cfg.batch_size) {
-        let batch = make_batch::<B>(rows, seqs, hidden, cfg, &embeddings.device());
+        let batch = make_batch::<B>(rows, seqs, hidden, cfg, draft, &embeddings.device());
         let (_, metrics) = teacher_forced_loss(drafter, embeddings, vocab, &batch);
         metrics.iter().zip(total.iter_mut()).for_each(|(m, t)| t.add(m));
     }

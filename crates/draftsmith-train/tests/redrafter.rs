@@ -72,6 +72,33 @@ fn learns_the_targets_continuations() {
 }
 
 #[test]
+fn a_draft_vocabulary_keeps_the_most_frequent_labels() {
+    let model = tiny();
+    let seqs = self_distilled(&model, 40);
+    let dir = tmp("draft-vocab");
+    let small = ReDrafterTrainConfig { draft_vocab: 6, ..cfg() };
+    let summary = train_redrafter::<AB>(&model, &identity(), &seqs, &small, &dir, serde_json::json!("t"), &mut |_| {}).unwrap();
+    let file: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.join("config.json")).unwrap()).unwrap();
+    let ids: Vec<u32> = serde_json::from_value(file["draft_vocab"].clone()).unwrap();
+    assert!(ids.len() == 6 && ids.windows(2).all(|w| w[0] < w[1]), "{ids:?}");
+    // Response tokens by frequency: the six most frequent must be the draft vocabulary (labels
+    // are response tokens; a token's label count is its response count up to the edges).
+    let mut counts = [0usize; 48];
+    seqs.iter().for_each(|s| s.tokens.iter().zip(&s.loss_mask).filter(|(_, &m)| m).for_each(|(&t, _)| counts[t as usize] += 1));
+    let top = *counts.iter().max().unwrap();
+    assert!(ids.contains(&(counts.iter().position(|&c| c == top).unwrap() as u32)), "the most frequent label is kept: {ids:?} {counts:?}");
+    let coverage = file["training"]["draft_vocab_label_coverage"].as_f64().unwrap();
+    assert!(coverage > 0.3 && coverage < 1.0, "six of the labels' tokens cover part of them: {coverage}");
+    assert!(summary.val_top1[0] > 0.3, "still learns: {:?}", summary.val_top1);
+    // The full head ignores the setting.
+    let full = ReDrafterTrainConfig { head: HeadKind::Full, draft_vocab: 6, epochs: 1, ..cfg() };
+    let dir_full = tmp("draft-vocab-full");
+    train_redrafter::<AB>(&model, &identity(), &seqs, &full, &dir_full, serde_json::json!("t"), &mut |_| {}).unwrap();
+    let file: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir_full.join("config.json")).unwrap()).unwrap();
+    assert!(file.get("draft_vocab").is_none());
+}
+
+#[test]
 fn a_killed_run_resumes_to_the_same_weights() {
     let model = tiny();
     let seqs = self_distilled(&model, 12);

@@ -64,6 +64,10 @@ pub struct DistillArgs {
     /// Conversations per shard (the resume granularity).
     #[arg(long, default_value_t = DistillConfig::default().inputs_per_shard)]
     pub inputs_per_shard: usize,
+    /// Responses generated together through one KV cache (continuous batching): speed only,
+    /// the output is the same for any value.
+    #[arg(long, default_value_t = DistillConfig::default().batch_size)]
+    pub batch_size: usize,
     /// Prompt with the first user message as raw text instead of the model's chat template.
     #[arg(long)]
     pub no_chat_template: bool,
@@ -86,6 +90,7 @@ impl DistillArgs {
             seed: self.seed,
             chat_template: !self.no_chat_template,
             inputs_per_shard: self.inputs_per_shard,
+            batch_size: self.batch_size,
         }
     }
 }

@@ -52,6 +52,10 @@ pub struct RedrafterArgs {
     /// Output layer.
     #[arg(long, value_enum, default_value_t = HeadArg::Tied)]
     pub head: HeadArg,
+    /// Tied head: propose only the N most frequent labels of the training data (0 = the whole
+    /// vocabulary); the output layer's training cost scales with N.
+    #[arg(long, default_value_t = ReDrafterTrainConfig::default().draft_vocab)]
+    pub draft_vocab: usize,
     /// Label source.
     #[arg(long, value_enum, default_value_t = LabelsArg::GroundTruth)]
     pub labels: LabelsArg,
@@ -95,6 +99,7 @@ impl RedrafterArgs {
                 HeadArg::Tied => HeadKind::Tied,
                 HeadArg::Full => HeadKind::Full,
             },
+            draft_vocab: self.draft_vocab,
             labels: match self.labels {
                 LabelsArg::GroundTruth => LabelSource::GroundTruth,
                 LabelsArg::Teacher => LabelSource::Teacher,

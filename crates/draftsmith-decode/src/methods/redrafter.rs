@@ -56,6 +56,8 @@ pub struct ReDrafterProposer<B: Backend> {
     drafter: ReDrafter<B>,
     target: Model<B>,
     head: HeadKind,
+    /// Per token id, whether the drafter may propose it (its draft vocabulary); `None`: all.
+    allowed: Option<Vec<bool>>,
     settings: ReDrafterSettings,
     pub packing: PackingStats,
     last_cost: DraftCost,
@@ -74,7 +76,12 @@ impl<B: Backend> ReDrafterProposer<B> {
         if loaded.file.vocab_size != c.vocab_size || loaded.file.hidden_size != c.hidden_size {
             return Err(DecodeError::Drafter(format!("drafter vocab {} / hidden {} do not fit the target (vocab {} / hidden {})", loaded.file.vocab_size, loaded.file.hidden_size, c.vocab_size, c.hidden_size)));
         }
-        Ok(Self { drafter: loaded.drafter.clone(), target: target.clone(), head: loaded.file.head, settings, packing: PackingStats::default(), last_cost: DraftCost::default() })
+        let allowed = loaded.file.draft_vocab.as_ref().map(|ids| {
+            let mut allowed = vec![false; c.vocab_size];
+            ids.iter().for_each(|&t| allowed[t as usize] = true);
+            allowed
+        });
+        Ok(Self { drafter: loaded.drafter.clone(), target: target.clone(), head: loaded.file.head, allowed, settings, packing: PackingStats::default(), last_cost: DraftCost::default() })
     }
 }
 
@@ -102,7 +109,13 @@ impl<B: Backend> Search<'_, B> {
             HeadKind::Tied => self.p.target.project_to_vocab(out),
         };
         let vocab = logits.dims()[1];
-        let flat = logits.into_data().convert::<f32>().to_vec::<f32>().expect("f32 logits");
+        let mut flat = logits.into_data().convert::<f32>().to_vec::<f32>().expect("f32 logits");
+        if let Some(allowed) = &self.p.allowed {
+            // A drafter trained on a draft vocabulary proposes nothing outside it.
+            for row in flat.chunks_mut(vocab) {
+                row.iter_mut().zip(allowed).filter(|(_, &ok)| !ok).for_each(|(x, _)| *x = f32::NEG_INFINITY);
+            }
+        }
         flat.chunks(vocab).map(<[f32]>::to_vec).collect()
     }
 }

@@ -32,6 +32,10 @@ pub struct DrafterFile {
     /// The target this drafter was trained for (absent in reference checkpoints).
     #[serde(default)]
     pub target: Option<TargetIdentity>,
+    /// The tokens the drafter may propose (ascending ids; the most frequent labels of its
+    /// training data), when it was trained on a draft vocabulary; absent: the whole vocabulary.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub draft_vocab: Option<Vec<u32>>,
     /// Free-form provenance: data, steps, budget.
     #[serde(default)]
     pub training: serde_json::Value,
@@ -50,12 +54,14 @@ impl DrafterFile {
     }
 }
 
-/// Writes `dir/drafter.safetensors` and `dir/config.json` (each via a temporary file and rename).
+/// Writes `dir/drafter.safetensors` and `dir/config.json` (each via a temporary file and rename);
+/// `draft_vocab`: the ids the drafter was trained to propose (see [`DrafterFile::draft_vocab`]).
 pub fn save_redrafter<B: Backend>(
     dir: &Path,
     drafter: &ReDrafter<B>,
     config: &ReDrafterConfig,
     target: &TargetIdentity,
+    draft_vocab: Option<&[u32]>,
     training: serde_json::Value,
 ) -> Result<(), HeadsError> {
     std::fs::create_dir_all(dir).map_err(HeadsError::io(dir))?;
@@ -78,6 +84,7 @@ pub fn save_redrafter<B: Backend>(
         rnn: config.rnn,
         head: config.head,
         target: Some(target.clone()),
+        draft_vocab: draft_vocab.map(<[u32]>::to_vec),
         training,
     };
     write_config(dir, &file)
@@ -86,7 +93,13 @@ pub fn save_redrafter<B: Backend>(
 /// Reads `dir/config.json` alone.
 pub fn read_drafter_file(dir: &Path) -> Result<DrafterFile, HeadsError> {
     let (path, file): (_, DrafterFile) = read_config(dir, "redrafter")?;
-    file.config().validate().map_err(|problem| HeadsError::Config { path, problem })?;
+    file.config().validate().map_err(|problem| HeadsError::Config { path: path.clone(), problem })?;
+    if let Some(ids) = &file.draft_vocab {
+        if ids.is_empty() || ids.windows(2).any(|w| w[0] >= w[1]) || ids.last().is_some_and(|&last| last as usize >= file.vocab_size) {
+            let problem = format!("draft_vocab must be a non-empty list of strictly increasing token ids below vocab_size {}", file.vocab_size);
+            return Err(HeadsError::Config { path, problem });
+        }
+    }
     Ok(file)
 }
 

@@ -18,6 +18,9 @@ pub struct TrainBatch<B: Backend> {
     pub labels: Vec<Tensor<B, 1, Int>>,
     /// Per step: `[rows]` 1 where the label counts, 0 where it is padding or a prompt token.
     pub weights: Vec<Tensor<B, 1>>,
+    /// Per step: `[rows]` 1 where the label is in the vocabulary the logits cover (a draft
+    /// vocabulary may not hold every label), else 0: such a row adds no loss and counts as a miss.
+    pub in_vocab: Vec<Tensor<B, 1>>,
 }
 
 /// Loss and accuracy of one draft step over a batch.
@@ -29,6 +32,9 @@ pub struct StepMetrics {
     pub top5: usize,
     /// Rows that counted.
     pub count: usize,
+    /// Rows whose label the logits cover (all of `count` without a draft vocabulary): the
+    /// loss is averaged over these.
+    pub trained: usize,
 }
 
 impl StepMetrics {
@@ -37,10 +43,11 @@ impl StepMetrics {
         self.top1 += other.top1;
         self.top5 += other.top5;
         self.count += other.count;
+        self.trained += other.trained;
     }
 
     pub fn mean_loss(&self) -> f64 {
-        self.loss_sum / self.count.max(1) as f64
+        self.loss_sum / self.trained.max(1) as f64
     }
 
     pub fn top1_acc(&self) -> f64 {
@@ -52,7 +59,8 @@ impl StepMetrics {
     }
 }
 
-/// The summed loss (a scalar to back-propagate) and per-step metrics.
+/// The summed loss (a scalar to back-propagate) and per-step metrics. With a draft vocabulary,
+/// `vocab` projects onto it and the batch's labels are indices into it.
 pub fn teacher_forced_loss<B: Backend>(
     drafter: &ReDrafter<B>,
     embeddings: &Tensor<B, 2>,
@@ -64,16 +72,21 @@ pub fn teacher_forced_loss<B: Backend>(
     let mut state = drafter.initial_state(rows, hidden, &device);
     let mut total = Tensor::<B, 1>::zeros([1], &device);
     let mut metrics = Vec::with_capacity(batch.inputs.len());
-    for ((input, label), weight) in batch.inputs.iter().zip(&batch.labels).zip(&batch.weights) {
+    for (((input, label), weight), in_vocab) in batch.inputs.iter().zip(&batch.labels).zip(&batch.weights).zip(&batch.in_vocab) {
         state = drafter.next_state(state, embeddings.clone().select(0, input.clone()));
         let logits = drafter.logits(batch.hidden.clone(), state.clone(), vocab);
         let log_probs = activation::log_softmax(logits.clone(), 1);
         let picked = log_probs.gather(1, label.clone().reshape([rows, 1])).reshape([rows]);
-        let nll = picked.neg() * weight.clone();
+        let trained = weight.clone() * in_vocab.clone();
+        let nll = picked.neg() * trained.clone();
         let count = weight.clone().sum().into_scalar().elem::<f64>();
+        let trained_count = trained.clone().sum().into_scalar().elem::<f64>();
         let step_loss = nll.clone().sum();
-        total = total + step_loss.clone() / count.max(1.0);
-        metrics.push(step_metrics(logits, label.clone(), weight.clone(), step_loss.into_scalar().elem::<f64>(), count as usize));
+        total = total + step_loss.clone() / trained_count.max(1.0);
+        let mut m = step_metrics(logits, label.clone(), trained, step_loss.into_scalar().elem::<f64>(), trained_count as usize);
+        m.count = count as usize;
+        m.trained = trained_count as usize;
+        metrics.push(m);
     }
     (total, metrics)
 }
@@ -92,5 +105,5 @@ pub(crate) fn step_metrics<B: Backend>(logits: Tensor<B, 2>, labels: Tensor<B, 1
         top1 += usize::from(r < 1);
         top5 += usize::from(r < 5);
     }
-    StepMetrics { loss_sum, top1, top5, count }
+    StepMetrics { loss_sum, top1, top5, count, trained: count }
 }
