@@ -24,8 +24,8 @@ generate prompt="Write a haiku about the sea." *args="": build
 
 # Demo sizes of the ReDrafter pipeline (CPU, 2 cores; the README has the measured times); override
 # with `just distill_limit=2000 train_epochs=1 pipeline`, or `just pipeline-gpu` on a GPU host.
-distill_limit := "400"
-train_epochs := "2"
+distill_limit := "1200"
+train_epochs := "1"
 run := "redrafter-demo"
 distilled := "data/distilled/" + model + "-sharegpt-demo"
 
