@@ -5,7 +5,9 @@
 //!
 //! - self-distilled records ([`DistillConfig::responses`]): the first user message (and a leading
 //!   system message) rendered with the chat template, then the target's own response (greedy, or
-//!   seeded sampling), trained on the response tokens including the EOS;
+//!   seeded sampling), trained on the response tokens including the EOS; responses are generated
+//!   [`DistillConfig::batch_size`] at a time through one KV cache
+//!   ([`draftsmith_decode::batch::generate_batch`]), each exactly what generating it alone gives;
 //! - ground-truth records ([`DistillConfig::ground_truth`]): the whole conversation, trained on its
 //!   assistant turns (spans found by rendering prefixes, see [`sequence`]);
 //! - per trained position, the target's greedy `T`-token continuation ([`DistillConfig::teacher_len`],

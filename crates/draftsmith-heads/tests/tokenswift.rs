@@ -78,7 +78,7 @@ fn export_import_gives_identical_logits_and_reference_names() {
     let h0 = Tensor::<B, 2>::random([4, 8], Distribution::Normal(0.0, 1.0), &dev);
     let before: Vec<Vec<f32>> = heads.logits(h0.clone(), &lm).into_iter().map(values).collect();
     let dir = tmpdir("rt");
-    save_tokenswift(&dir, &heads, &cfg, &target(30, 8), None, serde_json::json!({"steps": 0})).unwrap();
+    save_tokenswift(&dir, &heads, &cfg, &target(30, 8), serde_json::json!({"steps": 0})).unwrap();
     assert_eq!(drafter_kind(&dir).unwrap(), "tokenswift");
     let (back, file) = load_tokenswift::<B>(&dir, Some(&target(30, 8)), &dev).unwrap();
     assert_eq!(file.config(), cfg);
