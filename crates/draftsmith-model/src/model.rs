@@ -113,6 +113,34 @@ impl<B: Backend> Model<B> {
         self.lm_head.forward(x)
     }
 
+    /// The LM head restricted to the rows `ids`, in that order (a drafter's draft vocabulary):
+    /// `[n, hidden]` → `[n, ids.len()]`. A quantized head keeps those rows re-quantized to Q8_0
+    /// (close to the full head's logits, not bit-equal: for drafting, never for the target's
+    /// own logits); a dense one is sliced.
+    pub fn lm_head_rows(&self, ids: &[u32]) -> Result<Linear<B>, ModelError> {
+        let vocab = self.config.vocab_size;
+        if let Some(&bad) = ids.iter().find(|&&t| t as usize >= vocab) {
+            return Err(ModelError::Input(format!("lm_head_rows: token {bad} is outside the vocabulary of {vocab}")));
+        }
+        let weight = match &self.lm_head.weight {
+            crate::layers::LinearWeight::Dense(w) => {
+                let idx: Vec<i32> = ids.iter().map(|&t| t as i32).collect();
+                let n = idx.len();
+                crate::layers::LinearWeight::Dense(w.clone().select(1, Tensor::<B, 1, Int>::from_data(TensorData::new(idx, [n]), &self.device)))
+            }
+            crate::layers::LinearWeight::Quant(q) => {
+                let cols = q.cols();
+                let mut data = vec![0.0f32; ids.len() * cols];
+                for (&t, row) in ids.iter().zip(data.chunks_mut(cols)) {
+                    q.dequantize_row(t as usize, row);
+                }
+                let sub = draftsmith_kernels::QMatrix::quantize_q8_0(&data, ids.len(), cols).map_err(|e| ModelError::Input(format!("lm_head_rows: {e}")))?;
+                crate::layers::LinearWeight::Quant(std::sync::Arc::new(sub))
+            }
+        };
+        Ok(Linear { weight, bias: None, bias_host: None, out_features: ids.len() })
+    }
+
     /// The LM head as a dense `[hidden, vocab]` matrix (dequantized when its weights are
     /// quantized): for training modules that decode through the target's own frozen head.
     pub fn lm_head_matrix(&self) -> Tensor<B, 2> {

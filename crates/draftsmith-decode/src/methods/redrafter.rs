@@ -9,6 +9,7 @@ use draftsmith_core::beams::{beam_search, pack_beams, BeamDrafter, BeamSearchCon
 use draftsmith_core::DraftTree;
 use draftsmith_heads::redrafter::{load_redrafter, DrafterFile, HeadKind, ReDrafter};
 use draftsmith_heads::TargetIdentity;
+use draftsmith_model::layers::Linear;
 use draftsmith_model::Model;
 
 use crate::error::DecodeError;
@@ -56,8 +57,8 @@ pub struct ReDrafterProposer<B: Backend> {
     drafter: ReDrafter<B>,
     target: Model<B>,
     head: HeadKind,
-    /// Per token id, whether the drafter may propose it (its draft vocabulary); `None`: all.
-    allowed: Option<Vec<bool>>,
+    /// The drafter's draft vocabulary, if it has one.
+    draft_vocab: Option<DraftVocab<B>>,
     settings: ReDrafterSettings,
     pub packing: PackingStats,
     last_cost: DraftCost,
@@ -76,12 +77,46 @@ impl<B: Backend> ReDrafterProposer<B> {
         if loaded.file.vocab_size != c.vocab_size || loaded.file.hidden_size != c.hidden_size {
             return Err(DecodeError::Drafter(format!("drafter vocab {} / hidden {} do not fit the target (vocab {} / hidden {})", loaded.file.vocab_size, loaded.file.hidden_size, c.vocab_size, c.hidden_size)));
         }
-        let allowed = loaded.file.draft_vocab.as_ref().map(|ids| {
-            let mut allowed = vec![false; c.vocab_size];
-            ids.iter().for_each(|&t| allowed[t as usize] = true);
-            allowed
-        });
-        Ok(Self { drafter: loaded.drafter.clone(), target: target.clone(), head: loaded.file.head, allowed, settings, packing: PackingStats::default(), last_cost: DraftCost::default() })
+        let draft_vocab = match &loaded.file.draft_vocab {
+            None => None,
+            Some(ids) => Some(DraftVocab {
+                ids: ids.clone(),
+                rows: match loaded.file.head {
+                    HeadKind::Tied => Some(target.lm_head_rows(ids).map_err(|e| DecodeError::Drafter(format!("draft vocabulary: {e}")))?),
+                    HeadKind::Full => None,
+                },
+            }),
+        };
+        Ok(Self { drafter: loaded.drafter.clone(), target: target.clone(), head: loaded.file.head, draft_vocab, settings, packing: PackingStats::default(), last_cost: DraftCost::default() })
+    }
+}
+
+/// The tokens a drafter may propose, and for a tied head the target's LM head rows of just
+/// those tokens (so drafting multiplies by them alone, not by the whole vocabulary).
+#[derive(Debug, Clone)]
+struct DraftVocab<B: Backend> {
+    ids: Vec<u32>,
+    rows: Option<Linear<B>>,
+}
+
+impl<B: Backend> DraftVocab<B> {
+    /// Full-vocabulary logit rows (−∞ outside the draft vocabulary) from the drafter's output:
+    /// `out` is `[n, hidden]` for a tied head (projected onto the vocabulary's rows) or already
+    /// `[n, vocab]` logits for a full head.
+    fn logits(&self, out: Tensor<B, 2>, vocab: usize) -> Vec<Vec<f32>> {
+        let host = |t: Tensor<B, 2>| t.into_data().convert::<f32>().to_vec::<f32>().expect("f32 logits");
+        // `[n, ids.len()]`, in `ids` order.
+        let kept: Vec<f32> = match &self.rows {
+            Some(rows) => host(rows.forward(out)),
+            None => host(out).chunks(vocab).flat_map(|row| self.ids.iter().map(move |&t| row[t as usize])).collect(),
+        };
+        kept.chunks(self.ids.len())
+            .map(|row| {
+                let mut full = vec![f32::NEG_INFINITY; vocab];
+                self.ids.iter().zip(row).for_each(|(&t, &x)| full[t as usize] = x);
+                full
+            })
+            .collect()
     }
 }
 
@@ -104,18 +139,16 @@ impl<B: Backend> Search<'_, B> {
         self.state = self.p.drafter.next_state(state, emb);
         let context = self.context.clone().expand([n, self.context.dims()[1]]);
         let out = self.p.drafter.head(context, self.state.clone());
+        if let Some(draft_vocab) = &self.p.draft_vocab {
+            // A drafter trained on a draft vocabulary proposes nothing outside it.
+            return draft_vocab.logits(out, self.p.target.config().vocab_size);
+        }
         let logits = match self.p.head {
             HeadKind::Full => out,
             HeadKind::Tied => self.p.target.project_to_vocab(out),
         };
         let vocab = logits.dims()[1];
-        let mut flat = logits.into_data().convert::<f32>().to_vec::<f32>().expect("f32 logits");
-        if let Some(allowed) = &self.p.allowed {
-            // A drafter trained on a draft vocabulary proposes nothing outside it.
-            for row in flat.chunks_mut(vocab) {
-                row.iter_mut().zip(allowed).filter(|(_, &ok)| !ok).for_each(|(x, _)| *x = f32::NEG_INFINITY);
-            }
-        }
+        let flat = logits.into_data().convert::<f32>().to_vec::<f32>().expect("f32 logits");
         flat.chunks(vocab).map(<[f32]>::to_vec).collect()
     }
 }
