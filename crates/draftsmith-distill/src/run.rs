@@ -21,6 +21,9 @@ use crate::teacher::teacher_columns;
 pub enum DistillEvent {
     /// Before the first input: `done` of `total` inputs are already in finished shards.
     Start { total: usize, done: usize },
+    /// A self-distilled answer of `tokens` tokens finished generating (answers are generated a
+    /// chunk of inputs at a time, before the chunk's [`DistillEvent::Input`]s).
+    Answer { tokens: usize },
     /// Input `index` is done.
     Input {
         index: usize,
@@ -81,7 +84,7 @@ pub fn distill<B: Backend>(
     let mut first = start;
     while first < conversations.len() {
         let inputs = first..(first + chunk).min(conversations.len());
-        let mut responses = job.responses(&conversations[inputs.clone()], inputs.start)?;
+        let mut responses = job.responses(&conversations[inputs.clone()], inputs.start, progress)?;
         for (index, conversation) in conversations.iter().enumerate().take(inputs.end).skip(inputs.start) {
             let (generated, processed) = (job.stats.tokens_generated, job.stats.tokens_processed);
             let response = responses.next().expect("one response slot per input");
@@ -163,7 +166,7 @@ impl<B: Backend> Job<'_, B> {
     /// Prompt + the target's response (trained on the response) and the response's length, for
     /// each of `conversations` (input indices from `first`), generated `batch_size` at a time;
     /// one `None` per input when responses are off.
-    fn responses(&mut self, conversations: &[Conversation], first: usize) -> Result<std::vec::IntoIter<Option<(Built<Labeled>, usize)>>, DistillError> {
+    fn responses(&mut self, conversations: &[Conversation], first: usize, progress: &mut dyn FnMut(DistillEvent)) -> Result<std::vec::IntoIter<Option<(Built<Labeled>, usize)>>, DistillError> {
         let cfg = self.cfg;
         if !cfg.responses {
             return Ok(vec![None; conversations.len()].into_iter());
@@ -181,7 +184,7 @@ impl<B: Backend> Job<'_, B> {
             .enumerate()
             .filter_map(|(i, p)| p.as_ref().ok().map(|p| (p.clone(), Sampler::new(SamplingConfig { temperature: cfg.temperature, seed: cfg.seed_for(first + i), ..SamplingConfig::default() }))))
             .unzip();
-        let generations = generate_batch(self.model, &kept, &mut samplers, cfg.max_new_tokens, self.tokenizer.eos_ids(), cfg.batch_size, &mut |_, _| {}).map_err(|source| {
+        let generations = generate_batch(self.model, &kept, &mut samplers, cfg.max_new_tokens, self.tokenizer.eos_ids(), cfg.batch_size, &mut |_, g| progress(DistillEvent::Answer { tokens: g.tokens.len() })).map_err(|source| {
             let id = conversations.first().map(|c| format!("{}..", c.id)).unwrap_or_default();
             DistillError::Model { id, source: Box::new(source) }
         })?;

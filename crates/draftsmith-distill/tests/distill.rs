@@ -46,8 +46,10 @@ fn self_distilled_and_ground_truth_records_resume_and_match_generation() {
     let cfg = DistillConfig { ground_truth: true, teacher_len: 3, topk: 2, max_new_tokens: 6, max_prompt_tokens: 60, inputs_per_shard: 2, ..Default::default() };
     let dir = scratch("both");
     let all = conversations();
-    let (first, _) = run(&loaded, &cfg, &dir, &all[..2]);
+    let (first, first_events) = run(&loaded, &cfg, &dir, &all[..2]);
     assert_eq!((first.inputs, first.self_distilled, first.ground_truth), (2, 2, 1), "{:?}", first.skipped);
+    let answers: Vec<usize> = first_events.iter().filter_map(|e| if let DistillEvent::Answer { tokens } = e { Some(*tokens) } else { None }).collect();
+    assert_eq!((answers.len(), answers.iter().sum::<usize>()), (2, first.tokens_generated), "one Answer event per generated answer");
     assert_eq!(first.skipped.get(&SkipReason::NoAssistantTurn), Some(&1), "b has no assistant turn");
     let (second, events) = run(&loaded, &cfg, &dir, &all);
     assert_eq!((second.resumed_from, second.inputs), (2, 1), "the finished shard is kept");

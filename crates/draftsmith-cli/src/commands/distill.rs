@@ -138,16 +138,24 @@ fn run_on<B: Backend>(args: &DistillJob, device: &B::Device) -> Result<()> {
     bar.set_style(ProgressStyle::with_template("{bar:30} {pos}/{len} conversations [{elapsed} < {eta}] {msg}").expect("valid template"));
     let begin = Instant::now();
     let (mut generated, mut processed) = (0usize, 0usize);
+    let show = |bar: &ProgressBar, generated: usize, processed: usize| {
+        let s = begin.elapsed().as_secs_f64().max(1e-9);
+        bar.set_message(format!("{:.0} tok/s generated, {:.0} tok/s through the target", generated as f64 / s, processed as f64 / s));
+    };
     let stats = draftsmith_distill::distill(&loaded.model, &loaded.tokenizer, &report.conversations, &cfg, &mut writer, &mut |event| match event {
         DistillEvent::Start { total, done } => {
             bar.set_length(total as u64);
             bar.set_position(done as u64);
             bar.reset_eta();
         }
-        DistillEvent::Input { generated: g, processed: p, .. } => {
-            (generated, processed) = (generated + g, processed + p);
-            let s = begin.elapsed().as_secs_f64().max(1e-9);
-            bar.set_message(format!("{:.0} tok/s generated, {:.0} tok/s through the target", generated as f64 / s, processed as f64 / s));
+        // Answers tick the rate as they finish; the position moves as inputs are written.
+        DistillEvent::Answer { tokens } => {
+            generated += tokens;
+            show(&bar, generated, processed);
+        }
+        DistillEvent::Input { processed: p, .. } => {
+            processed += p;
+            show(&bar, generated, processed);
             bar.inc(1);
         }
     })
