@@ -75,15 +75,16 @@ pub fn generate_batch<B: Backend>(
     let longest = prompts.iter().map(Vec::len).max().unwrap_or(0);
     let mut cache = model.new_cache(width.min(prompts.len().max(1)) * (longest + max_new_tokens));
     let mut results: Vec<Option<BatchGeneration>> = vec![None; prompts.len()];
-    let mut done = |(input, generation): (usize, BatchGeneration), results: &mut Vec<Option<BatchGeneration>>| {
+    let mut done = |(input, generation): (usize, BatchGeneration)| {
         on_done(input, &generation);
         results[input] = Some(generation);
     };
     let mut live: Vec<Live> = Vec::with_capacity(width);
     let mut queue = 0..prompts.len();
     loop {
-        // Admit new prompts while there is room: prefill each into fresh slots.
-        let mut dropped = false;
+        // Admit new prompts while there is room: prefill each into fresh slots. Slots of ended
+        // sequences stay visible to no one until the compaction at the end of the round.
+        let mut ended = false;
         while live.len() < width {
             let Some(input) = queue.next() else { break };
             let prompt = &prompts[input];
@@ -100,14 +101,11 @@ pub fn generate_batch<B: Backend>(
             let token = samplers[input].sample(&logits, &seq.context);
             match seq.push(token, max_new_tokens, stop_tokens, context_len) {
                 Some(stop) => {
-                    done(seq.finish(stop), &mut results);
-                    dropped = true;
+                    done(seq.finish(stop));
+                    ended = true;
                 }
                 None => live.push(seq),
             }
-        }
-        if dropped {
-            compact(&mut cache, &mut live)?;
         }
         if live.is_empty() {
             break;
@@ -133,13 +131,13 @@ pub fn generate_batch<B: Backend>(
             seq.slots.push(base + r);
             let token = samplers[seq.input].sample(&logits[r * vocab..][..vocab], &seq.context);
             match seq.push(token, max_new_tokens, stop_tokens, context_len) {
-                Some(stop) => done(seq.finish(stop), &mut results),
+                Some(stop) => done(seq.finish(stop)),
                 None => still.push(seq),
             }
         }
-        let finished = still.len() < n;
+        ended |= still.len() < n;
         live = still;
-        if finished {
+        if ended {
             compact(&mut cache, &mut live)?;
         }
     }

@@ -136,12 +136,13 @@ struct Job<'a, B: Backend> {
 impl<B: Backend> Job<'_, B> {
     /// The records of one conversation (updates the stats); `response` is its self-distilled
     /// sequence from [`Job::responses`] (`None` when responses are off).
-    fn input(&mut self, conversation: &Conversation, response: Option<(Built<Labeled>, usize)>) -> Result<Vec<DistillRecord>, ModelError> {
+    fn input(&mut self, conversation: &Conversation, response: Option<Built<Labeled>>) -> Result<Vec<DistillRecord>, ModelError> {
         let mut records = Vec::new();
-        if let Some((response, generated)) = response {
+        if let Some(response) = response {
             match response {
                 Ok(labeled) => {
-                    self.stats.tokens_generated += generated;
+                    // The generated answer is the trained tail.
+                    self.stats.tokens_generated += labeled.loss_mask.iter().filter(|&&m| m).count();
                     self.stats.tokens_processed += labeled.tokens.len() - 1;
                     records.push(self.record(conversation, labeled, RecordSource::SelfDistilled)?)
                 }
@@ -163,10 +164,10 @@ impl<B: Backend> Job<'_, B> {
         Ok(records)
     }
 
-    /// Prompt + the target's response (trained on the response) and the response's length, for
-    /// each of `conversations` (input indices from `first`), generated `batch_size` at a time;
-    /// one `None` per input when responses are off.
-    fn responses(&mut self, conversations: &[Conversation], first: usize, progress: &mut dyn FnMut(DistillEvent)) -> Result<std::vec::IntoIter<Option<(Built<Labeled>, usize)>>, DistillError> {
+    /// Prompt + the target's response (trained on the response) for each of `conversations`
+    /// (input indices from `first`), generated `batch_size` at a time; one `None` per input when
+    /// responses are off.
+    fn responses(&mut self, conversations: &[Conversation], first: usize, progress: &mut dyn FnMut(DistillEvent)) -> Result<std::vec::IntoIter<Option<Built<Labeled>>>, DistillError> {
         let cfg = self.cfg;
         if !cfg.responses {
             return Ok(vec![None; conversations.len()].into_iter());
@@ -192,18 +193,14 @@ impl<B: Backend> Job<'_, B> {
         let out: Vec<_> = prompts
             .into_iter()
             .map(|p| {
-                Some(match p {
-                    Ok(prompt) => {
-                        let new = generations.next().expect("one generation per kept prompt").tokens;
-                        let n = new.len();
-                        let mut loss_mask = vec![false; prompt.len()];
-                        loss_mask.resize(prompt.len() + n, true);
-                        let mut tokens = prompt;
-                        tokens.extend(new);
-                        (Ok(Labeled { tokens, loss_mask }), n)
-                    }
-                    Err(reason) => (Err(reason), 0),
-                })
+                Some(p.map(|prompt| {
+                    let new = generations.next().expect("one generation per kept prompt").tokens;
+                    let mut loss_mask = vec![false; prompt.len()];
+                    loss_mask.resize(prompt.len() + new.len(), true);
+                    let mut tokens = prompt;
+                    tokens.extend(new);
+                    Labeled { tokens, loss_mask }
+                }))
             })
             .collect();
         Ok(out.into_iter())

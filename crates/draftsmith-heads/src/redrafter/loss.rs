@@ -83,10 +83,9 @@ pub fn teacher_forced_loss<B: Backend>(
         let trained_count = trained.clone().sum().into_scalar().elem::<f64>();
         let step_loss = nll.clone().sum();
         total = total + step_loss.clone() / trained_count.max(1.0);
-        let mut m = step_metrics(logits, label.clone(), trained, step_loss.into_scalar().elem::<f64>(), trained_count as usize);
-        m.count = count as usize;
-        m.trained = trained_count as usize;
-        metrics.push(m);
+        // Hits and the loss cover the trained rows; accuracy is over every counted row.
+        let m = step_metrics(logits, label.clone(), trained, step_loss.into_scalar().elem::<f64>(), trained_count as usize);
+        metrics.push(StepMetrics { count: count as usize, ..m });
     }
     (total, metrics)
 }
