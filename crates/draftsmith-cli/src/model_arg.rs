@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use draftsmith_model::{load_model, LoadOptions, LoadedModel, MatmulWeights};
+use draftsmith_model::{load_model, Activations, LoadOptions, LoadedModel, MatmulWeights};
 
 use crate::backend::DeviceKind;
 use crate::commands::fetch::fetch_with_progress;
@@ -28,6 +28,27 @@ pub struct ModelArgs {
     /// GGUF on the CPU, dense otherwise.
     #[arg(long, value_enum)]
     pub weights: Option<WeightsArg>,
+    /// Activations of the quantized CPU path: `int8` quantizes each activation row per 32 values
+    /// (integer dot products, VNNI where present), `f32` multiplies exact f32 activations. Both
+    /// are batch-invariant (a token's logits never depend on the batch or draft tree around it).
+    #[arg(long, value_enum, default_value_t = ActivationsArg::default())]
+    pub activations: ActivationsArg,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum ActivationsArg {
+    #[default]
+    Int8,
+    F32,
+}
+
+impl From<ActivationsArg> for Activations {
+    fn from(a: ActivationsArg) -> Self {
+        match a {
+            ActivationsArg::Int8 => Activations::Int8,
+            ActivationsArg::F32 => Activations::F32,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -53,12 +74,16 @@ impl ModelArgs {
         })
     }
 
+    /// Load options (weights and activation mode) for a resolved model path.
+    pub fn load_options(&self, path: &Path) -> Result<LoadOptions> {
+        Ok(LoadOptions::new(self.matmul(path)?).with_activations(self.activations.into()))
+    }
+
     /// Resolves and loads the model on backend `B`.
     pub fn load<B: burn::tensor::backend::Backend>(&self, device: &B::Device) -> Result<LoadedModel<B>> {
         let path = self.resolve_path()?;
-        let matmul = self.matmul(&path)?;
-        let start = std::time::Instant::now();
-        let loaded = load_model::<B>(&path, LoadOptions { matmul }, device)?;
+                let start = std::time::Instant::now();
+        let loaded = load_model::<B>(&path, self.load_options(&path)?, device)?;
         tracing::info!(path = %path.display(), seconds = start.elapsed().as_secs_f64(), "model loaded");
         Ok(loaded)
     }

@@ -50,7 +50,7 @@ fn main() {
     let mut args = std::env::args().skip(1);
     let target_path = model_path(args.next(), "qwen2.5-coder-1.5b/qwen2.5-coder-1.5b-instruct.gguf");
     let draft_path = model_path(args.next(), "qwen2.5-coder-0.5b/qwen2.5-coder-0.5b-instruct.gguf");
-    let options = LoadOptions { matmul: MatmulWeights::Quantized };
+    let options = LoadOptions::new(MatmulWeights::Quantized);
     let target = load_model::<B>(&target_path, options, &Default::default()).expect("target");
     let draft = load_model::<B>(&draft_path, options, &Default::default()).expect("drafter");
     check_tokenizers(&target.tokenizer, &draft.tokenizer).expect("same tokenizer");

@@ -9,7 +9,7 @@ use draftsmith_model::{load_model, LoadOptions, LoadedModel, MatmulWeights};
 
 fn fixture() -> LoadedModel<Flex> {
     let path = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").unwrap_or_else(|| env!("CARGO_MANIFEST_DIR").into())).join("../../tests/fixtures/tiny-llama.gguf");
-    load_model::<Flex>(&path, LoadOptions { matmul: MatmulWeights::Quantized }, &Default::default()).unwrap()
+    load_model::<Flex>(&path, LoadOptions::new(MatmulWeights::Quantized), &Default::default()).unwrap()
 }
 
 fn msg(role: Role, content: &str) -> Message {

@@ -4,8 +4,6 @@ use std::cell::RefCell;
 use std::ops::Range;
 use std::sync::OnceLock;
 
-use rayon::prelude::*;
-
 use crate::act::{ActQuant, ActRow};
 use crate::layout::{tile_bytes, tile_scales, GROUP, QK};
 use crate::{QFormat, QMatrix};
@@ -13,14 +11,9 @@ use crate::{QFormat, QMatrix};
 /// Most activation rows processed together against one loaded weight tile (the widest
 /// [`KernelPath::tile_width`]).
 pub(crate) const TILE: usize = 8;
-/// Below this many multiply-adds a `matmul` runs on the calling thread. Handing work to rayon
-/// and waiting for it costs several microseconds (far more when the caller is not a pool thread
-/// or the machine is busy), while 2^20 MACs take only ~4 µs on one core (~8 µs with weights
-/// streamed from DRAM). With SmolLM2-135M this keeps every single-token layer matvec inline and
-/// parallelises the LM head and batched (verify) calls.
-const INLINE_MACS: usize = 1 << 20;
-/// Target number of rayon tasks per pool thread (load balance vs. task overhead).
-const TASKS_PER_THREAD: usize = 4;
+/// Below this many multiply-adds a `matmul` runs on the calling thread: starting and joining the
+/// kernel pool's spinning workers costs about a microsecond, which 2^15 MACs take on one core.
+pub(crate) const INLINE_MACS: usize = 1 << 15;
 
 /// The packed weights of one 16-row group, plus the next group's to prefetch.
 #[derive(Clone, Copy)]
@@ -165,9 +158,10 @@ impl OutPtr {
     }
 }
 
-/// Splits `groups` row groups over rayon tasks, or runs `compute` inline when the problem has
-/// fewer than `inline_macs` multiply-adds (`macs`). Every task gets a disjoint range of groups
-/// and writes only their outputs, so the split never changes any output value.
+/// Splits `groups` row groups over the kernel pool's threads ([`Pool`](crate::Pool)), or runs
+/// `compute` inline when the problem has fewer than `inline_macs` multiply-adds (`macs`). Every
+/// thread gets a disjoint contiguous range of groups and writes only their outputs, so the split
+/// never changes any output value.
 pub(crate) fn run_groups(
     groups: usize,
     (macs, inline_macs): (usize, usize),
@@ -178,14 +172,16 @@ pub(crate) fn run_groups(
         ptr: y.as_mut_ptr(),
         len: y.len(),
     };
-    let threads = rayon::current_num_threads();
-    if threads <= 1 || groups < 2 || macs < inline_macs {
+    let pool = crate::Pool::global();
+    if pool.threads() <= 1 || groups < 2 || macs < inline_macs {
         compute(0..groups, &out);
         return;
     }
-    let chunk = groups.div_ceil(threads * TASKS_PER_THREAD).max(1);
-    (0..groups.div_ceil(chunk)).into_par_iter().for_each(|i| {
-        compute(i * chunk..((i + 1) * chunk).min(groups), &out);
+    pool.run(&|t, threads| {
+        let range = crate::pool::split(groups, t, threads);
+        if !range.is_empty() {
+            compute(range, &out);
+        }
     });
 }
 

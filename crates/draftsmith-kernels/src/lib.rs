@@ -63,6 +63,8 @@ mod error;
 mod f32act;
 mod layout;
 mod matrix;
+pub mod pool;
+pub mod rowops;
 mod scalar;
 
 #[cfg(test)]
@@ -71,6 +73,7 @@ mod tests;
 pub use dispatch::KernelPath;
 pub use error::KernelError;
 pub use matrix::QMatrix;
+pub use pool::Pool;
 
 /// How [`QMatrix::matmul_mode`] treats the activations.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]

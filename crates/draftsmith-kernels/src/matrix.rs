@@ -125,6 +125,34 @@ impl QMatrix {
         Ok(m)
     }
 
+    /// The matrices' rows one after another, as one matrix (`[Σ rows, cols]`): one kernel call
+    /// for several projections of the same input (q, k and v; gate and up). `None` when the
+    /// formats or column counts differ, or a part other than the last has padding rows.
+    pub fn stack(parts: &[&QMatrix]) -> Option<QMatrix> {
+        let first = parts.first()?;
+        let same = parts.iter().all(|p| p.format == first.format && p.cols == first.cols);
+        let aligned = parts[..parts.len() - 1].iter().all(|p| p.rows.is_multiple_of(GROUP));
+        if !same || !aligned {
+            return None;
+        }
+        let rows = parts.iter().map(|p| p.rows).sum();
+        let mut quants = AlignedBytes::filled(parts.iter().map(|p| p.quants.as_slice().len()).sum(), 0);
+        let mut at = 0;
+        for p in parts {
+            let src = p.quants.as_slice();
+            quants.as_mut_slice()[at..at + src.len()].copy_from_slice(src);
+            at += src.len();
+        }
+        Some(QMatrix {
+            format: first.format,
+            rows,
+            cols: first.cols,
+            groups: rows.div_ceil(GROUP),
+            quants,
+            scales: parts.iter().flat_map(|p| p.scales.iter().copied()).collect(),
+        })
+    }
+
     /// Stores one GGUF-format block at `(row, b)`.
     fn pack(&mut self, src: &[u8], row: usize, b: usize) {
         let nb = self.cols / QK;

@@ -62,8 +62,9 @@ impl<B: Backend> KvCache<B> {
         }
     }
 
-    pub(crate) fn host_mut(&mut self) -> Option<&mut HostKv> {
-        self.host.as_mut()
+    /// The host keys/values and the query store, borrowed together (the host path writes both).
+    pub(crate) fn host_split(&mut self) -> Option<(&mut HostKv, &mut Option<Vec<Vec<f32>>>)> {
+        Some((self.host.as_mut()?, &mut self.queries))
     }
 
     /// Number of cached positions.

@@ -5,8 +5,6 @@
 //! a draft tree gets bit-identical outputs to the same token decoded alone. That is what makes
 //! greedy speculative decoding exactly lossless on the CPU.
 
-use rayon::prelude::*;
-
 /// Keys and values of all layers, `[kv_heads, capacity, head_dim]` per layer, in host memory.
 #[derive(Debug, Clone)]
 pub struct HostKv {
@@ -244,10 +242,19 @@ impl Visibility<'_> {
 /// (`[kv_heads, capacity, head_dim]`), grouped-query; returns `[n, heads, head_dim]`.
 #[allow(clippy::too_many_arguments)]
 pub fn attend(q: &[f32], keys: &[f32], values: &[f32], capacity: usize, heads: usize, kv_heads: usize, head_dim: usize, visibility: &Visibility<'_>) -> Vec<f32> {
+    let mut out = Vec::new();
+    attend_into(q, keys, values, capacity, (heads, kv_heads, head_dim), visibility, &mut out);
+    out
+}
+
+/// [`attend`] into `out` (resized), with `(heads, kv_heads, head_dim)`; the work is split over
+/// the kernels' worker pool: a single token's kv groups, or several tokens' rows.
+pub fn attend_into(q: &[f32], keys: &[f32], values: &[f32], capacity: usize, (heads, kv_heads, head_dim): (usize, usize, usize), visibility: &Visibility<'_>, out: &mut Vec<f32>) {
     let n = q.len() / (heads * head_dim);
     let group = heads / kv_heads;
     let scale = 1.0 / (head_dim as f32).sqrt();
-    let mut out = vec![0.0f32; q.len()];
+    out.clear();
+    out.resize(q.len(), 0.0);
     let simd = simd_available();
     // Query heads sharing a kv head are contiguous: one pass over that head's keys serves them all.
     let span = group * head_dim;
@@ -260,20 +267,19 @@ pub fn attend(q: &[f32], keys: &[f32], values: &[f32], capacity: usize, heads: u
     // verification): tokens in parallel, each listing its visible keys once for all its heads.
     let per_token = n > 1;
     let chunk = if per_token { heads * head_dim } else { span };
-    let run = |(c, o): (usize, &mut [f32])| {
+    let keys_seen = match visibility {
+        Visibility::Causal { cached } => cached + n,
+        Visibility::Mask { total, .. } => *total,
+    };
+    let parallel = n * heads * keys_seen >= 1 << 12;
+    draftsmith_kernels::Pool::global().for_each_chunk(out, chunk, parallel, |c, o| {
         let (i, first_group) = if per_token { (c, 0) } else { (0, c) };
         let mut visible = Vec::new();
         visibility.keys(i, &mut visible);
         for (k, og) in o.chunks_mut(span).enumerate() {
             kv_group(i, first_group + k, &visible, og);
         }
-    };
-    if n * heads * capacity.min(4096) >= 1 << 14 {
-        out.par_chunks_mut(chunk).enumerate().for_each(run);
-    } else {
-        out.chunks_mut(chunk).enumerate().for_each(run);
-    }
-    out
+    });
 }
 
 /// The query rows `qs` (`[group, head_dim]`) of one kv head against its keys and values

@@ -7,10 +7,12 @@ use std::sync::Arc;
 
 use burn::tensor::{backend::Backend, Tensor, TensorData};
 use draftsmith_gguf::GgufFile;
+use draftsmith_kernels::Activations;
 
 use crate::chat::ChatTemplate;
 use crate::config::{Architecture, HfConfig, ModelConfig, RopeScaling};
 use crate::error::ModelError;
+use crate::fused::{Dims, HostStack};
 use crate::layers::{Linear, LinearWeight, RmsNorm, Rope};
 use crate::model::{Attention, Block, Mlp, Model};
 use crate::names;
@@ -31,6 +33,20 @@ pub enum MatmulWeights {
 #[derive(Debug, Clone, Copy)]
 pub struct LoadOptions {
     pub matmul: MatmulWeights,
+    /// How the quantized CPU path treats activations (ignored by dense weights).
+    pub activations: Activations,
+}
+
+impl LoadOptions {
+    /// `matmul` weights with the default activation mode.
+    pub fn new(matmul: MatmulWeights) -> Self {
+        Self { matmul, activations: Activations::default() }
+    }
+
+    /// The same options with activation mode `activations`.
+    pub fn with_activations(self, activations: Activations) -> Self {
+        Self { activations, ..self }
+    }
 }
 
 /// What a model was loaded from.
@@ -232,13 +248,16 @@ impl<B: Backend> Builder<'_, B> {
         let lm_head = self.linear(head_name, None)?;
         let blocks = (0..c.num_layers).map(|i| self.block(i)).collect::<Result<Vec<_>, _>>()?;
         let (inv_freq, mscale) = c.rope_inv_freq();
-        let host_path = blocks.iter().all(|b| [&b.attn.q, &b.attn.k, &b.attn.v, &b.attn.o].iter().all(|l| l.is_quantized()));
+        let norm = self.norm("model.norm.weight")?;
+        let dims = Dims { heads: c.num_heads, kv_heads: c.num_kv_heads, head_dim: c.head_dim, ffn: c.intermediate_size, eps: c.rms_norm_eps };
+        let host = if lm_head.is_quantized() { HostStack::from_blocks(&blocks, &norm, dims, self.options.activations) } else { None };
+        let blocks = if host.is_some() { Vec::new() } else { blocks };
         Ok(Model {
-            host_path,
+            host,
             config: c.clone(),
             embed,
             blocks,
-            norm: self.norm("model.norm.weight")?,
+            norm,
             lm_head,
             rope: Rope::new(inv_freq, mscale),
             device: self.device.clone(),

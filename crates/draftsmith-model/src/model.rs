@@ -6,8 +6,9 @@ use burn::tensor::{activation, backend::Backend, Int, Tensor, TensorData};
 use crate::cache::KvCache;
 use crate::config::ModelConfig;
 use crate::error::ModelError;
+use crate::fused::{HostStack, PassInput, Phase, PROFILE};
 use crate::host;
-use crate::layers::{Linear, RmsNorm, Rope, RopeTables};
+use crate::layers::{Linear, LinearWeight, RmsNorm, Rope, RopeTables};
 
 /// Which key positions each new token may attend to.
 #[derive(Debug, Clone, PartialEq)]
@@ -72,9 +73,9 @@ pub struct Model<B: Backend> {
     pub(crate) lm_head: Linear<B>,
     pub(crate) rope: Rope,
     pub(crate) device: B::Device,
-    /// Attention runs on host memory with a host KV cache ([`crate::host`]): set when every
-    /// attention projection uses the quantized CPU kernels.
-    pub(crate) host_path: bool,
+    /// The quantized CPU path ([`crate::fused`]): set when every projection and the LM head use
+    /// the quantized CPU kernels; `blocks` is then empty and the stack runs on host buffers.
+    pub(crate) host: Option<HostStack>,
 }
 
 impl<B: Backend> Model<B> {
@@ -93,7 +94,7 @@ impl<B: Backend> Model<B> {
 
     /// A fresh cache for this model.
     pub fn new_cache(&self, capacity: usize) -> KvCache<B> {
-        if self.host_path {
+        if self.host.is_some() {
             KvCache::new_host(&self.config, capacity, &self.device)
         } else {
             KvCache::new(&self.config, capacity, &self.device)
@@ -181,21 +182,16 @@ impl<B: Backend> Model<B> {
         self.check_input(tokens, positions, mask, cache)?;
         let n = tokens.len();
         cache.reserve(n);
-        let host = self.host_path.then(|| self.rope.host_tables(positions));
-        let (rope, bias) = if self.host_path {
-            (None, None)
-        } else {
-            let (c, g) = (&self.config, self.config.gqa_group());
-            (Some(self.rope.tables::<B>(positions, c.num_heads, c.num_kv_heads, &self.device)), attention_bias::<B>(mask, n, cache.len(), [c.num_kv_heads, g], &self.device))
-        };
+        if let Some(stack) = &self.host {
+            return Ok(self.forward_host(stack, tokens, positions, mask, select, cache));
+        }
+        let (c, g) = (&self.config, self.config.gqa_group());
+        let rope = self.rope.tables::<B>(positions, c.num_heads, c.num_kv_heads, &self.device);
+        let bias = attention_bias::<B>(mask, n, cache.len(), [c.num_kv_heads, g], &self.device);
         let mut x = self.embed_tokens(tokens);
         for (i, block) in self.blocks.iter().enumerate() {
             let h = block.attn_norm.forward(x.clone());
-            let h = match (&host, &rope) {
-                (Some(tables), _) => self.attention_host(&block.attn, h, tables, mask, i, cache),
-                (None, Some(rope)) => self.attention(&block.attn, h, rope, bias.as_ref(), i, cache),
-                (None, None) => unreachable!("rope tables exist on the device path"),
-            };
+            let h = self.attention(&block.attn, h, &rope, bias.as_ref(), i, cache);
             x = x + h;
             let h = block.mlp_norm.forward(x.clone());
             x = x + block.mlp.forward(h);
@@ -265,29 +261,48 @@ impl<B: Backend> Model<B> {
 }
 
 impl<B: Backend> Model<B> {
-    /// The attention block on host memory (see [`crate::host`]).
-    fn attention_host(&self, attn: &Attention<B>, x: Tensor<B, 2>, (cos, sin): &(Vec<f32>, Vec<f32>), mask: &AttentionMask, layer: usize, cache: &mut KvCache<B>) -> Tensor<B, 2> {
-        let c = &self.config;
-        let [n, _] = x.dims();
-        let x = x.into_data().convert::<f32>().to_vec::<f32>().expect("f32 activations");
-        let quantized = "host path requires quantized projections";
-        let mut q = attn.q.forward_host(&x, n).expect(quantized);
-        let mut k = attn.k.forward_host(&x, n).expect(quantized);
-        let v = attn.v.forward_host(&x, n).expect(quantized);
-        host::rope_in_place(&mut q, c.num_heads, c.head_dim, cos, sin);
-        host::rope_in_place(&mut k, c.num_kv_heads, c.head_dim, cos, sin);
-        let width = c.num_heads * c.head_dim;
-        cache.store_query(layer, || q[(n - 1) * width..n * width].to_vec());
+    /// The forward pass of the quantized CPU path: the decoder stack on host buffers
+    /// ([`crate::fused`]), then the final norm and the LM head in one kernel call for all rows.
+    fn forward_host(&self, stack: &HostStack, tokens: &[u32], positions: &[usize], mask: &AttentionMask, select: LogitsSelect, cache: &mut KvCache<B>) -> ForwardOutput<B> {
+        let (n, d) = (tokens.len(), self.config.hidden_size);
+        let timer = Phase::start();
+        let (cos, sin) = self.rope.host_tables(positions);
+        let mut x = self.embed_tokens(tokens).into_data().convert::<f32>().to_vec::<f32>().expect("f32 embeddings");
         let cached = cache.len();
-        let kv = cache.host_mut().expect("host cache for the host path");
-        kv.write(layer, cached, &k, &v);
         let visibility = match mask {
             AttentionMask::Causal => host::Visibility::Causal { cached },
             AttentionMask::Visible(m) => host::Visibility::Mask { mask: m, total: cached + n },
         };
-        let out = host::attend(&q, &kv.k[layer], &kv.v[layer], kv.capacity, c.num_heads, c.num_kv_heads, c.head_dim, &visibility);
-        let o = attn.o.forward_host(&out, n).expect(quantized);
-        Tensor::from_data(TensorData::new(o, [n, c.hidden_size]), &self.device)
+        timer.stop(&PROFILE.other);
+        let input = PassInput { cos: &cos, sin: &sin, visibility, cached };
+        let (kv, queries) = cache.host_split().expect("host cache for the host path");
+        let width = self.config.num_heads * self.config.head_dim;
+        stack.run(&mut x, n, &input, kv, &mut |layer, q| {
+            if let Some(store) = queries.as_mut() {
+                store[layer] = q[(n - 1) * width..n * width].to_vec();
+            }
+        });
+        cache.advance(n);
+        let timer = Phase::start();
+        let mut normed = vec![0.0f32; x.len()];
+        draftsmith_kernels::rowops::rms_norm(&x, &stack.final_norm, stack.dims.eps, &mut normed);
+        timer.stop(&PROFILE.other);
+        let rows = match select {
+            LogitsSelect::All => Some(0..n),
+            LogitsSelect::Last => Some(n - 1..n),
+            LogitsSelect::None => None,
+        };
+        let logits = rows.map(|rows| {
+            let LinearWeight::Quant(head) = &self.lm_head.weight else { unreachable!("the host path has a quantized LM head") };
+            let count = rows.len();
+            let mut out = vec![0.0f32; count * head.rows()];
+            let timer = Phase::start();
+            head.matmul_mode(stack.activations, &normed[rows.start * d..rows.end * d], count, &mut out);
+            timer.stop(&PROFILE.matrices);
+            Tensor::from_data(TensorData::new(out, [count, head.rows()]), &self.device)
+        });
+        let tensor = |v: Vec<f32>| Tensor::from_data(TensorData::new(v, [n, d]), &self.device);
+        ForwardOutput { logits, hidden_prenorm: tensor(x), hidden_final: tensor(normed) }
     }
 }
 

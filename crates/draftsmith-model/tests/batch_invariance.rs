@@ -11,7 +11,7 @@ use draftsmith_model::{build_model, Architecture, AttentionMask, LoadOptions, Lo
 fn cpu_model(arch: Architecture) -> Model<B> {
     // 32-wide rows so every projection uses the quantized kernels (and the host attention path).
     let config = ModelConfig { vocab_size: 64, hidden_size: 32, intermediate_size: 64, head_dim: 8, ..tiny_config(arch) };
-    build_model::<B>(&config, &MemorySource::random(&config, 21), LoadOptions { matmul: MatmulWeights::Quantized }, &Default::default()).unwrap()
+    build_model::<B>(&config, &MemorySource::random(&config, 21), LoadOptions::new(MatmulWeights::Quantized), &Default::default()).unwrap()
 }
 
 fn bits(v: &[f32]) -> Vec<u32> {

@@ -29,7 +29,7 @@ pub fn tiny_config(architecture: Architecture) -> ModelConfig {
 pub fn tiny_model(architecture: Architecture, seed: u64) -> Model<B> {
     let config = tiny_config(architecture);
     let source = MemorySource::random(&config, seed);
-    build_model::<B>(&config, &source, LoadOptions { matmul: MatmulWeights::Dense }, &Default::default()).expect("tiny model builds")
+    build_model::<B>(&config, &source, LoadOptions::new(MatmulWeights::Dense), &Default::default()).expect("tiny model builds")
 }
 
 pub fn to_vec(t: Tensor<B, 2>) -> Vec<f32> {

@@ -20,7 +20,7 @@ fn reference(arch: &str) -> Value {
 }
 
 fn load(path: &Path, matmul: MatmulWeights) -> Result<LoadedModel<B>, ModelError> {
-    load_model::<B>(path, LoadOptions { matmul }, &Default::default())
+    load_model::<B>(path, LoadOptions::new(matmul), &Default::default())
 }
 
 fn ids(v: &Value) -> Vec<u32> {

@@ -95,7 +95,7 @@ fn check_model(loaded: &LoadedModel<B>, golden: &Golden, tolerance: f32, label: 
 }
 
 fn load(path: &std::path::Path, matmul: MatmulWeights) -> LoadedModel<B> {
-    load_model::<B>(path, LoadOptions { matmul }, &Default::default()).unwrap()
+    load_model::<B>(path, LoadOptions::new(matmul), &Default::default()).unwrap()
 }
 
 #[test]

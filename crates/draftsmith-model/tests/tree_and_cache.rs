@@ -135,7 +135,7 @@ fn forward_rejects_bad_input() {
 
 fn model_with(arch: Architecture, seed: u64, matmul: draftsmith_model::MatmulWeights) -> Model<B> {
     let config = tiny_config(arch);
-    draftsmith_model::build_model::<B>(&config, &draftsmith_model::MemorySource::random(&config, seed), draftsmith_model::LoadOptions { matmul }, &Default::default()).unwrap()
+    draftsmith_model::build_model::<B>(&config, &draftsmith_model::MemorySource::random(&config, seed), draftsmith_model::LoadOptions::new(matmul), &Default::default()).unwrap()
 }
 
 /// Rows copied between caches (in any slot order) give the logits of the original cache, on

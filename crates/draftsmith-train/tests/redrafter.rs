@@ -13,7 +13,7 @@ type AB = Autodiff<Flex>;
 
 fn tiny() -> Model<B> {
     let config = ModelConfig::tiny(Architecture::Llama);
-    build_model::<B>(&config, &MemorySource::random(&config, 7), LoadOptions { matmul: MatmulWeights::Quantized }, &Default::default()).unwrap()
+    build_model::<B>(&config, &MemorySource::random(&config, 7), LoadOptions::new(MatmulWeights::Quantized), &Default::default()).unwrap()
 }
 
 /// Prompt of 4 pseudo-random tokens followed by 24 greedy tokens of the target.

@@ -12,7 +12,7 @@ type AB = Autodiff<Flex>;
 
 fn tiny() -> Model<B> {
     let config = ModelConfig::tiny(Architecture::Qwen2);
-    build_model::<B>(&config, &MemorySource::random(&config, 9), LoadOptions { matmul: MatmulWeights::Quantized }, &Default::default()).unwrap()
+    build_model::<B>(&config, &MemorySource::random(&config, 9), LoadOptions::new(MatmulWeights::Quantized), &Default::default()).unwrap()
 }
 
 /// Streams that cycle through a fixed 12-token phrase, from different starting points: the

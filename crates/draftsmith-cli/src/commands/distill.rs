@@ -8,7 +8,7 @@ use burn::tensor::backend::Backend;
 use clap::Args;
 use draftsmith_data::{read_conversations, ShardWriter, TargetId};
 use draftsmith_distill::{DistillConfig, DistillEvent, DistillStats};
-use draftsmith_model::{load_model, LoadOptions};
+use draftsmith_model::load_model;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::json;
 
@@ -132,7 +132,7 @@ fn run_on<B: Backend>(args: &DistillJob, device: &B::Device) -> Result<()> {
     let bytes = std::fs::metadata(&data).with_context(|| format!("{}: cannot stat", data.display()))?.len();
     let params = cfg.params(json!({ "file": file_name(&data), "bytes": bytes }));
     let mut writer = ShardWriter::open(&out, target, params, cfg.inputs_per_shard)?;
-    let loaded = load_model::<B>(&model_path, LoadOptions { matmul: args.model.matmul(&model_path)? }, device)?;
+    let loaded = load_model::<B>(&model_path, args.model.load_options(&model_path)?, device)?;
 
     let bar = ProgressBar::new(0);
     bar.set_style(ProgressStyle::with_template("{bar:30} {pos}/{len} conversations [{elapsed} < {eta}] {msg}").expect("valid template"));

@@ -23,6 +23,9 @@ pub struct ReproduceArgs {
     /// Device to run on.
     #[arg(long, value_enum, default_value_t = crate::backend::DeviceKind::Cpu)]
     pub device: crate::backend::DeviceKind,
+    /// Activations of the quantized CPU path (see `generate --help`).
+    #[arg(long, value_enum, default_value_t = crate::model_arg::ActivationsArg::default())]
+    pub activations: crate::model_arg::ActivationsArg,
     /// Only validate the recipe and list its grid points.
     #[arg(long)]
     pub dry_run: bool,
@@ -35,7 +38,7 @@ pub fn run(args: ReproduceArgs) -> Result<()> {
         points.iter().for_each(|p| println!("{}", p.label));
         return Ok(());
     }
-    let model = ModelArgs { model: recipe.model.clone().unwrap_or_else(|| DEFAULT_MODEL.to_string()), device: args.device, weights: None };
+    let model = ModelArgs { model: recipe.model.clone().unwrap_or_else(|| DEFAULT_MODEL.to_string()), device: args.device, weights: None, activations: args.activations };
     prepare_drafters(&recipe, &model)?;
     // Every point decodes the same prompts with the same baseline: unless the recipe says
     // otherwise, `ar` runs once, at the first point.

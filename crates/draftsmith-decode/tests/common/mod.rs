@@ -12,7 +12,7 @@ pub type B = Flex;
 pub fn tiny(arch: Architecture, seed: u64) -> Model<B> {
     let config = ModelConfig::tiny(arch);
     // 32-wide rows: the quantized kernels are used, as on real models.
-    build_model::<B>(&config, &MemorySource::random(&config, seed), LoadOptions { matmul: MatmulWeights::Quantized }, &Default::default()).unwrap()
+    build_model::<B>(&config, &MemorySource::random(&config, seed), LoadOptions::new(MatmulWeights::Quantized), &Default::default()).unwrap()
 }
 
 /// A small deterministic generator.

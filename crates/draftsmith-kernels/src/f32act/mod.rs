@@ -35,19 +35,13 @@ mod avx512;
 
 use std::ops::Range;
 
-use crate::dispatch::{run_groups, KernelPath, OutPtr, TileOut, TILE};
+use crate::dispatch::{run_groups, KernelPath, OutPtr, TileOut, INLINE_MACS, TILE};
 use crate::layout::{tile_bytes, tile_scales, GROUP, QK};
 use crate::{QFormat, QMatrix};
 
 /// Most row groups handed to one kernel call (small batches process several groups at once
 /// for instruction-level parallelism; the per-output order is unchanged).
 pub(crate) const MAX_GROUPS: usize = 4;
-/// Below this many multiply-adds an f32-activation matmul runs on the calling thread. The f32
-/// kernels spend more time per weight than the int8 ones, but handing a call to rayon from a
-/// non-pool thread measured 20–30 µs on the 2-core target (a 1536×576 single-token matvec took
-/// ~50 µs split vs ~24 µs inline), so the int8 threshold applies: every single-token layer of
-/// SmolLM2-135M runs inline and the LM head and batched calls run in parallel.
-const INLINE_MACS: usize = 1 << 20;
 
 /// The packed quants and scales of one 16-row group (`cols / 32` tiles each).
 pub(crate) type Packed<'a> = (&'a [u8], &'a [u16]);

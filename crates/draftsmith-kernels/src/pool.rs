@@ -1,0 +1,275 @@
+//! A small pool of persistent worker threads for the per-op parallelism of the decode path.
+//!
+//! One forward pass of a small model issues a few hundred short parallel operations (a matrix
+//! product of one to a few dozen rows takes 5–200 µs). Handing each to rayon costs several
+//! microseconds to tens of microseconds (sleeping workers are woken through the OS), which at
+//! these sizes is a large share of the work. Here every worker spins on an epoch counter while
+//! work keeps coming, so one operation is started and joined in well under a microsecond; a
+//! worker that saw nothing for [`SPIN`] parks on a condition variable and costs nothing idle.
+//!
+//! [`Pool::run`] calls `f(thread, threads)` once on every thread (the caller is thread 0) and
+//! returns when all have finished. Work is split by the caller's own rule (usually contiguous
+//! ranges of output rows), so how many threads run never changes any result. When the pool is
+//! busy (another thread is inside `run`, or `run` is called from inside a job), the call runs
+//! `f(0, 1)` inline instead: same results, no deadlock.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Condvar, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+/// How long an idle worker spins before it parks.
+const SPIN: Duration = Duration::from_micros(200);
+
+/// The job of the current epoch: a type-erased `&dyn Fn(usize, usize) + Sync`.
+#[derive(Clone, Copy)]
+struct Job(*const (dyn Fn(usize, usize) + Sync));
+
+// SAFETY: the pointee is `Sync`, and `run` keeps it alive until every worker is done with it.
+unsafe impl Send for Job {}
+unsafe impl Sync for Job {}
+
+struct Shared {
+    /// Bumped once per job; workers run the job of each new epoch once.
+    epoch: AtomicUsize,
+    /// Workers that finished the current epoch's job.
+    done: AtomicUsize,
+    /// The current job (valid while `done < workers` for the current epoch).
+    job: Mutex<Option<Job>>,
+    /// Parked workers wait here for a new epoch.
+    wake: Condvar,
+    parked: Mutex<usize>,
+}
+
+/// Persistent worker threads; see the module docs.
+pub struct Pool {
+    threads: usize,
+    shared: &'static Shared,
+    /// Held by the thread inside [`Pool::run`].
+    busy: Mutex<()>,
+}
+
+impl std::fmt::Debug for Pool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pool").field("threads", &self.threads).finish()
+    }
+}
+
+impl Pool {
+    /// The process-wide pool: `DRAFTSMITH_THREADS` threads if set, else one per available core.
+    pub fn global() -> &'static Pool {
+        static POOL: OnceLock<Pool> = OnceLock::new();
+        POOL.get_or_init(|| {
+            let threads = std::env::var("DRAFTSMITH_THREADS")
+                .ok()
+                .and_then(|v| v.parse::<usize>().ok())
+                .filter(|&t| t > 0)
+                .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+            Pool::new(threads)
+        })
+    }
+
+    /// A pool of `threads` threads in all (the caller of `run` counts as one). Its workers live
+    /// as long as the process.
+    pub fn new(threads: usize) -> Self {
+        let threads = threads.max(1);
+        let shared: &'static Shared = Box::leak(Box::new(Shared {
+            epoch: AtomicUsize::new(0),
+            done: AtomicUsize::new(0),
+            job: Mutex::new(None),
+            wake: Condvar::new(),
+            parked: Mutex::new(0),
+        }));
+        for t in 1..threads {
+            std::thread::Builder::new()
+                .name(format!("draftsmith-worker-{t}"))
+                .spawn(move || worker(shared, t, threads))
+                .expect("spawn a kernel worker thread");
+        }
+        Self {
+            threads,
+            shared,
+            busy: Mutex::new(()),
+        }
+    }
+
+    /// Number of threads `run` uses when the pool is free.
+    pub fn threads(&self) -> usize {
+        self.threads
+    }
+
+    /// Calls `f(thread, threads)` on every thread of the pool and waits for all of them; runs
+    /// `f(0, 1)` on the calling thread when the pool has one thread or is busy.
+    pub fn run(&self, f: &(dyn Fn(usize, usize) + Sync)) {
+        if self.threads == 1 {
+            return f(0, 1);
+        }
+        let Ok(_guard) = self.busy.try_lock() else {
+            return f(0, 1);
+        };
+        let s = self.shared;
+        // SAFETY (lifetime erasure): the job is only called by workers before they increment
+        // `done`, and this function does not return before `done` reaches `threads - 1`.
+        let job: Job = Job(unsafe {
+            std::mem::transmute::<
+                *const (dyn Fn(usize, usize) + Sync + '_),
+                *const (dyn Fn(usize, usize) + Sync + 'static),
+            >(f as *const _)
+        });
+        *s.job.lock().expect("pool job lock") = Some(job);
+        s.done.store(0, Ordering::Release);
+        s.epoch.fetch_add(1, Ordering::AcqRel);
+        if *s.parked.lock().expect("pool park lock") > 0 {
+            s.wake.notify_all();
+        }
+        // A panic in the caller's share must not leave workers reading a dead job.
+        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(0, self.threads)));
+        while s.done.load(Ordering::Acquire) < self.threads - 1 {
+            std::hint::spin_loop();
+        }
+        if let Err(panic) = outcome {
+            std::panic::resume_unwind(panic);
+        }
+    }
+}
+
+impl Pool {
+    /// Calls `f(i, chunk_i)` for every `chunk`-long piece of `data` (the last may be shorter),
+    /// the pieces split into contiguous runs over the pool's threads; inline when `parallel` is
+    /// false. Each piece is visited exactly once, so the split never changes a result.
+    pub fn for_each_chunk<T: Send>(
+        &self,
+        data: &mut [T],
+        chunk: usize,
+        parallel: bool,
+        f: impl Fn(usize, &mut [T]) + Sync,
+    ) {
+        assert!(chunk > 0, "chunk size must be positive");
+        let (len, pieces) = (data.len(), data.len().div_ceil(chunk));
+        if !parallel || pieces < 2 {
+            data.chunks_mut(chunk).enumerate().for_each(|(i, c)| f(i, c));
+            return;
+        }
+        let base = SendPtr(data.as_mut_ptr());
+        self.run(&|t, threads| {
+            let base = &base;
+            for i in split(pieces, t, threads) {
+                let start = i * chunk;
+                let n = chunk.min(len - start);
+                // SAFETY: pieces are disjoint, in bounds, and each is handed to one thread only;
+                // `data` is exclusively borrowed for the whole call.
+                let piece = unsafe { std::slice::from_raw_parts_mut(base.0.add(start), n) };
+                f(i, piece);
+            }
+        });
+    }
+}
+
+/// A raw pointer shared by threads that touch disjoint parts of one exclusively borrowed slice.
+struct SendPtr<T>(*mut T);
+
+// SAFETY: used only by `for_each_chunk`, whose threads write disjoint pieces.
+unsafe impl<T: Send> Sync for SendPtr<T> {}
+
+fn worker(s: &'static Shared, thread: usize, threads: usize) {
+    let mut seen = 0usize;
+    loop {
+        let start = Instant::now();
+        let mut spins = 0u32;
+        let epoch = loop {
+            let e = s.epoch.load(Ordering::Acquire);
+            if e != seen {
+                break e;
+            }
+            spins += 1;
+            if spins.is_multiple_of(1024) && start.elapsed() > SPIN {
+                let mut parked = s.parked.lock().expect("pool park lock");
+                *parked += 1;
+                while s.epoch.load(Ordering::Acquire) == seen {
+                    parked = s.wake.wait(parked).expect("pool park wait");
+                }
+                *parked -= 1;
+            } else {
+                std::hint::spin_loop();
+            }
+        };
+        seen = epoch;
+        let job = s.job.lock().expect("pool job lock").expect("a job for the epoch");
+        // SAFETY: `run` keeps the job alive until `done` counts this worker.
+        let f = unsafe { &*job.0 };
+        // A panicking job would leave `run` waiting forever; abort loudly instead.
+        if std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(thread, threads))).is_err() {
+            eprintln!("draftsmith: a kernel worker thread panicked");
+            std::process::abort();
+        }
+        s.done.fetch_add(1, Ordering::AcqRel);
+    }
+}
+
+/// The `part`-th of `parts` near-equal contiguous pieces of `0..len`.
+pub fn split(len: usize, part: usize, parts: usize) -> std::ops::Range<usize> {
+    let (base, extra) = (len / parts, len % parts);
+    let start = part * base + part.min(extra);
+    start..start + base + usize::from(part < extra)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_thread_runs_once_and_results_join() {
+        let pool = Pool::new(3);
+        for _ in 0..200 {
+            let hits: Vec<AtomicUsize> = (0..3).map(|_| AtomicUsize::new(0)).collect();
+            pool.run(&|t, n| {
+                assert_eq!(n, 3);
+                hits[t].fetch_add(1, Ordering::Relaxed);
+            });
+            assert!(hits.iter().all(|h| h.load(Ordering::Relaxed) == 1));
+        }
+    }
+
+    #[test]
+    fn nested_run_falls_back_inline() {
+        let pool = Pool::new(2);
+        let total = AtomicUsize::new(0);
+        pool.run(&|_, _| {
+            pool.run(&|t, n| {
+                assert_eq!((t, n), (0, 1));
+                total.fetch_add(1, Ordering::Relaxed);
+            });
+        });
+        assert_eq!(total.load(Ordering::Relaxed), 2);
+    }
+
+    #[test]
+    fn parked_workers_wake() {
+        let pool = Pool::new(2);
+        std::thread::sleep(Duration::from_millis(5));
+        let total = AtomicUsize::new(0);
+        pool.run(&|_, _| {
+            total.fetch_add(1, Ordering::Relaxed);
+        });
+        assert_eq!(total.load(Ordering::Relaxed), 2);
+    }
+
+    #[test]
+    fn chunks_are_visited_once() {
+        let pool = Pool::new(2);
+        let mut data = vec![0usize; 103];
+        pool.for_each_chunk(&mut data, 10, true, |i, c| c.iter_mut().for_each(|v| *v += i + 1));
+        assert!(data.iter().enumerate().all(|(j, &v)| v == j / 10 + 1));
+    }
+
+    #[test]
+    fn split_covers_the_range() {
+        for len in 0..20 {
+            for parts in 1..5 {
+                let pieces: Vec<_> = (0..parts).map(|p| split(len, p, parts)).collect();
+                assert_eq!(pieces[0].start, 0);
+                assert_eq!(pieces[parts - 1].end, len);
+                assert!(pieces.windows(2).all(|w| w[0].end == w[1].start));
+            }
+        }
+    }
+}

@@ -1,0 +1,229 @@
+//! Element-wise and per-row operations of the decode path (RMSNorm, SwiGLU, `exp`), on host
+//! buffers.
+//!
+//! Each function treats every row on its own with one fixed sequence of operations that depends
+//! only on the row's length and the kernel path (fixed for a process), so a token's results are
+//! bit-identical whatever rows sit beside it: the batch invariance the lossless CPU path needs.
+
+use crate::dispatch::KernelPath;
+
+/// Whether the AVX2 + FMA versions run (every SIMD kernel path implies them).
+#[inline]
+fn simd() -> bool {
+    KernelPath::detect() != KernelPath::Scalar
+}
+
+/// `out[r] = x[r] / sqrt(mean(x[r]²) + eps) · w` for every row `r` of `x` (`[n, w.len()]`).
+pub fn rms_norm(x: &[f32], w: &[f32], eps: f32, out: &mut [f32]) {
+    let d = w.len();
+    assert!(d > 0 && x.len() == out.len() && x.len().is_multiple_of(d), "rms_norm: shapes");
+    for (xr, or) in x.chunks_exact(d).zip(out.chunks_exact_mut(d)) {
+        let inv = 1.0 / (sum_squares(xr) / d as f32 + eps).sqrt();
+        for ((o, &v), &g) in or.iter_mut().zip(xr).zip(w) {
+            *o = v * inv * g;
+        }
+    }
+}
+
+/// `Σ v²` with eight interleaved partial sums (lane `l` takes elements `l, l + 8, …`), combined
+/// pairwise, then the tail.
+pub fn sum_squares(x: &[f32]) -> f32 {
+    #[cfg(target_arch = "x86_64")]
+    if simd() {
+        // SAFETY: AVX2 and FMA are available (every non-scalar path requires them).
+        return unsafe { avx2::sum_squares(x) };
+    }
+    let mut acc = [0.0f32; 8];
+    let chunks = x.chunks_exact(8);
+    let tail: f32 = chunks.remainder().iter().map(|v| v * v).sum();
+    for c in chunks {
+        for l in 0..8 {
+            acc[l] = c[l].mul_add(c[l], acc[l]);
+        }
+    }
+    reduce8(acc) + tail
+}
+
+fn reduce8(a: [f32; 8]) -> f32 {
+    ((a[0] + a[4]) + (a[1] + a[5])) + ((a[2] + a[6]) + (a[3] + a[7]))
+}
+
+/// SwiGLU: `out[i] = silu(gate[i]) · up[i]` with `silu(g) = g / (1 + exp(−g))`.
+pub fn silu_mul(gate: &[f32], up: &[f32], out: &mut [f32]) {
+    assert!(gate.len() == up.len() && up.len() == out.len(), "silu_mul: lengths");
+    #[cfg(target_arch = "x86_64")]
+    if simd() {
+        // SAFETY: as in `sum_squares`.
+        unsafe { avx2::silu_mul(gate, up, out) };
+        return;
+    }
+    for ((o, &g), &u) in out.iter_mut().zip(gate).zip(up) {
+        *o = g / (1.0 + exp_scalar(-g)) * u;
+    }
+}
+
+/// `x ← exp(x − shift)` element-wise (softmax numerators).
+pub fn exp_shifted(x: &mut [f32], shift: f32) {
+    #[cfg(target_arch = "x86_64")]
+    if simd() {
+        let mut chunks = x.chunks_exact_mut(8);
+        for c in &mut chunks {
+            // SAFETY: as in `sum_squares`; `c` holds 8 values.
+            unsafe { avx2::exp8_in_place(c, shift) };
+        }
+        let tail = chunks.into_remainder();
+        if !tail.is_empty() {
+            // The tail goes through the same vector code on a padded copy, so every element
+            // gets the same rounding wherever it sits.
+            let mut pad = [0.0f32; 8];
+            pad[..tail.len()].copy_from_slice(tail);
+            // SAFETY: as above.
+            unsafe { avx2::exp8_in_place(&mut pad, shift) };
+            let n = tail.len();
+            tail.copy_from_slice(&pad[..n]);
+        }
+        return;
+    }
+    x.iter_mut().for_each(|v| *v = exp_scalar(*v - shift));
+}
+
+/// `exp` on the scalar path (the platform's `expf`).
+fn exp_scalar(v: f32) -> f32 {
+    v.exp()
+}
+
+#[cfg(target_arch = "x86_64")]
+mod avx2 {
+    use std::arch::x86_64::*;
+
+    use super::reduce8;
+
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn sum_squares(x: &[f32]) -> f32 {
+        let chunks = x.len() / 8;
+        let mut acc = _mm256_setzero_ps();
+        for c in 0..chunks {
+            // SAFETY: c * 8 + 8 <= x.len().
+            let v = unsafe { _mm256_loadu_ps(x.as_ptr().add(c * 8)) };
+            acc = _mm256_fmadd_ps(v, v, acc);
+        }
+        let mut lanes = [0.0f32; 8];
+        // SAFETY: `lanes` holds 8 values.
+        unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), acc) };
+        let tail: f32 = x[chunks * 8..].iter().map(|v| v * v).sum();
+        reduce8(lanes) + tail
+    }
+
+    /// `exp(v)` of eight lanes: Cephes' `expf` polynomial (~1 ulp), inputs clamped to the
+    /// range where the result is a normal f32 or rounds to 0.
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) fn exp8(v: __m256) -> __m256 {
+        let v = _mm256_max_ps(_mm256_min_ps(v, _mm256_set1_ps(88.0)), _mm256_set1_ps(-87.336_55));
+        // n = round(v·log2 e); r = v − n·ln 2 (ln 2 split in two for precision).
+        let n = _mm256_round_ps(
+            _mm256_mul_ps(v, _mm256_set1_ps(std::f32::consts::LOG2_E)),
+            _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC,
+        );
+        let r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693_359_4), v);
+        let r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.121_944_4e-4), r);
+        let mut y = _mm256_set1_ps(1.987_569_1e-4);
+        for c in [1.398_199_9e-3, 8.333_452e-3, 4.166_579_6e-2, 1.666_666_5e-1, 5.000_000_1e-1] {
+            y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(c));
+        }
+        let y = _mm256_add_ps(_mm256_fmadd_ps(y, _mm256_mul_ps(r, r), r), _mm256_set1_ps(1.0));
+        // 2^n through the exponent bits.
+        let bits = _mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127));
+        _mm256_mul_ps(y, _mm256_castsi256_ps(_mm256_slli_epi32::<23>(bits)))
+    }
+
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn exp8_in_place(x: &mut [f32], shift: f32) {
+        assert!(x.len() >= 8);
+        // SAFETY: `x` holds at least 8 values.
+        unsafe {
+            let v = _mm256_sub_ps(_mm256_loadu_ps(x.as_ptr()), _mm256_set1_ps(shift));
+            _mm256_storeu_ps(x.as_mut_ptr(), exp8(v));
+        }
+    }
+
+    #[target_feature(enable = "avx2,fma")]
+    pub(super) unsafe fn silu_mul(gate: &[f32], up: &[f32], out: &mut [f32]) {
+        let n = out.len();
+        let one = _mm256_set1_ps(1.0);
+        let mut i = 0;
+        let step = |g: &[f32], u: &[f32], o: &mut [f32]| {
+            // SAFETY: the callers pass 8-value slices.
+            unsafe {
+                let gv = _mm256_loadu_ps(g.as_ptr());
+                let e = exp8(_mm256_sub_ps(_mm256_setzero_ps(), gv));
+                let s = _mm256_div_ps(gv, _mm256_add_ps(one, e));
+                _mm256_storeu_ps(o.as_mut_ptr(), _mm256_mul_ps(s, _mm256_loadu_ps(u.as_ptr())));
+            }
+        };
+        while i + 8 <= n {
+            step(&gate[i..i + 8], &up[i..i + 8], &mut out[i..i + 8]);
+            i += 8;
+        }
+        if i < n {
+            let (mut g, mut u, mut o) = ([0.0f32; 8], [0.0f32; 8], [0.0f32; 8]);
+            g[..n - i].copy_from_slice(&gate[i..]);
+            u[..n - i].copy_from_slice(&up[i..]);
+            step(&g, &u, &mut o);
+            out[i..].copy_from_slice(&o[..n - i]);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rms_norm_matches_f64() {
+        let d = 67;
+        let x: Vec<f32> = (0..2 * d).map(|i| ((i * 37 % 23) as f32 - 11.0) / 7.0).collect();
+        let w: Vec<f32> = (0..d).map(|i| 0.5 + i as f32 / 100.0).collect();
+        let mut out = vec![0.0; 2 * d];
+        rms_norm(&x, &w, 1e-5, &mut out);
+        for r in 0..2 {
+            let row = &x[r * d..][..d];
+            let ms: f64 = row.iter().map(|&v| (v as f64).powi(2)).sum::<f64>() / d as f64;
+            let inv = 1.0 / (ms + 1e-5).sqrt();
+            for j in 0..d {
+                let want = row[j] as f64 * inv * w[j] as f64;
+                assert!((out[r * d + j] as f64 - want).abs() < 1e-5, "row {r} col {j}");
+            }
+        }
+        // A row's result does not depend on its neighbours.
+        let mut alone = vec![0.0; d];
+        rms_norm(&x[d..], &w, 1e-5, &mut alone);
+        assert!(alone.iter().zip(&out[d..]).all(|(a, b)| a.to_bits() == b.to_bits()));
+    }
+
+    #[test]
+    fn silu_mul_matches_f64() {
+        let g: Vec<f32> = (0..29).map(|i| (i as f32 - 14.0) * 0.9).collect();
+        let u: Vec<f32> = (0..29).map(|i| 1.0 + i as f32 * 0.1).collect();
+        let mut out = vec![0.0; 29];
+        silu_mul(&g, &u, &mut out);
+        for i in 0..29 {
+            let (gv, uv) = (g[i] as f64, u[i] as f64);
+            let want = gv / (1.0 + (-gv).exp()) * uv;
+            assert!((out[i] as f64 - want).abs() <= 1e-6 * want.abs().max(1.0), "{i}");
+        }
+    }
+
+    #[test]
+    fn exp_is_accurate_and_underflows_to_zero() {
+        let xs: Vec<f32> = (0..37).map(|i| -(i as f32) * 2.7 + 3.0).collect();
+        let mut got = xs.clone();
+        exp_shifted(&mut got, 3.0);
+        for (&x, &g) in xs.iter().zip(&got) {
+            let want = ((x - 3.0) as f64).exp();
+            assert!((g as f64 - want).abs() <= 4e-7 * want + 1e-37, "exp({})", x - 3.0);
+        }
+        let mut tiny = vec![-200.0f32; 9];
+        exp_shifted(&mut tiny, 0.0);
+        assert!(tiny.iter().all(|&t| (0.0..1e-37).contains(&t)));
+    }
+}
