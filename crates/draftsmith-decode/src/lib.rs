@@ -3,6 +3,7 @@
 
 pub mod ar;
 pub mod batch;
+pub mod cost;
 pub mod error;
 pub mod methods;
 pub mod registry;

@@ -64,6 +64,7 @@ mod f32act;
 mod layout;
 mod matrix;
 pub mod pool;
+pub mod probe;
 pub mod rowops;
 mod scalar;
 

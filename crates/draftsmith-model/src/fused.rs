@@ -46,6 +46,11 @@ impl Proj {
         self.rows
     }
 
+    /// Weight bytes and multiply-adds per token.
+    fn footprint(&self) -> (usize, usize) {
+        self.parts.iter().fold((0, 0), |(b, m), p| (b + p.n_bytes(), m + p.rows() * p.cols()))
+    }
+
     /// `out[n, rows] = x[n, cols] · Wᵀ + b`.
     fn forward(&self, mode: Activations, x: &[f32], n: usize, out: &mut Vec<f32>) {
         out.resize(n * self.rows, 0.0);
@@ -107,6 +112,18 @@ pub(crate) struct HostStack {
 }
 
 impl HostStack {
+    /// Weight bytes and multiply-adds per token of every layer's projections.
+    pub(crate) fn footprint(&self) -> (usize, usize) {
+        let mut total = (0, 0);
+        for l in &self.layers {
+            for p in [&l.qkv, &l.o, &l.gate_up, &l.down] {
+                let (b, m) = p.footprint();
+                total = (total.0 + b, total.1 + m);
+            }
+        }
+        total
+    }
+
     /// The stack of `blocks` when every projection is quantized (`None` otherwise).
     pub(crate) fn from_blocks<B: burn::tensor::backend::Backend>(blocks: &[crate::model::Block<B>], final_norm: &crate::layers::RmsNorm<B>, dims: Dims, activations: Activations) -> Option<Self> {
         use crate::layers::{Linear, LinearWeight};

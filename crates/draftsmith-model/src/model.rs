@@ -39,6 +39,15 @@ pub struct ForwardOutput<B: Backend> {
     pub hidden_final: Tensor<B, 2>,
 }
 
+/// See [`Model::matrix_footprint`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct MatrixFootprint {
+    /// Bytes of matrix weights read by one pass.
+    pub bytes: usize,
+    /// Multiply-adds per token in the matrix products.
+    pub macs_per_token: usize,
+}
+
 #[derive(Debug, Clone)]
 pub(crate) struct Attention<B: Backend> {
     pub q: Linear<B>,
@@ -90,6 +99,35 @@ impl<B: Backend> Model<B> {
     /// The token-embedding matrix `[vocab, hidden]`.
     pub fn embeddings(&self) -> &Tensor<B, 2> {
         &self.embed
+    }
+
+    /// The bytes of matrix weights one forward pass reads, and the multiply-adds each token
+    /// adds (every projection and the LM head; attention excluded).
+    pub fn matrix_footprint(&self) -> MatrixFootprint {
+        let mut f = MatrixFootprint::default();
+        let mut add_linear = |l: &Linear<B>| match &l.weight {
+            LinearWeight::Quant(q) => {
+                f.bytes += q.n_bytes();
+                f.macs_per_token += q.rows() * q.cols();
+            }
+            LinearWeight::Dense(w) => {
+                let [r, c] = w.dims();
+                f.bytes += r * c * std::mem::size_of::<f32>();
+                f.macs_per_token += r * c;
+            }
+        };
+        add_linear(&self.lm_head);
+        for b in &self.blocks {
+            for l in [&b.attn.q, &b.attn.k, &b.attn.v, &b.attn.o, &b.mlp.gate, &b.mlp.up, &b.mlp.down] {
+                add_linear(l);
+            }
+        }
+        if let Some(stack) = &self.host {
+            let (bytes, macs) = stack.footprint();
+            f.bytes += bytes;
+            f.macs_per_token += macs;
+        }
+        f
     }
 
     /// A fresh cache for this model.

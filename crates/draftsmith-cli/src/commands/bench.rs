@@ -35,6 +35,15 @@ pub struct BenchArArgs {
     /// Nodes in the random draft tree whose verification cost is compared with a 1-token step.
     #[arg(long, default_value_t = 64)]
     pub tree_size: usize,
+    /// Draft sizes of the verify cost curve (a pass over n tokens against a 1-token step).
+    #[arg(long, value_delimiter = ',', default_value = "1,2,3,4,6,8,12,16,32,64")]
+    pub curve_sizes: Vec<usize>,
+    /// Cached context lengths the curve is measured at.
+    #[arg(long, value_delimiter = ',', default_value = "64,2048")]
+    pub contexts: Vec<usize>,
+    /// Timed passes per curve point (the median is reported).
+    #[arg(long, default_value_t = 9)]
+    pub curve_runs: usize,
     /// Also time llama.cpp (llama-cpp-python, `just install-llamacpp`) on the same GGUF and
     /// prompt token ids, and print the ratio.
     #[arg(long)]
@@ -84,10 +93,15 @@ fn bench_ar<B: Backend>(args: &BenchArArgs, device: &B::Device) -> Result<()> {
     let prefill512 = time_prefill(model, prefill_len)?;
     let (step1, tree) = time_tree_verify(model, args.tree_size, 256.min(context / 2))?;
     let decode_tps = decode_tokens as f64 / decode_time.as_secs_f64();
+    let machine = machine_json(model, args);
+    let curve = verify_curve(model, args, &machine)?;
     let mut result = json!({
+        "machine": machine,
+        "verify_curve": curve,
         "model": loaded.path.display().to_string(),
         "device": format!("{:?}", args.model.device).to_lowercase(),
         "weights": format!("{:?}", args.model.matmul(&loaded.path)?).to_lowercase(),
+        "activations": format!("{:?}", args.model.activations).to_lowercase(),
         "prompts": prompts.len(),
         "new_tokens_per_prompt": args.max_new_tokens,
         "decode_tokens_per_s": decode_tps,
@@ -111,6 +125,92 @@ fn bench_ar<B: Backend>(args: &BenchArArgs, device: &B::Device) -> Result<()> {
     }
     println!("{result}");
     Ok(())
+}
+
+/// The CPU, its flags, the memory bandwidth for a buffer the size of the model's matrices and
+/// the kernels' peak rate in the model's activation mode: the roofline of a pass over n tokens
+/// is `max(bytes / bandwidth, n · MACs / peak)`.
+fn machine_json<B: Backend>(model: &Model<B>, args: &BenchArArgs) -> Value {
+    use draftsmith_kernels::probe;
+    let cpu = probe::CpuInfo::detect();
+    let footprint = model.matrix_footprint();
+    let bandwidth = probe::memory_bandwidth(footprint.bytes, 5);
+    let peak = probe::kernel_peak(args.model.activations.into(), draftsmith_kernels::QFormat::Q4_1);
+    eprintln!("cpu: {} ({} threads; kernels {}; flags {})", cpu.model, cpu.threads, cpu.kernel_path, cpu.flags.join(" "));
+    eprintln!(
+        "roofline inputs: {:.1} MB of matrix weights, {:.1} M multiply-adds per token; read bandwidth {bandwidth:.1} GB/s at that size; kernel peak {peak:.0} GMAC/s ({:?} activations, Q4_1, 64 rows)",
+        footprint.bytes as f64 / 1e6,
+        footprint.macs_per_token as f64 / 1e6,
+        args.model.activations
+    );
+    json!({
+        "cpu_model": cpu.model,
+        "cpu_flags": cpu.flags,
+        "threads": cpu.threads,
+        "kernel_path": cpu.kernel_path,
+        "matrix_bytes": footprint.bytes,
+        "macs_per_token": footprint.macs_per_token,
+        "read_bandwidth_gb_s": bandwidth,
+        "kernel_peak_gmac_s": peak,
+    })
+}
+
+/// t(n) for chains and random trees at each cached context, split into matrices / attention /
+/// the rest, with the roofline beside it; printed as a table on stderr.
+fn verify_curve<B: Backend>(model: &Model<B>, args: &BenchArArgs, machine: &Value) -> Result<Vec<Value>> {
+    use draftsmith_decode::cost::{cached_context, time_pass, DraftShape};
+    let (bytes, macs) = (machine["matrix_bytes"].as_f64().unwrap_or(0.0), machine["macs_per_token"].as_f64().unwrap_or(0.0));
+    let (bw, peak) = (machine["read_bandwidth_gb_s"].as_f64().unwrap_or(f64::NAN), machine["kernel_peak_gmac_s"].as_f64().unwrap_or(f64::NAN));
+    let roofline = |n: usize| (bytes / (bw * 1e6)).max(n as f64 * macs / (peak * 1e6));
+    let max_context = model.config().max_position_embeddings;
+    let mut sizes = args.curve_sizes.clone();
+    if !sizes.contains(&1) {
+        sizes.insert(0, 1);
+    }
+    let largest = sizes.iter().copied().max().unwrap_or(1);
+    let mut rows = Vec::new();
+    eprintln!("verify cost curve (all logits; median of {} passes):", args.curve_runs);
+    eprintln!("{:>7} {:>5} {:>4} {:>9} {:>7} {:>9} {:>9} {:>9} {:>10} {:>8}", "context", "shape", "n", "ms", "t(n)/t1", "matrices", "attention", "other", "roofline", "roof/r1");
+    for &context in &args.contexts {
+        if context == 0 || context + largest >= max_context {
+            bail!("--contexts: {context} cached tokens plus {largest} draft tokens do not fit the model's context of {max_context}");
+        }
+        let mut cache = cached_context(model, context, largest)?;
+        for shape in [DraftShape::Chain, DraftShape::Tree] {
+            let mut t1 = f64::NAN;
+            for &n in &sizes {
+                let t = time_pass(model, &mut cache, shape, n, args.curve_runs)?;
+                if n == 1 {
+                    t1 = t.ms;
+                }
+                let roof = roofline(n);
+                eprintln!(
+                    "{context:>7} {:>5} {n:>4} {:>9.2} {:>7.2} {:>9.2} {:>9.2} {:>9.2} {:>10.2} {:>8.2}",
+                    format!("{shape:?}").to_lowercase(),
+                    t.ms,
+                    t.ms / t1,
+                    t.matrices_ms,
+                    t.attention_ms,
+                    t.other_ms,
+                    roof,
+                    roof / roofline(1)
+                );
+                rows.push(json!({
+                    "context": context,
+                    "shape": shape,
+                    "n": n,
+                    "ms": t.ms,
+                    "over_step1": t.ms / t1,
+                    "matrices_ms": t.matrices_ms,
+                    "attention_ms": t.attention_ms,
+                    "other_ms": t.other_ms,
+                    "roofline_ms": roof,
+                    "roofline_over_step1": roof / roofline(1),
+                }));
+            }
+        }
+    }
+    Ok(rows)
 }
 
 fn encode_prompts<B: Backend>(loaded: &LoadedModel<B>, n: usize) -> Result<Vec<Vec<u32>>> {

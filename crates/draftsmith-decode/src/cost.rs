@@ -1,0 +1,98 @@
+//! The cost of one target pass over `n` draft tokens on the running machine: what a draft is
+//! worth verifying depends on it. `draftsmith bench ar` prints the curve; a draft policy can
+//! calibrate from it.
+
+use std::time::Instant;
+
+use burn::tensor::backend::Backend;
+use draftsmith_core::DraftTree;
+use draftsmith_model::{set_profiling, take_profile, AttentionMask, LogitsSelect, Model, ModelError};
+
+/// How the `n` tokens of a verify pass are arranged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DraftShape {
+    /// One branch: token `i` follows token `i − 1` (prompt lookup, a draft model).
+    Chain,
+    /// A random tree: each token follows a random earlier one, or the root (beams, n-gram tries).
+    Tree,
+}
+
+impl DraftShape {
+    /// The tree of this shape with `n` nodes (seeded, so every run times the same tree).
+    pub fn tree(self, n: usize, vocab: usize, seed: u64) -> DraftTree {
+        let mut state = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+        let mut next = |bound: usize| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state % bound as u64) as usize
+        };
+        let mut tree = DraftTree::new();
+        for i in 0..n {
+            let parent = match self {
+                DraftShape::Chain => i.checked_sub(1),
+                DraftShape::Tree if i == 0 || next(10) == 0 => None,
+                DraftShape::Tree => Some(next(i)),
+            };
+            tree.push(100 + next(vocab.saturating_sub(100).max(1)) as u32, parent);
+        }
+        tree
+    }
+}
+
+/// One measured pass: wall time (median over runs) and, on the quantized CPU path, the time in
+/// matrix products and in attention (means over the same runs; zero on other paths); `other_ms`
+/// is the rest of the median (norms, RoPE, SwiGLU, residuals, cache writes, tensor copies).
+#[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
+pub struct PassTiming {
+    pub n: usize,
+    pub ms: f64,
+    pub matrices_ms: f64,
+    pub attention_ms: f64,
+    pub other_ms: f64,
+}
+
+/// A cache holding `context` tokens of a fixed synthetic prefix, to time passes against.
+pub fn cached_context<B: Backend>(model: &Model<B>, context: usize, room: usize) -> Result<draftsmith_model::KvCache<B>, ModelError> {
+    let vocab = model.config().vocab_size;
+    let prefix = DraftShape::Chain.tree(context, vocab, 2);
+    let mut cache = model.new_cache(context + room + 1);
+    let positions: Vec<usize> = (0..context).collect();
+    model.forward(prefix.tokens(), &positions, &AttentionMask::Causal, LogitsSelect::None, &mut cache)?;
+    Ok(cache)
+}
+
+/// Times the verification of `n` tokens of `shape` (all logits) after the `cache`'s context,
+/// `runs` times, rolling the cache back after each.
+pub fn time_pass<B: Backend>(model: &Model<B>, cache: &mut draftsmith_model::KvCache<B>, shape: DraftShape, n: usize, runs: usize) -> Result<PassTiming, ModelError> {
+    let context = cache.len();
+    let tree = shape.tree(n, model.config().vocab_size, 4 + n as u64);
+    let (mask, positions) = if n == 1 {
+        (AttentionMask::Causal, vec![context])
+    } else {
+        (AttentionMask::Visible(tree.visibility(context)), tree.positions(context - 1))
+    };
+    let runs = runs.max(1);
+    let mut times = Vec::with_capacity(runs);
+    // One untimed pass warms the caches and the scratch buffers.
+    for timed in std::iter::once(false).chain(std::iter::repeat_n(true, runs)) {
+        if timed && times.is_empty() {
+            take_profile();
+            set_profiling(true);
+        }
+        let start = Instant::now();
+        let out = model.forward(tree.tokens(), &positions, &mask, LogitsSelect::All, cache)?;
+        let _ = out.logits.map(|l| l.into_data());
+        if timed {
+            times.push(start.elapsed().as_secs_f64() * 1e3);
+        }
+        cache.truncate(context);
+    }
+    set_profiling(false);
+    let split = take_profile();
+    times.sort_by(f64::total_cmp);
+    let per_run = |s: f64| s * 1e3 / runs as f64;
+    let (ms, matrices_ms, attention_ms) = (times[runs / 2], per_run(split.matrices_s), per_run(split.attention_s));
+    Ok(PassTiming { n, ms, matrices_ms, attention_ms, other_ms: (ms - matrices_ms - attention_ms).max(0.0) })
+}
