@@ -57,6 +57,46 @@ pub(crate) struct ActQuant {
     qs: Vec<i8>,
     d: Vec<f32>,
     sum: Vec<i32>,
+    /// The same rows laid out per kernel tile (see [`ActQuant::pack_tiles`]).
+    packed: Packed,
+}
+
+/// Rows `c0 .. c0 + cn` of each tile interleaved block by block: block `b` of the tile's row
+/// `t` at `qs[c0·cols + (b·cn + t)·32 ..]`, its scale, `scale · Σ q` and `−128 · Σ q` at
+/// `[c0·nb + b·cn + t]`. A kernel then reads a whole tile from one pointer with constant
+/// offsets. Only the layout changes: every value is the one of the row-major form.
+#[derive(Default)]
+struct Packed {
+    tiles: Vec<(usize, usize)>,
+    qs: Vec<i8>,
+    d: Vec<f32>,
+    dsum: Vec<f32>,
+    bias: Vec<i32>,
+}
+
+/// One tile of [`Packed`] activations.
+#[derive(Clone, Copy)]
+pub(crate) struct PackedTile<'a> {
+    pub qs: &'a [i8],
+    pub d: &'a [f32],
+    pub dsum: &'a [f32],
+    pub bias: &'a [i32],
+    /// Rows in the tile.
+    pub cn: usize,
+}
+
+/// The near-equal split of `n` rows into tiles of at most `width` (17 rows, width 8 → 6, 6, 5):
+/// `(first row, rows)` per tile.
+pub(crate) fn tile_split(n: usize, width: usize) -> Vec<(usize, usize)> {
+    let tiles = n.div_ceil(width);
+    let mut c0 = 0;
+    (0..tiles)
+        .map(|i| {
+            let cn = n / tiles + usize::from(i < n % tiles);
+            c0 += cn;
+            (c0 - cn, cn)
+        })
+        .collect()
 }
 
 impl ActQuant {
@@ -80,6 +120,49 @@ impl ActQuant {
         let jobs: Vec<_> = rows.0.zip(rows.1).zip(scales.0.zip(scales.1)).collect();
         jobs.into_par_iter()
             .for_each(|((x, qs), (d, sum))| quantize_blocks(path, x, qs, d, sum));
+    }
+
+    /// Lays the quantized rows out per tile of at most `width` rows (see [`Packed`]).
+    pub(crate) fn pack_tiles(&mut self, width: usize) {
+        let (n, cols, nb) = (self.n, self.cols, self.cols / QK);
+        let p = &mut self.packed;
+        p.tiles = tile_split(n, width);
+        p.qs.resize(n * cols, 0);
+        p.d.resize(n * nb, 0.0);
+        p.dsum.resize(n * nb, 0.0);
+        p.bias.resize(n * nb, 0);
+        for &(c0, cn) in &p.tiles {
+            for t in 0..cn {
+                let row = c0 + t;
+                for b in 0..nb {
+                    let dst = c0 * cols + (b * cn + t) * QK;
+                    p.qs[dst..dst + QK].copy_from_slice(&self.qs[row * cols + b * QK..][..QK]);
+                    let (i, src) = (c0 * nb + b * cn + t, row * nb + b);
+                    p.d[i] = self.d[src];
+                    p.dsum[i] = self.d[src] * self.sum[src] as f32;
+                    p.bias[i] = -128 * self.sum[src];
+                }
+            }
+        }
+    }
+
+    /// The tiles of the last [`ActQuant::pack_tiles`].
+    pub(crate) fn tiles(&self) -> &[(usize, usize)] {
+        &self.packed.tiles
+    }
+
+    /// Tile `i` of the packed layout.
+    pub(crate) fn packed_tile(&self, i: usize) -> PackedTile<'_> {
+        let (c0, cn) = self.packed.tiles[i];
+        let nb = self.cols / QK;
+        let p = &self.packed;
+        PackedTile {
+            qs: &p.qs[c0 * self.cols..][..cn * self.cols],
+            d: &p.d[c0 * nb..][..cn * nb],
+            dsum: &p.dsum[c0 * nb..][..cn * nb],
+            bias: &p.bias[c0 * nb..][..cn * nb],
+            cn,
+        }
     }
 
     /// Number of quantized rows.

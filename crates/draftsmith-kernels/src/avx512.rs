@@ -11,7 +11,7 @@
 
 use std::arch::x86_64::*;
 
-use crate::act::ActRow;
+use crate::act::{ActRow, PackedTile};
 use crate::avx2::prefetch_block;
 use crate::dispatch::{check_lengths, Group, TileOut};
 use crate::layout::{tile_bytes, tile_scales, GROUP, QK, UNIT};
@@ -126,6 +126,116 @@ unsafe fn q4_1<const C: usize>(w: Group<'_>, acts: &[ActRow<'_>], out: &mut Tile
             let isum = _mm512_cvtepi32_ps(_mm512_add_epi32(ia[c], ib[c]));
             facc[c] = _mm512_fmadd_ps(isum, _mm512_mul_ps(dw, _mm512_set1_ps(dx)), facc[c]);
             facc[c] = _mm512_fmadd_ps(mw, _mm512_set1_ps(sx), facc[c]);
+        }
+    }
+    for c in 0..C {
+        _mm512_storeu_ps(out[c].as_mut_ptr(), facc[c]);
+    }
+}
+
+/// [`tile`] on activations packed per tile ([`PackedTile`]): the same integer dot products and
+/// the same f32 operations per output, with every activation operand at a constant offset from
+/// one pointer per block (no per-row pointers to spill, no per-row scalar work).
+///
+/// # Safety
+/// As [`tile`].
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+pub(crate) unsafe fn tile_packed(f: QFormat, w: Group<'_>, a: PackedTile<'_>, out: &mut TileOut) {
+    let nb = w.quants.len() / tile_bytes(f);
+    assert!((1..=crate::dispatch::TILE).contains(&a.cn), "tile width must be 1..=8");
+    assert!(w.scales.len() >= nb * tile_scales(f), "packed scales too short");
+    assert!(a.qs.len() >= nb * a.cn * QK && a.d.len() >= nb * a.cn && a.dsum.len() >= nb * a.cn && a.bias.len() >= nb * a.cn, "packed activations too short");
+    macro_rules! width {
+        ($kernel:ident) => {
+            match a.cn {
+                1 => $kernel::<1>(w, a, out),
+                2 => $kernel::<2>(w, a, out),
+                3 => $kernel::<3>(w, a, out),
+                4 => $kernel::<4>(w, a, out),
+                5 => $kernel::<5>(w, a, out),
+                6 => $kernel::<6>(w, a, out),
+                7 => $kernel::<7>(w, a, out),
+                _ => $kernel::<8>(w, a, out),
+            }
+        };
+    }
+    match f {
+        QFormat::Q8_0 => width!(q8_0_packed),
+        QFormat::Q4_1 => width!(q4_1_packed),
+    }
+}
+
+/// Q8_0 group × `C` packed activation rows.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+unsafe fn q8_0_packed<const C: usize>(w: Group<'_>, a: PackedTile<'_>, out: &mut TileOut) {
+    let (quants, scales) = (w.quants, w.scales);
+    let nb = quants.len() / tile_bytes(QFormat::Q8_0);
+    let mut facc = [_mm512_setzero_ps(); C];
+    for b in 0..nb {
+        prefetch_block(&w, QFormat::Q8_0, b);
+        let wq = quants.as_ptr().add(b * tile_bytes(QFormat::Q8_0));
+        let dw = _mm512_cvtph_ps(_mm256_loadu_si256(scales.as_ptr().add(b * GROUP).cast()));
+        let xb = a.qs.as_ptr().add(b * C * QK);
+        let (db, bias) = (a.d.as_ptr().add(b * C), a.bias.as_ptr().add(b * C));
+        let mut ia: [__m512i; C] = std::array::from_fn(|c| _mm512_set1_epi32(*bias.add(c)));
+        let mut ib = [_mm512_setzero_si512(); C];
+        for k in 0..8 {
+            let wk = _mm512_loadu_si512(wq.add(k * UNIT).cast());
+            for c in 0..C {
+                let x = bcast4!(xb.add(c * QK + 4 * k));
+                if C <= 2 && k % 2 == 1 {
+                    ib[c] = _mm512_dpbusd_epi32(ib[c], wk, x);
+                } else {
+                    ia[c] = _mm512_dpbusd_epi32(ia[c], wk, x);
+                }
+            }
+        }
+        for c in 0..C {
+            let scale = _mm512_mul_ps(dw, _mm512_set1_ps(*db.add(c)));
+            let isum = _mm512_cvtepi32_ps(_mm512_add_epi32(ia[c], ib[c]));
+            facc[c] = _mm512_fmadd_ps(isum, scale, facc[c]);
+        }
+    }
+    for c in 0..C {
+        _mm512_storeu_ps(out[c].as_mut_ptr(), facc[c]);
+    }
+}
+
+/// Q4_1 group × `C` packed activation rows.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+unsafe fn q4_1_packed<const C: usize>(w: Group<'_>, a: PackedTile<'_>, out: &mut TileOut) {
+    let (quants, scales) = (w.quants, w.scales);
+    let nb = quants.len() / tile_bytes(QFormat::Q4_1);
+    let mask = _mm512_set1_epi8(0x0F);
+    let mut facc = [_mm512_setzero_ps(); C];
+    for b in 0..nb {
+        prefetch_block(&w, QFormat::Q4_1, b);
+        let wq = quants.as_ptr().add(b * tile_bytes(QFormat::Q4_1));
+        let sc = scales.as_ptr().add(b * tile_scales(QFormat::Q4_1));
+        let dw = _mm512_cvtph_ps(_mm256_loadu_si256(sc.cast()));
+        let mw = _mm512_cvtph_ps(_mm256_loadu_si256(sc.add(GROUP).cast()));
+        let xb = a.qs.as_ptr().add(b * C * QK);
+        let (db, sb) = (a.d.as_ptr().add(b * C), a.dsum.as_ptr().add(b * C));
+        let mut ia = [_mm512_setzero_si512(); C];
+        let mut ib = [_mm512_setzero_si512(); C];
+        for u in 0..4 {
+            let v = _mm512_loadu_si512(wq.add(u * UNIT).cast());
+            let lo = _mm512_and_si512(v, mask);
+            let hi = _mm512_and_si512(_mm512_srli_epi16::<4>(v), mask);
+            for c in 0..C {
+                let x = xb.add(c * QK + 4 * u);
+                ia[c] = _mm512_dpbusd_epi32(ia[c], lo, bcast4!(x));
+                if C <= 2 {
+                    ib[c] = _mm512_dpbusd_epi32(ib[c], hi, bcast4!(x.add(16)));
+                } else {
+                    ia[c] = _mm512_dpbusd_epi32(ia[c], hi, bcast4!(x.add(16)));
+                }
+            }
+        }
+        for c in 0..C {
+            let isum = _mm512_cvtepi32_ps(_mm512_add_epi32(ia[c], ib[c]));
+            facc[c] = _mm512_fmadd_ps(isum, _mm512_mul_ps(dw, _mm512_set1_ps(*db.add(c))), facc[c]);
+            facc[c] = _mm512_fmadd_ps(mw, _mm512_set1_ps(*sb.add(c)), facc[c]);
         }
     }
     for c in 0..C {

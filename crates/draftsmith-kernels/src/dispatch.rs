@@ -136,6 +136,9 @@ pub(crate) fn matmul_impl(m: &QMatrix, path: KernelPath, x: &[f32], n: usize, y:
     }
     with_scratch(|act| {
         act.quantize(x, n, m.cols(), path);
+        if path == KernelPath::Avx512Vnni {
+            act.pack_tiles(path.tile_width());
+        }
         run(m, path, act, y);
     });
 }
@@ -207,6 +210,20 @@ fn compute(m: &QMatrix, path: KernelPath, act: &ActQuant, range: Range<usize>, o
             (&[][..], &[][..])
         };
         let valid = GROUP.min(rows - g * GROUP);
+        #[cfg(target_arch = "x86_64")]
+        if path == KernelPath::Avx512Vnni {
+            for (i, &(c0, cn)) in act.tiles().iter().enumerate() {
+                // Only the first pass over the group prefetches the next one.
+                let next = if i == 0 { next } else { (&[][..], &[][..]) };
+                let w = Group { quants, scales, next };
+                // SAFETY: the path is supported (checked by the callers of `matmul_impl`).
+                unsafe { crate::avx512::tile_packed(m.format(), w, act.packed_tile(i), &mut tile) };
+                for (t, res) in tile.iter().enumerate().take(cn) {
+                    out.write((c0 + t) * rows + g * GROUP, &res[..valid]);
+                }
+            }
+            continue;
+        }
         let mut c0 = 0;
         for i in 0..tiles {
             // Near-equal tile widths (17 rows → 6, 6, 5) keep every kernel call well filled.
