@@ -100,9 +100,10 @@ bench-vs-llamacpp *args="": build install-llamacpp
 bench-kernels:
     cargo bench -p draftsmith-kernels
 
-# Install llama-cpp-python (compiles llama.cpp: ~13 minutes on 2 cores, cached by pip after).
+# Install llama-cpp-python built for this CPU with explicit SIMD flags (never AMX, whose native
+# build crashed; see the script). Compiles llama.cpp: ~13 minutes on 2 cores; kept once built.
 install-llamacpp:
-    python3 -c "import llama_cpp" 2>/dev/null || pip install llama-cpp-python numpy
+    bash scripts/install_llamacpp.sh
 
 # Regenerate the golden logits with the independent numpy reference.
 golden:

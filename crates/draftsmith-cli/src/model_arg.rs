@@ -31,13 +31,12 @@ pub struct ModelArgs {
     /// Activations of the quantized CPU path: `int8` quantizes each activation row per 32 values
     /// (integer dot products, VNNI where present), `f32` multiplies exact f32 activations. Both
     /// are batch-invariant (a token's logits never depend on the batch or draft tree around it).
-    #[arg(long, value_enum, default_value_t = ActivationsArg::default())]
+    #[arg(long, value_enum, default_value_t = ActivationsArg::Int8)]
     pub activations: ActivationsArg,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 pub enum ActivationsArg {
-    #[default]
     Int8,
     F32,
 }
@@ -72,6 +71,16 @@ impl ModelArgs {
             (None, DeviceKind::Cpu) if path.is_file() => MatmulWeights::Quantized,
             (None, _) => MatmulWeights::Dense,
         })
+    }
+
+    /// What the engine's numerics depend on, for manifests: `cpu/quantized/int8`, `cpu/dense`.
+    pub fn engine_label(&self, path: &Path) -> Result<String> {
+        let matmul = self.matmul(path)?;
+        let mut label = format!("{:?}/{:?}", self.device, matmul).to_lowercase();
+        if matmul == MatmulWeights::Quantized {
+            label.push_str(&format!("/{:?}", self.activations).to_lowercase());
+        }
+        Ok(label)
     }
 
     /// Load options (weights and activation mode) for a resolved model path.

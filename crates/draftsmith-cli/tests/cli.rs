@@ -73,4 +73,9 @@ fn bench_ar_reports_the_contract_fields() {
     for key in ["decode_tokens_per_s", "prefill_tokens_per_s", "tree64_over_step1_cost"] {
         assert!(json[key].as_f64().unwrap() > 0.0, "{key} in {json}");
     }
+    // The verify cost curve: chains and trees at the contexts that fit (2048 does not here).
+    let curve = json["verify_curve"].as_array().unwrap();
+    assert!(curve.iter().any(|p| p["shape"] == "chain" && p["n"] == 64 && p["context"] == 64), "{json}");
+    assert!(curve.iter().all(|p| p["ms"].as_f64().unwrap() > 0.0 && p["context"] == 64));
+    assert!(json["machine"]["cpu_model"].as_str().is_some_and(|m| !m.is_empty()));
 }

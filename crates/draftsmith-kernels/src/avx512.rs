@@ -183,6 +183,8 @@ unsafe fn q8_0_packed<const C: usize>(w: Group<'_>, a: PackedTile<'_>, out: &mut
             let wk = _mm512_loadu_si512(wq.add(k * UNIT).cast());
             for c in 0..C {
                 let x = bcast4!(xb.add(c * QK + 4 * k));
+                // With one or two rows a second chain per row hides the `vpdpbusd` latency;
+                // with more, the block's other work already does (`ib` stays zero, folds away).
                 if C <= 2 && k % 2 == 1 {
                     ib[c] = _mm512_dpbusd_epi32(ib[c], wk, x);
                 } else {

@@ -247,41 +247,169 @@ pub fn attend(q: &[f32], keys: &[f32], values: &[f32], capacity: usize, heads: u
     out
 }
 
-/// [`attend`] into `out` (resized), with `(heads, kv_heads, head_dim)`; the work is split over
-/// the kernels' worker pool: a single token's kv groups, or several tokens' rows.
+/// [`attend`] into `out` (resized), with `(heads, kv_heads, head_dim)`. The work is split over
+/// the kernels' worker pool in units of one kv head × a run of tokens; inside a unit the keys
+/// and values are walked in blocks of [`KEY_BLOCK`] positions, each block serving every query
+/// row of the unit while it is in cache, so a long context is read once per unit rather than
+/// once per token. Per query row the arithmetic is that of [`attend_group`].
 pub fn attend_into(q: &[f32], keys: &[f32], values: &[f32], capacity: usize, (heads, kv_heads, head_dim): (usize, usize, usize), visibility: &Visibility<'_>, out: &mut Vec<f32>) {
     let n = q.len() / (heads * head_dim);
-    let group = heads / kv_heads;
-    let scale = 1.0 / (head_dim as f32).sqrt();
     out.clear();
     out.resize(q.len(), 0.0);
-    let simd = simd_available();
-    // Query heads sharing a kv head are contiguous: one pass over that head's keys serves them all.
-    let span = group * head_dim;
-    let kv_group = |i: usize, g: usize, visible: &[usize], o: &mut [f32]| {
-        let kv = g * capacity * head_dim..(g + 1) * capacity * head_dim;
-        let qs = &q[(i * heads + g * group) * head_dim..][..span];
-        attend_group(qs, &keys[kv.clone()], &values[kv], head_dim, scale, visible, o, simd);
-    };
-    // One token (plain decoding): its kv groups in parallel. Several tokens (prefill, tree
-    // verification): tokens in parallel, each listing its visible keys once for all its heads.
-    let per_token = n > 1;
-    let chunk = if per_token { heads * head_dim } else { span };
-    let keys_seen = match visibility {
+    let total = match visibility {
         Visibility::Causal { cached } => cached + n,
         Visibility::Mask { total, .. } => *total,
     };
-    let parallel = n * heads * keys_seen >= 1 << 12;
-    draftsmith_kernels::Pool::global().for_each_chunk(out, chunk, parallel, |c, o| {
-        let (i, first_group) = if per_token { (c, 0) } else { (0, c) };
-        let mut visible = Vec::new();
-        visibility.keys(i, &mut visible);
-        for (k, og) in o.chunks_mut(span).enumerate() {
-            kv_group(i, first_group + k, &visible, og);
+    let pool = draftsmith_kernels::Pool::global();
+    let chunks = if n == 1 { 1 } else { n.min(pool.threads()) };
+    let units = kv_heads * chunks;
+    let shape = AttendShape { heads, group: heads / kv_heads, head_dim, capacity, scale: 1.0 / (head_dim as f32).sqrt(), simd: simd_available() };
+    let dst = RowsPtr(out.as_mut_ptr(), out.len());
+    let work = |t: usize, threads: usize| {
+        let dst = &dst;
+        for u in draftsmith_kernels::pool::split(units, t, threads) {
+            let (g, c) = (u / chunks, u % chunks);
+            let tokens = draftsmith_kernels::pool::split(n, c, chunks);
+            attend_unit(q, keys, values, &shape, g, tokens, visibility, dst);
         }
-    });
+    };
+    if n * heads * total >= 1 << 12 && units > 1 {
+        pool.run(&work);
+    } else {
+        work(0, 1);
+    }
 }
 
+/// Keys per block of [`attend_into`]'s walk (128 × head_dim 64 × 4 bytes = 32 KB of keys).
+const KEY_BLOCK: usize = 128;
+
+/// Shapes and constants of one attention call.
+struct AttendShape {
+    heads: usize,
+    group: usize,
+    head_dim: usize,
+    capacity: usize,
+    scale: f32,
+    simd: bool,
+}
+
+/// The output rows of one attention call, written by units that own disjoint rows.
+struct RowsPtr(*mut f32, usize);
+
+// SAFETY: every unit writes only the rows of its own kv head and tokens.
+unsafe impl Sync for RowsPtr {}
+
+impl RowsPtr {
+    /// The `len` values at `at` (a unit's own rows only).
+    #[allow(clippy::mut_from_ref)]
+    fn rows(&self, at: usize, len: usize) -> &mut [f32] {
+        assert!(at + len <= self.1, "attention output out of bounds");
+        // SAFETY: in bounds; units own disjoint rows, so no two live slices overlap.
+        unsafe { std::slice::from_raw_parts_mut(self.0.add(at), len) }
+    }
+}
+
+/// One unit of [`attend_into`]: kv head `g`, query rows of the tokens in `tokens`.
+#[allow(clippy::too_many_arguments)]
+fn attend_unit(q: &[f32], keys: &[f32], values: &[f32], sh: &AttendShape, g: usize, tokens: std::ops::Range<usize>, visibility: &Visibility<'_>, dst: &RowsPtr) {
+    let (hd, group, span) = (sh.head_dim, sh.group, sh.group * sh.head_dim);
+    let kv = g * sh.capacity * hd..(g + 1) * sh.capacity * hd;
+    let (keys, values) = (&keys[kv.clone()], &values[kv]);
+    let visible: Vec<Vec<usize>> = tokens.clone().map(|i| {
+        let mut v = Vec::new();
+        visibility.keys(i, &mut v);
+        v
+    }).collect();
+    let mut weights: Vec<Vec<f32>> = visible.iter().map(|v| vec![0.0f32; group * v.len()]).collect();
+    let qs = |i: usize| &q[(i * sh.heads + g * group) * hd..][..span];
+    let end = visible.iter().filter_map(|v| v.last()).max().map_or(0, |&j| j + 1);
+    // Scores, one block of keys at a time for every token of the unit.
+    let mut cursor = vec![0usize; visible.len()];
+    for j0 in (0..end).step_by(KEY_BLOCK) {
+        for (k, i) in tokens.clone().enumerate() {
+            let (vis, m) = (&visible[k], visible[k].len());
+            let stop = cursor[k] + vis[cursor[k]..].partition_point(|&j| j < j0 + KEY_BLOCK);
+            if stop > cursor[k] {
+                scores(qs(i), keys, &vis[cursor[k]..stop], sh, &mut weights[k][cursor[k]..], m);
+                cursor[k] = stop;
+            }
+        }
+    }
+    // Softmax numerators per row, and their sums.
+    let mut sums = vec![0.0f32; visible.len() * group];
+    for (k, w) in weights.iter_mut().enumerate() {
+        let m = visible[k].len().max(1);
+        for (r, row) in w.chunks_mut(m).enumerate() {
+            let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+            exp_shifted(row, max, sh.simd);
+            sums[k * group + r] = row.iter().sum();
+        }
+    }
+    // Weighted sums of the values, block by block (the accumulators wait in the output rows).
+    cursor.iter_mut().for_each(|c| *c = 0);
+    for j0 in (0..end).step_by(KEY_BLOCK) {
+        for (k, i) in tokens.clone().enumerate() {
+            let (vis, m) = (&visible[k], visible[k].len());
+            let stop = cursor[k] + vis[cursor[k]..].partition_point(|&j| j < j0 + KEY_BLOCK);
+            if stop > cursor[k] {
+                let o = dst.rows((i * sh.heads + g * group) * hd, span);
+                for (r, oh) in o.chunks_mut(hd).enumerate() {
+                    weighted_sum(values, &vis[cursor[k]..stop], &weights[k][r * m + cursor[k]..r * m + stop], oh, sh);
+                }
+                cursor[k] = stop;
+            }
+        }
+    }
+    for (k, i) in tokens.enumerate() {
+        let o = dst.rows((i * sh.heads + g * group) * hd, span);
+        for (r, oh) in o.chunks_mut(hd).enumerate() {
+            let inv = 1.0 / sums[k * group + r];
+            oh.iter_mut().for_each(|x| *x *= inv);
+        }
+    }
+}
+
+/// Scores of the rows `qs` against the keys `visible` into `out[r · stride + idx]`.
+fn scores(qs: &[f32], keys: &[f32], visible: &[usize], sh: &AttendShape, out: &mut [f32], stride: usize) {
+    #[cfg(target_arch = "x86_64")]
+    if sh.simd && matches!(sh.head_dim, 64 | 128) {
+        // SAFETY: AVX2 and FMA are available (`simd`); the kernel checks its bounds.
+        unsafe {
+            match sh.head_dim {
+                64 => scores_avx2::<8>(qs, keys, visible, sh.scale, out, stride),
+                _ => scores_avx2::<16>(qs, keys, visible, sh.scale, out, stride),
+            }
+        }
+        return;
+    }
+    let hd = sh.head_dim;
+    for (r, qv) in qs.chunks(hd).enumerate() {
+        for (idx, &j) in visible.iter().enumerate() {
+            out[r * stride + idx] = dot(qv, &keys[j * hd..][..hd]) * sh.scale;
+        }
+    }
+}
+
+/// `o += Σ_j w_j · v_j` over `visible` in order (one FMA per element per key).
+fn weighted_sum(values: &[f32], visible: &[usize], w: &[f32], o: &mut [f32], sh: &AttendShape) {
+    #[cfg(target_arch = "x86_64")]
+    if sh.simd && matches!(sh.head_dim, 64 | 128) {
+        // SAFETY: as in `scores`.
+        unsafe {
+            match sh.head_dim {
+                64 => weighted_sum_avx2::<8>(values, visible, w, o),
+                _ => weighted_sum_avx2::<16>(values, visible, w, o),
+            }
+        }
+        return;
+    }
+    let hd = sh.head_dim;
+    for (&j, &p) in visible.iter().zip(w) {
+        axpy(o, p, &values[j * hd..][..hd], sh.simd);
+    }
+}
+
+#[cfg(test)]
 /// The query rows `qs` (`[group, head_dim]`) of one kv head against its keys and values
 /// (`[capacity, head_dim]`): per row, softmax over the `visible` keys in position order, written
 /// into `o` (`[group, head_dim]`, zeroed). A row's arithmetic depends only on the row and its
@@ -302,8 +430,8 @@ fn attend_group(qs: &[f32], keys: &[f32], values: &[f32], head_dim: usize, scale
         // SAFETY: AVX2 and FMA are available (`simd`); the kernels check their bounds.
         unsafe {
             match head_dim {
-                64 => scores_avx2::<8>(qs, keys, visible, scale, &mut weights),
-                _ => scores_avx2::<16>(qs, keys, visible, scale, &mut weights),
+                64 => scores_avx2::<8>(qs, keys, visible, scale, &mut weights, m),
+                _ => scores_avx2::<16>(qs, keys, visible, scale, &mut weights, m),
             }
         }
     } else {
@@ -336,29 +464,52 @@ fn attend_group(qs: &[f32], keys: &[f32], values: &[f32], head_dim: usize, scale
     }
 }
 
-/// `q_r · k_j · scale` for every row r of `qs` and visible key j, into `out[r · m + idx]`
-/// (`C` × 8 = head_dim): per pair, the FMA sequence and lane reduction of [`dot_avx2`]; each
-/// key is loaded once for all the rows.
+/// `q_r · k_j · scale` for every row r of `qs` and visible key j, into `out[r · stride + idx]`
+/// (`C` × 8 = head_dim): per pair, the FMA sequence and lane reduction of [`dot_avx2`]. Keys go
+/// eight at a time: their eight accumulators are reduced together by vector adds in exactly
+/// the order of [`reduce_lanes`] (lanes `l` and `l + 4` first, then the pairs), so every score
+/// has the bits of the one-pair form, which handles the remainder.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
-unsafe fn scores_avx2<const C: usize>(qs: &[f32], keys: &[f32], visible: &[usize], scale: f32, out: &mut [f32]) {
+unsafe fn scores_avx2<const C: usize>(qs: &[f32], keys: &[f32], visible: &[usize], scale: f32, out: &mut [f32], stride: usize) {
     use std::arch::x86_64::*;
     let d = C * 8;
     let (rows, m) = (qs.len() / d, visible.len());
-    assert!(qs.len() == rows * d && out.len() == rows * m && visible.iter().all(|&j| (j + 1) * d <= keys.len()));
-    for (idx, &j) in visible.iter().enumerate() {
-        // SAFETY (all loads and stores): key row j, the rows of `qs` and `lanes` are in bounds (asserted).
-        let kp = unsafe { keys.as_ptr().add(j * d) };
-        let kr: [__m256; C] = std::array::from_fn(|c| unsafe { _mm256_loadu_ps(kp.add(c * 8)) });
-        for r in 0..rows {
-            let qp = unsafe { qs.as_ptr().add(r * d) };
+    assert!(qs.len() == rows * d && (rows == 0 || out.len() >= (rows - 1) * stride + m) && visible.iter().all(|&j| (j + 1) * d <= keys.len()));
+    let full = m / 8 * 8;
+    let (sv, zero) = (_mm256_set1_ps(scale), _mm256_setzero_ps());
+    for r in 0..rows {
+        // SAFETY (all loads and stores): key rows, the rows of `qs` and `out` are in bounds (asserted).
+        let qp = unsafe { qs.as_ptr().add(r * d) };
+        for base in (0..full).step_by(8) {
+            let mut acc = [_mm256_setzero_ps(); 8];
+            let kp: [*const f32; 8] = std::array::from_fn(|k| unsafe { keys.as_ptr().add(visible[base + k] * d) });
+            // Chunk-outer: each query chunk is loaded once for the eight keys; every pair still
+            // accumulates its chunks in order, as `dot_avx2` does.
+            for c in 0..C {
+                let qc = unsafe { _mm256_loadu_ps(qp.add(c * 8)) };
+                for (a, p) in acc.iter_mut().zip(&kp) {
+                    *a = _mm256_fmadd_ps(qc, unsafe { _mm256_loadu_ps(p.add(c * 8)) }, *a);
+                }
+            }
+            // Per key: t = low half + high half = [a0+a4, a1+a5, a2+a6, a3+a7].
+            let half = |x: __m256, y: __m256| _mm256_add_ps(_mm256_permute2f128_ps::<0x20>(x, y), _mm256_permute2f128_ps::<0x31>(x, y));
+            let (u01, u23, u45, u67) = (half(acc[0], acc[1]), half(acc[2], acc[3]), half(acc[4], acc[5]), half(acc[6], acc[7]));
+            // (t0+t1) and (t2+t3) pairs, then their sum: keys in the order 0 2 4 6 | 1 3 5 7.
+            let v = _mm256_hadd_ps(_mm256_hadd_ps(u01, u23), _mm256_hadd_ps(u45, u67));
+            let v = _mm256_permutevar8x32_ps(v, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+            let v = _mm256_mul_ps(_mm256_add_ps(v, zero), sv);
+            unsafe { _mm256_storeu_ps(out.as_mut_ptr().add(r * stride + base), v) };
+        }
+        for idx in full..m {
+            let kp = unsafe { keys.as_ptr().add(visible[idx] * d) };
             let mut acc = _mm256_setzero_ps();
-            for (c, &kc) in kr.iter().enumerate() {
-                acc = _mm256_fmadd_ps(unsafe { _mm256_loadu_ps(qp.add(c * 8)) }, kc, acc);
+            for c in 0..C {
+                acc = _mm256_fmadd_ps(unsafe { _mm256_loadu_ps(qp.add(c * 8)) }, unsafe { _mm256_loadu_ps(kp.add(c * 8)) }, acc);
             }
             let mut lanes = [0.0f32; 8];
             unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), acc) };
-            out[r * m + idx] = reduce_lanes(lanes, 0.0) * scale;
+            out[r * stride + idx] = reduce_lanes(lanes, 0.0) * scale;
         }
     }
 }
@@ -467,6 +618,37 @@ mod tests {
             let mut group = vec![0.0f32; 3 * d];
             attend_group(&qs, &keys, &values, d, scale, &visible, &mut group, true);
             assert!(group[d..2 * d].iter().zip(&fused).all(|(a, b)| a.to_bits() == b.to_bits()), "head_dim {d}, grouped");
+        }
+    }
+
+    #[test]
+    fn blocked_multi_token_attention_matches_the_row_reference_bit_for_bit() {
+        // Long enough for several key blocks and the 8-key score path with a remainder.
+        for d in [64usize, 128, 8] {
+            let (heads, kvh, cached, n) = (6, 2, 300, 5);
+            let cap = cached + n;
+            let f = |i: usize| ((i * 7919 % 1013) as f32 - 506.0) / 317.0;
+            let keys: Vec<f32> = (0..kvh * cap * d).map(f).collect();
+            let values: Vec<f32> = (0..kvh * cap * d).map(|i| f(i + 3)).collect();
+            let q: Vec<f32> = (0..n * heads * d).map(|i| f(i + 11) * 0.1).collect();
+            // A tree mask: every row sees the cache and a few of the new tokens.
+            let total = cached + n;
+            let mask: Vec<bool> = (0..n * total).map(|x| x % total < cached || (x % total - cached) * 2 <= x / total * 2 && (x % total - cached) % 2 == 0 || x % total - cached == x / total).collect();
+            let vis = Visibility::Mask { mask: &mask, total };
+            let got = attend(&q, &keys, &values, cap, heads, kvh, d, &vis);
+            let group = heads / kvh;
+            for i in 0..n {
+                let mut visible = Vec::new();
+                vis.keys(i, &mut visible);
+                for g in 0..kvh {
+                    let kv = g * cap * d..(g + 1) * cap * d;
+                    let qs = &q[(i * heads + g * group) * d..][..group * d];
+                    let mut want = vec![0.0f32; group * d];
+                    attend_group(qs, &keys[kv.clone()], &values[kv], d, 1.0 / (d as f32).sqrt(), &visible, &mut want, simd_available());
+                    let ours = &got[(i * heads + g * group) * d..][..group * d];
+                    assert!(ours.iter().zip(&want).all(|(a, b)| a.to_bits() == b.to_bits()), "head_dim {d}, token {i}, kv head {g}");
+                }
+            }
         }
     }
 

@@ -23,7 +23,7 @@ pub use error::ModelError;
 pub use draftsmith_kernels::Activations;
 pub use fingerprint::weights_sha256;
 pub use fused::{set_profiling, take_profile, ProfileSplit};
-pub use load::{build_model, load_model, LoadOptions, LoadedModel, MatmulWeights, SourceKind};
+pub use load::{build_model, load_model, LoadOptions, DEFAULT_ACTIVATIONS, LoadedModel, MatmulWeights, SourceKind};
 pub use model::{AttentionMask, ForwardOutput, LogitsSelect, MatrixFootprint, Model};
 pub use source::{MemorySource, WeightSource};
 pub use tokenizer::TextTokenizer;

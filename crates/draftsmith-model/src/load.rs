@@ -29,6 +29,13 @@ pub enum MatmulWeights {
     Quantized,
 }
 
+/// The activation mode of the quantized CPU path unless one is asked for: int8. Side by side on
+/// SmolLM2-135M Q4_1 it decodes about twice as fast as f32 activations and verifies multi-token
+/// passes about twice as fast, its logits stay within 1.0 of the float64 reference (llama.cpp's
+/// own: 1.8), and it is batch-invariant like the f32 mode, so speculative decoding stays exactly
+/// lossless (README, "Speed").
+pub const DEFAULT_ACTIVATIONS: Activations = Activations::Int8;
+
 /// Options for [`load_model`].
 #[derive(Debug, Clone, Copy)]
 pub struct LoadOptions {
@@ -38,9 +45,9 @@ pub struct LoadOptions {
 }
 
 impl LoadOptions {
-    /// `matmul` weights with the default activation mode.
+    /// `matmul` weights with the engine's default activation mode, [`DEFAULT_ACTIVATIONS`].
     pub fn new(matmul: MatmulWeights) -> Self {
-        Self { matmul, activations: Activations::default() }
+        Self { matmul, activations: DEFAULT_ACTIVATIONS }
     }
 
     /// The same options with activation mode `activations`.

@@ -6,12 +6,13 @@ mod common;
 
 use common::*;
 use draftsmith_core::DraftTree;
-use draftsmith_model::{build_model, Architecture, AttentionMask, LoadOptions, LogitsSelect, MatmulWeights, MemorySource, Model, ModelConfig};
+use draftsmith_model::{build_model, Activations, Architecture, AttentionMask, LoadOptions, LogitsSelect, MatmulWeights, MemorySource, Model, ModelConfig};
 
-fn cpu_model(arch: Architecture) -> Model<B> {
+fn cpu_model(arch: Architecture, activations: Activations) -> Model<B> {
     // 32-wide rows so every projection uses the quantized kernels (and the host attention path).
     let config = ModelConfig { vocab_size: 64, hidden_size: 32, intermediate_size: 64, head_dim: 8, ..tiny_config(arch) };
-    build_model::<B>(&config, &MemorySource::random(&config, 21), LoadOptions::new(MatmulWeights::Quantized), &Default::default()).unwrap()
+    let options = LoadOptions::new(MatmulWeights::Quantized).with_activations(activations);
+    build_model::<B>(&config, &MemorySource::random(&config, 21), options, &Default::default()).unwrap()
 }
 
 fn bits(v: &[f32]) -> Vec<u32> {
@@ -20,8 +21,8 @@ fn bits(v: &[f32]) -> Vec<u32> {
 
 #[test]
 fn tree_rows_are_bit_identical_to_sequential_decoding() {
-    for arch in [Architecture::Llama, Architecture::Qwen2] {
-        let model = cpu_model(arch);
+    for (arch, activations) in [Architecture::Llama, Architecture::Qwen2].into_iter().flat_map(|a| [(a, Activations::Int8), (a, Activations::F32)]) {
+        let model = cpu_model(arch, activations);
         let vocab = model.config().vocab_size;
         let mut rng = Lcg(3);
         for _ in 0..5 {
@@ -45,7 +46,7 @@ fn tree_rows_are_bit_identical_to_sequential_decoding() {
                     let out = model.forward(&[tree.tokens()[i]], &[prefix.len() + depth], &AttentionMask::Causal, LogitsSelect::All, &mut seq_cache).unwrap();
                     logits = to_vec(out.logits.unwrap());
                 }
-                assert_eq!(bits(&logits), bits(&tree_logits[node * vocab..(node + 1) * vocab]), "{arch:?} node {node}");
+                assert_eq!(bits(&logits), bits(&tree_logits[node * vocab..(node + 1) * vocab]), "{arch:?} {activations:?} node {node}");
             }
         }
     }

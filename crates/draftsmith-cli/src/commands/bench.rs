@@ -45,9 +45,13 @@ pub struct BenchArArgs {
     #[arg(long, default_value_t = 9)]
     pub curve_runs: usize,
     /// Also time llama.cpp (llama-cpp-python, `just install-llamacpp`) on the same GGUF and
-    /// prompt token ids, and print the ratio.
+    /// prompt token ids, the two engines alternating prompt by prompt, and print the median
+    /// per-prompt speed ratio with its spread.
     #[arg(long)]
     pub vs_llamacpp: bool,
+    /// Passes over the prompts (default: 3 with --vs-llamacpp, else 1).
+    #[arg(long)]
+    pub repeats: Option<usize>,
     /// Print one JSON object as the last stdout line.
     #[arg(long)]
     pub json: bool,
@@ -80,13 +84,29 @@ fn bench_ar<B: Backend>(args: &BenchArArgs, device: &B::Device) -> Result<()> {
     let model = &loaded.model;
     // Warm-up: one short generation so first-call allocations are not timed.
     decode_run(model, &prompts[0], 8)?;
+    let mut reference = if args.vs_llamacpp { Some(LlamaCpp::start(&loaded.path)?) } else { None };
+    if let Some(r) = reference.as_mut() {
+        r.run(&prompts[0], 8)?;
+    }
+    let repeats = args.repeats.unwrap_or(if args.vs_llamacpp { 3 } else { 1 }).max(1);
     let (mut decode_time, mut decode_tokens, mut prefill_time, mut prefill_tokens) = (Duration::ZERO, 0usize, Duration::ZERO, 0usize);
-    for prompt in &prompts {
-        let g = decode_run(model, prompt, args.max_new_tokens)?;
-        decode_time += g.decode;
-        decode_tokens += g.tokens.len() - 1;
-        prefill_time += g.prefill;
-        prefill_tokens += prompt.len();
+    let (mut lc_decode, mut lc_prefill, mut lc_tokens, mut ratios) = (0.0f64, 0.0f64, 0usize, Vec::new());
+    for _ in 0..repeats {
+        for prompt in &prompts {
+            let g = decode_run(model, prompt, args.max_new_tokens)?;
+            decode_time += g.decode;
+            decode_tokens += g.tokens.len() - 1;
+            prefill_time += g.prefill;
+            prefill_tokens += prompt.len();
+            if let Some(r) = reference.as_mut() {
+                let t = r.run(prompt, args.max_new_tokens)?;
+                lc_decode += t.decode_s;
+                lc_prefill += t.prefill_s;
+                lc_tokens += t.decoded;
+                let ours = (g.tokens.len() - 1) as f64 / g.decode.as_secs_f64();
+                ratios.push(ours / (t.decoded as f64 / t.decode_s));
+            }
+        }
     }
     let context = model.config().max_position_embeddings;
     let prefill_len = 512.min(context - 1);
@@ -114,11 +134,22 @@ fn bench_ar<B: Backend>(args: &BenchArArgs, device: &B::Device) -> Result<()> {
         "tree_ms": tree.as_secs_f64() * 1e3,
         "tree64_over_step1_cost": tree.as_secs_f64() / step1.as_secs_f64(),
     });
-    if args.vs_llamacpp {
-        let reference = llamacpp(&loaded.path, &prompts, args.max_new_tokens)?;
-        let ratio = decode_tps / reference["decode_tokens_per_s"].as_f64().unwrap_or(f64::NAN);
-        result["llamacpp"] = reference;
-        result["decode_ratio_vs_llamacpp"] = json!(ratio);
+    result["repeats"] = json!(repeats);
+    if let Some(r) = reference {
+        ratios.sort_by(f64::total_cmp);
+        let at = |q: f64| ratios[((ratios.len() - 1) as f64 * q).round() as usize];
+        result["llamacpp"] = json!({
+            "engine": r.info["engine"],
+            "threads": r.info["threads"],
+            "system_info": r.info["system_info"],
+            "decode_tokens_per_s": lc_tokens as f64 / lc_decode,
+            "ms_per_token": 1e3 * lc_decode / lc_tokens as f64,
+            "prefill_tokens_per_s": (prefill_tokens as f64) / lc_prefill,
+        });
+        // The engines alternate prompt by prompt: the median of the per-prompt ratios, with the
+        // quartiles and the extremes as its spread.
+        result["decode_ratio_vs_llamacpp"] = json!(at(0.5));
+        result["decode_ratio_spread"] = json!({"min": at(0.0), "q1": at(0.25), "q3": at(0.75), "max": at(1.0), "pairs": ratios.len()});
     }
     if !args.json {
         eprintln!("{}", serde_json::to_string_pretty(&result)?);
@@ -172,8 +203,12 @@ fn verify_curve<B: Backend>(model: &Model<B>, args: &BenchArArgs, machine: &Valu
     eprintln!("verify cost curve (all logits; median of {} passes):", args.curve_runs);
     eprintln!("{:>7} {:>5} {:>4} {:>9} {:>7} {:>9} {:>9} {:>9} {:>10} {:>8}", "context", "shape", "n", "ms", "t(n)/t1", "matrices", "attention", "other", "roofline", "roof/r1");
     for &context in &args.contexts {
-        if context == 0 || context + largest >= max_context {
-            bail!("--contexts: {context} cached tokens plus {largest} draft tokens do not fit the model's context of {max_context}");
+        if context == 0 {
+            bail!("--contexts: a context must hold at least one cached token");
+        }
+        if context + largest >= max_context {
+            eprintln!("context {context}: skipped ({context} cached tokens plus {largest} draft tokens do not fit the model's context of {max_context})");
+            continue;
         }
         let mut cache = cached_context(model, context, largest)?;
         for shape in [DraftShape::Chain, DraftShape::Tree] {
@@ -289,27 +324,69 @@ fn time_tree_verify<B: Backend>(model: &Model<B>, tree_size: usize, context: usi
     Ok((step, verify))
 }
 
-/// Runs `scripts/bench_llamacpp.py` on the same GGUF and prompt ids.
-fn llamacpp(model: &std::path::Path, prompts: &[Vec<u32>], n: usize) -> Result<Value> {
-    if !model.is_file() {
-        bail!("--vs-llamacpp needs a GGUF model file, got {}", model.display());
+/// A running `scripts/bench_llamacpp.py`: llama.cpp on the same GGUF, timing one prompt per
+/// request.
+struct LlamaCpp {
+    child: std::process::Child,
+    stdin: std::process::ChildStdin,
+    stdout: std::io::BufReader<std::process::ChildStdout>,
+    /// Its first line: engine, threads and the build's SIMD flags.
+    info: Value,
+}
+
+/// llama.cpp's timing of one prompt.
+struct LlamaCppRun {
+    prefill_s: f64,
+    decode_s: f64,
+    decoded: usize,
+}
+
+impl LlamaCpp {
+    fn start(model: &std::path::Path) -> Result<Self> {
+        use std::process::{Command, Stdio};
+        if !model.is_file() {
+            bail!("--vs-llamacpp needs a GGUF model file, got {}", model.display());
+        }
+        let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../scripts/bench_llamacpp.py");
+        let mut child = Command::new("python3")
+            .arg(&script)
+            .arg("--model")
+            .arg(model)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .with_context(|| format!("cannot run {}", script.display()))?;
+        let stdin = child.stdin.take().context("llama.cpp benchmark stdin")?;
+        let stdout = std::io::BufReader::new(child.stdout.take().context("llama.cpp benchmark stdout")?);
+        let mut lc = Self { child, stdin, stdout, info: Value::Null };
+        lc.info = lc.read_line().with_context(|| format!("{} did not start (install llama-cpp-python with `just install-llamacpp`)", script.display()))?;
+        eprintln!("llama.cpp: {} ({} threads): {}", lc.info["engine"], lc.info["threads"], lc.info["system_info"].as_str().unwrap_or("?"));
+        Ok(lc)
     }
-    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../scripts/bench_llamacpp.py");
-    let input = std::env::temp_dir().join(format!("draftsmith-bench-prompts-{}.json", std::process::id()));
-    std::fs::write(&input, serde_json::to_string(&json!({"prompts": prompts, "max_new_tokens": n}))?)?;
-    let output = std::process::Command::new("python3")
-        .arg(&script)
-        .arg("--model")
-        .arg(model)
-        .arg("--prompts")
-        .arg(&input)
-        .output()
-        .with_context(|| format!("cannot run {}", script.display()))?;
-    let _ = std::fs::remove_file(&input);
-    if !output.status.success() {
-        bail!("{} failed (install llama-cpp-python with `just install-llamacpp`):\n{}", script.display(), String::from_utf8_lossy(&output.stderr));
+
+    fn read_line(&mut self) -> Result<Value> {
+        use std::io::BufRead;
+        let mut line = String::new();
+        if self.stdout.read_line(&mut line)? == 0 {
+            bail!("the llama.cpp benchmark exited early");
+        }
+        Ok(serde_json::from_str(&line)?)
     }
-    let stdout = String::from_utf8_lossy(&output.stdout);
-    let last = stdout.lines().last().context("llama.cpp benchmark printed nothing")?;
-    Ok(serde_json::from_str(last)?)
+
+    fn run(&mut self, ids: &[u32], n: usize) -> Result<LlamaCppRun> {
+        use std::io::Write;
+        writeln!(self.stdin, "{}", json!({"ids": ids, "n": n}))?;
+        self.stdin.flush()?;
+        let v = self.read_line()?;
+        let get = |k: &str| v[k].as_f64().with_context(|| format!("llama.cpp benchmark: no `{k}` in {v}"));
+        Ok(LlamaCppRun { prefill_s: get("prefill_s")?, decode_s: get("decode_s")?, decoded: get("decoded")? as usize })
+    }
+}
+
+impl Drop for LlamaCpp {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
 }

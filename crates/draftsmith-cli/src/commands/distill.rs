@@ -130,7 +130,8 @@ fn run_on<B: Backend>(args: &DistillJob, device: &B::Device) -> Result<()> {
     let model_path = args.model.resolve_path()?;
     let target = TargetId { name: file_name(&model_path), sha256: draftsmith_model::weights_sha256(&model_path)? };
     let bytes = std::fs::metadata(&data).with_context(|| format!("{}: cannot stat", data.display()))?.len();
-    let params = cfg.params(json!({ "file": file_name(&data), "bytes": bytes }));
+    // The engine is part of the settings: answers differ between activation modes.
+    let params = cfg.params(json!({ "file": file_name(&data), "bytes": bytes, "engine": args.model.engine_label(&model_path)? }));
     let mut writer = ShardWriter::open(&out, target, params, cfg.inputs_per_shard)?;
     let loaded = load_model::<B>(&model_path, args.model.load_options(&model_path)?, device)?;
 

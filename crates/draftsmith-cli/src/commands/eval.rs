@@ -230,7 +230,7 @@ fn run_on<B: Backend>(args: &EvalArgs, device: &B::Device) -> Result<()> {
     let manifest = Manifest {
         schema_version: draftsmith_eval::SCHEMA_VERSION,
         model: loaded.path.display().to_string(),
-        engine: format!("{:?}/{:?}", args.model.device, args.model.matmul(&loaded.path)?).to_lowercase(),
+        engine: args.model.engine_label(&loaded.path)?,
         methods,
         params,
         max_new_tokens: args.max_new_tokens,

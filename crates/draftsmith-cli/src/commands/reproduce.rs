@@ -24,7 +24,7 @@ pub struct ReproduceArgs {
     #[arg(long, value_enum, default_value_t = crate::backend::DeviceKind::Cpu)]
     pub device: crate::backend::DeviceKind,
     /// Activations of the quantized CPU path (see `generate --help`).
-    #[arg(long, value_enum, default_value_t = crate::model_arg::ActivationsArg::default())]
+    #[arg(long, value_enum, default_value_t = crate::model_arg::ActivationsArg::Int8)]
     pub activations: crate::model_arg::ActivationsArg,
     /// Only validate the recipe and list its grid points.
     #[arg(long)]

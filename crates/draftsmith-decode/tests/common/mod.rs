@@ -4,15 +4,22 @@
 
 use burn::backend::Flex;
 use draftsmith_decode::{generate, Sampler, SamplingConfig};
-use draftsmith_model::{build_model, Architecture, LoadOptions, MatmulWeights, MemorySource, Model, ModelConfig};
+use draftsmith_model::{build_model, Activations, Architecture, LoadOptions, MatmulWeights, MemorySource, Model, ModelConfig};
 
 pub type B = Flex;
 
-/// A tiny random model (vocab 48) of `arch` with weights drawn from `seed`.
+/// A tiny random model (vocab 48) of `arch` with weights drawn from `seed`, in the engine's
+/// default activation mode.
 pub fn tiny(arch: Architecture, seed: u64) -> Model<B> {
+    tiny_with(arch, seed, draftsmith_model::DEFAULT_ACTIVATIONS)
+}
+
+/// [`tiny`] with the quantized path's activation mode `activations`.
+pub fn tiny_with(arch: Architecture, seed: u64, activations: Activations) -> Model<B> {
     let config = ModelConfig::tiny(arch);
     // 32-wide rows: the quantized kernels are used, as on real models.
-    build_model::<B>(&config, &MemorySource::random(&config, seed), LoadOptions::new(MatmulWeights::Quantized), &Default::default()).unwrap()
+    let options = LoadOptions::new(MatmulWeights::Quantized).with_activations(activations);
+    build_model::<B>(&config, &MemorySource::random(&config, seed), options, &Default::default()).unwrap()
 }
 
 /// A small deterministic generator.
