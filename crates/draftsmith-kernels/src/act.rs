@@ -57,7 +57,7 @@ pub(crate) struct ActQuant {
     qs: Vec<i8>,
     d: Vec<f32>,
     sum: Vec<i32>,
-    /// The same rows laid out per kernel tile (see [`ActQuant::pack_tiles`]).
+    /// The same rows laid out per kernel tile (see [`ActQuant::quantize_packed`]).
     packed: Packed,
 }
 
@@ -73,6 +73,17 @@ struct Packed {
     dsum: Vec<f32>,
     bias: Vec<i32>,
 }
+
+/// Where [`ActQuant::quantize_packed`]'s threads write (disjoint indices per tile).
+struct PackedPtrs {
+    qs: *mut i8,
+    d: *mut f32,
+    dsum: *mut f32,
+    bias: *mut i32,
+}
+
+// SAFETY: the threads of `quantize_packed` write disjoint indices.
+unsafe impl Sync for PackedPtrs {}
 
 /// One tile of [`Packed`] activations.
 #[derive(Clone, Copy)]
@@ -122,31 +133,51 @@ impl ActQuant {
             .for_each(|((x, qs), (d, sum))| quantize_blocks(path, x, qs, d, sum));
     }
 
-    /// Lays the quantized rows out per tile of at most `width` rows (see [`Packed`]).
-    pub(crate) fn pack_tiles(&mut self, width: usize) {
-        let (n, cols, nb) = (self.n, self.cols, self.cols / QK);
+    /// Quantizes `x` (`n × cols`, row-major) straight into the per-tile layout of [`Packed`]
+    /// (tiles of at most `width` rows), tiles split over the kernel pool's threads when there
+    /// are several and enough values. The row-major form is not kept (`row` is not valid after).
+    pub(crate) fn quantize_packed(&mut self, x: &[f32], n: usize, cols: usize, path: KernelPath, width: usize) {
+        assert_eq!(x.len(), n * cols, "activation length must be n * cols");
+        assert_eq!(cols % QK, 0, "cols must be a multiple of 32");
+        let nb = cols / QK;
+        self.n = n;
+        self.cols = cols;
         let p = &mut self.packed;
         p.tiles = tile_split(n, width);
         p.qs.resize(n * cols, 0);
         p.d.resize(n * nb, 0.0);
         p.dsum.resize(n * nb, 0.0);
         p.bias.resize(n * nb, 0);
-        for &(c0, cn) in &p.tiles {
-            for t in 0..cn {
-                let row = c0 + t;
-                for b in 0..nb {
-                    let dst = c0 * cols + (b * cn + t) * QK;
-                    p.qs[dst..dst + QK].copy_from_slice(&self.qs[row * cols + b * QK..][..QK]);
-                    let (i, src) = (c0 * nb + b * cn + t, row * nb + b);
-                    p.d[i] = self.d[src];
-                    p.dsum[i] = self.d[src] * self.sum[src] as f32;
-                    p.bias[i] = -128 * self.sum[src];
+        let out = PackedPtrs { qs: p.qs.as_mut_ptr(), d: p.d.as_mut_ptr(), dsum: p.dsum.as_mut_ptr(), bias: p.bias.as_mut_ptr() };
+        let tiles = &p.tiles;
+        let work = |t: usize, threads: usize| {
+            let out = &out;
+            for &(c0, cn) in &tiles[crate::pool::split(tiles.len(), t, threads)] {
+                let (mut q, mut d, mut sum) = ([0i8; QK], [0.0f32; 1], [0i32; 1]);
+                for r in 0..cn {
+                    for b in 0..nb {
+                        quantize_blocks(path, &x[(c0 + r) * cols + b * QK..][..QK], &mut q, &mut d, &mut sum);
+                        let (qi, si) = (c0 * cols + (b * cn + r) * QK, c0 * nb + b * cn + r);
+                        // SAFETY: tiles are disjoint row ranges, so each index is written by one
+                        // thread only, and all lie within the buffers sized above.
+                        unsafe {
+                            std::ptr::copy_nonoverlapping(q.as_ptr(), out.qs.add(qi), QK);
+                            *out.d.add(si) = d[0];
+                            *out.dsum.add(si) = d[0] * sum[0] as f32;
+                            *out.bias.add(si) = -128 * sum[0];
+                        }
+                    }
                 }
             }
+        };
+        if tiles.len() > 1 && n * cols >= PARALLEL_VALUES / 4 {
+            crate::Pool::global().run(&work);
+        } else {
+            work(0, 1);
         }
     }
 
-    /// The tiles of the last [`ActQuant::pack_tiles`].
+    /// The tiles of the last [`ActQuant::quantize_packed`].
     pub(crate) fn tiles(&self) -> &[(usize, usize)] {
         &self.packed.tiles
     }

@@ -11,9 +11,9 @@
 
 use std::arch::x86_64::*;
 
-use crate::act::{ActRow, PackedTile};
+use crate::act::PackedTile;
 use crate::avx2::prefetch_block;
-use crate::dispatch::{check_lengths, Group, TileOut};
+use crate::dispatch::{Group, TileOut};
 use crate::layout::{tile_bytes, tile_scales, GROUP, QK, UNIT};
 use crate::QFormat;
 
@@ -24,121 +24,12 @@ macro_rules! bcast4 {
     };
 }
 
-/// Runs the kernel for `format` with the tile width `acts.len()`
-/// (1 ..= [`TILE`](crate::dispatch::TILE)).
-///
-/// # Safety
-/// The CPU must support AVX-512 F/BW/VL/VNNI, AVX2, FMA and F16C.
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
-pub(crate) unsafe fn tile(f: QFormat, w: Group<'_>, acts: &[ActRow<'_>], out: &mut TileOut) {
-    check_lengths(f, w, acts);
-    macro_rules! width {
-        ($kernel:ident) => {
-            match acts.len() {
-                1 => $kernel::<1>(w, acts, out),
-                2 => $kernel::<2>(w, acts, out),
-                3 => $kernel::<3>(w, acts, out),
-                4 => $kernel::<4>(w, acts, out),
-                5 => $kernel::<5>(w, acts, out),
-                6 => $kernel::<6>(w, acts, out),
-                7 => $kernel::<7>(w, acts, out),
-                _ => $kernel::<8>(w, acts, out),
-            }
-        };
-    }
-    match f {
-        QFormat::Q8_0 => width!(q8_0),
-        QFormat::Q4_1 => width!(q4_1),
-    }
-}
-
-/// Q8_0 group × `C` activation rows.
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
-unsafe fn q8_0<const C: usize>(w: Group<'_>, acts: &[ActRow<'_>], out: &mut TileOut) {
-    let (quants, scales) = (w.quants, w.scales);
-    let nb = quants.len() / tile_bytes(QFormat::Q8_0);
-    let xq: [*const i8; C] = std::array::from_fn(|c| acts[c].qs.as_ptr());
-    let mut facc = [_mm512_setzero_ps(); C];
-    for b in 0..nb {
-        prefetch_block(&w, QFormat::Q8_0, b);
-        let wq = quants.as_ptr().add(b * tile_bytes(QFormat::Q8_0));
-        let dw = _mm512_cvtph_ps(_mm256_loadu_si256(scales.as_ptr().add(b * GROUP).cast()));
-        // With few activation rows, a second chain per row hides the `vpdpbusd` latency; the
-        // first chain carries the bias fix-up. (For `C > 2`, `ib` stays zero and folds away.)
-        let mut ia: [__m512i; C] =
-            std::array::from_fn(|c| _mm512_set1_epi32(-128 * *acts[c].sum.get_unchecked(b)));
-        let mut ib = [_mm512_setzero_si512(); C];
-        for k in 0..8 {
-            let wk = _mm512_loadu_si512(wq.add(k * UNIT).cast());
-            for c in 0..C {
-                let x = bcast4!(xq[c].add(b * QK + 4 * k));
-                if C <= 2 && k % 2 == 1 {
-                    ib[c] = _mm512_dpbusd_epi32(ib[c], wk, x);
-                } else {
-                    ia[c] = _mm512_dpbusd_epi32(ia[c], wk, x);
-                }
-            }
-        }
-        for c in 0..C {
-            let scale = _mm512_mul_ps(dw, _mm512_set1_ps(*acts[c].d.get_unchecked(b)));
-            let isum = _mm512_cvtepi32_ps(_mm512_add_epi32(ia[c], ib[c]));
-            facc[c] = _mm512_fmadd_ps(isum, scale, facc[c]);
-        }
-    }
-    for c in 0..C {
-        _mm512_storeu_ps(out[c].as_mut_ptr(), facc[c]);
-    }
-}
-
-/// Q4_1 group × `C` activation rows.
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
-unsafe fn q4_1<const C: usize>(w: Group<'_>, acts: &[ActRow<'_>], out: &mut TileOut) {
-    let (quants, scales) = (w.quants, w.scales);
-    let nb = quants.len() / tile_bytes(QFormat::Q4_1);
-    let mask = _mm512_set1_epi8(0x0F);
-    let xq: [*const i8; C] = std::array::from_fn(|c| acts[c].qs.as_ptr());
-    let mut facc = [_mm512_setzero_ps(); C];
-    for b in 0..nb {
-        prefetch_block(&w, QFormat::Q4_1, b);
-        let wq = quants.as_ptr().add(b * tile_bytes(QFormat::Q4_1));
-        let sc = scales.as_ptr().add(b * tile_scales(QFormat::Q4_1));
-        let dw = _mm512_cvtph_ps(_mm256_loadu_si256(sc.cast()));
-        let mw = _mm512_cvtph_ps(_mm256_loadu_si256(sc.add(GROUP).cast()));
-        let mut ia = [_mm512_setzero_si512(); C];
-        let mut ib = [_mm512_setzero_si512(); C];
-        for u in 0..4 {
-            let v = _mm512_loadu_si512(wq.add(u * UNIT).cast());
-            let lo = _mm512_and_si512(v, mask);
-            let hi = _mm512_and_si512(_mm512_srli_epi16::<4>(v), mask);
-            for c in 0..C {
-                let x = xq[c].add(b * QK + 4 * u);
-                ia[c] = _mm512_dpbusd_epi32(ia[c], lo, bcast4!(x));
-                if C <= 2 {
-                    ib[c] = _mm512_dpbusd_epi32(ib[c], hi, bcast4!(x.add(16)));
-                } else {
-                    ia[c] = _mm512_dpbusd_epi32(ia[c], hi, bcast4!(x.add(16)));
-                }
-            }
-        }
-        for c in 0..C {
-            let dx = *acts[c].d.get_unchecked(b);
-            let sx = dx * *acts[c].sum.get_unchecked(b) as f32;
-            let isum = _mm512_cvtepi32_ps(_mm512_add_epi32(ia[c], ib[c]));
-            facc[c] = _mm512_fmadd_ps(isum, _mm512_mul_ps(dw, _mm512_set1_ps(dx)), facc[c]);
-            facc[c] = _mm512_fmadd_ps(mw, _mm512_set1_ps(sx), facc[c]);
-        }
-    }
-    for c in 0..C {
-        _mm512_storeu_ps(out[c].as_mut_ptr(), facc[c]);
-    }
-}
-
-/// [`tile`] on activations packed per tile ([`PackedTile`]): the same integer dot products and
-/// the same f32 operations per output, with every activation operand at a constant offset from
+/// One packed row group against one tile of activations packed per tile ([`PackedTile`], 1 ..=
+/// [`TILE`](crate::dispatch::TILE) rows): every activation operand lies at a constant offset from
 /// one pointer per block (no per-row pointers to spill, no per-row scalar work).
 ///
 /// # Safety
-/// As [`tile`].
+/// The CPU must support AVX-512 F/BW/VL/VNNI, AVX2, FMA and F16C.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
 pub(crate) unsafe fn tile_packed(f: QFormat, w: Group<'_>, a: PackedTile<'_>, out: &mut TileOut) {
     let nb = w.quants.len() / tile_bytes(f);

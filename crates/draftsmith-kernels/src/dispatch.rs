@@ -135,9 +135,10 @@ pub(crate) fn matmul_impl(m: &QMatrix, path: KernelPath, x: &[f32], n: usize, y:
         return;
     }
     with_scratch(|act| {
-        act.quantize(x, n, m.cols(), path);
         if path == KernelPath::Avx512Vnni {
-            act.pack_tiles(path.tile_width());
+            act.quantize_packed(x, n, m.cols(), path, path.tile_width());
+        } else {
+            act.quantize(x, n, m.cols(), path);
         }
         run(m, path, act, y);
     });
@@ -248,12 +249,10 @@ fn compute(m: &QMatrix, path: KernelPath, act: &ActQuant, range: Range<usize>, o
 /// Runs one tile kernel: one packed row group against up to [`TILE`] activation rows.
 fn kernel(path: KernelPath, f: QFormat, w: Group<'_>, acts: &[ActRow<'_>], out: &mut TileOut) {
     match path {
+        // (The AVX-512 VNNI path runs `avx512::tile_packed` from `compute`.)
         #[cfg(target_arch = "x86_64")]
         // SAFETY: callers only pass supported paths (`detect` / `matmul_with` check).
-        KernelPath::Avx512Vnni => unsafe { crate::avx512::tile(f, w, acts, out) },
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: as above.
-        KernelPath::Avx2 => unsafe { crate::avx2::tile(f, w, acts, out) },
+        KernelPath::Avx2 | KernelPath::Avx512Vnni => unsafe { crate::avx2::tile(f, w, acts, out) },
         _ => crate::scalar::tile(f, w, acts, out),
     }
 }

@@ -103,6 +103,62 @@ pub fn kernel_peak(mode: Activations, format: QFormat) -> f64 {
     (rows * cols * n) as f64 / best / 1e9
 }
 
+/// The instruction throughput limit in GMAC/s for `mode` on all the pool's threads: twelve
+/// independent chains of the widest multiply-add the kernels use (`vpdpbusd` zmm: 64 int8 MACs
+/// for int8 on the AVX-512 VNNI path; `vfmadd` zmm: 16 f32 MACs for f32), timed on every thread
+/// at once. What no kernel can exceed; other paths report 0 (not probed).
+pub fn instruction_peak(mode: Activations) -> f64 {
+    #[cfg(target_arch = "x86_64")]
+    if KernelPath::detect() == KernelPath::Avx512Vnni {
+        let iters = 2_000_000u64;
+        let best = std::sync::Mutex::new(f64::INFINITY);
+        for _ in 0..3 {
+            let start = Instant::now();
+            Pool::global().run(&|_, _| {
+                // SAFETY: the AVX-512 VNNI path is supported (checked above).
+                let r = unsafe { peak_loop(mode, iters) };
+                std::hint::black_box(r);
+            });
+            let t = start.elapsed().as_secs_f64();
+            let mut b = best.lock().expect("probe lock");
+            *b = b.min(t);
+        }
+        let per_instr = if mode == Activations::Int8 { 64.0 } else { 16.0 };
+        let t = *best.lock().expect("probe lock");
+        return 12.0 * iters as f64 * per_instr * Pool::global().threads() as f64 / t / 1e9;
+    }
+    let _ = mode;
+    0.0
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx512vnni,avx512bw")]
+unsafe fn peak_loop(mode: Activations, iters: u64) -> f32 {
+    use std::arch::x86_64::*;
+    let mut f = [_mm512_set1_ps(1.0); 12];
+    let mut i = [_mm512_set1_epi32(1); 12];
+    let (a, b) = (std::hint::black_box(_mm512_set1_epi8(3)), std::hint::black_box(_mm512_set1_epi8(5)));
+    let (x, y) = (std::hint::black_box(_mm512_set1_ps(0.999_99)), std::hint::black_box(_mm512_set1_ps(1e-6)));
+    for _ in 0..iters {
+        if mode == Activations::Int8 {
+            for acc in &mut i {
+                *acc = _mm512_dpbusd_epi32(*acc, a, b);
+            }
+        } else {
+            for acc in &mut f {
+                *acc = _mm512_fmadd_ps(*acc, x, y);
+            }
+        }
+        // Keeps the loop from being folded without forcing the accumulators through memory.
+        std::arch::asm!("", options(nomem, nostack, preserves_flags));
+    }
+    let mut s = _mm512_reduce_add_epi32(i[0]) as f32;
+    for acc in &f {
+        s += _mm512_reduce_add_ps(*acc);
+    }
+    s
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -113,5 +169,6 @@ mod tests {
         assert!(!cpu.model.is_empty() && cpu.threads >= 1);
         assert!(memory_bandwidth(1 << 20, 1) > 0.0);
         assert!(kernel_peak(Activations::Int8, QFormat::Q4_1) > 0.0);
+        assert!(instruction_peak(Activations::Int8) >= 0.0);
     }
 }

@@ -167,9 +167,10 @@ fn machine_json<B: Backend>(model: &Model<B>, args: &BenchArArgs) -> Value {
     let footprint = model.matrix_footprint();
     let bandwidth = probe::memory_bandwidth(footprint.bytes, 5);
     let peak = probe::kernel_peak(args.model.activations.into(), draftsmith_kernels::QFormat::Q4_1);
+    let isa_peak = probe::instruction_peak(args.model.activations.into());
     eprintln!("cpu: {} ({} threads; kernels {}; flags {})", cpu.model, cpu.threads, cpu.kernel_path, cpu.flags.join(" "));
     eprintln!(
-        "roofline inputs: {:.1} MB of matrix weights, {:.1} M multiply-adds per token; read bandwidth {bandwidth:.1} GB/s at that size; kernel peak {peak:.0} GMAC/s ({:?} activations, Q4_1, 64 rows)",
+        "roofline inputs: {:.1} MB of matrix weights, {:.1} M multiply-adds per token; read bandwidth {bandwidth:.1} GB/s at that size; kernel peak {peak:.0} GMAC/s ({:?} activations, Q4_1, 64 rows); instruction peak {isa_peak:.0} GMAC/s",
         footprint.bytes as f64 / 1e6,
         footprint.macs_per_token as f64 / 1e6,
         args.model.activations
@@ -183,6 +184,7 @@ fn machine_json<B: Backend>(model: &Model<B>, args: &BenchArArgs) -> Value {
         "macs_per_token": footprint.macs_per_token,
         "read_bandwidth_gb_s": bandwidth,
         "kernel_peak_gmac_s": peak,
+        "instruction_peak_gmac_s": isa_peak,
     })
 }
 
@@ -193,6 +195,9 @@ fn verify_curve<B: Backend>(model: &Model<B>, args: &BenchArArgs, machine: &Valu
     let (bytes, macs) = (machine["matrix_bytes"].as_f64().unwrap_or(0.0), machine["macs_per_token"].as_f64().unwrap_or(0.0));
     let (bw, peak) = (machine["read_bandwidth_gb_s"].as_f64().unwrap_or(f64::NAN), machine["kernel_peak_gmac_s"].as_f64().unwrap_or(f64::NAN));
     let roofline = |n: usize| (bytes / (bw * 1e6)).max(n as f64 * macs / (peak * 1e6));
+    // The same bound at the instruction peak (what a perfect kernel could do); NaN if not probed.
+    let isa = machine["instruction_peak_gmac_s"].as_f64().filter(|&p| p > 0.0).unwrap_or(f64::NAN);
+    let isa_roofline = |n: usize| (bytes / (bw * 1e6)).max(n as f64 * macs / (isa * 1e6));
     let max_context = model.config().max_position_embeddings;
     let mut sizes = args.curve_sizes.clone();
     if !sizes.contains(&1) {
@@ -201,7 +206,8 @@ fn verify_curve<B: Backend>(model: &Model<B>, args: &BenchArArgs, machine: &Valu
     let largest = sizes.iter().copied().max().unwrap_or(1);
     let mut rows = Vec::new();
     eprintln!("verify cost curve (all logits; median of {} passes):", args.curve_runs);
-    eprintln!("{:>7} {:>5} {:>4} {:>9} {:>7} {:>9} {:>9} {:>9} {:>10} {:>8}", "context", "shape", "n", "ms", "t(n)/t1", "matrices", "attention", "other", "roofline", "roof/r1");
+    eprintln!("(roofline: max(bytes / bandwidth, n · MACs / peak) with the kernel's measured peak; isa: with the instruction peak)");
+    eprintln!("{:>7} {:>5} {:>4} {:>9} {:>7} {:>9} {:>9} {:>9} {:>9} {:>8} {:>8} {:>8}", "context", "shape", "n", "ms", "t(n)/t1", "matrices", "attention", "other", "roofline", "roof/r1", "isa", "isa/r1");
     for &context in &args.contexts {
         if context == 0 {
             bail!("--contexts: a context must hold at least one cached token");
@@ -220,7 +226,7 @@ fn verify_curve<B: Backend>(model: &Model<B>, args: &BenchArArgs, machine: &Valu
                 }
                 let roof = roofline(n);
                 eprintln!(
-                    "{context:>7} {:>5} {n:>4} {:>9.2} {:>7.2} {:>9.2} {:>9.2} {:>9.2} {:>10.2} {:>8.2}",
+                    "{context:>7} {:>5} {n:>4} {:>9.2} {:>7.2} {:>9.2} {:>9.2} {:>9.2} {:>9.2} {:>8.2} {:>8.2} {:>8.2}",
                     format!("{shape:?}").to_lowercase(),
                     t.ms,
                     t.ms / t1,
@@ -228,7 +234,9 @@ fn verify_curve<B: Backend>(model: &Model<B>, args: &BenchArArgs, machine: &Valu
                     t.attention_ms,
                     t.other_ms,
                     roof,
-                    roof / roofline(1)
+                    roof / roofline(1),
+                    isa_roofline(n),
+                    isa_roofline(n) / isa_roofline(1)
                 );
                 rows.push(json!({
                     "context": context,
@@ -241,6 +249,7 @@ fn verify_curve<B: Backend>(model: &Model<B>, args: &BenchArArgs, machine: &Valu
                     "other_ms": t.other_ms,
                     "roofline_ms": roof,
                     "roofline_over_step1": roof / roofline(1),
+                    "isa_roofline_ms": isa_roofline(n),
                 }));
             }
         }
