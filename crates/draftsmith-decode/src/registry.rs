@@ -11,7 +11,7 @@ use crate::methods::{
     DraftModel, DraftModelConfig, KvMode, LoadedReDrafter, LoadedTokenSwift, NgramTrie, NgramTrieConfig, PreCutConfig, PromptLookup, ReDrafterProposer, ReDrafterSettings, TokenCache, TokenCacheConfig, TokenSwiftProposer,
     TokenSwiftSettings,
 };
-use crate::spec::Proposer;
+use crate::spec::{Auto, CostModel, DraftPolicy, Proposer};
 
 /// The autoregressive baseline: no proposer, one target call per token.
 pub const AR: &str = "ar";
@@ -74,6 +74,10 @@ pub struct MethodParams {
     pub penalty: f64,
     /// The penalty looks at the last `penalty_window` tokens (0 = the whole context).
     pub penalty_window: usize,
+    /// `auto`: each step verifies only the part of the method's draft with the best expected
+    /// tokens per second on this machine ([`crate::spec::policy`]); `fixed`: the method's own
+    /// settings, as a paper's table ran them.
+    pub draft_policy: DraftPolicy,
 }
 
 impl MethodParams {
@@ -106,6 +110,7 @@ impl Default for MethodParams {
             kv_sinks: ts.kv_sinks,
             penalty: 1.0,
             penalty_window: 0,
+            draft_policy: DraftPolicy::Auto,
         }
     }
 }
@@ -172,6 +177,15 @@ pub fn validate_method(name: &str, params: &MethodParams) -> Result<(), DecodeEr
 
 /// Builds the proposer of method `name` for `target`, with the loaded drafters the method needs.
 pub fn build_proposer_with<B: Backend>(name: &str, params: &MethodParams, target: &Model<B>, drafters: Drafters<'_, B>) -> Result<Option<Box<dyn Proposer>>, DecodeError> {
+    let proposer = build_method(name, params, target, drafters)?;
+    Ok(match (proposer, params.draft_policy) {
+        (Some(p), DraftPolicy::Auto) => Some(Box::new(Auto::new(p, CostModel::calibrate(target)))),
+        (p, _) => p,
+    })
+}
+
+/// The method's own proposer, before any draft policy.
+fn build_method<B: Backend>(name: &str, params: &MethodParams, target: &Model<B>, drafters: Drafters<'_, B>) -> Result<Option<Box<dyn Proposer>>, DecodeError> {
     validate_method(name, params)?;
     let drafter = drafters.draft_model;
     if name == "tokenswift" {

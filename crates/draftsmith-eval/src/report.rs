@@ -50,6 +50,28 @@ pub fn render_report(summary: &Summary, manifest: &Manifest, command_line: &str,
         );
     }
     md.push_str("\nτ counts the bonus token and the prefill call (AR = 1); acceptance % = 100·(τ−1)/draft_len; α = accepted ÷ (draft_len × steps) (TokenSwift's acceptance rate, draft_len = γ + 1) is in summary.json; MAT = draft tokens accepted per step; Util = accepted ÷ draft tokens the drafter generated (Post-use Table 4; phrases a token cache adds at the target are accepted without being generated); speedup = ar ms/token ÷ method ms/token on the same prompts (decode only, then with prefill).\n");
+    let policy: Vec<String> = summary
+        .iter()
+        .filter_map(|(name, s)| {
+            let get = |k: &str| s.extra.get(k).copied();
+            Some(format!(
+                "| {name} | {:.1} | {:.0} | {:.2} | {:.2} |",
+                get("policy_mean_draft_nodes")?,
+                get("policy_ar_steps_pct")?,
+                get("policy_predicted_verify_ms")?,
+                get("policy_measured_verify_ms")?
+            ))
+        })
+        .collect();
+    if !policy.is_empty() {
+        md.push_str("
+Draft policy `auto` (the part of each draft worth verifying on this machine): draft nodes kept per step, steps that drafted nothing (plain `ar` steps), and the cost model's predicted against the measured verify ms per step (means over steps).
+
+| method | nodes kept / step | ar steps % | predicted verify ms | measured verify ms |\n|---|---:|---:|---:|---:|\n");
+        for row in policy {
+            let _ = writeln!(md, "{row}");
+        }
+    }
     let slower: Vec<String> = summary
         .iter()
         .filter_map(|(name, s)| s.speedup.filter(|&x| x < 1.0).map(|x| format!("{name} ({x:.2}× ar's decode speed)")))

@@ -8,7 +8,7 @@ use burn::tensor::backend::Backend;
 use clap::builder::PossibleValuesParser;
 use clap::Args;
 use draftsmith_decode::methods::{KvMode, LoadedReDrafter, LoadedTokenSwift};
-use draftsmith_decode::{Drafters, MethodParams, METHODS};
+use draftsmith_decode::{DraftPolicy, Drafters, MethodParams, METHODS};
 use draftsmith_eval::{EvalInput, Manifest, Progress, Summary};
 use draftsmith_model::LoadedModel;
 use indicatif::{ProgressBar, ProgressStyle};
@@ -122,6 +122,11 @@ pub struct MethodParamArgs {
     /// The penalty looks at the last W tokens (0 = the whole context).
     #[arg(long, default_value_t = MethodParams::default().penalty_window)]
     pub penalty_window: usize,
+    /// `auto`: each step verifies only the part of the draft with the best expected tokens per
+    /// second (cost model calibrated on this machine, acceptance learned online); `fixed`: the
+    /// method's own draft settings.
+    #[arg(long, default_value_t = MethodParams::default().draft_policy)]
+    pub draft_policy: DraftPolicy,
 }
 
 /// Drafters loaded for a run.
@@ -158,6 +163,7 @@ impl From<&MethodParams> for MethodParamArgs {
             kv_sinks: p.kv_sinks,
             penalty: p.penalty,
             penalty_window: p.penalty_window,
+            draft_policy: p.draft_policy,
         }
     }
 }
@@ -183,6 +189,7 @@ impl MethodParamArgs {
             kv_sinks: self.kv_sinks,
             penalty: self.penalty,
             penalty_window: self.penalty_window,
+            draft_policy: self.draft_policy,
         }
     }
 

@@ -1,0 +1,431 @@
+//! The draft policy: each step, keep the part of a method's draft tree that maximizes the
+//! expected tokens per second, using a cost model of the target on the running machine and an
+//! acceptance model learned online from the method's own verified drafts.
+//!
+//! * **Cost model** ([`CostModel`]): the time of a target pass over `n` tokens. It starts from a
+//!   calibration measured at start-up (a few passes at sizes 1 … 64, well under a second on a
+//!   small model) and follows the measured verify time of every step (an exponential average
+//!   per size, so it tracks the growing context and the machine's load).
+//! * **Acceptance model** ([`AcceptanceModel`]): the chance that a node is accepted given that
+//!   its parent was, by depth and by rank among its siblings (methods list better siblings
+//!   first), as Beta counts. A node's path probability is the product along its path.
+//! * **Choice** ([`choose`]): nodes sorted by path probability (a parent never follows its
+//!   child), and the prefix of that order with the best `(1 + Σ p) / cost(1 + size)`; the empty
+//!   prefix is a plain autoregressive step. Every `PROBE_EVERY`-th step keeps at least the best
+//!   node, so a method that went cold can prove itself again; that costs at most one small pass
+//!   in `PROBE_EVERY` steps.
+//!
+//! Pruning only removes nodes (with their subtrees) from a tree, so any choice is lossless.
+
+use std::sync::{Mutex, OnceLock};
+use std::time::Instant;
+
+use burn::tensor::backend::Backend;
+use draftsmith_core::DraftTree;
+use draftsmith_model::Model;
+use serde::{Deserialize, Serialize};
+
+use super::proposer::{DraftContext, DraftCost, Proposer, Verified};
+
+/// How a method's draft size is set.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DraftPolicy {
+    /// Each step keeps the part of the draft with the best expected tokens per second.
+    #[default]
+    Auto,
+    /// The method's own fixed settings (what a paper's table ran).
+    Fixed,
+}
+
+impl std::str::FromStr for DraftPolicy {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "auto" => Ok(Self::Auto),
+            "fixed" => Ok(Self::Fixed),
+            other => Err(format!("unknown draft policy `{other}` (auto, fixed)")),
+        }
+    }
+}
+
+impl std::fmt::Display for DraftPolicy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Auto => "auto",
+            Self::Fixed => "fixed",
+        })
+    }
+}
+
+/// Largest pass the cost model keeps a bucket for (larger ones are extrapolated linearly).
+const MAX_N: usize = 128;
+/// Weight of a new measurement in a bucket's running average.
+const EMA: f64 = 0.2;
+/// A step that would otherwise draft nothing keeps the best node once in this many steps.
+pub const PROBE_EVERY: usize = 16;
+/// Deepest level and widest sibling rank with their own acceptance counts.
+const DEPTHS: usize = 16;
+const RANKS: usize = 4;
+
+/// The time of a target pass over `n` tokens, in milliseconds.
+#[derive(Debug, Clone)]
+pub struct CostModel {
+    /// Calibrated time per size (index `n`; interpolated between the calibrated sizes).
+    prior: Vec<f64>,
+    /// Measured running average per size, when seen.
+    seen: Vec<Option<f64>>,
+    /// Running ratio of measured to calibrated time over all sizes (machine load, context).
+    scale: f64,
+}
+
+impl CostModel {
+    /// From calibrated `(n, ms)` points (at least one, `n ≥ 1`), interpolated linearly.
+    pub fn from_points(points: &[(usize, f64)]) -> Self {
+        let mut pts: Vec<(usize, f64)> = points.iter().copied().filter(|&(n, ms)| n >= 1 && ms > 0.0).collect();
+        pts.sort_by_key(|p| p.0);
+        assert!(!pts.is_empty(), "a cost model needs at least one calibrated point");
+        let prior = (0..=MAX_N)
+            .map(|n| {
+                let n = n.max(1);
+                match pts.iter().position(|&(m, _)| m >= n) {
+                    Some(0) => pts[0].1 * n as f64 / pts[0].0 as f64,
+                    Some(i) => {
+                        let ((a, ta), (b, tb)) = (pts[i - 1], pts[i]);
+                        ta + (tb - ta) * (n - a) as f64 / (b - a) as f64
+                    }
+                    None => {
+                        let (b, tb) = pts[pts.len() - 1];
+                        let slope = if pts.len() > 1 { (tb - pts[pts.len() - 2].1) / (b - pts[pts.len() - 2].0) as f64 } else { tb / b as f64 };
+                        tb + slope * (n - b) as f64
+                    }
+                }
+            })
+            .collect();
+        Self { prior, seen: vec![None; MAX_N + 1], scale: 1.0 }
+    }
+
+    /// Predicted milliseconds of a pass over `n ≥ 1` tokens.
+    pub fn predict(&self, n: usize) -> f64 {
+        let n = n.max(1);
+        if n > MAX_N {
+            return self.predict(MAX_N) * n as f64 / MAX_N as f64;
+        }
+        self.seen[n].unwrap_or(self.prior[n] * self.scale)
+    }
+
+    /// Records a measured pass.
+    pub fn observe(&mut self, n: usize, ms: f64) {
+        if n == 0 || n > MAX_N || !ms.is_finite() || ms <= 0.0 {
+            return;
+        }
+        let avg = |old: Option<f64>| old.map_or(ms, |o| o + EMA * (ms - o));
+        self.seen[n] = Some(avg(self.seen[n]));
+        self.scale += EMA * (ms / self.prior[n] - self.scale);
+    }
+
+    /// The calibration of `model` on this machine: passes of 1, 2, 4, 8, 16, 32 and 64 draft
+    /// tokens after 64 cached tokens (chains), measured once per process and model shape.
+    pub fn calibrate<B: Backend>(model: &Model<B>) -> Self {
+        static CACHE: OnceLock<Mutex<Vec<(String, Vec<(usize, f64)>)>>> = OnceLock::new();
+        let key = format!("{:?}", model.config());
+        let cache = CACHE.get_or_init(|| Mutex::new(Vec::new()));
+        if let Some((_, pts)) = cache.lock().expect("cost cache").iter().find(|(k, _)| *k == key) {
+            return Self::from_points(pts);
+        }
+        let pts = measure(model).unwrap_or_else(|| vec![(1, 1.0), (64, 64.0)]);
+        cache.lock().expect("cost cache").push((key, pts.clone()));
+        Self::from_points(&pts)
+    }
+}
+
+/// Times chains of a few sizes on `model` (`None` if the model cannot run them).
+fn measure<B: Backend>(model: &Model<B>) -> Option<Vec<(usize, f64)>> {
+    use crate::cost::{cached_context, time_pass, DraftShape};
+    let context = 64.min(model.config().max_position_embeddings / 4).max(1);
+    let sizes: Vec<usize> = [1, 2, 4, 8, 16, 32, 64].into_iter().filter(|&n| context + n + 1 < model.config().max_position_embeddings).collect();
+    let mut cache = cached_context(model, context, *sizes.last()?).ok()?;
+    sizes.iter().map(|&n| time_pass(model, &mut cache, DraftShape::Chain, n, 2).ok().map(|t| (n, t.ms))).collect()
+}
+
+/// Beta counts of "accepted given the parent was", by depth and sibling rank.
+#[derive(Debug, Clone)]
+pub struct AcceptanceModel {
+    /// `(accepted, tried)` per `[depth][rank]`.
+    counts: Vec<[(f64, f64); RANKS]>,
+}
+
+/// Weight (in tries) of the prior each `(depth, rank)` borrows from the level above it (depth 1
+/// borrows 0.5 from nowhere): a level never tried yet is expected to behave like its parent's,
+/// so drafts that keep being accepted grow one level at a time.
+const PRIOR_TRIES: f64 = 2.0;
+
+impl Default for AcceptanceModel {
+    fn default() -> Self {
+        Self { counts: vec![[(0.0, 0.0); RANKS]; DEPTHS] }
+    }
+}
+
+impl AcceptanceModel {
+    /// The chance that a node at `depth` (1 = child of the root) and sibling `rank` is accepted
+    /// when its parent is.
+    pub fn p(&self, depth: usize, rank: usize) -> f64 {
+        let (d, r) = (depth.clamp(1, DEPTHS), rank.min(RANKS - 1));
+        let prior = if d == 1 { 0.5 } else { self.p(d - 1, r) };
+        let (a, t) = self.counts[d - 1][r];
+        (a + PRIOR_TRIES * prior) / (t + PRIOR_TRIES)
+    }
+
+    /// Learns from one verified tree: every node whose parent was accepted (or is the root)
+    /// was a try; the accepted ones succeeded.
+    pub fn observe(&mut self, tree: &DraftTree, accepted: &[usize]) {
+        let ranks = sibling_ranks(tree);
+        let on_path = |i: usize| accepted.contains(&i);
+        for i in 0..tree.len() {
+            let parent_ok = tree.parents()[i].is_none_or(on_path);
+            if parent_ok {
+                let c = &mut self.counts[tree.depths()[i].clamp(1, DEPTHS) - 1][ranks[i].min(RANKS - 1)];
+                c.1 += 1.0;
+                if on_path(i) {
+                    c.0 += 1.0;
+                }
+            }
+        }
+    }
+
+    /// Path probability of every node of `tree`.
+    pub fn path_probabilities(&self, tree: &DraftTree) -> Vec<f64> {
+        let ranks = sibling_ranks(tree);
+        let mut p = vec![0.0; tree.len()];
+        for i in 0..tree.len() {
+            let up = tree.parents()[i].map_or(1.0, |q| p[q]);
+            p[i] = up * self.p(tree.depths()[i], ranks[i]);
+        }
+        p
+    }
+}
+
+/// Each node's index among the children of its parent, in tree order.
+fn sibling_ranks(tree: &DraftTree) -> Vec<usize> {
+    let mut seen: std::collections::HashMap<Option<usize>, usize> = std::collections::HashMap::new();
+    tree.parents()
+        .iter()
+        .map(|&p| {
+            let r = seen.entry(p).or_insert(0);
+            *r += 1;
+            *r - 1
+        })
+        .collect()
+}
+
+/// The nodes of `tree` worth verifying: the prefix of the nodes sorted by path probability
+/// `p` with the best `(1 + Σ p) / cost.predict(1 + size)`; at least `min_keep` nodes when the
+/// tree has them. Returned in tree order, with the predicted ms of the pass.
+pub fn choose(tree: &DraftTree, p: &[f64], cost: &CostModel, min_keep: usize) -> (Vec<usize>, f64) {
+    let mut order: Vec<usize> = (0..tree.len()).collect();
+    // Stable: on equal probabilities tree order (parents first) decides.
+    order.sort_by(|&a, &b| p[b].total_cmp(&p[a]));
+    let (mut best_k, mut best_rate, mut gain) = (0usize, f64::NEG_INFINITY, 1.0);
+    for k in 0..=order.len() {
+        if k > 0 {
+            gain += p[order[k - 1]];
+        }
+        let rate = gain / cost.predict(1 + k);
+        if k >= min_keep.min(order.len()) && rate > best_rate {
+            (best_k, best_rate) = (k, rate);
+        }
+    }
+    let mut keep: Vec<usize> = order[..best_k].to_vec();
+    keep.sort_unstable();
+    (keep, cost.predict(1 + best_k))
+}
+
+/// `tree` restricted to `keep` (closed under parents, increasing), re-indexed.
+pub fn subtree(tree: &DraftTree, keep: &[usize]) -> DraftTree {
+    let mut index = vec![usize::MAX; tree.len()];
+    let mut out = DraftTree::new();
+    for (j, &i) in keep.iter().enumerate() {
+        index[i] = j;
+        let parent = tree.parents()[i].map(|q| index[q]);
+        debug_assert!(parent.is_none_or(|q| q != usize::MAX), "kept nodes are closed under parents");
+        out.push(tree.tokens()[i], parent);
+    }
+    out
+}
+
+/// What the policy chose over a run: for reports.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct PolicyStats {
+    /// Steps that kept `n` nodes: `sizes[n]` (the last bucket counts everything larger).
+    pub sizes: Vec<usize>,
+    /// Σ predicted and Σ measured verify ms over the steps (same steps).
+    pub predicted_ms: f64,
+    pub measured_ms: f64,
+    pub steps: usize,
+}
+
+/// A method under the `auto` draft policy: the method drafts, the policy keeps the part worth
+/// verifying, and learns from the verdict.
+pub struct Auto {
+    inner: Box<dyn Proposer>,
+    cost: CostModel,
+    accept: AcceptanceModel,
+    /// The last proposal: the inner tree, the kept nodes, the predicted ms, when it ended.
+    last: Option<(DraftTree, Vec<usize>, f64, Instant)>,
+    name: String,
+    steps: usize,
+    stats: PolicyStats,
+    /// Whether measured verify times update the cost model (off for a fixed what-if model).
+    learn_cost: bool,
+}
+
+impl Auto {
+    pub fn new(inner: Box<dyn Proposer>, cost: CostModel) -> Self {
+        let name = inner.name().to_string();
+        Self { inner, cost, accept: AcceptanceModel::default(), last: None, name, steps: 0, stats: PolicyStats { sizes: vec![0; 17], ..Default::default() }, learn_cost: true }
+    }
+
+    /// With a cost model that measured times do not change (tests, what-if runs).
+    pub fn with_fixed_cost(inner: Box<dyn Proposer>, cost: CostModel) -> Self {
+        Self { learn_cost: false, ..Self::new(inner, cost) }
+    }
+
+    /// Draft sizes chosen and predicted against measured verify time so far.
+    pub fn stats(&self) -> &PolicyStats {
+        &self.stats
+    }
+}
+
+impl Proposer for Auto {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn draft_len(&self) -> Option<usize> {
+        self.inner.draft_len()
+    }
+
+    fn wants_hidden(&self) -> bool {
+        self.inner.wants_hidden()
+    }
+
+    fn wants_target_cache(&self) -> bool {
+        self.inner.wants_target_cache()
+    }
+
+    fn extra_stats(&self) -> Vec<(&'static str, f64)> {
+        let mut v = self.inner.extra_stats();
+        let s = &self.stats;
+        let mean = s.sizes.iter().enumerate().map(|(n, &c)| (n * c) as f64).sum::<f64>() / s.steps.max(1) as f64;
+        v.push(("policy_mean_draft_nodes", mean));
+        v.push(("policy_predicted_verify_ms", s.predicted_ms / s.steps.max(1) as f64));
+        v.push(("policy_measured_verify_ms", s.measured_ms / s.steps.max(1) as f64));
+        v.push(("policy_ar_steps_pct", 100.0 * s.sizes[0] as f64 / s.steps.max(1) as f64));
+        v
+    }
+
+    fn set_sampling(&mut self, cfg: &crate::sampling::SamplingConfig) {
+        self.inner.set_sampling(cfg);
+    }
+
+    fn last_cost(&self) -> Option<DraftCost> {
+        self.inner.last_cost()
+    }
+
+    fn propose(&mut self, ctx: &DraftContext<'_>) -> DraftTree {
+        let tree = self.inner.propose(ctx);
+        self.steps += 1;
+        let p = self.accept.path_probabilities(&tree);
+        let probe = usize::from(self.steps.is_multiple_of(PROBE_EVERY));
+        let (keep, predicted) = choose(&tree, &p, &self.cost, probe);
+        let kept = subtree(&tree, &keep);
+        self.last = Some((tree, keep, predicted, Instant::now()));
+        kept
+    }
+
+    fn observe_verified(&mut self, ctx: &DraftContext<'_>, tree: &DraftTree, verified: &Verified<'_>) {
+        if let Some((_, keep, predicted, at)) = self.last.take() {
+            let measured = at.elapsed().as_secs_f64() * 1e3;
+            if self.learn_cost {
+                self.cost.observe(tree.len() + 1, measured);
+            }
+            self.accept.observe(tree, verified.accepted);
+            let s = &mut self.stats;
+            let bucket = keep.len().min(s.sizes.len() - 1);
+            s.sizes[bucket] += 1;
+            s.predicted_ms += predicted;
+            s.measured_ms += measured;
+            s.steps += 1;
+        }
+        // The method sees the tree that was verified (its kept part).
+        self.inner.observe_verified(ctx, tree, verified);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn chain(n: usize) -> DraftTree {
+        let mut t = DraftTree::new();
+        for i in 0..n {
+            t.push(10 + i as u32, i.checked_sub(1));
+        }
+        t
+    }
+
+    #[test]
+    fn cost_model_interpolates_and_follows_measurements() {
+        let mut c = CostModel::from_points(&[(1, 2.0), (8, 5.5), (64, 40.0)]);
+        assert!((c.predict(1) - 2.0).abs() < 1e-9 && (c.predict(8) - 5.5).abs() < 1e-9);
+        assert!((c.predict(4) - 3.5).abs() < 1e-9, "linear between calibrated sizes");
+        assert!(c.predict(128) > c.predict(64));
+        for _ in 0..50 {
+            c.observe(8, 11.0);
+        }
+        assert!((c.predict(8) - 11.0).abs() < 0.1, "a measured size follows its measurements");
+        assert!(c.predict(16) > 2.0 * 5.5 * 0.9, "unseen sizes scale with the machine");
+    }
+
+    #[test]
+    fn choice_keeps_nothing_for_hopeless_drafts_and_everything_for_sure_ones() {
+        let cost = CostModel::from_points(&[(1, 2.0), (2, 2.4), (4, 3.2), (8, 5.0)]);
+        let t = chain(7);
+        let (keep, _) = choose(&t, &[0.01; 7], &cost, 0);
+        assert!(keep.is_empty());
+        let (keep, _) = choose(&t, &[1.0; 7], &cost, 0);
+        assert_eq!(keep, (0..7).collect::<Vec<_>>());
+        // A probe keeps the best node even when nothing pays.
+        let (keep, _) = choose(&t, &[0.01; 7], &cost, 1);
+        assert_eq!(keep, vec![0]);
+    }
+
+    #[test]
+    fn chosen_nodes_are_closed_under_parents() {
+        let mut t = DraftTree::new();
+        for (tok, parent) in [(1, None), (2, Some(0)), (3, None), (4, Some(1)), (5, Some(2))] {
+            t.push(tok, parent);
+        }
+        let acc = AcceptanceModel::default();
+        let p = acc.path_probabilities(&t);
+        let cost = CostModel::from_points(&[(1, 1.0), (6, 1.1)]);
+        let (keep, _) = choose(&t, &p, &cost, 0);
+        for &i in &keep {
+            assert!(t.parents()[i].is_none_or(|q| keep.contains(&q)), "{keep:?}");
+        }
+        assert_eq!(subtree(&t, &keep).len(), keep.len());
+    }
+
+    #[test]
+    fn acceptance_model_learns_per_depth() {
+        let mut acc = AcceptanceModel::default();
+        let t = chain(3);
+        for _ in 0..40 {
+            acc.observe(&t, &[0]);
+        }
+        assert!(acc.p(1, 0) > 0.9);
+        assert!(acc.p(2, 0) < 0.1);
+        // Depth 3 was never tried (its parent was always rejected): it borrows depth 2's estimate.
+        assert!((acc.p(3, 0) - acc.p(2, 0)).abs() < 1e-9);
+    }
+}

@@ -1,0 +1,86 @@
+//! The `auto` draft policy: never much worse than `ar` with a useless drafter, growing the
+//! drafts for a perfect one, lossless either way. Cost is counted with a fixed cost model (a
+//! pass over n tokens costs 1 + 0.2 (n − 1) steps), not wall time.
+
+mod common;
+
+use common::{ar, tiny, Lcg};
+use draftsmith_core::DraftTree;
+use draftsmith_decode::spec::policy::PROBE_EVERY;
+use draftsmith_decode::spec::{Auto, CostModel};
+use draftsmith_decode::{generate_speculative, DraftContext, Proposer};
+use draftsmith_model::Architecture;
+
+/// Drafts `len` tokens along `reference` (the full greedy sequence), or deliberately wrong ones.
+struct Scripted {
+    reference: Vec<u32>,
+    len: usize,
+    wrong: bool,
+    vocab: usize,
+}
+
+impl Proposer for Scripted {
+    fn name(&self) -> &str {
+        "scripted"
+    }
+
+    fn propose(&mut self, ctx: &DraftContext<'_>) -> DraftTree {
+        let mut tree = DraftTree::new();
+        let at = ctx.tokens.len();
+        for i in 0..self.len.min(self.reference.len().saturating_sub(at)) {
+            let right = self.reference[at + i];
+            let t = if self.wrong { (right + 1) % self.vocab as u32 } else { right };
+            tree.push(t, i.checked_sub(1));
+        }
+        tree
+    }
+}
+
+fn units(n: usize) -> f64 {
+    1.0 + 0.2 * (n as f64 - 1.0)
+}
+
+fn cost_model() -> CostModel {
+    CostModel::from_points(&[(1, units(1)), (2, units(2)), (64, units(64))])
+}
+
+#[test]
+fn useless_drafts_cost_at_most_five_percent_over_ar() {
+    let model = tiny(Architecture::Llama, 3);
+    let vocab = model.config().vocab_size;
+    let mut rng = Lcg(5);
+    let prompt: Vec<u32> = (0..12).map(|_| rng.next(vocab) as u32).collect();
+    let n = 200;
+    let want = ar(&model, &prompt, n);
+    let mut reference = prompt.clone();
+    reference.extend(&want);
+    let inner = Scripted { reference, len: 8, wrong: true, vocab };
+    let mut auto = Auto::with_fixed_cost(Box::new(inner), cost_model());
+    let got = generate_speculative(&model, &prompt, n, &[], &mut auto).unwrap();
+    assert_eq!(got.tokens, want, "lossless");
+    let cost: f64 = got.steps.iter().map(|s| units(s.tree_size + 1)).sum::<f64>() + 1.0;
+    let ar_cost = want.len() as f64;
+    assert!(cost <= 1.05 * ar_cost, "auto cost {cost:.1} steps vs ar {ar_cost} (sizes {:?})", auto.stats().sizes);
+    // After the first few misses the policy drafts only in its probe steps.
+    let late = &got.steps[got.steps.len() / 2..];
+    let drafted = late.iter().filter(|s| s.tree_size > 0).count();
+    assert!(drafted <= late.len() / PROBE_EVERY + 1, "{drafted} of {} late steps drafted", late.len());
+}
+
+#[test]
+fn perfect_drafts_grow_to_their_full_length() {
+    let model = tiny(Architecture::Qwen2, 4);
+    let vocab = model.config().vocab_size;
+    let mut rng = Lcg(6);
+    let prompt: Vec<u32> = (0..10).map(|_| rng.next(vocab) as u32).collect();
+    let n = 160;
+    let want = ar(&model, &prompt, n);
+    let mut reference = prompt.clone();
+    reference.extend(&want);
+    let inner = Scripted { reference, len: 8, wrong: false, vocab };
+    let mut auto = Auto::with_fixed_cost(Box::new(inner), cost_model());
+    let got = generate_speculative(&model, &prompt, n, &[], &mut auto).unwrap();
+    assert_eq!(got.tokens, want, "lossless");
+    let late = &got.steps[got.steps.len() / 2..got.steps.len() - 1];
+    assert!(late.iter().all(|s| s.tree_size == 8 && s.accepted == 8), "late steps: {:?}", late.iter().map(|s| s.tree_size).collect::<Vec<_>>());
+}
