@@ -258,6 +258,8 @@ pub fn subtree(tree: &DraftTree, keep: &[usize]) -> DraftTree {
 pub struct PolicyStats {
     /// Steps that kept `n` nodes: `sizes[n]` (the last bucket counts everything larger).
     pub sizes: Vec<usize>,
+    /// Nodes kept over all steps.
+    pub kept: usize,
     /// Σ predicted and Σ measured verify ms over the steps (same steps).
     pub predicted_ms: f64,
     pub measured_ms: f64,
@@ -316,7 +318,7 @@ impl Proposer for Auto {
     fn extra_stats(&self) -> Vec<(&'static str, f64)> {
         let mut v = self.inner.extra_stats();
         let s = &self.stats;
-        let mean = s.sizes.iter().enumerate().map(|(n, &c)| (n * c) as f64).sum::<f64>() / s.steps.max(1) as f64;
+        let mean = s.kept as f64 / s.steps.max(1) as f64;
         v.push(("policy_mean_draft_nodes", mean));
         v.push(("policy_predicted_verify_ms", s.predicted_ms / s.steps.max(1) as f64));
         v.push(("policy_measured_verify_ms", s.measured_ms / s.steps.max(1) as f64));
@@ -353,6 +355,7 @@ impl Proposer for Auto {
             let s = &mut self.stats;
             let bucket = keep.len().min(s.sizes.len() - 1);
             s.sizes[bucket] += 1;
+            s.kept += keep.len();
             s.predicted_ms += predicted;
             s.measured_ms += measured;
             s.steps += 1;
