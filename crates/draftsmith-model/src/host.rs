@@ -74,55 +74,11 @@ fn simd_available() -> bool {
     false
 }
 
-/// `x ← exp(x − shift)` elementwise. With `simd`, eight lanes at a time with a degree-6
-/// polynomial (Cephes `expf`, ~1 ulp); the tail runs through the same vector code on a padded
-/// copy, so every element gets the same rounding wherever it sits.
-fn exp_shifted(x: &mut [f32], shift: f32, simd: bool) {
-    #[cfg(target_arch = "x86_64")]
-    if simd {
-        let mut chunks = x.chunks_exact_mut(8);
-        for c in &mut chunks {
-            // SAFETY: `simd` is only true when AVX2 and FMA are available; `c` holds 8 f32.
-            unsafe { exp8_avx2(c, shift) };
-        }
-        let tail = chunks.into_remainder();
-        if !tail.is_empty() {
-            let mut pad = [0.0f32; 8];
-            pad[..tail.len()].copy_from_slice(tail);
-            // SAFETY: as above; `pad` holds 8 f32.
-            unsafe { exp8_avx2(&mut pad, shift) };
-            let n = tail.len();
-            tail.copy_from_slice(&pad[..n]);
-        }
-        return;
-    }
-    let _ = simd;
-    x.iter_mut().for_each(|v| *v = (*v - shift).exp());
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn exp8_avx2(x: &mut [f32], shift: f32) {
-    use std::arch::x86_64::*;
-    debug_assert!(x.len() >= 8);
-    // SAFETY: `x` holds at least 8 f32.
-    let v = unsafe { _mm256_loadu_ps(x.as_ptr()) };
-    let v = _mm256_sub_ps(v, _mm256_set1_ps(shift));
-    // exp underflows to 0 below ~-87.3; clamping keeps the exponent arithmetic in range.
-    let v = _mm256_max_ps(_mm256_min_ps(v, _mm256_set1_ps(88.0)), _mm256_set1_ps(-87.336_55));
-    // n = round(v·log2 e); r = v − n·ln 2 (ln 2 split in two for precision).
-    let n = _mm256_round_ps(_mm256_mul_ps(v, _mm256_set1_ps(std::f32::consts::LOG2_E)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    let r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693_359_4), v);
-    let r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.121_944_4e-4), r);
-    let mut y = _mm256_set1_ps(1.987_569_1e-4);
-    for c in [1.398_199_9e-3, 8.333_452e-3, 4.166_579_6e-2, 1.666_666_5e-1, 5.000_000_1e-1] {
-        y = _mm256_fmadd_ps(y, r, _mm256_set1_ps(c));
-    }
-    let y = _mm256_add_ps(_mm256_fmadd_ps(y, _mm256_mul_ps(r, r), r), _mm256_set1_ps(1.0));
-    // 2^n through the exponent bits.
-    let pow2 = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23));
-    // SAFETY: as above.
-    unsafe { _mm256_storeu_ps(x.as_mut_ptr(), _mm256_mul_ps(y, pow2)) };
+/// `x ← exp(x − shift)` elementwise: the kernels' one vectorized `exp`
+/// ([`draftsmith_kernels::rowops::exp_shifted`], Cephes polynomial, ~1 ulp), the same for every
+/// element wherever it sits.
+fn exp_shifted(x: &mut [f32], shift: f32) {
+    draftsmith_kernels::rowops::exp_shifted(x, shift);
 }
 
 /// `o ← o + p·v`, elementwise (AVX2 + FMA with `simd`).
@@ -341,7 +297,7 @@ fn attend_unit(q: &[f32], keys: &[f32], values: &[f32], sh: &AttendShape, g: usi
         let m = visible[k].len().max(1);
         for (r, row) in w.chunks_mut(m).enumerate() {
             let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-            exp_shifted(row, max, sh.simd);
+            exp_shifted(row, max);
             sums[k * group + r] = row.iter().sum();
         }
     }
@@ -443,7 +399,7 @@ fn attend_group(qs: &[f32], keys: &[f32], values: &[f32], head_dim: usize, scale
     }
     for (w, oh) in weights.chunks_mut(m.max(1)).zip(o.chunks_mut(head_dim)) {
         let max = w.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-        exp_shifted(w, max, simd);
+        exp_shifted(w, max);
         let sum: f32 = w.iter().sum();
         if fused {
             #[cfg(target_arch = "x86_64")]
@@ -568,23 +524,12 @@ mod tests {
     }
 
     #[test]
-    fn exp_and_axpy_paths_agree_with_scalar() {
+    fn axpy_paths_agree_with_scalar() {
         for simd in [false, simd_available()] {
-            let xs: Vec<f32> = (0..37).map(|i| -(i as f32) * 2.7 + 3.0).collect();
-            let mut got = xs.clone();
-            exp_shifted(&mut got, 3.0, simd);
-            for (&x, &g) in xs.iter().zip(&got) {
-                let want = ((x - 3.0) as f64).exp();
-                assert!((g as f64 - want).abs() <= 4e-7 * want + 1e-37, "exp({}) = {g}, want {want} (simd {simd})", x - 3.0);
-            }
             let (mut o, v) = (vec![1.0f32; 67], (0..67).map(|i| i as f32 * 0.5).collect::<Vec<_>>());
             axpy(&mut o, 0.25, &v, simd);
             assert!(o.iter().zip(&v).all(|(a, b)| (a - (1.0 + 0.25 * b)).abs() < 1e-6));
         }
-        // Underflow goes to (almost) zero rather than garbage.
-        let mut tiny = vec![-200.0f32; 9];
-        exp_shifted(&mut tiny, 0.0, simd_available());
-        assert!(tiny.iter().all(|&t| (0.0..1e-37).contains(&t)));
     }
 
     #[test]
@@ -604,7 +549,7 @@ mod tests {
             // The generic path: dot + axpy per key, as for other head sizes.
             let mut w: Vec<f32> = visible.iter().map(|&j| dot(&q, &keys[j * d..][..d]) * scale).collect();
             let max = w.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-            exp_shifted(&mut w, max, true);
+            exp_shifted(&mut w, max);
             let sum: f32 = w.iter().sum();
             for (&j, &p) in visible.iter().zip(&w) {
                 axpy(&mut generic, p, &values[j * d..][..d], true);

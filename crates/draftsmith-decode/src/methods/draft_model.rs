@@ -279,6 +279,16 @@ impl<B: Backend> Proposer for DraftModel<B> {
         }
     }
 
+    fn pruned(&mut self, keep: &[usize]) {
+        // A chain is pruned to a prefix: learn from the calls that produced it.
+        if keep.iter().enumerate().all(|(j, &i)| i == j) {
+            self.draft.truncate(keep.len());
+            self.steps.retain(|s| s.tokens <= keep.len());
+        } else {
+            self.draft.clear();
+        }
+    }
+
     fn observe_verified(&mut self, ctx: &DraftContext<'_>, tree: &DraftTree, verified: &Verified<'_>) {
         self.stats.accepted += verified.accepted.len();
         if tree.tokens() != self.draft.as_slice() || tree.is_empty() {

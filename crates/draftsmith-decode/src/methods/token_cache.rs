@@ -301,6 +301,17 @@ impl<P: Proposer> Proposer for TokenCache<P> {
         tree
     }
 
+    fn pruned(&mut self, keep: &[usize]) {
+        // The inner proposal's nodes come first, then the cached phrases' (see `propose`).
+        let n = self.inner_tree.len();
+        let inner_keep: Vec<usize> = keep.iter().copied().filter(|&i| i < n).collect();
+        if inner_keep.len() < n {
+            self.inner.pruned(&inner_keep);
+        }
+        self.inner_tree = crate::spec::policy::subtree(&self.inner_tree, &inner_keep);
+        self.added_keys = keep.iter().filter(|&&i| i >= n).map(|&i| self.added_keys[i - n]).collect();
+    }
+
     fn observe_verified(&mut self, ctx: &DraftContext<'_>, tree: &DraftTree, verified: &Verified<'_>) {
         let n = self.inner_tree.len();
         let inner_accepted: Vec<usize> = verified.accepted.iter().copied().take_while(|&i| i < n).collect();

@@ -340,6 +340,9 @@ impl Proposer for Auto {
         let p = self.accept.path_probabilities(&tree);
         let probe = usize::from(self.steps.is_multiple_of(PROBE_EVERY));
         let (keep, predicted) = choose(&tree, &p, &self.cost, probe);
+        if keep.len() < tree.len() {
+            self.inner.pruned(&keep);
+        }
         let kept = subtree(&tree, &keep);
         self.last = Some((tree, keep, predicted, Instant::now()));
         kept

@@ -70,6 +70,12 @@ pub trait Proposer {
     /// degenerates to one autoregressive step).
     fn propose(&mut self, ctx: &DraftContext<'_>) -> DraftTree;
 
+    /// Called between [`Proposer::propose`] and the verification when a draft policy verifies
+    /// only the nodes `keep` of the last proposal (increasing, closed under parents): the tree
+    /// the observe methods then see is that subtree, re-indexed in that order. Methods that keep
+    /// per-node state of their proposal re-index it here; the default does nothing.
+    fn pruned(&mut self, _keep: &[usize]) {}
+
     /// Called after verification with the accepted node indices (root child first).
     fn observe(&mut self, _ctx: &DraftContext<'_>, _tree: &DraftTree, _accepted: &[usize]) {}
 

@@ -276,6 +276,10 @@ impl<B: Backend> Proposer for TokenSwiftProposer<B> {
         tree
     }
 
+    fn pruned(&mut self, keep: &[usize]) {
+        self.from_ngram = keep.iter().map(|&i| self.from_ngram.get(i).copied().unwrap_or(false)).collect();
+    }
+
     fn observe_verified(&mut self, _ctx: &DraftContext<'_>, tree: &DraftTree, verified: &Verified<'_>) {
         if tree.is_empty() {
             return;
