@@ -74,6 +74,18 @@ fn simd_available() -> bool {
     false
 }
 
+/// Whether AVX-512 F/VL is there too (fixed for a process).
+#[inline]
+fn wide_available() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        static WIDE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+        *WIDE.get_or_init(|| simd_available() && is_x86_feature_detected!("avx512f") && is_x86_feature_detected!("avx512vl"))
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    false
+}
+
 /// `x ← exp(x − shift)` elementwise: the kernels' one vectorized `exp`
 /// ([`draftsmith_kernels::rowops::exp_shifted`], Cephes polynomial, ~1 ulp), the same for every
 /// element wherever it sits.
@@ -219,7 +231,7 @@ pub fn attend_into(q: &[f32], keys: &[f32], values: &[f32], capacity: usize, (he
     let pool = draftsmith_kernels::Pool::global();
     let chunks = if n == 1 { 1 } else { n.min(pool.threads()) };
     let units = kv_heads * chunks;
-    let shape = AttendShape { heads, group: heads / kv_heads, head_dim, capacity, scale: 1.0 / (head_dim as f32).sqrt(), simd: simd_available() };
+    let shape = AttendShape { heads, group: heads / kv_heads, head_dim, capacity, scale: 1.0 / (head_dim as f32).sqrt(), simd: simd_available(), wide: wide_available() };
     let dst = RowsPtr(out.as_mut_ptr(), out.len());
     let work = |t: usize, threads: usize| {
         let dst = &dst;
@@ -247,6 +259,8 @@ struct AttendShape {
     capacity: usize,
     scale: f32,
     simd: bool,
+    /// AVX-512 F/VL on top of `simd`: 32 vector registers, so several query rows share a pass.
+    wide: bool,
 }
 
 /// The output rows of one attention call, written by units that own disjoint rows.
@@ -309,9 +323,7 @@ fn attend_unit(q: &[f32], keys: &[f32], values: &[f32], sh: &AttendShape, g: usi
             let stop = cursor[k] + vis[cursor[k]..].partition_point(|&j| j < j0 + KEY_BLOCK);
             if stop > cursor[k] {
                 let o = dst.rows((i * sh.heads + g * group) * hd, span);
-                for (r, oh) in o.chunks_mut(hd).enumerate() {
-                    weighted_sum(values, &vis[cursor[k]..stop], &weights[k][r * m + cursor[k]..r * m + stop], oh, sh);
-                }
+                weighted_sums(values, &vis[cursor[k]..stop], &weights[k][cursor[k]..], m, o, sh);
                 cursor[k] = stop;
             }
         }
@@ -328,6 +340,34 @@ fn attend_unit(q: &[f32], keys: &[f32], values: &[f32], sh: &AttendShape, g: usi
 /// Scores of the rows `qs` against the keys `visible` into `out[r · stride + idx]`.
 fn scores(qs: &[f32], keys: &[f32], visible: &[usize], sh: &AttendShape, out: &mut [f32], stride: usize) {
     #[cfg(target_arch = "x86_64")]
+    if sh.wide && matches!(sh.head_dim, 64 | 128) {
+        // Three query rows per pass over the keys (32 vector registers hold their 24
+        // accumulators); the remaining rows one at a time. The same arithmetic per pair.
+        let hd = sh.head_dim;
+        let rows = qs.len() / hd;
+        let full = rows / 3 * 3;
+        for r0 in (0..full).step_by(3) {
+            let (q3, o3) = (&qs[r0 * hd..(r0 + 3) * hd], &mut out[r0 * stride..]);
+            // SAFETY: AVX-512 F/VL, AVX2 and FMA are available (`wide`); the kernel checks its bounds.
+            unsafe {
+                match hd {
+                    64 => scores3_wide::<8>(q3, keys, visible, sh.scale, o3, stride),
+                    _ => scores3_wide::<16>(q3, keys, visible, sh.scale, o3, stride),
+                }
+            }
+        }
+        if full < rows {
+            // SAFETY: as below.
+            unsafe {
+                match hd {
+                    64 => scores_avx2::<8>(&qs[full * hd..], keys, visible, sh.scale, &mut out[full * stride..], stride),
+                    _ => scores_avx2::<16>(&qs[full * hd..], keys, visible, sh.scale, &mut out[full * stride..], stride),
+                }
+            }
+        }
+        return;
+    }
+    #[cfg(target_arch = "x86_64")]
     if sh.simd && matches!(sh.head_dim, 64 | 128) {
         // SAFETY: AVX2 and FMA are available (`simd`); the kernel checks its bounds.
         unsafe {
@@ -343,6 +383,31 @@ fn scores(qs: &[f32], keys: &[f32], visible: &[usize], sh: &AttendShape, out: &m
         for (idx, &j) in visible.iter().enumerate() {
             out[r * stride + idx] = dot(qv, &keys[j * hd..][..hd]) * sh.scale;
         }
+    }
+}
+
+/// [`weighted_sum`] for every row of `o` (`[rows, head_dim]`), row `r`'s weights at
+/// `w[r · stride ..]`: with AVX-512 F/VL, three rows per pass over the values (each value row
+/// read once for the three), the same FMA per element and key, in the same order.
+fn weighted_sums(values: &[f32], visible: &[usize], w: &[f32], stride: usize, o: &mut [f32], sh: &AttendShape) {
+    let hd = sh.head_dim;
+    let rows = o.len() / hd;
+    let mut r0 = 0;
+    #[cfg(target_arch = "x86_64")]
+    if sh.wide && matches!(hd, 64 | 128) {
+        while r0 + 3 <= rows {
+            // SAFETY: AVX-512 F/VL, AVX2 and FMA are available (`wide`); the kernel checks its bounds.
+            unsafe {
+                match hd {
+                    64 => weighted_sum3_wide::<8>(values, visible, &w[r0 * stride..], stride, &mut o[r0 * hd..(r0 + 3) * hd]),
+                    _ => weighted_sum3_wide::<16>(values, visible, &w[r0 * stride..], stride, &mut o[r0 * hd..(r0 + 3) * hd]),
+                }
+            }
+            r0 += 3;
+        }
+    }
+    for r in r0..rows {
+        weighted_sum(values, visible, &w[r * stride..][..visible.len()], &mut o[r * hd..(r + 1) * hd], sh);
     }
 }
 
@@ -489,6 +554,80 @@ unsafe fn weighted_sum_avx2<const C: usize>(values: &[f32], visible: &[usize], w
     }
     for (c, a) in acc.iter().enumerate() {
         unsafe { _mm256_storeu_ps(o.as_mut_ptr().add(c * 8), *a) };
+    }
+}
+
+/// [`scores_avx2`] for three query rows at once (`qs` = `[3, C·8]`, row `r` into
+/// `out[r · stride + idx]`): each key chunk is loaded once for the three rows; per pair the same
+/// FMA sequence and the same eight-key reduction.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma,avx512f,avx512vl")]
+unsafe fn scores3_wide<const C: usize>(qs: &[f32], keys: &[f32], visible: &[usize], scale: f32, out: &mut [f32], stride: usize) {
+    use std::arch::x86_64::*;
+    let d = C * 8;
+    let m = visible.len();
+    assert!(qs.len() == 3 * d && out.len() >= 2 * stride + m && visible.iter().all(|&j| (j + 1) * d <= keys.len()));
+    let full = m / 8 * 8;
+    let (sv, zero) = (_mm256_set1_ps(scale), _mm256_setzero_ps());
+    for base in (0..full).step_by(8) {
+        let mut acc = [[_mm256_setzero_ps(); 8]; 3];
+        // SAFETY (all loads and stores): key rows, the rows of `qs` and `out` are in bounds (asserted).
+        let kp: [*const f32; 8] = std::array::from_fn(|k| unsafe { keys.as_ptr().add(visible[base + k] * d) });
+        for c in 0..C {
+            let q: [__m256; 3] = std::array::from_fn(|r| unsafe { _mm256_loadu_ps(qs.as_ptr().add(r * d + c * 8)) });
+            for (k, p) in kp.iter().enumerate() {
+                let kv = unsafe { _mm256_loadu_ps(p.add(c * 8)) };
+                for r in 0..3 {
+                    acc[r][k] = _mm256_fmadd_ps(q[r], kv, acc[r][k]);
+                }
+            }
+        }
+        for (r, a) in acc.iter().enumerate() {
+            let half = |x: __m256, y: __m256| _mm256_add_ps(_mm256_permute2f128_ps::<0x20>(x, y), _mm256_permute2f128_ps::<0x31>(x, y));
+            let (u01, u23, u45, u67) = (half(a[0], a[1]), half(a[2], a[3]), half(a[4], a[5]), half(a[6], a[7]));
+            let v = _mm256_hadd_ps(_mm256_hadd_ps(u01, u23), _mm256_hadd_ps(u45, u67));
+            let v = _mm256_permutevar8x32_ps(v, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+            let v = _mm256_mul_ps(_mm256_add_ps(v, zero), sv);
+            unsafe { _mm256_storeu_ps(out.as_mut_ptr().add(r * stride + base), v) };
+        }
+    }
+    if full < m {
+        for r in 0..3 {
+            // SAFETY: the same CPU features; `scores_avx2` checks its bounds.
+            unsafe { scores_avx2::<C>(&qs[r * d..(r + 1) * d], keys, &visible[full..], scale, &mut out[r * stride + full..], stride) };
+        }
+    }
+}
+
+/// [`weighted_sum_avx2`] for three rows at once (`w`: row `r` at `w[r · stride ..]`; `o`:
+/// `[3, C·8]`): the head is walked four chunks at a time, each value chunk loaded once for the
+/// three rows; per element the same FMA per key, in key order.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma,avx512f,avx512vl")]
+unsafe fn weighted_sum3_wide<const C: usize>(values: &[f32], visible: &[usize], w: &[f32], stride: usize, o: &mut [f32]) {
+    use std::arch::x86_64::*;
+    let d = C * 8;
+    let m = visible.len();
+    assert!(o.len() == 3 * d && w.len() >= 2 * stride + m && visible.iter().all(|&j| (j + 1) * d <= values.len()));
+    for c0 in (0..C).step_by(4) {
+        // SAFETY (all loads and stores): `o` holds 3·d floats, every visible value row d floats,
+        // and row r's weights are in bounds (asserted).
+        let mut acc: [[__m256; 4]; 3] = std::array::from_fn(|r| std::array::from_fn(|c| unsafe { _mm256_loadu_ps(o.as_ptr().add(r * d + (c0 + c) * 8)) }));
+        for (idx, &j) in visible.iter().enumerate() {
+            let vp = unsafe { values.as_ptr().add(j * d + c0 * 8) };
+            let v: [__m256; 4] = std::array::from_fn(|c| unsafe { _mm256_loadu_ps(vp.add(c * 8)) });
+            for (r, a) in acc.iter_mut().enumerate() {
+                let p = _mm256_set1_ps(unsafe { *w.get_unchecked(r * stride + idx) });
+                for c in 0..4 {
+                    a[c] = _mm256_fmadd_ps(p, v[c], a[c]);
+                }
+            }
+        }
+        for (r, a) in acc.iter().enumerate() {
+            for (c, x) in a.iter().enumerate() {
+                unsafe { _mm256_storeu_ps(o.as_mut_ptr().add(r * d + (c0 + c) * 8), *x) };
+            }
+        }
     }
 }
 
