@@ -84,3 +84,43 @@ fn perfect_drafts_grow_to_their_full_length() {
     let late = &got.steps[got.steps.len() / 2..got.steps.len() - 1];
     assert!(late.iter().all(|s| s.tree_size == 8 && s.accepted == 8), "late steps: {:?}", late.iter().map(|s| s.tree_size).collect::<Vec<_>>());
 }
+
+/// A drafter that is right but slow: `calls` counts its proposals.
+struct Slow {
+    inner: Scripted,
+    calls: std::rc::Rc<std::cell::Cell<usize>>,
+}
+
+impl Proposer for Slow {
+    fn name(&self) -> &str {
+        "slow"
+    }
+
+    fn propose(&mut self, ctx: &DraftContext<'_>) -> DraftTree {
+        self.calls.set(self.calls.get() + 1);
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        self.inner.propose(ctx)
+    }
+}
+
+#[test]
+fn a_drafter_slower_than_what_it_saves_is_not_called() {
+    let model = tiny(Architecture::Llama, 7);
+    let vocab = model.config().vocab_size;
+    let mut rng = Lcg(8);
+    let prompt: Vec<u32> = (0..8).map(|_| rng.next(vocab) as u32).collect();
+    let n = 64;
+    let want = ar(&model, &prompt, n);
+    let mut reference = prompt.clone();
+    reference.extend(&want);
+    let calls = std::rc::Rc::new(std::cell::Cell::new(0));
+    let inner = Slow { inner: Scripted { reference, len: 4, wrong: false, vocab }, calls: calls.clone() };
+    // A step "costs" 0.01 ms here: 20 ms of drafting can never pay for itself.
+    let cost = CostModel::from_points(&[(1, 0.01), (64, 0.64)]);
+    let mut auto = Auto::with_fixed_cost(Box::new(inner), cost);
+    let got = generate_speculative(&model, &prompt, n, &[], &mut auto).unwrap();
+    assert_eq!(got.tokens, want, "lossless");
+    // The first call, then only probes, spaced so they cost at most 2 % of the plain steps: with
+    // 20 ms drafts against 0.01 ms steps, none fits in 64 steps.
+    assert!(calls.get() <= 2, "{} calls in {} steps", calls.get(), got.steps.len());
+}

@@ -62,8 +62,12 @@ impl std::fmt::Display for DraftPolicy {
 const MAX_N: usize = 128;
 /// Weight of a new measurement in a bucket's running average.
 const EMA: f64 = 0.2;
-/// A step that would otherwise draft nothing keeps the best node once in this many steps.
+/// A step that would otherwise draft nothing keeps the best node once in this many steps (more
+/// for a slow drafter: see [`PROBE_BUDGET`]).
 pub const PROBE_EVERY: usize = 16;
+/// Probes of a drafter that is not paying may cost at most this share of the plain steps: the
+/// probe interval grows to `draft time / (PROBE_BUDGET · t(1))` steps.
+pub const PROBE_BUDGET: f64 = 0.02;
 /// Deepest level and widest sibling rank with their own acceptance counts.
 const DEPTHS: usize = 16;
 const RANKS: usize = 4;
@@ -105,13 +109,18 @@ impl CostModel {
         Self { prior, seen: vec![None; MAX_N + 1], scale: 1.0 }
     }
 
-    /// Predicted milliseconds of a pass over `n ≥ 1` tokens.
+    /// Predicted milliseconds of a pass over `n ≥ 1` tokens (never below a 1-token pass).
     pub fn predict(&self, n: usize) -> f64 {
         let n = n.max(1);
         if n > MAX_N {
             return self.predict(MAX_N) * n as f64 / MAX_N as f64;
         }
-        self.seen[n].unwrap_or(self.prior[n] * self.scale)
+        let raw = |m: usize| self.seen[m].unwrap_or(self.prior[m] * self.scale);
+        if n == 1 {
+            raw(1)
+        } else {
+            raw(n).max(raw(1))
+        }
     }
 
     /// Records a measured pass.
@@ -279,17 +288,40 @@ pub struct Auto {
     stats: PolicyStats,
     /// Whether measured verify times update the cost model (off for a fixed what-if model).
     learn_cost: bool,
+    /// Running average of the method's own drafting time per call, ms (`None` before the first).
+    draft_ms: Option<f64>,
+    /// The method's last draft, as the shape to expect from the next one.
+    template: DraftTree,
+    /// Whether the last step skipped the method entirely (a plain `ar` step).
+    skipped: bool,
+    /// Steps since the last probe.
+    since_probe: usize,
 }
 
 impl Auto {
     pub fn new(inner: Box<dyn Proposer>, cost: CostModel) -> Self {
         let name = inner.name().to_string();
-        Self { inner, cost, accept: AcceptanceModel::default(), last: None, name, steps: 0, stats: PolicyStats { sizes: vec![0; 17], ..Default::default() }, learn_cost: true }
+        let stats = PolicyStats { sizes: vec![0; 17], ..Default::default() };
+        Self { inner, cost, accept: AcceptanceModel::default(), last: None, name, steps: 0, stats, learn_cost: true, draft_ms: None, template: DraftTree::new(), skipped: false, since_probe: 0 }
     }
 
     /// With a cost model that measured times do not change (tests, what-if runs).
     pub fn with_fixed_cost(inner: Box<dyn Proposer>, cost: CostModel) -> Self {
         Self { learn_cost: false, ..Self::new(inner, cost) }
+    }
+
+    /// Whether a draft shaped like the last one, pruned as [`choose`] would, is expected to
+    /// beat a plain step once the drafting time is paid: `(1 + Σ p) / (draft + t(1 + k)) >
+    /// 1 / t(1)`. True until the method has drafted once.
+    fn worth_drafting(&self) -> bool {
+        let Some(draft_ms) = self.draft_ms else { return true };
+        if self.template.is_empty() {
+            return true;
+        }
+        let p = self.accept.path_probabilities(&self.template);
+        let (keep, verify_ms) = choose(&self.template, &p, &self.cost, 0);
+        let gain = 1.0 + keep.iter().map(|&i| p[i]).sum::<f64>();
+        gain / (draft_ms + verify_ms) > 1.0 / self.cost.predict(1)
     }
 
     /// Draft sizes chosen and predicted against measured verify time so far.
@@ -335,10 +367,26 @@ impl Proposer for Auto {
     }
 
     fn propose(&mut self, ctx: &DraftContext<'_>) -> DraftTree {
-        let tree = self.inner.propose(ctx);
         self.steps += 1;
+        self.since_probe += 1;
+        let interval = self.draft_ms.map_or(PROBE_EVERY, |d| PROBE_EVERY.max((d / (PROBE_BUDGET * self.cost.predict(1))).ceil() as usize));
+        let probe = usize::from(self.since_probe >= interval);
+        if probe == 1 {
+            self.since_probe = 0;
+        }
+        // A drafter whose time is not paid back even by the best part of a draft like its last
+        // one is not called at all: the step is a plain `ar` step (probe steps still draft).
+        self.skipped = probe == 0 && !self.worth_drafting();
+        if self.skipped {
+            self.last = Some((DraftTree::new(), Vec::new(), self.cost.predict(1), Instant::now()));
+            return DraftTree::new();
+        }
+        let started = Instant::now();
+        let tree = self.inner.propose(ctx);
+        let ms = started.elapsed().as_secs_f64() * 1e3;
+        self.draft_ms = Some(self.draft_ms.map_or(ms, |d| d + EMA * (ms - d)));
+        self.template = tree.clone();
         let p = self.accept.path_probabilities(&tree);
-        let probe = usize::from(self.steps.is_multiple_of(PROBE_EVERY));
         let (keep, predicted) = choose(&tree, &p, &self.cost, probe);
         if keep.len() < tree.len() {
             self.inner.pruned(&keep);
@@ -349,6 +397,7 @@ impl Proposer for Auto {
     }
 
     fn observe_verified(&mut self, ctx: &DraftContext<'_>, tree: &DraftTree, verified: &Verified<'_>) {
+        let skipped = std::mem::take(&mut self.skipped);
         if let Some((_, keep, predicted, at)) = self.last.take() {
             let measured = at.elapsed().as_secs_f64() * 1e3;
             if self.learn_cost {
@@ -363,8 +412,10 @@ impl Proposer for Auto {
             s.measured_ms += measured;
             s.steps += 1;
         }
-        // The method sees the tree that was verified (its kept part).
-        self.inner.observe_verified(ctx, tree, verified);
+        // The method sees the tree that was verified (its kept part) — unless it did not draft.
+        if !skipped {
+            self.inner.observe_verified(ctx, tree, verified);
+        }
     }
 }
 
