@@ -24,6 +24,11 @@ impl Default for PromptLookup {
 impl PromptLookup {
     /// The continuation after the most recent earlier match of the longest matching suffix.
     pub fn lookup(&self, tokens: &[u32]) -> Vec<u32> {
+        self.lookup_with_len(tokens).1
+    }
+
+    /// [`PromptLookup::lookup`] with the length of the matched suffix (0: no match).
+    pub fn lookup_with_len(&self, tokens: &[u32]) -> (usize, Vec<u32>) {
         for n in (self.min_ngram..=self.max_ngram).rev() {
             if tokens.len() <= n {
                 continue;
@@ -34,11 +39,11 @@ impl PromptLookup {
                 if &tokens[start..start + n] == suffix {
                     let from = start + n;
                     let to = (from + self.k).min(tokens.len());
-                    return tokens[from..to].to_vec();
+                    return (n, tokens[from..to].to_vec());
                 }
             }
         }
-        Vec::new()
+        (0, Vec::new())
     }
 }
 
@@ -53,6 +58,11 @@ impl Proposer for PromptLookup {
 
     fn propose(&mut self, ctx: &DraftContext<'_>) -> DraftTree {
         DraftTree::chain(&self.lookup(ctx.tokens))
+    }
+
+    /// A longer matched n-gram makes a better draft: the draft policy learns each length apart.
+    fn draft_class(&self, ctx: &DraftContext<'_>) -> usize {
+        self.lookup_with_len(ctx.tokens).0
     }
 }
 

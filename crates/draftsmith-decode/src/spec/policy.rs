@@ -157,12 +157,16 @@ fn measure<B: Backend>(model: &Model<B>) -> Option<Vec<(usize, f64)>> {
     sizes.iter().map(|&n| time_pass(model, &mut cache, DraftShape::Chain, n, 2).ok().map(|t| (n, t.ms))).collect()
 }
 
-/// Beta counts of "accepted given the parent was", by depth and sibling rank.
+/// Beta counts of "accepted given the parent was", by draft class (the method's own signal,
+/// [`Proposer::draft_class`]), depth and sibling rank.
 #[derive(Debug, Clone)]
 pub struct AcceptanceModel {
-    /// `(accepted, tried)` per `[depth][rank]`.
-    counts: Vec<[(f64, f64); RANKS]>,
+    /// `(accepted, tried)` per `[class][depth][rank]`.
+    counts: Vec<Vec<[(f64, f64); RANKS]>>,
 }
+
+/// Draft classes with their own counts (larger ones share the last).
+const CLASSES: usize = 8;
 
 /// Weight (in tries) of the prior each `(depth, rank)` borrows from the level above it (depth 1
 /// borrows 0.5 from nowhere): a level never tried yet is expected to behave like its parent's,
@@ -171,7 +175,7 @@ const PRIOR_TRIES: f64 = 2.0;
 
 impl Default for AcceptanceModel {
     fn default() -> Self {
-        Self { counts: vec![[(0.0, 0.0); RANKS]; DEPTHS] }
+        Self { counts: vec![vec![[(0.0, 0.0); RANKS]; DEPTHS]; CLASSES] }
     }
 }
 
@@ -179,24 +183,35 @@ impl AcceptanceModel {
     /// The chance that a node at `depth` (1 = child of the root) and sibling `rank` is accepted
     /// when its parent is.
     pub fn p(&self, depth: usize, rank: usize) -> f64 {
-        let (d, r) = (depth.clamp(1, DEPTHS), rank.min(RANKS - 1));
-        let prior = if d == 1 { 0.5 } else { self.p(d - 1, r) };
-        let (a, t) = self.counts[d - 1][r];
+        self.p_class(0, depth, rank)
+    }
+
+    /// [`AcceptanceModel::p`] for drafts of `class`.
+    pub fn p_class(&self, class: usize, depth: usize, rank: usize) -> f64 {
+        let (c, d, r) = (class.min(CLASSES - 1), depth.clamp(1, DEPTHS), rank.min(RANKS - 1));
+        let prior = if d == 1 { 0.5 } else { self.p_class(c, d - 1, r) };
+        let (a, t) = self.counts[c][d - 1][r];
         (a + PRIOR_TRIES * prior) / (t + PRIOR_TRIES)
     }
 
     /// Learns from one verified tree: every node whose parent was accepted (or is the root)
     /// was a try; the accepted ones succeeded.
     pub fn observe(&mut self, tree: &DraftTree, accepted: &[usize]) {
+        self.observe_class(0, tree, accepted);
+    }
+
+    /// [`AcceptanceModel::observe`] for a draft of `class`.
+    pub fn observe_class(&mut self, class: usize, tree: &DraftTree, accepted: &[usize]) {
+        let c = class.min(CLASSES - 1);
         let ranks = sibling_ranks(tree);
         let on_path = |i: usize| accepted.contains(&i);
         for i in 0..tree.len() {
             let parent_ok = tree.parents()[i].is_none_or(on_path);
             if parent_ok {
-                let c = &mut self.counts[tree.depths()[i].clamp(1, DEPTHS) - 1][ranks[i].min(RANKS - 1)];
-                c.1 += 1.0;
+                let n = &mut self.counts[c][tree.depths()[i].clamp(1, DEPTHS) - 1][ranks[i].min(RANKS - 1)];
+                n.1 += 1.0;
                 if on_path(i) {
-                    c.0 += 1.0;
+                    n.0 += 1.0;
                 }
             }
         }
@@ -204,11 +219,16 @@ impl AcceptanceModel {
 
     /// Path probability of every node of `tree`.
     pub fn path_probabilities(&self, tree: &DraftTree) -> Vec<f64> {
+        self.path_probabilities_class(0, tree)
+    }
+
+    /// [`AcceptanceModel::path_probabilities`] for a draft of `class`.
+    pub fn path_probabilities_class(&self, class: usize, tree: &DraftTree) -> Vec<f64> {
         let ranks = sibling_ranks(tree);
         let mut p = vec![0.0; tree.len()];
         for i in 0..tree.len() {
             let up = tree.parents()[i].map_or(1.0, |q| p[q]);
-            p[i] = up * self.p(tree.depths()[i], ranks[i]);
+            p[i] = up * self.p_class(class, tree.depths()[i], ranks[i]);
         }
         p
     }
@@ -296,13 +316,15 @@ pub struct Auto {
     skipped: bool,
     /// Steps since the last probe.
     since_probe: usize,
+    /// The draft class of the last proposal.
+    class: usize,
 }
 
 impl Auto {
     pub fn new(inner: Box<dyn Proposer>, cost: CostModel) -> Self {
         let name = inner.name().to_string();
         let stats = PolicyStats { sizes: vec![0; 17], ..Default::default() };
-        Self { inner, cost, accept: AcceptanceModel::default(), last: None, name, steps: 0, stats, learn_cost: true, draft_ms: None, template: DraftTree::new(), skipped: false, since_probe: 0 }
+        Self { inner, cost, accept: AcceptanceModel::default(), last: None, name, steps: 0, stats, learn_cost: true, draft_ms: None, template: DraftTree::new(), skipped: false, since_probe: 0, class: 0 }
     }
 
     /// With a cost model that measured times do not change (tests, what-if runs).
@@ -318,7 +340,7 @@ impl Auto {
         if self.template.is_empty() {
             return true;
         }
-        let p = self.accept.path_probabilities(&self.template);
+        let p = self.accept.path_probabilities_class(self.class, &self.template);
         let (keep, verify_ms) = choose(&self.template, &p, &self.cost, 0);
         let gain = 1.0 + keep.iter().map(|&i| p[i]).sum::<f64>();
         gain / (draft_ms + verify_ms) > 1.0 / self.cost.predict(1)
@@ -374,6 +396,8 @@ impl Proposer for Auto {
         if probe == 1 {
             self.since_probe = 0;
         }
+        // The method's own signal for this draft (cheap, known before it drafts).
+        self.class = self.inner.draft_class(ctx);
         // A drafter whose time is not paid back even by the best part of a draft like its last
         // one is not called at all: the step is a plain `ar` step (probe steps still draft).
         self.skipped = probe == 0 && !self.worth_drafting();
@@ -386,7 +410,7 @@ impl Proposer for Auto {
         let ms = started.elapsed().as_secs_f64() * 1e3;
         self.draft_ms = Some(self.draft_ms.map_or(ms, |d| d + EMA * (ms - d)));
         self.template = tree.clone();
-        let p = self.accept.path_probabilities(&tree);
+        let p = self.accept.path_probabilities_class(self.class, &tree);
         let (keep, predicted) = choose(&tree, &p, &self.cost, probe);
         if keep.len() < tree.len() {
             self.inner.pruned(&keep);
@@ -403,7 +427,7 @@ impl Proposer for Auto {
             if self.learn_cost {
                 self.cost.observe(tree.len() + 1, measured);
             }
-            self.accept.observe(tree, verified.accepted);
+            self.accept.observe_class(self.class, tree, verified.accepted);
             let s = &mut self.stats;
             let bucket = keep.len().min(s.sizes.len() - 1);
             s.sizes[bucket] += 1;
@@ -484,5 +508,11 @@ mod tests {
         assert!(acc.p(2, 0) < 0.1);
         // Depth 3 was never tried (its parent was always rejected): it borrows depth 2's estimate.
         assert!((acc.p(3, 0) - acc.p(2, 0)).abs() < 1e-9);
+        // Classes are learned apart.
+        for _ in 0..40 {
+            acc.observe_class(3, &t, &[0, 1, 2]);
+            acc.observe_class(1, &t, &[]);
+        }
+        assert!(acc.p_class(3, 2, 0) > 0.9 && acc.p_class(1, 1, 0) < 0.1);
     }
 }

@@ -70,6 +70,13 @@ pub trait Proposer {
     /// degenerates to one autoregressive step).
     fn propose(&mut self, ctx: &DraftContext<'_>) -> DraftTree;
 
+    /// A small number the method gives its draft for `ctx` (prompt lookup: the length of the
+    /// matched n-gram), which a draft policy learns acceptance for separately; 0 when the
+    /// method has no such signal.
+    fn draft_class(&self, _ctx: &DraftContext<'_>) -> usize {
+        0
+    }
+
     /// Called between [`Proposer::propose`] and the verification when a draft policy verifies
     /// only the nodes `keep` of the last proposal (increasing, closed under parents): the tree
     /// the observe methods then see is that subtree, re-indexed in that order. Methods that keep
