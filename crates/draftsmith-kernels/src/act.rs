@@ -12,6 +12,7 @@ use rayon::prelude::*;
 
 use crate::dispatch::KernelPath;
 use crate::layout::QK;
+use crate::pool::DisjointSlice;
 
 /// From this many activation values on, rows are quantized in parallel.
 const PARALLEL_VALUES: usize = 1 << 15;
@@ -57,7 +58,9 @@ pub(crate) struct ActQuant {
     qs: Vec<i8>,
     d: Vec<f32>,
     sum: Vec<i32>,
-    /// The same rows laid out per kernel tile (see [`ActQuant::quantize_packed`]).
+    /// The rows' split into kernel tiles, `(first row, rows)` ([`tile_split`] for the path).
+    tiles: Vec<(usize, usize)>,
+    /// On the AVX-512 VNNI path, the rows laid out per tile instead (see [`Packed`]).
     packed: Packed,
 }
 
@@ -67,23 +70,11 @@ pub(crate) struct ActQuant {
 /// offsets. Only the layout changes: every value is the one of the row-major form.
 #[derive(Default)]
 struct Packed {
-    tiles: Vec<(usize, usize)>,
     qs: Vec<i8>,
     d: Vec<f32>,
     dsum: Vec<f32>,
     bias: Vec<i32>,
 }
-
-/// Where [`ActQuant::quantize_packed`]'s threads write (disjoint indices per tile).
-struct PackedPtrs {
-    qs: *mut i8,
-    d: *mut f32,
-    dsum: *mut f32,
-    bias: *mut i32,
-}
-
-// SAFETY: the threads of `quantize_packed` write disjoint indices.
-unsafe impl Sync for PackedPtrs {}
 
 /// One tile of [`Packed`] activations.
 #[derive(Clone, Copy)]
@@ -96,28 +87,38 @@ pub(crate) struct PackedTile<'a> {
     pub cn: usize,
 }
 
-/// The near-equal split of `n` rows into tiles of at most `width` (17 rows, width 8 → 6, 6, 5):
-/// `(first row, rows)` per tile.
-pub(crate) fn tile_split(n: usize, width: usize) -> Vec<(usize, usize)> {
+/// The near-equal split of `n` rows into tiles of at most `width` (17 rows, width 8 → 6, 6, 5,
+/// which keeps every kernel call well filled): `(first row, rows)` per tile.
+pub(crate) fn tile_split(n: usize, width: usize) -> impl ExactSizeIterator<Item = (usize, usize)> + Clone {
     let tiles = n.div_ceil(width);
-    let mut c0 = 0;
-    (0..tiles)
-        .map(|i| {
-            let cn = n / tiles + usize::from(i < n % tiles);
-            c0 += cn;
-            (c0 - cn, cn)
-        })
-        .collect()
+    (0..tiles).map(move |i| {
+        let r = crate::pool::split(n, i, tiles);
+        (r.start, r.len())
+    })
 }
 
 impl ActQuant {
-    /// Quantizes `x` (`n × cols`, row-major) with the quantizer matching `path`.
+    /// Quantizes `x` (`n × cols`, row-major) with the quantizer matching `path`, split into
+    /// tiles of the path's width: per tile on the AVX-512 VNNI path ([`Packed`], read with
+    /// [`ActQuant::packed_tile`]), row by row on the others ([`ActQuant::row`]).
     pub(crate) fn quantize(&mut self, x: &[f32], n: usize, cols: usize, path: KernelPath) {
         assert_eq!(x.len(), n * cols, "activation length must be n * cols");
         assert_eq!(cols % QK, 0, "cols must be a multiple of 32");
-        let blocks = n * cols / QK;
         self.n = n;
         self.cols = cols;
+        self.tiles.clear();
+        self.tiles.extend(tile_split(n, path.tile_width()));
+        if path == KernelPath::Avx512Vnni {
+            self.quantize_packed(x, path);
+        } else {
+            self.quantize_rows(x, path);
+        }
+    }
+
+    /// The row-major form.
+    fn quantize_rows(&mut self, x: &[f32], path: KernelPath) {
+        let (n, cols) = (self.n, self.cols);
+        let blocks = n * cols / QK;
         self.qs.resize(n * cols, 0);
         self.d.resize(blocks, 0.0);
         self.sum.resize(blocks, 0);
@@ -133,39 +134,28 @@ impl ActQuant {
             .for_each(|((x, qs), (d, sum))| quantize_blocks(path, x, qs, d, sum));
     }
 
-    /// Quantizes `x` (`n × cols`, row-major) straight into the per-tile layout of [`Packed`]
-    /// (tiles of at most `width` rows), tiles split over the kernel pool's threads when there
-    /// are several and enough values. The row-major form is not kept (`row` is not valid after).
-    pub(crate) fn quantize_packed(&mut self, x: &[f32], n: usize, cols: usize, path: KernelPath, width: usize) {
-        assert_eq!(x.len(), n * cols, "activation length must be n * cols");
-        assert_eq!(cols % QK, 0, "cols must be a multiple of 32");
-        let nb = cols / QK;
-        self.n = n;
-        self.cols = cols;
+    /// Straight into the per-tile layout of [`Packed`], tiles split over the kernel pool's
+    /// threads when there are several and enough values.
+    fn quantize_packed(&mut self, x: &[f32], path: KernelPath) {
+        let (n, cols, nb) = (self.n, self.cols, self.cols / QK);
         let p = &mut self.packed;
-        p.tiles = tile_split(n, width);
         p.qs.resize(n * cols, 0);
         p.d.resize(n * nb, 0.0);
         p.dsum.resize(n * nb, 0.0);
         p.bias.resize(n * nb, 0);
-        let out = PackedPtrs { qs: p.qs.as_mut_ptr(), d: p.d.as_mut_ptr(), dsum: p.dsum.as_mut_ptr(), bias: p.bias.as_mut_ptr() };
-        let tiles = &p.tiles;
+        let (qs, d, dsum, bias) = (DisjointSlice::new(&mut p.qs), DisjointSlice::new(&mut p.d), DisjointSlice::new(&mut p.dsum), DisjointSlice::new(&mut p.bias));
+        let tiles = &self.tiles;
         let work = |t: usize, threads: usize| {
-            let out = &out;
             for &(c0, cn) in &tiles[crate::pool::split(tiles.len(), t, threads)] {
-                let (mut q, mut d, mut sum) = ([0i8; QK], [0.0f32; 1], [0i32; 1]);
+                // SAFETY: tiles are disjoint row ranges and each is handed to one thread only.
+                let (tq, td, ts, tb) = unsafe { (qs.part(c0 * cols, cn * cols), d.part(c0 * nb, cn * nb), dsum.part(c0 * nb, cn * nb), bias.part(c0 * nb, cn * nb)) };
+                let mut sum = [0i32; 1];
                 for r in 0..cn {
                     for b in 0..nb {
-                        quantize_blocks(path, &x[(c0 + r) * cols + b * QK..][..QK], &mut q, &mut d, &mut sum);
-                        let (qi, si) = (c0 * cols + (b * cn + r) * QK, c0 * nb + b * cn + r);
-                        // SAFETY: tiles are disjoint row ranges, so each index is written by one
-                        // thread only, and all lie within the buffers sized above.
-                        unsafe {
-                            std::ptr::copy_nonoverlapping(q.as_ptr(), out.qs.add(qi), QK);
-                            *out.d.add(si) = d[0];
-                            *out.dsum.add(si) = d[0] * sum[0] as f32;
-                            *out.bias.add(si) = -128 * sum[0];
-                        }
+                        let i = b * cn + r;
+                        quantize_blocks(path, &x[(c0 + r) * cols + b * QK..][..QK], &mut tq[i * QK..][..QK], &mut td[i..i + 1], &mut sum);
+                        ts[i] = td[i] * sum[0] as f32;
+                        tb[i] = -128 * sum[0];
                     }
                 }
             }
@@ -177,14 +167,14 @@ impl ActQuant {
         }
     }
 
-    /// The tiles of the last [`ActQuant::quantize_packed`].
+    /// The tiles of the last [`ActQuant::quantize`].
     pub(crate) fn tiles(&self) -> &[(usize, usize)] {
-        &self.packed.tiles
+        &self.tiles
     }
 
-    /// Tile `i` of the packed layout.
+    /// Tile `i` in the packed layout (AVX-512 VNNI path only).
     pub(crate) fn packed_tile(&self, i: usize) -> PackedTile<'_> {
-        let (c0, cn) = self.packed.tiles[i];
+        let (c0, cn) = self.tiles[i];
         let nb = self.cols / QK;
         let p = &self.packed;
         PackedTile {

@@ -6,6 +6,7 @@ use std::sync::OnceLock;
 
 use crate::act::{ActQuant, ActRow};
 use crate::layout::{tile_bytes, tile_scales, GROUP, QK};
+use crate::pool::DisjointSlice;
 use crate::{QFormat, QMatrix};
 
 /// Most activation rows processed together against one loaded weight tile (the widest
@@ -135,31 +136,18 @@ pub(crate) fn matmul_impl(m: &QMatrix, path: KernelPath, x: &[f32], n: usize, y:
         return;
     }
     with_scratch(|act| {
-        if path == KernelPath::Avx512Vnni {
-            act.quantize_packed(x, n, m.cols(), path, path.tile_width());
-        } else {
-            act.quantize(x, n, m.cols(), path);
-        }
+        act.quantize(x, n, m.cols(), path);
         run(m, path, act, y);
     });
 }
 
-/// Raw output pointer shared by tasks that write disjoint row ranges.
-pub(crate) struct OutPtr {
-    ptr: *mut f32,
-    len: usize,
-}
+/// The output of a product, shared by threads that write disjoint row groups.
+pub(crate) type OutPtr<'a> = DisjointSlice<'a, f32>;
 
-// SAFETY: tasks write disjoint index sets (distinct row groups) of one live `&mut [f32]`.
-unsafe impl Sync for OutPtr {}
-
-impl OutPtr {
-    /// Copies `vals` to `y[at .. at + vals.len()]`.
-    pub(crate) fn write(&self, at: usize, vals: &[f32]) {
-        assert!(at + vals.len() <= self.len, "output write out of bounds");
-        // SAFETY: in bounds (checked); no other task writes these indices (see `Sync` impl).
-        unsafe { std::ptr::copy_nonoverlapping(vals.as_ptr(), self.ptr.add(at), vals.len()) };
-    }
+/// Copies `vals` to `out[at .. at + vals.len()]`, indices of the calling thread's row groups.
+pub(crate) fn write_out(out: &OutPtr<'_>, at: usize, vals: &[f32]) {
+    // SAFETY: each thread writes only the outputs of its own row groups (`run_groups`).
+    unsafe { out.part(at, vals.len()) }.copy_from_slice(vals);
 }
 
 /// Splits `groups` row groups over the kernel pool's threads ([`Pool`](crate::Pool)), or runs
@@ -170,12 +158,9 @@ pub(crate) fn run_groups(
     groups: usize,
     (macs, inline_macs): (usize, usize),
     y: &mut [f32],
-    compute: impl Fn(Range<usize>, &OutPtr) + Sync,
+    compute: impl Fn(Range<usize>, &OutPtr<'_>) + Sync,
 ) {
-    let out = OutPtr {
-        ptr: y.as_mut_ptr(),
-        len: y.len(),
-    };
+    let out = DisjointSlice::new(y);
     let pool = crate::Pool::global();
     if pool.threads() <= 1 || groups < 2 || macs < inline_macs {
         compute(0..groups, &out);
@@ -198,10 +183,9 @@ fn run(m: &QMatrix, path: KernelPath, act: &ActQuant, y: &mut [f32]) {
 }
 
 /// Computes all activation rows for the row groups in `range`.
-fn compute(m: &QMatrix, path: KernelPath, act: &ActQuant, range: Range<usize>, out: &OutPtr) {
-    let (rows, n) = (m.rows(), act.n());
+fn compute(m: &QMatrix, path: KernelPath, act: &ActQuant, range: Range<usize>, out: &OutPtr<'_>) {
+    let rows = m.rows();
     let mut tile: TileOut = [[0.0; GROUP]; TILE];
-    let tiles = n.div_ceil(path.tile_width());
     let last = range.end;
     for g in range {
         let (quants, scales) = m.group(g);
@@ -211,25 +195,7 @@ fn compute(m: &QMatrix, path: KernelPath, act: &ActQuant, range: Range<usize>, o
             (&[][..], &[][..])
         };
         let valid = GROUP.min(rows - g * GROUP);
-        #[cfg(target_arch = "x86_64")]
-        if path == KernelPath::Avx512Vnni {
-            for (i, &(c0, cn)) in act.tiles().iter().enumerate() {
-                // Only the first pass over the group prefetches the next one.
-                let next = if i == 0 { next } else { (&[][..], &[][..]) };
-                let w = Group { quants, scales, next };
-                // SAFETY: the path is supported (checked by the callers of `matmul_impl`).
-                unsafe { crate::avx512::tile_packed(m.format(), w, act.packed_tile(i), &mut tile) };
-                for (t, res) in tile.iter().enumerate().take(cn) {
-                    out.write((c0 + t) * rows + g * GROUP, &res[..valid]);
-                }
-            }
-            continue;
-        }
-        let mut c0 = 0;
-        for i in 0..tiles {
-            // Near-equal tile widths (17 rows → 6, 6, 5) keep every kernel call well filled.
-            let cn = n / tiles + usize::from(i < n % tiles);
-            let acts: [ActRow<'_>; TILE] = std::array::from_fn(|t| act.row((c0 + t).min(n - 1)));
+        for (i, &(c0, cn)) in act.tiles().iter().enumerate() {
             // Only the first pass over the group prefetches the next one.
             let next = if i == 0 { next } else { (&[][..], &[][..]) };
             let w = Group {
@@ -237,23 +203,27 @@ fn compute(m: &QMatrix, path: KernelPath, act: &ActQuant, range: Range<usize>, o
                 scales,
                 next,
             };
-            kernel(path, m.format(), w, &acts[..cn], &mut tile);
+            kernel(path, m.format(), w, act, i, &mut tile);
             for (t, res) in tile.iter().enumerate().take(cn) {
-                out.write((c0 + t) * rows + g * GROUP, &res[..valid]);
+                write_out(out, (c0 + t) * rows + g * GROUP, &res[..valid]);
             }
-            c0 += cn;
         }
     }
 }
 
-/// Runs one tile kernel: one packed row group against up to [`TILE`] activation rows.
-fn kernel(path: KernelPath, f: QFormat, w: Group<'_>, acts: &[ActRow<'_>], out: &mut TileOut) {
+/// Runs one tile kernel: one packed row group against activation tile `i` of `act`.
+fn kernel(path: KernelPath, f: QFormat, w: Group<'_>, act: &ActQuant, i: usize, out: &mut TileOut) {
+    let (c0, cn) = act.tiles()[i];
+    // Row-major paths only: the packed path keeps no row-major rows.
+    let acts = || -> [ActRow<'_>; TILE] { std::array::from_fn(|t| act.row(c0 + t.min(cn - 1))) };
     match path {
-        // (The AVX-512 VNNI path runs `avx512::tile_packed` from `compute`.)
         #[cfg(target_arch = "x86_64")]
         // SAFETY: callers only pass supported paths (`detect` / `matmul_with` check).
-        KernelPath::Avx2 | KernelPath::Avx512Vnni => unsafe { crate::avx2::tile(f, w, acts, out) },
-        _ => crate::scalar::tile(f, w, acts, out),
+        KernelPath::Avx512Vnni => unsafe { crate::avx512::tile_packed(f, w, act.packed_tile(i), out) },
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: as above.
+        KernelPath::Avx2 => unsafe { crate::avx2::tile(f, w, &acts()[..cn], out) },
+        _ => crate::scalar::tile(f, w, &acts()[..cn], out),
     }
 }
 

@@ -149,26 +149,46 @@ impl Pool {
             data.chunks_mut(chunk).enumerate().for_each(|(i, c)| f(i, c));
             return;
         }
-        let base = SendPtr(data.as_mut_ptr());
+        let shared = DisjointSlice::new(data);
         self.run(&|t, threads| {
-            let base = &base;
             for i in split(pieces, t, threads) {
                 let start = i * chunk;
-                let n = chunk.min(len - start);
-                // SAFETY: pieces are disjoint, in bounds, and each is handed to one thread only;
-                // `data` is exclusively borrowed for the whole call.
-                let piece = unsafe { std::slice::from_raw_parts_mut(base.0.add(start), n) };
-                f(i, piece);
+                // SAFETY: pieces are disjoint and each is handed to one thread only.
+                f(i, unsafe { shared.part(start, chunk.min(len - start)) });
             }
         });
     }
 }
 
-/// A raw pointer shared by threads that touch disjoint parts of one exclusively borrowed slice.
-struct SendPtr<T>(*mut T);
+/// One exclusively borrowed slice shared by threads that each write their own, disjoint parts
+/// of it (row ranges of a product, the rows of one attention unit, one tile's activations).
+pub struct DisjointSlice<'a, T> {
+    ptr: *mut T,
+    len: usize,
+    _borrow: std::marker::PhantomData<&'a mut [T]>,
+}
 
-// SAFETY: used only by `for_each_chunk`, whose threads write disjoint pieces.
-unsafe impl<T: Send> Sync for SendPtr<T> {}
+// SAFETY: `part`'s contract keeps the threads' parts disjoint; `T: Send` lets them be written
+// from other threads.
+unsafe impl<T: Send> Sync for DisjointSlice<'_, T> {}
+
+impl<'a, T> DisjointSlice<'a, T> {
+    pub fn new(data: &'a mut [T]) -> Self {
+        Self { ptr: data.as_mut_ptr(), len: data.len(), _borrow: std::marker::PhantomData }
+    }
+
+    /// `data[at .. at + len]` (bounds checked).
+    ///
+    /// # Safety
+    /// No two parts alive at the same time may overlap.
+    #[allow(clippy::mut_from_ref)]
+    pub unsafe fn part(&self, at: usize, len: usize) -> &mut [T] {
+        assert!(at.checked_add(len).is_some_and(|end| end <= self.len), "part {at}+{len} beyond a slice of {}", self.len);
+        // SAFETY: in bounds; the caller keeps live parts disjoint, and the slice is borrowed
+        // exclusively for `'a`.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.add(at), len) }
+    }
+}
 
 fn worker(s: &'static Shared, thread: usize, threads: usize) {
     let mut seen = 0usize;

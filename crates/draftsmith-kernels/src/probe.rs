@@ -111,7 +111,7 @@ pub fn instruction_peak(mode: Activations) -> f64 {
     #[cfg(target_arch = "x86_64")]
     if KernelPath::detect() == KernelPath::Avx512Vnni {
         let iters = 2_000_000u64;
-        let best = std::sync::Mutex::new(f64::INFINITY);
+        let mut best = f64::INFINITY;
         for _ in 0..3 {
             let start = Instant::now();
             Pool::global().run(&|_, _| {
@@ -119,13 +119,10 @@ pub fn instruction_peak(mode: Activations) -> f64 {
                 let r = unsafe { peak_loop(mode, iters) };
                 std::hint::black_box(r);
             });
-            let t = start.elapsed().as_secs_f64();
-            let mut b = best.lock().expect("probe lock");
-            *b = b.min(t);
+            best = best.min(start.elapsed().as_secs_f64());
         }
         let per_instr = if mode == Activations::Int8 { 64.0 } else { 16.0 };
-        let t = *best.lock().expect("probe lock");
-        return 12.0 * iters as f64 * per_instr * Pool::global().threads() as f64 / t / 1e9;
+        return 12.0 * iters as f64 * per_instr * Pool::global().threads() as f64 / best / 1e9;
     }
     let _ = mode;
     0.0

@@ -232,7 +232,7 @@ pub fn attend_into(q: &[f32], keys: &[f32], values: &[f32], capacity: usize, (he
     let chunks = if n == 1 { 1 } else { n.min(pool.threads()) };
     let units = kv_heads * chunks;
     let shape = AttendShape { heads, group: heads / kv_heads, head_dim, capacity, scale: 1.0 / (head_dim as f32).sqrt(), simd: simd_available(), wide: wide_available() };
-    let dst = RowsPtr(out.as_mut_ptr(), out.len());
+    let dst = RowsPtr::new(out);
     let work = |t: usize, threads: usize| {
         let dst = &dst;
         for u in draftsmith_kernels::pool::split(units, t, threads) {
@@ -264,24 +264,11 @@ struct AttendShape {
 }
 
 /// The output rows of one attention call, written by units that own disjoint rows.
-struct RowsPtr(*mut f32, usize);
-
-// SAFETY: every unit writes only the rows of its own kv head and tokens.
-unsafe impl Sync for RowsPtr {}
-
-impl RowsPtr {
-    /// The `len` values at `at` (a unit's own rows only).
-    #[allow(clippy::mut_from_ref)]
-    fn rows(&self, at: usize, len: usize) -> &mut [f32] {
-        assert!(at + len <= self.1, "attention output out of bounds");
-        // SAFETY: in bounds; units own disjoint rows, so no two live slices overlap.
-        unsafe { std::slice::from_raw_parts_mut(self.0.add(at), len) }
-    }
-}
+type RowsPtr<'a> = draftsmith_kernels::pool::DisjointSlice<'a, f32>;
 
 /// One unit of [`attend_into`]: kv head `g`, query rows of the tokens in `tokens`.
 #[allow(clippy::too_many_arguments)]
-fn attend_unit(q: &[f32], keys: &[f32], values: &[f32], sh: &AttendShape, g: usize, tokens: std::ops::Range<usize>, visibility: &Visibility<'_>, dst: &RowsPtr) {
+fn attend_unit(q: &[f32], keys: &[f32], values: &[f32], sh: &AttendShape, g: usize, tokens: std::ops::Range<usize>, visibility: &Visibility<'_>, dst: &RowsPtr<'_>) {
     let (hd, group, span) = (sh.head_dim, sh.group, sh.group * sh.head_dim);
     let kv = g * sh.capacity * hd..(g + 1) * sh.capacity * hd;
     let (keys, values) = (&keys[kv.clone()], &values[kv]);
@@ -322,14 +309,16 @@ fn attend_unit(q: &[f32], keys: &[f32], values: &[f32], sh: &AttendShape, g: usi
             let (vis, m) = (&visible[k], visible[k].len());
             let stop = cursor[k] + vis[cursor[k]..].partition_point(|&j| j < j0 + KEY_BLOCK);
             if stop > cursor[k] {
-                let o = dst.rows((i * sh.heads + g * group) * hd, span);
+                // SAFETY: a unit writes only the rows of its own kv head and tokens.
+                let o = unsafe { dst.part((i * sh.heads + g * group) * hd, span) };
                 weighted_sums(values, &vis[cursor[k]..stop], &weights[k][cursor[k]..], m, o, sh);
                 cursor[k] = stop;
             }
         }
     }
     for (k, i) in tokens.enumerate() {
-        let o = dst.rows((i * sh.heads + g * group) * hd, span);
+        // SAFETY: as above.
+        let o = unsafe { dst.part((i * sh.heads + g * group) * hd, span) };
         for (r, oh) in o.chunks_mut(hd).enumerate() {
             let inv = 1.0 / sums[k * group + r];
             oh.iter_mut().for_each(|x| *x *= inv);

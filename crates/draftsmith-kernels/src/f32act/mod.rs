@@ -35,7 +35,8 @@ mod avx512;
 
 use std::ops::Range;
 
-use crate::dispatch::{run_groups, KernelPath, OutPtr, TileOut, INLINE_MACS, TILE};
+use crate::act::tile_split;
+use crate::dispatch::{run_groups, write_out, KernelPath, OutPtr, TileOut, INLINE_MACS, TILE};
 use crate::layout::{tile_bytes, tile_scales, GROUP, QK};
 use crate::{QFormat, QMatrix};
 
@@ -79,12 +80,12 @@ pub(crate) struct Weights<'a> {
 }
 
 /// Computes all activation rows for the row groups in `range`.
-fn compute(m: &QMatrix, path: KernelPath, x: &[f32], n: usize, range: Range<usize>, out: &OutPtr) {
+fn compute(m: &QMatrix, path: KernelPath, x: &[f32], n: usize, range: Range<usize>, out: &OutPtr<'_>) {
     let (rows, cols) = (m.rows(), m.cols());
-    let tiles = n.div_ceil(tile_width(path));
+    let tiles = tile_split(n, tile_width(path));
     // A single token tile lets the kernel interleave groups; otherwise one group's weights
     // stay in L1 while every token tile passes over them.
-    let step = if tiles == 1 { MAX_GROUPS } else { 1 };
+    let step = if tiles.len() == 1 { MAX_GROUPS } else { 1 };
     let (gq, gs) = (m.group(0).0.len(), m.group(0).1.len());
     let mut res: [TileOut; MAX_GROUPS] = [[[0.0; GROUP]; TILE]; MAX_GROUPS];
     let mut g0 = range.start;
@@ -92,10 +93,7 @@ fn compute(m: &QMatrix, path: KernelPath, x: &[f32], n: usize, range: Range<usiz
         let gn = step.min(range.end - g0);
         let groups: [Packed<'_>; MAX_GROUPS] = std::array::from_fn(|k| m.group(g0 + k.min(gn - 1)));
         let next = g0 + 2 * gn <= range.end;
-        let mut c0 = 0;
-        for i in 0..tiles {
-            // Near-equal tile widths (17 rows → 6, 6, 5) keep every kernel call well filled.
-            let cn = n / tiles + usize::from(i < n % tiles);
+        for (i, (c0, cn)) in tiles.clone().enumerate() {
             let xs: [&[f32]; TILE] = std::array::from_fn(|t| {
                 let c = (c0 + t).min(n - 1);
                 &x[c * cols..][..cols]
@@ -114,10 +112,9 @@ fn compute(m: &QMatrix, path: KernelPath, x: &[f32], n: usize, range: Range<usiz
             for (k, tile) in res[..gn].iter().enumerate() {
                 let (r0, valid) = ((g0 + k) * GROUP, GROUP.min(rows - (g0 + k) * GROUP));
                 for (t, vals) in tile.iter().enumerate().take(cn) {
-                    out.write((c0 + t) * rows + r0, &vals[..valid]);
+                    write_out(out, (c0 + t) * rows + r0, &vals[..valid]);
                 }
             }
-            c0 += cn;
         }
         g0 += gn;
     }
