@@ -35,9 +35,10 @@ impl Proj {
             parts.iter().flat_map(|(m, b)| b.clone().unwrap_or_else(|| vec![0.0; m.rows()])).collect()
         });
         let matrices: Vec<&QMatrix> = parts.iter().map(|(m, _)| m.as_ref()).collect();
-        let parts = match QMatrix::stack(&matrices) {
-            Some(m) if parts.len() > 1 => vec![Arc::new(m)],
-            _ => parts.iter().map(|(m, _)| m.clone()).collect(),
+        let stacked = if parts.len() > 1 { QMatrix::stack(&matrices) } else { None };
+        let parts = match stacked {
+            Some(m) => vec![Arc::new(m)],
+            None => parts.iter().map(|(m, _)| m.clone()).collect(),
         };
         Self { parts, rows, bias }
     }
@@ -198,12 +199,9 @@ impl HostStack {
         let (qw, kw) = (d.heads * d.head_dim, d.kv_heads * d.head_dim);
         let mode = self.activations;
         // Attention block.
-        let t = Phase::start();
         s.h.resize(x.len(), 0.0);
         rowops::rms_norm(x, &l.attn_norm, d.eps, &mut s.h);
-        t.stop(&PROFILE.other);
         l.qkv.forward(mode, &s.h, n, &mut s.qkv);
-        let t = Phase::start();
         s.q.clear();
         s.k.clear();
         s.v.clear();
@@ -216,43 +214,35 @@ impl HostStack {
         host::rope_in_place(&mut s.k, d.kv_heads, d.head_dim, input.cos, input.sin);
         query(i, &s.q);
         kv.write(i, input.cached, &s.k, &s.v);
-        t.stop(&PROFILE.other);
         let t = Phase::start();
         host::attend_into(&s.q, &kv.k[i], &kv.v[i], kv.capacity, (d.heads, d.kv_heads, d.head_dim), &input.visibility, &mut s.attn);
         t.stop(&PROFILE.attention);
         l.o.forward(mode, &s.attn, n, &mut s.proj);
-        let t = Phase::start();
         x.iter_mut().zip(&s.proj).for_each(|(a, b)| *a += b);
         // MLP block.
         rowops::rms_norm(x, &l.mlp_norm, d.eps, &mut s.h);
-        t.stop(&PROFILE.other);
         l.gate_up.forward(mode, &s.h, n, &mut s.gate_up);
-        let t = Phase::start();
         s.act.resize(n * d.ffn, 0.0);
         let gu = &s.gate_up;
         Pool::global().for_each_chunk(&mut s.act, d.ffn, n > 1, |r, out| {
             let row = &gu[r * 2 * d.ffn..][..2 * d.ffn];
             rowops::silu_mul(&row[..d.ffn], &row[d.ffn..], out);
         });
-        t.stop(&PROFILE.other);
         l.down.forward(mode, &s.act, n, &mut s.proj);
-        let t = Phase::start();
         x.iter_mut().zip(&s.proj).for_each(|(a, b)| *a += b);
-        t.stop(&PROFILE.other);
     }
 }
 
-/// Where the time of the quantized CPU path goes, when [`profile::enable`](enable) is on:
-/// nanoseconds in matrix products, in attention, and in everything else inside the decoder
-/// stack (norms, RoPE, SwiGLU, residuals, cache writes); the LM head counts as matrices.
+/// Where the time of the quantized CPU path goes, when [`set_profiling`] is on: nanoseconds in
+/// matrix products (the LM head included) and in attention; the rest of a pass is everything
+/// else (norms, RoPE, SwiGLU, residuals, cache writes, tensor copies).
 #[derive(Debug, Default)]
 pub(crate) struct Profile {
     pub matrices: AtomicU64,
     pub attention: AtomicU64,
-    pub other: AtomicU64,
 }
 
-pub(crate) static PROFILE: Profile = Profile { matrices: AtomicU64::new(0), attention: AtomicU64::new(0), other: AtomicU64::new(0) };
+pub(crate) static PROFILE: Profile = Profile { matrices: AtomicU64::new(0), attention: AtomicU64::new(0) };
 static PROFILING: AtomicBool = AtomicBool::new(false);
 
 /// A running phase timer (a no-op unless profiling is on).
@@ -275,7 +265,6 @@ impl Phase {
 pub struct ProfileSplit {
     pub matrices_s: f64,
     pub attention_s: f64,
-    pub other_s: f64,
 }
 
 /// Turns the per-phase timing of the quantized CPU path on or off (off by default; it adds a
@@ -287,5 +276,5 @@ pub fn set_profiling(on: bool) {
 /// The time split accumulated since the last call, and resets it.
 pub fn take_profile() -> ProfileSplit {
     let take = |a: &AtomicU64| a.swap(0, Ordering::Relaxed) as f64 * 1e-9;
-    ProfileSplit { matrices_s: take(&PROFILE.matrices), attention_s: take(&PROFILE.attention), other_s: take(&PROFILE.other) }
+    ProfileSplit { matrices_s: take(&PROFILE.matrices), attention_s: take(&PROFILE.attention) }
 }

@@ -86,13 +86,6 @@ fn wide_available() -> bool {
     false
 }
 
-/// `x ← exp(x − shift)` elementwise: the kernels' one vectorized `exp`
-/// ([`draftsmith_kernels::rowops::exp_shifted`], Cephes polynomial, ~1 ulp), the same for every
-/// element wherever it sits.
-fn exp_shifted(x: &mut [f32], shift: f32) {
-    draftsmith_kernels::rowops::exp_shifted(x, shift);
-}
-
 /// `o ← o + p·v`, elementwise (AVX2 + FMA with `simd`).
 #[inline]
 fn axpy(o: &mut [f32], p: f32, v: &[f32], simd: bool) {
@@ -279,18 +272,17 @@ fn attend_unit(q: &[f32], keys: &[f32], values: &[f32], sh: &AttendShape, g: usi
     }).collect();
     let mut weights: Vec<Vec<f32>> = visible.iter().map(|v| vec![0.0f32; group * v.len()]).collect();
     let qs = |i: usize| &q[(i * sh.heads + g * group) * hd..][..span];
+    // Each token's visible keys cut at the key-block boundaries: in block `b`, token `k` sees
+    // `visible[k][cuts[k][b]..cuts[k][b + 1]]`. Both walks below go block by block, every token
+    // of the unit within a block, so a block of keys or values serves them all while cached.
     let end = visible.iter().filter_map(|v| v.last()).max().map_or(0, |&j| j + 1);
-    // Scores, one block of keys at a time for every token of the unit.
-    let mut cursor = vec![0usize; visible.len()];
-    for j0 in (0..end).step_by(KEY_BLOCK) {
-        for (k, i) in tokens.clone().enumerate() {
-            let (vis, m) = (&visible[k], visible[k].len());
-            let stop = cursor[k] + vis[cursor[k]..].partition_point(|&j| j < j0 + KEY_BLOCK);
-            if stop > cursor[k] {
-                scores(qs(i), keys, &vis[cursor[k]..stop], sh, &mut weights[k][cursor[k]..], m);
-                cursor[k] = stop;
-            }
-        }
+    let blocks = end.div_ceil(KEY_BLOCK);
+    let cuts: Vec<Vec<usize>> = visible.iter().map(|v| (0..=blocks).map(|b| v.partition_point(|&j| j < b * KEY_BLOCK)).collect()).collect();
+    let segments = || (0..blocks).flat_map(|b| tokens.clone().enumerate().map(move |(k, i)| (k, i, b))).filter(|&(k, _, b)| cuts[k][b] < cuts[k][b + 1]);
+    // Scores.
+    for (k, i, b) in segments() {
+        let (lo, hi) = (cuts[k][b], cuts[k][b + 1]);
+        scores(qs(i), keys, &visible[k][lo..hi], sh, &mut weights[k][lo..], visible[k].len());
     }
     // Softmax numerators per row, and their sums.
     let mut sums = vec![0.0f32; visible.len() * group];
@@ -298,23 +290,16 @@ fn attend_unit(q: &[f32], keys: &[f32], values: &[f32], sh: &AttendShape, g: usi
         let m = visible[k].len().max(1);
         for (r, row) in w.chunks_mut(m).enumerate() {
             let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-            exp_shifted(row, max);
+            draftsmith_kernels::rowops::exp_shifted(row, max);
             sums[k * group + r] = row.iter().sum();
         }
     }
-    // Weighted sums of the values, block by block (the accumulators wait in the output rows).
-    cursor.iter_mut().for_each(|c| *c = 0);
-    for j0 in (0..end).step_by(KEY_BLOCK) {
-        for (k, i) in tokens.clone().enumerate() {
-            let (vis, m) = (&visible[k], visible[k].len());
-            let stop = cursor[k] + vis[cursor[k]..].partition_point(|&j| j < j0 + KEY_BLOCK);
-            if stop > cursor[k] {
-                // SAFETY: a unit writes only the rows of its own kv head and tokens.
-                let o = unsafe { dst.part((i * sh.heads + g * group) * hd, span) };
-                weighted_sums(values, &vis[cursor[k]..stop], &weights[k][cursor[k]..], m, o, sh);
-                cursor[k] = stop;
-            }
-        }
+    // Weighted sums of the values (the accumulators wait in the output rows between blocks).
+    for (k, i, b) in segments() {
+        let (lo, hi) = (cuts[k][b], cuts[k][b + 1]);
+        // SAFETY: a unit writes only the rows of its own kv head and tokens.
+        let o = unsafe { dst.part((i * sh.heads + g * group) * hd, span) };
+        weighted_sums(values, &visible[k][lo..hi], &weights[k][lo..], visible[k].len(), o, sh);
     }
     for (k, i) in tokens.enumerate() {
         // SAFETY: as above.
@@ -453,7 +438,7 @@ fn attend_group(qs: &[f32], keys: &[f32], values: &[f32], head_dim: usize, scale
     }
     for (w, oh) in weights.chunks_mut(m.max(1)).zip(o.chunks_mut(head_dim)) {
         let max = w.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-        exp_shifted(w, max);
+        draftsmith_kernels::rowops::exp_shifted(w, max);
         let sum: f32 = w.iter().sum();
         if fused {
             #[cfg(target_arch = "x86_64")]
@@ -474,6 +459,23 @@ fn attend_group(qs: &[f32], keys: &[f32], values: &[f32], head_dim: usize, scale
     }
 }
 
+/// The scores of eight keys from their accumulators (`acc[k]`: key `k`'s eight lanes), times
+/// `scale`: lanes `l` and `l + 4` first, then the pairs, exactly the order of [`reduce_lanes`]
+/// (plus its `+ 0.0`), so each score has the bits of the one-pair form.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+fn reduce_eight_keys(acc: &[std::arch::x86_64::__m256; 8], scale: f32) -> std::arch::x86_64::__m256 {
+    use std::arch::x86_64::*;
+    // Per key: t = low half + high half = [a0+a4, a1+a5, a2+a6, a3+a7].
+    let half = |x: __m256, y: __m256| _mm256_add_ps(_mm256_permute2f128_ps::<0x20>(x, y), _mm256_permute2f128_ps::<0x31>(x, y));
+    let (u01, u23, u45, u67) = (half(acc[0], acc[1]), half(acc[2], acc[3]), half(acc[4], acc[5]), half(acc[6], acc[7]));
+    // (t0+t1) and (t2+t3) pairs, then their sum: keys in the order 0 2 4 6 | 1 3 5 7.
+    let v = _mm256_hadd_ps(_mm256_hadd_ps(u01, u23), _mm256_hadd_ps(u45, u67));
+    let v = _mm256_permutevar8x32_ps(v, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    _mm256_mul_ps(_mm256_add_ps(v, _mm256_setzero_ps()), _mm256_set1_ps(scale))
+}
+
 /// `q_r · k_j · scale` for every row r of `qs` and visible key j, into `out[r · stride + idx]`
 /// (`C` × 8 = head_dim): per pair, the FMA sequence and lane reduction of [`dot_avx2`]. Keys go
 /// eight at a time: their eight accumulators are reduced together by vector adds in exactly
@@ -487,7 +489,6 @@ unsafe fn scores_avx2<const C: usize>(qs: &[f32], keys: &[f32], visible: &[usize
     let (rows, m) = (qs.len() / d, visible.len());
     assert!(qs.len() == rows * d && (rows == 0 || out.len() >= (rows - 1) * stride + m) && visible.iter().all(|&j| (j + 1) * d <= keys.len()));
     let full = m / 8 * 8;
-    let (sv, zero) = (_mm256_set1_ps(scale), _mm256_setzero_ps());
     for r in 0..rows {
         // SAFETY (all loads and stores): key rows, the rows of `qs` and `out` are in bounds (asserted).
         let qp = unsafe { qs.as_ptr().add(r * d) };
@@ -502,14 +503,7 @@ unsafe fn scores_avx2<const C: usize>(qs: &[f32], keys: &[f32], visible: &[usize
                     *a = _mm256_fmadd_ps(qc, unsafe { _mm256_loadu_ps(p.add(c * 8)) }, *a);
                 }
             }
-            // Per key: t = low half + high half = [a0+a4, a1+a5, a2+a6, a3+a7].
-            let half = |x: __m256, y: __m256| _mm256_add_ps(_mm256_permute2f128_ps::<0x20>(x, y), _mm256_permute2f128_ps::<0x31>(x, y));
-            let (u01, u23, u45, u67) = (half(acc[0], acc[1]), half(acc[2], acc[3]), half(acc[4], acc[5]), half(acc[6], acc[7]));
-            // (t0+t1) and (t2+t3) pairs, then their sum: keys in the order 0 2 4 6 | 1 3 5 7.
-            let v = _mm256_hadd_ps(_mm256_hadd_ps(u01, u23), _mm256_hadd_ps(u45, u67));
-            let v = _mm256_permutevar8x32_ps(v, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
-            let v = _mm256_mul_ps(_mm256_add_ps(v, zero), sv);
-            unsafe { _mm256_storeu_ps(out.as_mut_ptr().add(r * stride + base), v) };
+            unsafe { _mm256_storeu_ps(out.as_mut_ptr().add(r * stride + base), reduce_eight_keys(&acc, scale)) };
         }
         for idx in full..m {
             let kp = unsafe { keys.as_ptr().add(visible[idx] * d) };
@@ -557,7 +551,6 @@ unsafe fn scores3_wide<const C: usize>(qs: &[f32], keys: &[f32], visible: &[usiz
     let m = visible.len();
     assert!(qs.len() == 3 * d && out.len() >= 2 * stride + m && visible.iter().all(|&j| (j + 1) * d <= keys.len()));
     let full = m / 8 * 8;
-    let (sv, zero) = (_mm256_set1_ps(scale), _mm256_setzero_ps());
     for base in (0..full).step_by(8) {
         let mut acc = [[_mm256_setzero_ps(); 8]; 3];
         // SAFETY (all loads and stores): key rows, the rows of `qs` and `out` are in bounds (asserted).
@@ -572,12 +565,7 @@ unsafe fn scores3_wide<const C: usize>(qs: &[f32], keys: &[f32], visible: &[usiz
             }
         }
         for (r, a) in acc.iter().enumerate() {
-            let half = |x: __m256, y: __m256| _mm256_add_ps(_mm256_permute2f128_ps::<0x20>(x, y), _mm256_permute2f128_ps::<0x31>(x, y));
-            let (u01, u23, u45, u67) = (half(a[0], a[1]), half(a[2], a[3]), half(a[4], a[5]), half(a[6], a[7]));
-            let v = _mm256_hadd_ps(_mm256_hadd_ps(u01, u23), _mm256_hadd_ps(u45, u67));
-            let v = _mm256_permutevar8x32_ps(v, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
-            let v = _mm256_mul_ps(_mm256_add_ps(v, zero), sv);
-            unsafe { _mm256_storeu_ps(out.as_mut_ptr().add(r * stride + base), v) };
+            unsafe { _mm256_storeu_ps(out.as_mut_ptr().add(r * stride + base), reduce_eight_keys(a, scale)) };
         }
     }
     if full < m {
@@ -677,7 +665,7 @@ mod tests {
             // The generic path: dot + axpy per key, as for other head sizes.
             let mut w: Vec<f32> = visible.iter().map(|&j| dot(&q, &keys[j * d..][..d]) * scale).collect();
             let max = w.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-            exp_shifted(&mut w, max);
+            draftsmith_kernels::rowops::exp_shifted(&mut w, max);
             let sum: f32 = w.iter().sum();
             for (&j, &p) in visible.iter().zip(&w) {
                 axpy(&mut generic, p, &values[j * d..][..d], true);

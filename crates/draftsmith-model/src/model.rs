@@ -303,7 +303,6 @@ impl<B: Backend> Model<B> {
     /// ([`crate::fused`]), then the final norm and the LM head in one kernel call for all rows.
     fn forward_host(&self, stack: &HostStack, tokens: &[u32], positions: &[usize], mask: &AttentionMask, select: LogitsSelect, cache: &mut KvCache<B>) -> ForwardOutput<B> {
         let (n, d) = (tokens.len(), self.config.hidden_size);
-        let timer = Phase::start();
         let (cos, sin) = self.rope.host_tables(positions);
         let mut x = self.embed_tokens(tokens).into_data().convert::<f32>().to_vec::<f32>().expect("f32 embeddings");
         let cached = cache.len();
@@ -311,7 +310,6 @@ impl<B: Backend> Model<B> {
             AttentionMask::Causal => host::Visibility::Causal { cached },
             AttentionMask::Visible(m) => host::Visibility::Mask { mask: m, total: cached + n },
         };
-        timer.stop(&PROFILE.other);
         let input = PassInput { cos: &cos, sin: &sin, visibility, cached };
         let (kv, queries) = cache.host_split().expect("host cache for the host path");
         let width = self.config.num_heads * self.config.head_dim;
@@ -321,10 +319,8 @@ impl<B: Backend> Model<B> {
             }
         });
         cache.advance(n);
-        let timer = Phase::start();
         let mut normed = vec![0.0f32; x.len()];
         draftsmith_kernels::rowops::rms_norm(&x, &stack.final_norm, stack.dims.eps, &mut normed);
-        timer.stop(&PROFILE.other);
         let rows = match select {
             LogitsSelect::All => Some(0..n),
             LogitsSelect::Last => Some(n - 1..n),
