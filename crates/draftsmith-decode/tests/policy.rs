@@ -44,23 +44,36 @@ fn cost_model() -> CostModel {
     CostModel::from_points(&[(1, units(1)), (2, units(2)), (64, units(64))])
 }
 
+/// A tiny model, a random prompt of `prompt_len` tokens (seeded), `ar`'s `n` greedy tokens after
+/// it, and the prompt followed by them (what a scripted drafter follows).
+struct Case {
+    model: draftsmith_model::Model<common::B>,
+    prompt: Vec<u32>,
+    want: Vec<u32>,
+    reference: Vec<u32>,
+}
+
+fn case(arch: Architecture, seed: u64, prompt_len: usize, n: usize) -> Case {
+    let model = tiny(arch, seed);
+    let vocab = model.config().vocab_size;
+    let mut rng = Lcg(seed + 2);
+    let prompt: Vec<u32> = (0..prompt_len).map(|_| rng.next(vocab) as u32).collect();
+    let want = ar(&model, &prompt, n);
+    let reference = prompt.iter().chain(&want).copied().collect();
+    Case { model, prompt, want, reference }
+}
+
 #[test]
 fn useless_drafts_cost_at_most_five_percent_over_ar() {
-    let model = tiny(Architecture::Llama, 3);
-    let vocab = model.config().vocab_size;
-    let mut rng = Lcg(5);
-    let prompt: Vec<u32> = (0..12).map(|_| rng.next(vocab) as u32).collect();
-    let n = 200;
-    let want = ar(&model, &prompt, n);
-    let mut reference = prompt.clone();
-    reference.extend(&want);
+    let Case { model, prompt, want, reference } = case(Architecture::Llama, 3, 12, 200);
+    let (vocab, n) = (model.config().vocab_size, want.len());
     let inner = Scripted { reference, len: 8, wrong: true, vocab };
     let mut auto = Auto::with_fixed_cost(Box::new(inner), cost_model());
     let got = generate_speculative(&model, &prompt, n, &[], &mut auto).unwrap();
     assert_eq!(got.tokens, want, "lossless");
     let cost: f64 = got.steps.iter().map(|s| units(s.tree_size + 1)).sum::<f64>() + 1.0;
     let ar_cost = want.len() as f64;
-    assert!(cost <= 1.05 * ar_cost, "auto cost {cost:.1} steps vs ar {ar_cost} (sizes {:?})", auto.stats().sizes);
+    assert!(cost <= 1.05 * ar_cost, "auto cost {cost:.1} steps vs ar {ar_cost} (stats {:?})", auto.stats());
     // After the first few misses the policy drafts only in its probe steps.
     let late = &got.steps[got.steps.len() / 2..];
     let drafted = late.iter().filter(|s| s.tree_size > 0).count();
@@ -69,14 +82,8 @@ fn useless_drafts_cost_at_most_five_percent_over_ar() {
 
 #[test]
 fn perfect_drafts_grow_to_their_full_length() {
-    let model = tiny(Architecture::Qwen2, 4);
-    let vocab = model.config().vocab_size;
-    let mut rng = Lcg(6);
-    let prompt: Vec<u32> = (0..10).map(|_| rng.next(vocab) as u32).collect();
-    let n = 160;
-    let want = ar(&model, &prompt, n);
-    let mut reference = prompt.clone();
-    reference.extend(&want);
+    let Case { model, prompt, want, reference } = case(Architecture::Qwen2, 4, 10, 160);
+    let (vocab, n) = (model.config().vocab_size, want.len());
     let inner = Scripted { reference, len: 8, wrong: false, vocab };
     let mut auto = Auto::with_fixed_cost(Box::new(inner), cost_model());
     let got = generate_speculative(&model, &prompt, n, &[], &mut auto).unwrap();
@@ -105,14 +112,8 @@ impl Proposer for Slow {
 
 #[test]
 fn a_drafter_slower_than_what_it_saves_is_not_called() {
-    let model = tiny(Architecture::Llama, 7);
-    let vocab = model.config().vocab_size;
-    let mut rng = Lcg(8);
-    let prompt: Vec<u32> = (0..8).map(|_| rng.next(vocab) as u32).collect();
-    let n = 64;
-    let want = ar(&model, &prompt, n);
-    let mut reference = prompt.clone();
-    reference.extend(&want);
+    let Case { model, prompt, want, reference } = case(Architecture::Llama, 7, 8, 64);
+    let (vocab, n) = (model.config().vocab_size, want.len());
     let calls = std::rc::Rc::new(std::cell::Cell::new(0));
     let inner = Slow { inner: Scripted { reference, len: 4, wrong: false, vocab }, calls: calls.clone() };
     // A step "costs" 0.01 ms here: 20 ms of drafting can never pay for itself.

@@ -285,8 +285,8 @@ pub fn subtree(tree: &DraftTree, keep: &[usize]) -> DraftTree {
 /// What the policy chose over a run: for reports.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct PolicyStats {
-    /// Steps that kept `n` nodes: `sizes[n]` (the last bucket counts everything larger).
-    pub sizes: Vec<usize>,
+    /// Steps that verified no draft (plain `ar` steps).
+    pub empty_steps: usize,
     /// Nodes kept over all steps.
     pub kept: usize,
     /// Σ predicted and Σ measured verify ms over the steps (same steps).
@@ -301,10 +301,9 @@ pub struct Auto {
     inner: Box<dyn Proposer>,
     cost: CostModel,
     accept: AcceptanceModel,
-    /// The last proposal: the inner tree, the kept nodes, the predicted ms, when it ended.
-    last: Option<(DraftTree, Vec<usize>, f64, Instant)>,
+    /// The last proposal's predicted verify ms, and when it ended.
+    last: Option<(f64, Instant)>,
     name: String,
-    steps: usize,
     stats: PolicyStats,
     /// Whether measured verify times update the cost model (off for a fixed what-if model).
     learn_cost: bool,
@@ -323,8 +322,7 @@ pub struct Auto {
 impl Auto {
     pub fn new(inner: Box<dyn Proposer>, cost: CostModel) -> Self {
         let name = inner.name().to_string();
-        let stats = PolicyStats { sizes: vec![0; 17], ..Default::default() };
-        Self { inner, cost, accept: AcceptanceModel::default(), last: None, name, steps: 0, stats, learn_cost: true, draft_ms: None, template: DraftTree::new(), skipped: false, since_probe: 0, class: 0 }
+        Self { inner, cost, accept: AcceptanceModel::default(), last: None, name, stats: PolicyStats::default(), learn_cost: true, draft_ms: None, template: DraftTree::new(), skipped: false, since_probe: 0, class: 0 }
     }
 
     /// With a cost model that measured times do not change (tests, what-if runs).
@@ -376,7 +374,7 @@ impl Proposer for Auto {
         v.push(("policy_mean_draft_nodes", mean));
         v.push(("policy_predicted_verify_ms", s.predicted_ms / s.steps.max(1) as f64));
         v.push(("policy_measured_verify_ms", s.measured_ms / s.steps.max(1) as f64));
-        v.push(("policy_ar_steps_pct", 100.0 * s.sizes[0] as f64 / s.steps.max(1) as f64));
+        v.push(("policy_ar_steps_pct", 100.0 * s.empty_steps as f64 / s.steps.max(1) as f64));
         v
     }
 
@@ -389,7 +387,6 @@ impl Proposer for Auto {
     }
 
     fn propose(&mut self, ctx: &DraftContext<'_>) -> DraftTree {
-        self.steps += 1;
         self.since_probe += 1;
         let interval = self.draft_ms.map_or(PROBE_EVERY, |d| PROBE_EVERY.max((d / (PROBE_BUDGET * self.cost.predict(1))).ceil() as usize));
         let probe = usize::from(self.since_probe >= interval);
@@ -402,7 +399,7 @@ impl Proposer for Auto {
         // one is not called at all: the step is a plain `ar` step (probe steps still draft).
         self.skipped = probe == 0 && !self.worth_drafting();
         if self.skipped {
-            self.last = Some((DraftTree::new(), Vec::new(), self.cost.predict(1), Instant::now()));
+            self.last = Some((self.cost.predict(1), Instant::now()));
             return DraftTree::new();
         }
         let started = Instant::now();
@@ -415,23 +412,22 @@ impl Proposer for Auto {
         if keep.len() < tree.len() {
             self.inner.pruned(&keep);
         }
-        let kept = subtree(&tree, &keep);
-        self.last = Some((tree, keep, predicted, Instant::now()));
-        kept
+        self.last = Some((predicted, Instant::now()));
+        subtree(&tree, &keep)
     }
 
     fn observe_verified(&mut self, ctx: &DraftContext<'_>, tree: &DraftTree, verified: &Verified<'_>) {
         let skipped = std::mem::take(&mut self.skipped);
-        if let Some((_, keep, predicted, at)) = self.last.take() {
+        if let Some((predicted, at)) = self.last.take() {
             let measured = at.elapsed().as_secs_f64() * 1e3;
             if self.learn_cost {
                 self.cost.observe(tree.len() + 1, measured);
             }
             self.accept.observe_class(self.class, tree, verified.accepted);
+            // `tree` is what was verified: the kept nodes (none on a plain step).
             let s = &mut self.stats;
-            let bucket = keep.len().min(s.sizes.len() - 1);
-            s.sizes[bucket] += 1;
-            s.kept += keep.len();
+            s.empty_steps += usize::from(tree.is_empty());
+            s.kept += tree.len();
             s.predicted_ms += predicted;
             s.measured_ms += measured;
             s.steps += 1;
