@@ -7,10 +7,8 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context, Result};
 use burn::tensor::backend::Backend;
 use clap::{Args, Subcommand};
-use draftsmith_core::DraftTree;
 use draftsmith_decode::{Sampler, SamplingConfig};
 use draftsmith_model::{AttentionMask, ChatMessage, LoadedModel, LogitsSelect, Model};
-use rand::{rngs::StdRng, Rng, SeedableRng};
 use serde_json::{json, Value};
 
 use crate::model_arg::ModelArgs;
@@ -113,7 +111,7 @@ fn bench_ar<B: Backend>(args: &BenchArArgs, device: &B::Device) -> Result<()> {
     let prefill512 = time_prefill(model, prefill_len)?;
     let (step1, tree) = time_tree_verify(model, args.tree_size, 256.min(context / 2))?;
     let decode_tps = decode_tokens as f64 / decode_time.as_secs_f64();
-    let machine = machine_json(model, args);
+    let machine = Machine::probe(model, args);
     let curve = verify_curve(model, args, &machine)?;
     let mut result = json!({
         "machine": machine,
@@ -129,10 +127,10 @@ fn bench_ar<B: Backend>(args: &BenchArArgs, device: &B::Device) -> Result<()> {
         "prefill_tokens_per_s": prefill_tokens as f64 / prefill_time.as_secs_f64(),
         "prefill_len": prefill_len,
         "prefill512_ms": prefill512.as_secs_f64() * 1e3,
-        "step1_ms": step1.as_secs_f64() * 1e3,
+        "step1_ms": step1,
         "tree_size": args.tree_size,
-        "tree_ms": tree.as_secs_f64() * 1e3,
-        "tree64_over_step1_cost": tree.as_secs_f64() / step1.as_secs_f64(),
+        "tree_ms": tree,
+        "tree64_over_step1_cost": tree / step1,
     });
     result["repeats"] = json!(repeats);
     if let Some(r) = reference {
@@ -159,45 +157,66 @@ fn bench_ar<B: Backend>(args: &BenchArArgs, device: &B::Device) -> Result<()> {
 }
 
 /// The CPU, its flags, the memory bandwidth for a buffer the size of the model's matrices and
-/// the kernels' peak rate in the model's activation mode: the roofline of a pass over n tokens
-/// is `max(bytes / bandwidth, n · MACs / peak)`.
-fn machine_json<B: Backend>(model: &Model<B>, args: &BenchArArgs) -> Value {
-    use draftsmith_kernels::probe;
-    let cpu = probe::CpuInfo::detect();
-    let footprint = model.matrix_footprint();
-    let bandwidth = probe::memory_bandwidth(footprint.bytes, 5);
-    let peak = probe::kernel_peak(args.model.activations.into(), draftsmith_kernels::QFormat::Q4_1);
-    let isa_peak = probe::instruction_peak(args.model.activations.into());
-    eprintln!("cpu: {} ({} threads; kernels {}; flags {})", cpu.model, cpu.threads, cpu.kernel_path, cpu.flags.join(" "));
-    eprintln!(
-        "roofline inputs: {:.1} MB of matrix weights, {:.1} M multiply-adds per token; read bandwidth {bandwidth:.1} GB/s at that size; kernel peak {peak:.0} GMAC/s ({:?} activations, Q4_1, 64 rows); instruction peak {isa_peak:.0} GMAC/s",
-        footprint.bytes as f64 / 1e6,
-        footprint.macs_per_token as f64 / 1e6,
-        args.model.activations
-    );
-    json!({
-        "cpu_model": cpu.model,
-        "cpu_flags": cpu.flags,
-        "threads": cpu.threads,
-        "kernel_path": cpu.kernel_path,
-        "matrix_bytes": footprint.bytes,
-        "macs_per_token": footprint.macs_per_token,
-        "read_bandwidth_gb_s": bandwidth,
-        "kernel_peak_gmac_s": peak,
-        "instruction_peak_gmac_s": isa_peak,
-    })
+/// the kernels' and the instruction set's peak rates in the model's activation mode: the
+/// roofline of a pass over n tokens is `max(bytes / bandwidth, n · MACs / peak)`.
+#[derive(Debug, serde::Serialize)]
+struct Machine {
+    cpu_model: String,
+    cpu_flags: Vec<String>,
+    threads: usize,
+    kernel_path: &'static str,
+    matrix_bytes: usize,
+    macs_per_token: usize,
+    read_bandwidth_gb_s: f64,
+    kernel_peak_gmac_s: f64,
+    /// 0 where not probed (only the AVX-512 VNNI path is).
+    instruction_peak_gmac_s: f64,
+}
+
+impl Machine {
+    fn probe<B: Backend>(model: &Model<B>, args: &BenchArArgs) -> Self {
+        use draftsmith_kernels::probe;
+        let cpu = probe::CpuInfo::detect();
+        let footprint = model.matrix_footprint();
+        let mode = args.model.activations.into();
+        let m = Self {
+            cpu_model: cpu.model,
+            cpu_flags: cpu.flags,
+            threads: cpu.threads,
+            kernel_path: cpu.kernel_path,
+            matrix_bytes: footprint.bytes,
+            macs_per_token: footprint.macs_per_token,
+            read_bandwidth_gb_s: probe::memory_bandwidth(footprint.bytes, 5),
+            kernel_peak_gmac_s: probe::kernel_peak(mode, draftsmith_kernels::QFormat::Q4_1),
+            instruction_peak_gmac_s: probe::instruction_peak(mode),
+        };
+        eprintln!("cpu: {} ({} threads; kernels {}; flags {})", m.cpu_model, m.threads, m.kernel_path, m.cpu_flags.join(" "));
+        eprintln!(
+            "roofline inputs: {:.1} MB of matrix weights, {:.1} M multiply-adds per token; read bandwidth {:.1} GB/s at that size; kernel peak {:.0} GMAC/s ({:?} activations, Q4_1, 64 rows); instruction peak {:.0} GMAC/s",
+            m.matrix_bytes as f64 / 1e6,
+            m.macs_per_token as f64 / 1e6,
+            m.read_bandwidth_gb_s,
+            m.kernel_peak_gmac_s,
+            args.model.activations,
+            m.instruction_peak_gmac_s
+        );
+        m
+    }
+
+    /// Milliseconds of a pass over `n` tokens at `peak` GMAC/s (NaN for an unprobed peak).
+    fn roofline(&self, n: usize, peak: f64) -> f64 {
+        let peak = if peak > 0.0 { peak } else { f64::NAN };
+        (self.matrix_bytes as f64 / (self.read_bandwidth_gb_s * 1e6)).max(n as f64 * self.macs_per_token as f64 / (peak * 1e6))
+    }
 }
 
 /// t(n) for chains and random trees at each cached context, split into matrices / attention /
 /// the rest, with the roofline beside it; printed as a table on stderr.
-fn verify_curve<B: Backend>(model: &Model<B>, args: &BenchArArgs, machine: &Value) -> Result<Vec<Value>> {
+fn verify_curve<B: Backend>(model: &Model<B>, args: &BenchArArgs, machine: &Machine) -> Result<Vec<Value>> {
     use draftsmith_decode::cost::{cached_context, time_pass, DraftShape};
-    let (bytes, macs) = (machine["matrix_bytes"].as_f64().unwrap_or(0.0), machine["macs_per_token"].as_f64().unwrap_or(0.0));
-    let (bw, peak) = (machine["read_bandwidth_gb_s"].as_f64().unwrap_or(f64::NAN), machine["kernel_peak_gmac_s"].as_f64().unwrap_or(f64::NAN));
-    let roofline = |n: usize| (bytes / (bw * 1e6)).max(n as f64 * macs / (peak * 1e6));
-    // The same bound at the instruction peak (what a perfect kernel could do); NaN if not probed.
-    let isa = machine["instruction_peak_gmac_s"].as_f64().filter(|&p| p > 0.0).unwrap_or(f64::NAN);
-    let isa_roofline = |n: usize| (bytes / (bw * 1e6)).max(n as f64 * macs / (isa * 1e6));
+    let roofline = |n: usize| machine.roofline(n, machine.kernel_peak_gmac_s);
+    // The same bound at the instruction peak (what a perfect kernel could do).
+    let isa_roofline = |n: usize| machine.roofline(n, machine.instruction_peak_gmac_s);
     let max_context = model.config().max_position_embeddings;
     let mut sizes = args.curve_sizes.clone();
     if !sizes.contains(&1) {
@@ -287,14 +306,9 @@ fn median_time(runs: usize, mut f: impl FnMut() -> Result<()>) -> Result<Duratio
     Ok(times[runs / 2])
 }
 
-fn synthetic_tokens(n: usize, vocab: usize, seed: u64) -> Vec<u32> {
-    let mut rng = StdRng::seed_from_u64(seed);
-    (0..n).map(|_| rng.random_range(100..vocab.min(20_000)) as u32).collect()
-}
-
 /// Time to prefill `n` tokens into an empty cache (logits of the last position).
 fn time_prefill<B: Backend>(model: &Model<B>, n: usize) -> Result<Duration> {
-    let tokens = synthetic_tokens(n, model.config().vocab_size, 1);
+    let tokens = draftsmith_decode::cost::DraftShape::Chain.tree(n, model.config().vocab_size, 1).tokens().to_vec();
     let positions: Vec<usize> = (0..n).collect();
     median_time(3, || {
         let mut cache = model.new_cache(n);
@@ -304,33 +318,14 @@ fn time_prefill<B: Backend>(model: &Model<B>, n: usize) -> Result<Duration> {
     })
 }
 
-/// (1-token step, `tree_size`-node tree verify with all logits) after a `context`-token prefix.
-fn time_tree_verify<B: Backend>(model: &Model<B>, tree_size: usize, context: usize) -> Result<(Duration, Duration)> {
-    let prefix = synthetic_tokens(context, model.config().vocab_size, 2);
-    let mut cache = model.new_cache(context + tree_size + 1);
-    let positions: Vec<usize> = (0..context).collect();
-    model.forward(&prefix, &positions, &AttentionMask::Causal, LogitsSelect::None, &mut cache)?;
-    let mut rng = StdRng::seed_from_u64(3);
-    let mut tree = DraftTree::new();
-    for (i, t) in synthetic_tokens(tree_size, model.config().vocab_size, 4).into_iter().enumerate() {
-        let parent = if i == 0 { None } else { Some(rng.random_range(0..i)) };
-        tree.push(t, if rng.random_bool(0.1) { None } else { parent });
-    }
-    let step = median_time(15, || {
-        let out = model.forward(&[prefix[0]], &[context], &AttentionMask::Causal, LogitsSelect::All, &mut cache)?;
-        let _ = out.logits.context("logits")?.into_data();
-        cache.truncate(context);
-        Ok(())
-    })?;
-    let mask = AttentionMask::Visible(tree.visibility(context));
-    let tree_positions = tree.positions(context - 1);
-    let verify = median_time(7, || {
-        let out = model.forward(tree.tokens(), &tree_positions, &mask, LogitsSelect::All, &mut cache)?;
-        let _ = out.logits.context("logits")?.into_data();
-        cache.truncate(context);
-        Ok(())
-    })?;
-    Ok((step, verify))
+/// Milliseconds of a 1-token step and of a `tree_size`-node random tree verify (all logits),
+/// after a `context`-token prefix (medians of 15 and 7 passes).
+fn time_tree_verify<B: Backend>(model: &Model<B>, tree_size: usize, context: usize) -> Result<(f64, f64)> {
+    use draftsmith_decode::cost::{cached_context, time_pass, DraftShape};
+    let mut cache = cached_context(model, context, tree_size)?;
+    let step = time_pass(model, &mut cache, DraftShape::Tree, 1, 15)?;
+    let tree = time_pass(model, &mut cache, DraftShape::Tree, tree_size, 7)?;
+    Ok((step.ms, tree.ms))
 }
 
 /// A running `scripts/bench_llamacpp.py`: llama.cpp on the same GGUF, timing one prompt per
