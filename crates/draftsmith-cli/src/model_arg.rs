@@ -91,7 +91,7 @@ impl ModelArgs {
     /// Resolves and loads the model on backend `B`.
     pub fn load<B: burn::tensor::backend::Backend>(&self, device: &B::Device) -> Result<LoadedModel<B>> {
         let path = self.resolve_path()?;
-                let start = std::time::Instant::now();
+        let start = std::time::Instant::now();
         let loaded = load_model::<B>(&path, self.load_options(&path)?, device)?;
         tracing::info!(path = %path.display(), seconds = start.elapsed().as_secs_f64(), "model loaded");
         Ok(loaded)

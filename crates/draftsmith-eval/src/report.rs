@@ -64,10 +64,8 @@ pub fn render_report(summary: &Summary, manifest: &Manifest, command_line: &str,
         })
         .collect();
     if !policy.is_empty() {
-        md.push_str("
-Draft policy `auto` (the part of each draft worth verifying on this machine): draft nodes kept per step, steps that drafted nothing (plain `ar` steps), and the cost model's predicted against the measured verify ms per step (means over steps).
-
-| method | nodes kept / step | ar steps % | predicted verify ms | measured verify ms |\n|---|---:|---:|---:|---:|\n");
+        md.push_str("\nDraft policy `auto` (the part of each draft worth verifying on this machine): draft nodes kept per step, steps that drafted nothing (plain `ar` steps), and the cost model's predicted against the measured verify ms per step (means over steps).\n\n");
+        md.push_str("| method | nodes kept / step | ar steps % | predicted verify ms | measured verify ms |\n|---|---:|---:|---:|---:|\n");
         for row in policy {
             let _ = writeln!(md, "{row}");
         }

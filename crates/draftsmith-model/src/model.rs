@@ -88,6 +88,11 @@ pub struct Model<B: Backend> {
 }
 
 impl<B: Backend> Model<B> {
+    /// The activation mode of the quantized CPU path; `None` on the dense path.
+    pub fn activations(&self) -> Option<draftsmith_kernels::Activations> {
+        self.host.as_ref().map(|h| h.activations)
+    }
+
     pub fn config(&self) -> &ModelConfig {
         &self.config
     }

@@ -134,10 +134,11 @@ impl CostModel {
     }
 
     /// The calibration of `model` on this machine: passes of 1, 2, 4, 8, 16, 32 and 64 draft
-    /// tokens after 64 cached tokens (chains), measured once per process and model shape.
+    /// tokens after 64 cached tokens (chains), measured once per process, model shape and engine
+    /// path.
     pub fn calibrate<B: Backend>(model: &Model<B>) -> Self {
         static CACHE: OnceLock<Mutex<Vec<(String, Vec<(usize, f64)>)>>> = OnceLock::new();
-        let key = format!("{:?}", model.config());
+        let key = format!("{:?} {:?}", model.config(), model.activations());
         let cache = CACHE.get_or_init(|| Mutex::new(Vec::new()));
         if let Some((_, pts)) = cache.lock().expect("cost cache").iter().find(|(k, _)| *k == key) {
             return Self::from_points(pts);
