@@ -86,7 +86,12 @@ pipeline-gpu *args="": build-cuda
 test:
     cargo build --release -p draftsmith-cli
     {{bin}} fetch {{model}}
-    DRAFTSMITH_REQUIRE_MODELS=1 cargo test --workspace --release
+    DRAFTSMITH_REQUIRE_MODELS=1 DRAFTSMITH_REQUIRE_WGPU=1 cargo test --workspace --release
+    just check-cuda
+
+# Compile (not run) the CUDA backend, so a change that breaks it is seen without a GPU.
+check-cuda:
+    CUDARC_CUDA_VERSION=13000 cargo check --release -p draftsmith-cli --features cuda
 
 # Decode/prefill/tree-verify benchmark of the target engine.
 bench *args="": build

@@ -1,4 +1,5 @@
-//! Backend selection: burn's `flex` CPU backend by default, CUDA with `--features cuda`.
+//! Backend selection: burn's `flex` CPU backend by default, CUDA with `--features cuda`, wgpu
+//! (Vulkan / Metal / DX12, and Mesa's software Vulkan driver lavapipe in CI) with `--features wgpu`.
 
 use clap::ValueEnum;
 
@@ -7,6 +8,9 @@ pub type Cpu = burn::backend::Flex;
 /// The GPU backend.
 #[cfg(feature = "cuda")]
 pub type Gpu = burn::backend::Cuda;
+/// The portable GPU backend: burn-wgpu, sharing burn's CubeCL kernels with burn-cuda.
+#[cfg(feature = "wgpu")]
+pub type Wgpu = burn::backend::Wgpu;
 
 /// Where the target model runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum, Default)]
@@ -16,6 +20,8 @@ pub enum DeviceKind {
     Cpu,
     /// burn-cuda on GPU 0 (binary built with `--features cuda`).
     Cuda,
+    /// burn-wgpu on the default adapter: Vulkan, Metal or DX12 (binary built with `--features wgpu`).
+    Wgpu,
 }
 
 /// Whether an NVIDIA driver can be loaded: checked before a CUDA device is created, because
@@ -44,6 +50,7 @@ macro_rules! with_backend {
                 $body
             }
             $crate::backend::DeviceKind::Cuda => $crate::with_cuda!(|$B, $device| $body),
+            $crate::backend::DeviceKind::Wgpu => $crate::with_wgpu!(|$B, $device| $body),
         }
     }};
 }
@@ -66,5 +73,39 @@ macro_rules! with_cuda {
 macro_rules! with_cuda {
     (|$B:ident, $device:ident| $body:expr) => {{
         anyhow::bail!("--device cuda: this binary was built without CUDA; rebuild with `cargo build --release --features cuda`")
+    }};
+}
+
+/// The default wgpu adapter, or a clear error where there is none: burn-wgpu panics instead of
+/// returning one, so a one-element tensor is made and read back with the panic caught.
+#[cfg(feature = "wgpu")]
+pub fn wgpu_device() -> anyhow::Result<burn::backend::wgpu::WgpuDevice> {
+    use burn::tensor::Tensor;
+    let device = burn::backend::wgpu::WgpuDevice::DefaultDevice;
+    let hook = std::panic::take_hook();
+    std::panic::set_hook(Box::new(|_| {}));
+    let probe = std::panic::catch_unwind(|| Tensor::<Wgpu, 1>::zeros([1], &device).into_data());
+    std::panic::set_hook(hook);
+    if probe.is_err() {
+        anyhow::bail!("--device wgpu: no usable GPU adapter (Vulkan, Metal or DX12) found. On Linux without a GPU, Mesa's software driver works: `apt install mesa-vulkan-drivers`");
+    }
+    Ok(device)
+}
+
+#[cfg(feature = "wgpu")]
+#[macro_export]
+macro_rules! with_wgpu {
+    (|$B:ident, $device:ident| $body:expr) => {{
+        type $B = $crate::backend::Wgpu;
+        let $device = $crate::backend::wgpu_device()?;
+        $body
+    }};
+}
+
+#[cfg(not(feature = "wgpu"))]
+#[macro_export]
+macro_rules! with_wgpu {
+    (|$B:ident, $device:ident| $body:expr) => {{
+        anyhow::bail!("--device wgpu: this binary was built without wgpu; rebuild with `cargo build --release --features wgpu`")
     }};
 }

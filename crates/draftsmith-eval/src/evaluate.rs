@@ -9,6 +9,7 @@ use draftsmith_decode::Drafters;
 use draftsmith_model::Model;
 
 use crate::error::EvalError;
+use crate::lossless::{ar_margin, classify, measure_bound, LosslessCheck};
 use crate::manifest::{prepare_dir, write_atomic, Manifest};
 use crate::plot::{render_plot, PLOT_FILE};
 use crate::prompts::{check_context, EncodedPrompt};
@@ -70,9 +71,23 @@ pub fn evaluate<B: Backend>(model: &Model<B>, drafters: Drafters<'_, B>, input: 
     let spec = RunSpec { methods: &manifest.methods, params: &manifest.params, max_new_tokens: manifest.max_new_tokens, stop_tokens: input.stop_tokens };
     let ran = run_pending(model, drafters, input.prompts, &spec, &mut log, &done, on_progress)?;
     drop(log);
-    let summary = summarize(&read_records(&records_path)?, &manifest.methods);
+    let records = read_records(&records_path)?;
+    let mut summary = summarize(&records, &manifest.methods);
+    if LosslessCheck::for_model(model) == LosslessCheck::NearTie {
+        check_near_ties(model, input.prompts, &records, &mut summary)?;
+    }
     write_outputs(input.out_dir, &summary, manifest, input.command_line)?;
     Ok(EvalOutcome { summary, resumed, ran })
+}
+
+/// Measures the backend's drift on `ar`'s outputs and classifies every mismatch by `ar`'s margin.
+fn check_near_ties<B: Backend>(model: &Model<B>, prompts: &[EncodedPrompt], records: &[Record], summary: &mut Summary) -> Result<(), EvalError> {
+    let ar_output = |id: &str| records.iter().find(|r| r.method == draftsmith_decode::AR && r.prompt_id == id).map(|r| &r.output_ids);
+    let bound = measure_bound(model, prompts, &|p| ar_output(&p.id).cloned())?;
+    classify(summary, bound, &mut |m| {
+        let prompt = prompts.iter().find(|p| p.id == m.prompt_id).expect("a mismatch's prompt is in the eval");
+        ar_margin(model, prompt, ar_output(&m.prompt_id).expect("a mismatch has an ar record"), m.position)
+    })
 }
 
 /// Writes `summary.json`, `plot.svg` and `report.md` into `dir`.

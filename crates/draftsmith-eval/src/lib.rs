@@ -8,6 +8,7 @@
 
 pub mod error;
 pub mod evaluate;
+pub mod lossless;
 pub mod manifest;
 pub mod plot;
 pub mod prompts;
@@ -19,6 +20,7 @@ pub mod summary;
 
 pub use error::EvalError;
 pub use evaluate::{evaluate, write_outputs, EvalInput, EvalOutcome, REPORT_FILE, SUMMARY_FILE};
+pub use lossless::{LosslessCheck, NearTieBound};
 pub use manifest::{drafter_sha256, resolve_methods, Manifest, MANIFEST_FILE, SCHEMA_VERSION};
 pub use plot::PLOT_FILE;
 pub use prompts::{encode_prompts, read_prompts, EncodedPrompt, Prompt, PromptSet};

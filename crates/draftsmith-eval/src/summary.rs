@@ -34,6 +34,12 @@ pub struct Mismatch {
     pub ar_token: Option<u32>,
     /// The method's token there (`None`: the method's output ended).
     pub method_token: Option<u32>,
+    /// `ar`'s top-2 logit margin there (measured by the near-tie check only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ar_margin: Option<f32>,
+    /// Below the backend's near-tie bound: counted, not failed (never on the exact CPU check).
+    #[serde(default)]
+    pub near_tie: bool,
 }
 
 /// One method's metrics.
@@ -77,6 +83,9 @@ pub struct MethodSummary {
     /// Prompts compared with AR.
     pub compared_prompts: usize,
     pub lossless: bool,
+    /// Mismatches at `ar`'s near-ties (backends that are not batch-invariant; see `lossless`).
+    #[serde(default)]
+    pub near_ties: usize,
 }
 
 /// Every method's metrics and the lossless check.
@@ -88,6 +97,9 @@ pub struct Summary {
     pub methods: BTreeMap<String, MethodSummary>,
     pub lossless: bool,
     pub mismatches: Vec<Mismatch>,
+    /// The near-tie check's measured drift and bound (`None`: the exact check).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub near_tie_bound: Option<crate::lossless::NearTieBound>,
 }
 
 impl Summary {
@@ -135,14 +147,14 @@ pub fn summarize(records: &[Record], methods: &[String]) -> Summary {
         let paired: Vec<(&Record, &Record)> = own.iter().filter_map(|r| ar.get(r.prompt_id.as_str()).map(|a| (*a, *r))).collect();
         for (a, r) in &paired {
             if let Some((position, ar_token, method_token)) = first_mismatch(&a.output_ids, &r.output_ids) {
-                mismatches.push(Mismatch { prompt_id: r.prompt_id.clone(), method: method.clone(), position, ar_token, method_token });
+                mismatches.push(Mismatch { prompt_id: r.prompt_id.clone(), method: method.clone(), position, ar_token, method_token, ar_margin: None, near_tie: false });
             }
         }
         let lossless = !mismatches.iter().any(|m| &m.method == method) && paired.len() == own.len();
         summaries.insert(method.clone(), method_summary(&own, &paired, lossless));
     }
     let lossless = summaries.values().all(|s| s.lossless);
-    Summary { baseline: AR.to_string(), method_order: methods.to_vec(), methods: summaries, lossless, mismatches }
+    Summary { baseline: AR.to_string(), method_order: methods.to_vec(), methods: summaries, lossless, mismatches, near_tie_bound: None }
 }
 
 fn method_summary(own: &[&Record], paired: &[(&Record, &Record)], lossless: bool) -> MethodSummary {
@@ -185,6 +197,7 @@ fn method_summary(own: &[&Record], paired: &[(&Record, &Record)], lossless: bool
         extra: step_weighted_extras(own),
         compared_prompts: paired.len(),
         lossless,
+        near_ties: 0,
     }
 }
 
@@ -284,7 +297,7 @@ mod tests {
             &["ar".into(), "pl".into()],
         );
         assert!(!s.lossless && !s.methods["pl"].lossless && s.methods["ar"].lossless);
-        assert_eq!(s.mismatches[0], Mismatch { prompt_id: "p1".into(), method: "pl".into(), position: 1, ar_token: Some(2), method_token: Some(9) });
+        assert_eq!(s.mismatches[0], Mismatch { prompt_id: "p1".into(), method: "pl".into(), position: 1, ar_token: Some(2), method_token: Some(9), ar_margin: None, near_tie: false });
         assert_eq!((s.mismatches[1].position, s.mismatches[1].ar_token, s.mismatches[1].method_token), (1, None, Some(5)));
         assert_eq!(first_mismatch(&[1, 2], &[1, 2]), None);
     }

@@ -93,6 +93,13 @@ impl<B: Backend> Model<B> {
         self.host.as_ref().map(|h| h.activations)
     }
 
+    /// Whether a token's logits are bit-identical whether it is decoded alone or verified
+    /// inside a multi-token pass: true on the quantized CPU path (its kernels and attention
+    /// reduce in a fixed order), not promised by burn's dense kernels on any backend.
+    pub fn batch_invariant(&self) -> bool {
+        self.host.is_some()
+    }
+
     pub fn config(&self) -> &ModelConfig {
         &self.config
     }

@@ -1,9 +1,13 @@
 //! Shared helpers for the engine tests: a tiny random model and logits comparison.
 #![allow(dead_code)]
 
+use std::path::PathBuf;
+
 use burn::backend::Flex;
+use burn::tensor::backend::Backend;
 use burn::tensor::Tensor;
-use draftsmith_model::{build_model, Architecture, LoadOptions, MatmulWeights, MemorySource, Model, ModelConfig, RopeScaling};
+use draftsmith_model::{build_model, Architecture, AttentionMask, LoadOptions, LoadedModel, LogitsSelect, MatmulWeights, MemorySource, Model, ModelConfig, RopeScaling};
+use serde_json::Value;
 
 pub type B = Flex;
 
@@ -27,13 +31,23 @@ pub fn tiny_config(architecture: Architecture) -> ModelConfig {
 }
 
 pub fn tiny_model(architecture: Architecture, seed: u64) -> Model<B> {
+    tiny_model_on::<B>(architecture, seed, &Default::default())
+}
+
+/// The same tiny random model (dense weights) on any backend.
+pub fn tiny_model_on<Bk: Backend>(architecture: Architecture, seed: u64, device: &Bk::Device) -> Model<Bk> {
     let config = tiny_config(architecture);
     let source = MemorySource::random(&config, seed);
-    build_model::<B>(&config, &source, LoadOptions::new(MatmulWeights::Dense), &Default::default()).expect("tiny model builds")
+    build_model::<Bk>(&config, &source, LoadOptions::new(MatmulWeights::Dense), device).expect("tiny model builds")
 }
 
 pub fn to_vec(t: Tensor<B, 2>) -> Vec<f32> {
-    t.into_data().to_vec::<f32>().unwrap()
+    host_vec(t)
+}
+
+/// A tensor of any backend read back as f32 values.
+pub fn host_vec<Bk: Backend>(t: Tensor<Bk, 2>) -> Vec<f32> {
+    t.into_data().convert::<f32>().to_vec::<f32>().unwrap()
 }
 
 pub fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
@@ -48,4 +62,80 @@ impl Lcg {
         self.0 = self.0.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
         ((self.0 >> 33) as usize) % bound
     }
+}
+
+// Golden logits of the fetched models (`tests/golden/`, made by `scripts/reference/make_golden.py`).
+
+pub fn golden_dir(name: &str) -> PathBuf {
+    PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").unwrap_or_else(|| env!("CARGO_MANIFEST_DIR").into())).join("../../tests/golden").join(name)
+}
+
+/// The fetched model file, or `None` (test skipped) unless `DRAFTSMITH_REQUIRE_MODELS=1`.
+pub fn model_file(artifact: &str) -> Option<PathBuf> {
+    let a = draftsmith_fetch::find(artifact).unwrap();
+    let path = draftsmith_fetch::artifact_path(&draftsmith_fetch::data_dir(), a);
+    if path.exists() {
+        return Some(path);
+    }
+    if std::env::var("DRAFTSMITH_REQUIRE_MODELS").as_deref() == Ok("1") {
+        panic!("{} is missing: run `draftsmith fetch {artifact}`", path.display());
+    }
+    eprintln!("skipped: {} not present (run `draftsmith fetch {artifact}`)", path.display());
+    None
+}
+
+pub struct Golden {
+    pub meta: Value,
+    pub logits: Vec<f32>,
+    pub vocab: usize,
+}
+
+pub fn read_golden(name: &str) -> Golden {
+    let dir = golden_dir(name);
+    let meta: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("golden.json")).unwrap()).unwrap();
+    let bytes = std::fs::read(dir.join(meta["logits_file"].as_str().unwrap())).unwrap();
+    let logits: Vec<f32> = bytes.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect();
+    let vocab = meta["hparams"]["vocab_size"].as_u64().unwrap() as usize;
+    Golden { meta, logits, vocab }
+}
+
+pub fn ids(v: &Value) -> Vec<u32> {
+    v.as_array().unwrap().iter().map(|x| x.as_u64().unwrap() as u32).collect()
+}
+
+pub fn argmax(v: &[f32]) -> usize {
+    (0..v.len()).fold(0, |b, i| if v[i] > v[b] { i } else { b })
+}
+
+/// Checks final-position logits and greedy continuations; returns the worst |Δlogit|.
+pub fn check_model<Bk: Backend>(loaded: &LoadedModel<Bk>, golden: &Golden, (tolerance, margin_needed): (f32, f64), label: &str) -> f32 {
+    let model = &loaded.model;
+    let mut worst = 0.0f32;
+    for p in golden.meta["prompts"].as_array().unwrap() {
+        let name = p["name"].as_str().unwrap();
+        let prompt = ids(&p["ids"]);
+        let mut cache = model.new_cache(prompt.len() + 16);
+        let pos: Vec<usize> = (0..prompt.len()).collect();
+        let out = model.forward(&prompt, &pos, &AttentionMask::Causal, LogitsSelect::Last, &mut cache).unwrap();
+        let ours = host_vec(out.logits.unwrap());
+        let index = p["logits_index"].as_u64().unwrap() as usize;
+        let reference = &golden.logits[index * golden.vocab..(index + 1) * golden.vocab];
+        let d = max_abs_diff(&ours, reference);
+        worst = worst.max(d);
+        assert!(d <= tolerance, "{label} {name}: max |Δlogit| {d} > {tolerance}");
+        // Greedy continuation: follow the reference's tokens, compare our argmax at each
+        // step whose reference margin is clear.
+        let (greedy, margins) = (ids(&p["greedy_ids"]), p["greedy_margins"].as_array().unwrap());
+        let mut logits = ours;
+        for (step, (&want, margin)) in greedy.iter().zip(margins).enumerate() {
+            if margin.as_f64().unwrap() > margin_needed {
+                assert_eq!(argmax(&logits) as u32, want, "{label} {name}: greedy step {step} (margin {margin})");
+            }
+            let position = prompt.len() + step;
+            let out = model.forward(&[want], &[position], &AttentionMask::Causal, LogitsSelect::Last, &mut cache).unwrap();
+            logits = host_vec(out.logits.unwrap());
+        }
+    }
+    eprintln!("{label}: worst max |Δlogit| = {worst:.4}");
+    worst
 }

@@ -12,11 +12,8 @@
 
 mod common;
 
-use std::path::PathBuf;
-
 use common::*;
-use draftsmith_model::{load_model, Activations, AttentionMask, LoadOptions, LoadedModel, LogitsSelect, MatmulWeights};
-use serde_json::Value;
+use draftsmith_model::{load_model, Activations, LoadOptions, LoadedModel, MatmulWeights};
 
 const MARGIN: f64 = 0.5;
 /// int8 activations (each row quantized per 32 values, as llama.cpp does) move logits by up to
@@ -25,80 +22,6 @@ const MARGIN: f64 = 0.5;
 /// top-2 margin is clear of that.
 const INT8_TOLERANCE: f32 = 1.5;
 const INT8_MARGIN: f64 = 2.0;
-
-fn golden_dir(name: &str) -> PathBuf {
-    PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").unwrap_or_else(|| env!("CARGO_MANIFEST_DIR").into())).join("../../tests/golden").join(name)
-}
-
-/// The fetched model file, or `None` (test skipped) unless `DRAFTSMITH_REQUIRE_MODELS=1`.
-pub fn model_file(artifact: &str) -> Option<PathBuf> {
-    let a = draftsmith_fetch::find(artifact).unwrap();
-    let path = draftsmith_fetch::artifact_path(&draftsmith_fetch::data_dir(), a);
-    if path.exists() {
-        return Some(path);
-    }
-    if std::env::var("DRAFTSMITH_REQUIRE_MODELS").as_deref() == Ok("1") {
-        panic!("{} is missing: run `draftsmith fetch {artifact}`", path.display());
-    }
-    eprintln!("skipped: {} not present (run `draftsmith fetch {artifact}`)", path.display());
-    None
-}
-
-struct Golden {
-    meta: Value,
-    logits: Vec<f32>,
-    vocab: usize,
-}
-
-fn read_golden(name: &str) -> Golden {
-    let dir = golden_dir(name);
-    let meta: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("golden.json")).unwrap()).unwrap();
-    let bytes = std::fs::read(dir.join(meta["logits_file"].as_str().unwrap())).unwrap();
-    let logits: Vec<f32> = bytes.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect();
-    let vocab = meta["hparams"]["vocab_size"].as_u64().unwrap() as usize;
-    Golden { meta, logits, vocab }
-}
-
-fn ids(v: &Value) -> Vec<u32> {
-    v.as_array().unwrap().iter().map(|x| x.as_u64().unwrap() as u32).collect()
-}
-
-fn argmax(v: &[f32]) -> usize {
-    (0..v.len()).fold(0, |b, i| if v[i] > v[b] { i } else { b })
-}
-
-/// Checks final-position logits and greedy continuations; returns the worst |Δlogit|.
-fn check_model(loaded: &LoadedModel<B>, golden: &Golden, (tolerance, margin_needed): (f32, f64), label: &str) -> f32 {
-    let model = &loaded.model;
-    let mut worst = 0.0f32;
-    for p in golden.meta["prompts"].as_array().unwrap() {
-        let name = p["name"].as_str().unwrap();
-        let prompt = ids(&p["ids"]);
-        let mut cache = model.new_cache(prompt.len() + 16);
-        let pos: Vec<usize> = (0..prompt.len()).collect();
-        let out = model.forward(&prompt, &pos, &AttentionMask::Causal, LogitsSelect::Last, &mut cache).unwrap();
-        let ours = to_vec(out.logits.unwrap());
-        let index = p["logits_index"].as_u64().unwrap() as usize;
-        let reference = &golden.logits[index * golden.vocab..(index + 1) * golden.vocab];
-        let d = max_abs_diff(&ours, reference);
-        worst = worst.max(d);
-        assert!(d <= tolerance, "{label} {name}: max |Δlogit| {d} > {tolerance}");
-        // Greedy continuation: follow the reference's tokens, compare our argmax at each
-        // step whose reference margin is clear.
-        let (greedy, margins) = (ids(&p["greedy_ids"]), p["greedy_margins"].as_array().unwrap());
-        let mut logits = ours;
-        for (step, (&want, margin)) in greedy.iter().zip(margins).enumerate() {
-            if margin.as_f64().unwrap() > margin_needed {
-                assert_eq!(argmax(&logits) as u32, want, "{label} {name}: greedy step {step} (margin {margin})");
-            }
-            let position = prompt.len() + step;
-            let out = model.forward(&[want], &[position], &AttentionMask::Causal, LogitsSelect::Last, &mut cache).unwrap();
-            logits = to_vec(out.logits.unwrap());
-        }
-    }
-    eprintln!("{label}: worst max |Δlogit| = {worst:.4}");
-    worst
-}
 
 fn load(path: &std::path::Path, matmul: MatmulWeights) -> LoadedModel<B> {
     load_model::<B>(path, LoadOptions::new(matmul), &Default::default()).unwrap()

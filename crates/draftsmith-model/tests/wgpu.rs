@@ -1,0 +1,123 @@
+//! The dense engine on burn-wgpu (`cargo test -p draftsmith-model --test wgpu`),
+//! which shares burn's CubeCL kernels with burn-cuda; CI runs it on Mesa's software Vulkan
+//! driver (lavapipe). Stated tolerances, max |Δlogit| over the vocabulary:
+//! - the tiny checked-in models against their numpy reference: ≤ 1e-3 (f32 on the device in
+//!   another reduction order than the CPU's 1e-4 bound);
+//! - SmolLM2 against the float64 golden file: ≤ 0.02, the dense CPU bound, greedy tokens equal
+//!   wherever the reference's top-2 margin exceeds 0.5;
+//! - a branch verified inside a flattened draft tree against the same branch run alone: ≤ 1e-3.
+//!   Not bit-identical (GPU kernels are not batch-invariant): the eval's near-tie check exists
+//!   for that.
+//!
+//! Without a wgpu adapter the tests are skipped (`DRAFTSMITH_REQUIRE_WGPU=1`: failed).
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use burn::backend::wgpu::WgpuDevice;
+use burn::backend::Wgpu;
+use common::*;
+use draftsmith_core::DraftTree;
+use draftsmith_model::{load_model, Architecture, AttentionMask, LoadOptions, LoadedModel, LogitsSelect, MatmulWeights, Model};
+use serde_json::Value;
+
+type G = Wgpu;
+const FIXTURE_TOL: f32 = 1e-3;
+const TREE_TOL: f32 = 1e-3;
+
+fn device() -> WgpuDevice {
+    WgpuDevice::DefaultDevice
+}
+
+/// Whether a wgpu adapter exists; without one the tests are skipped, unless
+/// `DRAFTSMITH_REQUIRE_WGPU=1` (CI, with lavapipe installed) makes that a failure.
+fn have_adapter() -> bool {
+    static PROBE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    let ok = *PROBE.get_or_init(|| std::panic::catch_unwind(|| burn::tensor::Tensor::<G, 1>::zeros([1], &device()).into_data()).is_ok());
+    if !ok {
+        assert!(std::env::var("DRAFTSMITH_REQUIRE_WGPU").as_deref() != Ok("1"), "no wgpu adapter: install Mesa's lavapipe (`apt install mesa-vulkan-drivers`)");
+        eprintln!("skipped: no wgpu adapter (Vulkan, Metal or DX12)");
+    }
+    ok
+}
+
+fn fixtures() -> PathBuf {
+    PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").unwrap_or_else(|| env!("CARGO_MANIFEST_DIR").into())).join("../../tests/fixtures")
+}
+
+fn load(path: &Path) -> LoadedModel<G> {
+    load_model::<G>(path, LoadOptions::new(MatmulWeights::Dense), &device()).unwrap()
+}
+
+fn all_logits(model: &Model<G>, tokens: &[u32]) -> Vec<f32> {
+    let mut cache = model.new_cache(tokens.len());
+    let pos: Vec<usize> = (0..tokens.len()).collect();
+    host_vec(model.forward(tokens, &pos, &AttentionMask::Causal, LogitsSelect::All, &mut cache).unwrap().logits.unwrap())
+}
+
+#[test]
+fn tiny_models_reproduce_the_reference_on_wgpu() {
+    if !have_adapter() {
+        return;
+    }
+    for arch in ["llama", "qwen2"] {
+        let reference: Value = serde_json::from_str(&std::fs::read_to_string(fixtures().join(format!("tiny-{arch}.reference.json"))).unwrap()).unwrap();
+        for path in [fixtures().join(format!("tiny-{arch}.gguf")), fixtures().join(format!("tiny-{arch}"))] {
+            let loaded = load(&path);
+            let mut worst = 0.0f32;
+            for seq in reference["sequences"].as_array().unwrap() {
+                let ours = all_logits(&loaded.model, &ids(&seq["ids"]));
+                let want: Vec<f32> = seq["logits_gguf"].as_array().unwrap().iter().flat_map(|row| row.as_array().unwrap().iter().map(|x| x.as_f64().unwrap() as f32)).collect();
+                worst = worst.max(max_abs_diff(&ours, &want));
+            }
+            eprintln!("{}: wgpu max |Δlogit| {worst:.2e}", path.display());
+            assert!(worst <= FIXTURE_TOL, "{}: max |Δlogit| {worst} > {FIXTURE_TOL}", path.display());
+        }
+    }
+}
+
+#[test]
+fn smollm2_logits_match_the_numpy_reference_on_wgpu() {
+    if !have_adapter() {
+        return;
+    }
+    let Some(path) = model_file("smollm2-135m") else { return };
+    let golden = read_golden("smollm2-135m");
+    check_model(&load(&path), &golden, (0.02, 0.5), "wgpu dense f32");
+}
+
+#[test]
+fn tree_branches_match_the_branch_run_alone_on_wgpu() {
+    if !have_adapter() {
+        return;
+    }
+    let mut worst = 0.0f32;
+    for arch in [Architecture::Llama, Architecture::Qwen2] {
+        let model = tiny_model_on::<G>(arch, 11, &device());
+        let vocab = model.config().vocab_size;
+        let mut rng = Lcg(5);
+        for _ in 0..4 {
+            let prefix: Vec<u32> = (0..3 + rng.next(6)).map(|_| rng.next(vocab) as u32).collect();
+            let mut tree = DraftTree::new();
+            for i in 0..2 + rng.next(10) {
+                let parent = if i == 0 || rng.next(4) == 0 { None } else { Some(rng.next(i)) };
+                tree.push(rng.next(vocab) as u32, parent);
+            }
+            let mut cache = model.new_cache(8);
+            let pos: Vec<usize> = (0..prefix.len()).collect();
+            model.forward(&prefix, &pos, &AttentionMask::Causal, LogitsSelect::None, &mut cache).unwrap();
+            let mask = AttentionMask::Visible(tree.visibility(prefix.len()));
+            let out = model.forward(tree.tokens(), &tree.positions(prefix.len() - 1), &mask, LogitsSelect::All, &mut cache).unwrap();
+            let in_tree = host_vec(out.logits.unwrap());
+            for node in 0..tree.len() {
+                let mut seq = prefix.clone();
+                seq.extend(tree.path_to(node).iter().map(|&i| tree.tokens()[i]));
+                let alone = all_logits(&model, &seq);
+                worst = worst.max(max_abs_diff(&alone[(seq.len() - 1) * vocab..], &in_tree[node * vocab..(node + 1) * vocab]));
+            }
+        }
+    }
+    eprintln!("wgpu tree vs alone: max |Δlogit| {worst:.2e}");
+    assert!(worst <= TREE_TOL, "max |Δlogit| {worst} > {TREE_TOL}");
+}
