@@ -89,6 +89,11 @@ test:
     DRAFTSMITH_REQUIRE_MODELS=1 DRAFTSMITH_REQUIRE_WGPU=1 cargo test --workspace --release
     just check-cuda
 
+# SmolLM2 greedy on wgpu against the dense CPU path over MT-Bench first turns (minutes on
+# lavapipe); prints the table recorded in eval/results/wgpu/.
+wgpu-vs-cpu tokens="64":
+    DRAFTSMITH_WGPU_TOKENS={{tokens}} cargo test --release -p draftsmith-model --test wgpu -- --ignored --nocapture smollm2_greedy
+
 # Compile (not run) the CUDA backend, so a change that breaks it is seen without a GPU.
 check-cuda:
     CUDARC_CUDA_VERSION=13000 cargo check --release -p draftsmith-cli --features cuda

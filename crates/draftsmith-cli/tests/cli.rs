@@ -58,6 +58,12 @@ fn hf_ids_use_a_prepopulated_cache_and_fail_fast_offline() {
 
 #[test]
 fn bad_arguments_are_clear_errors() {
+    // Out-of-range sampling values are refused before the model is loaded, naming the value.
+    for (flag, value, name) in [("--top-p", "2", "top_p"), ("--temperature", "-1", "temperature"), ("--min-p", "1.5", "min_p")] {
+        let out = bin().args(["generate", "--model", "/nonexistent/model.gguf", "--prompt", "x", &format!("{flag}={value}")]).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && err.contains(name) && err.contains(value), "{flag} {value}: {err}");
+    }
     let out = bin().args(["fetch", "no-such-thing"]).output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && err.contains("smollm2-135m"), "lists the known names: {err}");

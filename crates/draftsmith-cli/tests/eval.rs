@@ -132,3 +132,17 @@ fn reproduce_runs_every_grid_point_and_tabulates_them() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && err.contains("max_tokens") && err.contains("grid.toml"), "{err}");
 }
+
+#[test]
+fn an_eval_without_out_goes_to_the_ignored_runs_directory() {
+    let dir = scratch("default-out");
+    std::fs::write(dir.join("prompts.jsonl"), "{\"id\": \"a\", \"prompt\": \"the cat\"}\n").unwrap();
+    let model = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").unwrap_or_else(|| env!("CARGO_MANIFEST_DIR").into())).join("../../tests/fixtures/tiny-llama.gguf");
+    let json = last_json(
+        &bin().current_dir(&dir).args(["eval", "--model"]).arg(model).args(["--methods", "ar", "--prompts", "prompts.jsonl", "--no-chat-template", "--json", "--max-new-tokens", "4"]).output().unwrap(),
+    );
+    let out = json["out"].as_str().unwrap();
+    assert!(out.starts_with("eval/runs/"), "{out}");
+    assert!(dir.join(out).join("summary.json").is_file());
+    assert!(!dir.join("eval/results").exists(), "the tracked results directory is left alone");
+}

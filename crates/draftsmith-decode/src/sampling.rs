@@ -34,6 +34,22 @@ impl Default for SamplingConfig {
 }
 
 impl SamplingConfig {
+    /// Every value in its range: temperature ≥ 0, top-p in (0, 1], min-p in [0, 1], penalty > 0,
+    /// η in [0, 1), all finite.
+    pub fn validate(&self) -> Result<(), crate::DecodeError> {
+        let checks: [(&'static str, f32, bool, &'static str); 5] = [
+            ("temperature", self.temperature, self.temperature >= 0.0, "must be ≥ 0 (0 = greedy)"),
+            ("top_p", self.top_p, self.top_p > 0.0 && self.top_p <= 1.0, "must be in (0, 1] (1 = off)"),
+            ("min_p", self.min_p, (0.0..=1.0).contains(&self.min_p), "must be in [0, 1] (0 = off)"),
+            ("repetition_penalty", self.repetition_penalty, self.repetition_penalty > 0.0, "must be > 0 (1 = off)"),
+            ("eta", self.eta, (0.0..1.0).contains(&self.eta), "must be in [0, 1) (0 = off)"),
+        ];
+        match checks.into_iter().find(|(_, value, ok, _)| !ok || !value.is_finite()) {
+            Some((name, value, _, bound)) => Err(crate::DecodeError::Parameter { method: "sampling", name, value: value.to_string(), bound }),
+            None => Ok(()),
+        }
+    }
+
     pub fn is_greedy(&self) -> bool {
         self.temperature <= 0.0
     }
@@ -186,6 +202,24 @@ pub fn sample_from(probs: &[f32], u: f32) -> u32 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn out_of_range_sampling_values_are_refused_by_name() {
+        assert!(SamplingConfig::default().validate().is_ok());
+        assert!(SamplingConfig { temperature: 0.7, top_p: 0.9, min_p: 0.1, repetition_penalty: 1.2, eta: 3e-4, ..Default::default() }.validate().is_ok());
+        for (bad, name) in [
+            (SamplingConfig { top_p: 2.0, ..Default::default() }, "top_p"),
+            (SamplingConfig { top_p: 0.0, ..Default::default() }, "top_p"),
+            (SamplingConfig { temperature: -1.0, ..Default::default() }, "temperature"),
+            (SamplingConfig { temperature: f32::NAN, ..Default::default() }, "temperature"),
+            (SamplingConfig { min_p: 1.5, ..Default::default() }, "min_p"),
+            (SamplingConfig { repetition_penalty: 0.0, ..Default::default() }, "repetition_penalty"),
+            (SamplingConfig { eta: 1.0, ..Default::default() }, "eta"),
+        ] {
+            let e = bad.validate().unwrap_err().to_string();
+            assert!(e.contains(name), "{e}");
+        }
+    }
 
     #[test]
     fn top_k_top_p_and_min_p_truncate_as_defined() {

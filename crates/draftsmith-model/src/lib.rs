@@ -14,6 +14,7 @@ pub mod load;
 pub mod model;
 pub mod names;
 pub mod source;
+pub mod stream;
 pub mod tokenizer;
 
 pub use cache::KvCache;
@@ -26,4 +27,5 @@ pub use fused::{set_profiling, take_profile, ProfileSplit};
 pub use load::{build_model, load_model, LoadOptions, DEFAULT_ACTIVATIONS, LoadedModel, MatmulWeights, SourceKind};
 pub use model::{AttentionMask, ForwardOutput, LogitsSelect, MatrixFootprint, Model};
 pub use source::{MemorySource, WeightSource};
+pub use stream::TextStream;
 pub use tokenizer::TextTokenizer;

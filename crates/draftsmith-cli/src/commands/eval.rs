@@ -45,7 +45,8 @@ pub struct EvalArgs {
     /// Tokenize each prompt as raw text instead of applying the model's chat template.
     #[arg(long)]
     pub no_chat_template: bool,
-    /// Output directory (resumed when it holds the same eval). Default: eval/results/<UTC time>.
+    /// Output directory (resumed when it holds the same eval). Default: eval/runs/<UTC time>
+    /// (git-ignored; recorded results go under eval/results/ by an explicit --out).
     #[arg(long)]
     pub out: Option<PathBuf>,
     /// Reuse the `ar` records of an earlier eval's `records.jsonl` (same model, prompts and
@@ -218,6 +219,9 @@ impl MethodParamArgs {
     }
 }
 
+/// Where an eval without `--out` goes: ignored by git, unlike the recorded `eval/results/`.
+pub const DEFAULT_RUNS_DIR: &str = "eval/runs";
+
 pub fn run(args: EvalArgs) -> Result<()> {
     crate::with_backend!(args.model.device, |B, device| run_on::<B>(&args, &device))
 }
@@ -229,7 +233,7 @@ fn run_on<B: Backend>(args: &EvalArgs, device: &B::Device) -> Result<()> {
         bail!("--limit must be at least 1");
     }
     let set = draftsmith_eval::read_prompts(&resolve_prompts(&args.prompts)?, args.limit)?;
-    let out = args.out.clone().unwrap_or_else(|| PathBuf::from("eval/results").join(utc_stamp()));
+    let out = args.out.clone().unwrap_or_else(|| PathBuf::from(DEFAULT_RUNS_DIR).join(utc_stamp()));
     let loaded = args.model.load::<B>(device)?;
     let drafters = args.params.load_drafters(&loaded, &args.model, device)?;
     let prompts = draftsmith_eval::encode_prompts(&loaded.tokenizer, &set.prompts, !args.no_chat_template)?;

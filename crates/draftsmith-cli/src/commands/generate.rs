@@ -10,7 +10,7 @@ use clap::builder::PossibleValuesParser;
 use draftsmith_decode::{build_proposer_with, Generation, Sampler, SamplingConfig, AR, METHODS};
 
 use crate::commands::eval::MethodParamArgs;
-use draftsmith_model::{ChatMessage, LoadedModel};
+use draftsmith_model::{ChatMessage, LoadedModel, TextStream};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::json;
 
@@ -103,6 +103,7 @@ impl SamplingArgs {
 }
 
 pub fn run(args: GenerateArgs) -> Result<()> {
+    args.sampling.config().validate()?;
     crate::with_backend!(args.model.device, |B, device| run_on::<B>(&args, &device))
 }
 
@@ -313,25 +314,5 @@ impl StatsLog {
             v["final"] = json!(true);
             self.write(v);
         }
-    }
-}
-
-/// Turns a stream of token ids into text pieces, holding back incomplete UTF-8.
-#[derive(Default)]
-pub struct TextStream {
-    tokens: Vec<u32>,
-    printed: usize,
-}
-
-impl TextStream {
-    pub fn push(&mut self, tokenizer: &draftsmith_model::TextTokenizer, token: u32) -> Result<String> {
-        self.tokens.push(token);
-        let text = tokenizer.decode(&self.tokens)?;
-        if text.ends_with('\u{FFFD}') || text.len() < self.printed || !text.is_char_boundary(self.printed) {
-            return Ok(String::new());
-        }
-        let piece = text[self.printed..].to_string();
-        self.printed = text.len();
-        Ok(piece)
     }
 }

@@ -8,7 +8,7 @@
 //! Pre-cut controller ([`super::precut`]), which, when enabled, decides after each draft call
 //! whether to stop early (λ then becomes a maximum).
 //!
-//! With `reuse` on, the Post-use cache is also checked at the draft model (paper 004, Alg. 2):
+//! With `reuse` on, the Post-use cache is also checked at the draft model (Post-use & Pre-cut paper, Alg. 2):
 //! each draft call feeds the last draft token together with up to W cached phrases keyed by it
 //! (a tree mask keeps the phrases apart), and the longest phrase prefix the drafter itself
 //! agrees with is appended, followed by the drafter's next token, all from that one call. The

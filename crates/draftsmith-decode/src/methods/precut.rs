@@ -1,5 +1,6 @@
 //! Pre-cut: a Q-learning controller that decides, after each draft-model call, whether to
-//! CONTINUE drafting or STOP and verify (seed paper 004, §5.2 and App. D.4.3).
+//! CONTINUE drafting or STOP and verify ("Holistic Token Efficient in Speculative Decoding:
+//! Post-use & Pre-cut", §5.2 and App. D.4.3).
 //!
 //! What the paper specifies, and is followed here:
 //! - §5.2: states are (draft cost so far = number of draft-model calls, expected benefit = the

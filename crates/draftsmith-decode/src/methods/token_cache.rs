@@ -1,5 +1,5 @@
 //! Post-use: a cache of verified phrases, reused as extra branches of the draft tree
-//! ("Holistic token efficient speculative decoding: Post-use & Pre-cut", seed paper 004).
+//! ("Holistic token efficient speculative decoding: Post-use & Pre-cut").
 //!
 //! What the paper specifies, and is followed here:
 //! - §5.1, Eq. 7: USEFUL tokens are draft tokens equal to the target's own greedy token at

@@ -1,5 +1,5 @@
 //! N-Gram-Trie drafting ("N-Gram Trie Speculative Decoding for Faster LLM In-Context
-//! Inference", seed paper 003; no public code).
+//! Inference"; no public code).
 //!
 //! # What the paper specifies
 //! - §3.1 *N-gram sampling*: a window of length `n` slides token by token over the context

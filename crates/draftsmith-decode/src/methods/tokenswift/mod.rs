@@ -1,4 +1,5 @@
-//! TokenSwift (Wu et al., 2025; seed paper 002): multi-token self-drafting with trained heads,
+//! TokenSwift (Wu et al., 2025, "From Hours to Minutes: Lossless Acceleration of Ultra Long
+//! Sequence Generation up to 100K Tokens"): multi-token self-drafting with trained heads,
 //! token reutilization, a dynamic partial KV cache for drafting and a contextual penalty.
 //!
 //! One step (reference `SpecLong`, tree branch): the target runs on the last committed token
