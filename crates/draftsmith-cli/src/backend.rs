@@ -28,7 +28,12 @@ pub enum DeviceKind {
 /// burn-cuda panics in a device thread instead of returning an error when it is missing.
 #[cfg_attr(not(feature = "cuda"), allow(dead_code))]
 pub fn cuda_driver_present() -> bool {
-    let candidates = ["/usr/lib/x86_64-linux-gnu/libcuda.so.1", "/usr/lib64/libcuda.so.1", "/usr/local/nvidia/lib64/libcuda.so.1", "/usr/lib/wsl/lib/libcuda.so.1"];
+    let candidates = [
+        "/usr/lib/x86_64-linux-gnu/libcuda.so.1",
+        "/usr/lib64/libcuda.so.1",
+        "/usr/local/nvidia/lib64/libcuda.so.1",
+        "/usr/lib/wsl/lib/libcuda.so.1",
+    ];
     if candidates.iter().any(|p| std::path::Path::new(p).exists()) {
         return true;
     }
@@ -72,7 +77,9 @@ macro_rules! with_cuda {
 #[macro_export]
 macro_rules! with_cuda {
     (|$B:ident, $device:ident| $body:expr) => {{
-        anyhow::bail!("--device cuda: this binary was built without CUDA; rebuild with `cargo build --release --features cuda`")
+        anyhow::bail!(
+            "--device cuda: this binary was built without CUDA; rebuild with `cargo build --release --features cuda`"
+        )
     }};
 }
 
@@ -106,6 +113,8 @@ macro_rules! with_wgpu {
 #[macro_export]
 macro_rules! with_wgpu {
     (|$B:ident, $device:ident| $body:expr) => {{
-        anyhow::bail!("--device wgpu: this binary was built without wgpu; rebuild with `cargo build --release --features wgpu`")
+        anyhow::bail!(
+            "--device wgpu: this binary was built without wgpu; rebuild with `cargo build --release --features wgpu`"
+        )
     }};
 }

@@ -67,7 +67,9 @@ impl ModelArgs {
         Ok(match (self.weights, self.device) {
             (Some(WeightsArg::Dense), _) => MatmulWeights::Dense,
             (Some(WeightsArg::Quantized), DeviceKind::Cpu) => MatmulWeights::Quantized,
-            (Some(WeightsArg::Quantized), _) => bail!("--weights quantized needs --device cpu (the quantized kernels are CPU kernels)"),
+            (Some(WeightsArg::Quantized), _) => {
+                bail!("--weights quantized needs --device cpu (the quantized kernels are CPU kernels)")
+            }
             (None, DeviceKind::Cpu) if path.is_file() => MatmulWeights::Quantized,
             (None, _) => MatmulWeights::Dense,
         })
@@ -134,18 +136,29 @@ fn hf_download(id: &str) -> Result<PathBuf> {
         if HF_FILES.iter().all(|f| *f == "tokenizer_config.json" || cached(f).is_some()) {
             if let Some(index) = cached("model.safetensors.index.json") {
                 for shard in shard_names(&index)? {
-                    cached(&shard).with_context(|| format!("hf:{id}: shard {shard} is missing from the local Hugging Face cache"))?;
+                    cached(&shard).with_context(|| {
+                        format!("hf:{id}: shard {shard} is missing from the local Hugging Face cache")
+                    })?;
                 }
             }
             return Ok(config.parent().expect("cached file has a parent").to_path_buf());
         }
     }
     if std::env::var("HF_HUB_OFFLINE").map(|v| v == "1").unwrap_or(false) {
-        bail!("hf:{id}: not in the local Hugging Face cache ({}) and HF_HUB_OFFLINE=1", Cache::from_env().path().display());
+        bail!(
+            "hf:{id}: not in the local Hugging Face cache ({}) and HF_HUB_OFFLINE=1",
+            Cache::from_env().path().display()
+        );
     }
-    let api = ApiBuilder::from_env().with_progress(true).with_retries(0).build().with_context(|| format!("hf:{id}: cannot set up the Hugging Face client"))?;
+    let api = ApiBuilder::from_env()
+        .with_progress(true)
+        .with_retries(0)
+        .build()
+        .with_context(|| format!("hf:{id}: cannot set up the Hugging Face client"))?;
     let repo = api.repo(repo);
-    let fail = |file: &str| format!("hf:{id}: could not download {file} from the Hugging Face Hub (offline? set HF_HUB_OFFLINE=1 to use only the local cache at {})", Cache::from_env().path().display());
+    let fail = |file: &str| {
+        format!("hf:{id}: could not download {file} from the Hugging Face Hub (offline? set HF_HUB_OFFLINE=1 to use only the local cache at {})", Cache::from_env().path().display())
+    };
     let config = repo.get("config.json").with_context(|| fail("config.json"))?;
     repo.get("tokenizer.json").with_context(|| fail("tokenizer.json"))?;
     let _ = repo.get("tokenizer_config.json");
@@ -164,8 +177,12 @@ fn hf_download(id: &str) -> Result<PathBuf> {
 
 fn shard_names(index: &Path) -> Result<Vec<String>> {
     let text = std::fs::read_to_string(index).with_context(|| format!("{}: cannot read", index.display()))?;
-    let json: serde_json::Value = serde_json::from_str(&text).with_context(|| format!("{}: invalid JSON", index.display()))?;
-    let map = json.get("weight_map").and_then(|m| m.as_object()).with_context(|| format!("{}: no weight_map", index.display()))?;
+    let json: serde_json::Value =
+        serde_json::from_str(&text).with_context(|| format!("{}: invalid JSON", index.display()))?;
+    let map = json
+        .get("weight_map")
+        .and_then(|m| m.as_object())
+        .with_context(|| format!("{}: no weight_map", index.display()))?;
     let mut shards: Vec<String> = map.values().filter_map(|v| v.as_str().map(String::from)).collect();
     shards.sort();
     shards.dedup();
@@ -173,8 +190,16 @@ fn shard_names(index: &Path) -> Result<Vec<String>> {
 }
 
 /// The identity drafters are checked against: file name, weights fingerprint and shape.
-pub fn target_identity<B: burn::tensor::backend::Backend>(loaded: &LoadedModel<B>) -> Result<draftsmith_heads::TargetIdentity> {
+pub fn target_identity<B: burn::tensor::backend::Backend>(
+    loaded: &LoadedModel<B>,
+) -> Result<draftsmith_heads::TargetIdentity> {
     let c = loaded.model.config();
-    let name = loaded.path.file_name().map_or_else(|| loaded.path.display().to_string(), |n| n.to_string_lossy().into_owned());
-    Ok(draftsmith_heads::TargetIdentity { name, sha256: draftsmith_model::weights_sha256(&loaded.path)?, vocab_size: c.vocab_size, hidden_size: c.hidden_size })
+    let name =
+        loaded.path.file_name().map_or_else(|| loaded.path.display().to_string(), |n| n.to_string_lossy().into_owned());
+    Ok(draftsmith_heads::TargetIdentity {
+        name,
+        sha256: draftsmith_model::weights_sha256(&loaded.path)?,
+        vocab_size: c.vocab_size,
+        hidden_size: c.hidden_size,
+    })
 }

@@ -20,7 +20,11 @@ fn generate_json_contract_on_gguf_and_hf_directory() {
     for key in ["prompt_ids", "output_ids", "text", "decode_tokens_per_s", "prefill_tokens_per_s"] {
         assert!(a.get(key).is_some(), "missing {key} in {a}");
     }
-    assert_eq!(a["prompt_ids"], serde_json::json!([116, 257, 296]), "raw prompt as the reference tokenizer splits it, no BOS");
+    assert_eq!(
+        a["prompt_ids"],
+        serde_json::json!([116, 257, 296]),
+        "raw prompt as the reference tokenizer splits it, no BOS"
+    );
     let b = last_json(&generate(&fixture("tiny-llama"), &["--no-chat-template", "--max-new-tokens", "6"]));
     assert_eq!(a["output_ids"], b["output_ids"], "same weights, same greedy output");
     let chat = last_json(&generate(&fixture("tiny-llama.gguf"), &[]));
@@ -46,11 +50,30 @@ fn hf_ids_use_a_prepopulated_cache_and_fail_fast_offline() {
     }
     std::fs::create_dir_all(home.join("hub/models--tiny--llama/refs")).unwrap();
     std::fs::write(home.join("hub/models--tiny--llama/refs/main"), "0123456789abcdef").unwrap();
-    let out = bin().env("HF_HOME", &home).args(["generate", "--model", "hf:tiny/llama", "--prompt", "the cat", "--no-chat-template", "--max-new-tokens", "3", "--json"]).output().unwrap();
+    let out = bin()
+        .env("HF_HOME", &home)
+        .args([
+            "generate",
+            "--model",
+            "hf:tiny/llama",
+            "--prompt",
+            "the cat",
+            "--no-chat-template",
+            "--max-new-tokens",
+            "3",
+            "--json",
+        ])
+        .output()
+        .unwrap();
     let direct = last_json(&generate(&fixture("tiny-llama"), &["--no-chat-template", "--max-new-tokens", "3"]));
     assert_eq!(last_json(&out)["output_ids"], direct["output_ids"]);
 
-    let out = bin().env("HF_HOME", &home).env("HF_HUB_OFFLINE", "1").args(["generate", "--model", "hf:nobody/missing", "--prompt", "x"]).output().unwrap();
+    let out = bin()
+        .env("HF_HOME", &home)
+        .env("HF_HUB_OFFLINE", "1")
+        .args(["generate", "--model", "hf:nobody/missing", "--prompt", "x"])
+        .output()
+        .unwrap();
     assert!(!out.status.success());
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("hf:nobody/missing") && err.contains("HF_HUB_OFFLINE"), "{err}");
@@ -59,8 +82,13 @@ fn hf_ids_use_a_prepopulated_cache_and_fail_fast_offline() {
 #[test]
 fn bad_arguments_are_clear_errors() {
     // Out-of-range sampling values are refused before the model is loaded, naming the value.
-    for (flag, value, name) in [("--top-p", "2", "top_p"), ("--temperature", "-1", "temperature"), ("--min-p", "1.5", "min_p")] {
-        let out = bin().args(["generate", "--model", "/nonexistent/model.gguf", "--prompt", "x", &format!("{flag}={value}")]).output().unwrap();
+    for (flag, value, name) in
+        [("--top-p", "2", "top_p"), ("--temperature", "-1", "temperature"), ("--min-p", "1.5", "min_p")]
+    {
+        let out = bin()
+            .args(["generate", "--model", "/nonexistent/model.gguf", "--prompt", "x", &format!("{flag}={value}")])
+            .output()
+            .unwrap();
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(!out.status.success() && err.contains(name) && err.contains(value), "{flag} {value}: {err}");
     }
@@ -74,7 +102,12 @@ fn bad_arguments_are_clear_errors() {
 
 #[test]
 fn bench_ar_reports_the_contract_fields() {
-    let out = bin().args(["bench", "ar", "--model"]).arg(fixture("tiny-llama.gguf")).args(["--prompts", "2", "--max-new-tokens", "4", "--tree-size", "8", "--json"]).output().unwrap();
+    let out = bin()
+        .args(["bench", "ar", "--model"])
+        .arg(fixture("tiny-llama.gguf"))
+        .args(["--prompts", "2", "--max-new-tokens", "4", "--tree-size", "8", "--json"])
+        .output()
+        .unwrap();
     let json = last_json(&out);
     for key in ["decode_tokens_per_s", "prefill_tokens_per_s", "tree64_over_step1_cost"] {
         assert!(json[key].as_f64().unwrap() > 0.0, "{key} in {json}");

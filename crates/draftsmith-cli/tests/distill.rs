@@ -3,17 +3,25 @@
 mod common;
 
 use common::{bin, last_json};
+use serde_json::Value;
 use std::path::{Path, PathBuf};
 use std::process::Output;
-use serde_json::Value;
 
 fn scratch(name: &str) -> std::path::PathBuf {
     common::scratch("cli-distill", name)
 }
 
 fn distill(data: &Path, out: &Path, extra: &[&str]) -> Output {
-    let model = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").unwrap_or_else(|| env!("CARGO_MANIFEST_DIR").into())).join("../../tests/fixtures/tiny-llama.gguf");
-    bin().args(["distill", "--model"]).arg(model).arg("--data").arg(data).arg("--out").arg(out)
+    let model =
+        PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").unwrap_or_else(|| env!("CARGO_MANIFEST_DIR").into()))
+            .join("../../tests/fixtures/tiny-llama.gguf");
+    bin()
+        .args(["distill", "--model"])
+        .arg(model)
+        .arg("--data")
+        .arg(data)
+        .arg("--out")
+        .arg(out)
         .args(["--max-new-tokens", "8", "--teacher-len", "3", "--inputs-per-shard", "2", "--json"])
         .args(extra)
         .output()
@@ -31,7 +39,11 @@ fn distill_writes_shards_and_resumes_without_redoing_work() {
     assert_eq!(first["stats"]["self_distilled"], 2);
     assert!(first["stats"]["tokens_generated"].as_u64().unwrap() > 0);
     let rest = last_json(&distill(&data, &out, &[]));
-    assert_eq!((rest["stats"]["resumed_from"].as_u64(), rest["stats"]["inputs"].as_u64()), (Some(2), Some(1)), "the first shard is not redone");
+    assert_eq!(
+        (rest["stats"]["resumed_from"].as_u64(), rest["stats"]["inputs"].as_u64()),
+        (Some(2), Some(1)),
+        "the first shard is not redone"
+    );
     let manifest: Value = serde_json::from_str(&std::fs::read_to_string(out.join("manifest.json")).unwrap()).unwrap();
     assert_eq!(manifest["complete"], true);
     assert_eq!(manifest["params"]["teacher_len"], 3);
@@ -46,7 +58,11 @@ fn distill_writes_shards_and_resumes_without_redoing_work() {
     assert_eq!(again["stats"]["resumed_from"], 3, "nothing left to do");
     assert_eq!(again["stats"]["inputs"], 0);
     assert_eq!(again["total_records"], 3);
-    assert_eq!(std::fs::metadata(out.join("shard-00000.parquet")).unwrap().modified().unwrap(), modified, "finished shards are kept");
+    assert_eq!(
+        std::fs::metadata(out.join("shard-00000.parquet")).unwrap().modified().unwrap(),
+        modified,
+        "finished shards are kept"
+    );
 
     let other = distill(&data, &out, &["--temperature", "0.5"]);
     assert!(!other.status.success());

@@ -12,8 +12,20 @@ fn scratch(name: &str) -> std::path::PathBuf {
 }
 
 fn eval(prompts: &PathBuf, out: &PathBuf, extra: &[&str]) -> Output {
-    let model = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").unwrap_or_else(|| env!("CARGO_MANIFEST_DIR").into())).join("../../tests/fixtures/tiny-llama.gguf");
-    bin().args(["eval", "--model"]).arg(model).args(["--methods", "ar,prompt-lookup", "--prompts"]).arg(prompts).arg("--out").arg(out).args(["--no-chat-template", "--json"]).args(extra).output().unwrap()
+    let model =
+        PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").unwrap_or_else(|| env!("CARGO_MANIFEST_DIR").into()))
+            .join("../../tests/fixtures/tiny-llama.gguf");
+    bin()
+        .args(["eval", "--model"])
+        .arg(model)
+        .args(["--methods", "ar,prompt-lookup", "--prompts"])
+        .arg(prompts)
+        .arg("--out")
+        .arg(out)
+        .args(["--no-chat-template", "--json"])
+        .args(extra)
+        .output()
+        .unwrap()
 }
 
 fn lines(path: PathBuf) -> usize {
@@ -44,7 +56,8 @@ fn eval_reports_the_contract_is_lossless_and_resumes() {
     // An interrupted run: drop the last pair and tear the line before it; the rerun redoes both.
     let text = std::fs::read_to_string(out.join("records.jsonl")).unwrap();
     let kept: Vec<&str> = text.lines().take(2).collect();
-    std::fs::write(out.join("records.jsonl"), format!("{}\n{}", kept.join("\n"), "{\"prompt_id\": \"7\", \"me")).unwrap();
+    std::fs::write(out.join("records.jsonl"), format!("{}\n{}", kept.join("\n"), "{\"prompt_id\": \"7\", \"me"))
+        .unwrap();
     let again = last_json(&eval(&prompts, &out, &["--max-new-tokens", "10"]));
     assert_eq!(lines(out.join("records.jsonl")), 4, "only the missing pairs ran");
     assert_eq!(again["methods"]["prompt-lookup"]["lossless"], true);
@@ -81,14 +94,33 @@ fn drafter_methods_are_lossless_and_a_foreign_tokenizer_is_refused() {
     let dir = scratch("drafter");
     let prompts = dir.join("prompts.jsonl");
     std::fs::write(&prompts, "{\"id\": \"a\", \"prompt\": \"the cat sat on the mat\"}\n").unwrap();
-    let fixtures = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").unwrap_or_else(|| env!("CARGO_MANIFEST_DIR").into())).join("../../tests/fixtures");
+    let fixtures =
+        PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").unwrap_or_else(|| env!("CARGO_MANIFEST_DIR").into()))
+            .join("../../tests/fixtures");
     let run = |drafter: &str, out: &str| {
-        bin().args(["eval", "--model"]).arg(fixtures.join("tiny-llama.gguf"))
-            .args(["--methods", "ar,draft-model,precut,token-cache", "--prompts"]).arg(&prompts)
+        bin()
+            .args(["eval", "--model"])
+            .arg(fixtures.join("tiny-llama.gguf"))
+            .args(["--methods", "ar,draft-model,precut,token-cache", "--prompts"])
+            .arg(&prompts)
             // `fixed`: this checks the methods' own drafting (on a model this tiny the auto policy
             // rightly finds the drafter not worth its time and drafts little).
-            .arg("--out").arg(dir.join(out)).args(["--no-chat-template", "--json", "--max-new-tokens", "12", "--draft-len", "3", "--draft-policy", "fixed", "--draft-model"])
-            .arg(fixtures.join(drafter)).output().unwrap()
+            .arg("--out")
+            .arg(dir.join(out))
+            .args([
+                "--no-chat-template",
+                "--json",
+                "--max-new-tokens",
+                "12",
+                "--draft-len",
+                "3",
+                "--draft-policy",
+                "fixed",
+                "--draft-model",
+            ])
+            .arg(fixtures.join(drafter))
+            .output()
+            .unwrap()
     };
     // The target drafting for itself (as a HF directory): every method lossless, drafts accepted.
     let json = last_json(&run("tiny-llama", "same"));
@@ -101,7 +133,15 @@ fn drafter_methods_are_lossless_and_a_foreign_tokenizer_is_refused() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && err.contains("tiny-qwen2.gguf") && err.contains("tiny-llama.gguf"), "{err}");
     // A drafter method without a drafter is a clear error.
-    let out = bin().args(["eval", "--model"]).arg(fixtures.join("tiny-llama.gguf")).args(["--methods", "ar,draft-model", "--prompts"]).arg(&prompts).arg("--out").arg(dir.join("none")).output().unwrap();
+    let out = bin()
+        .args(["eval", "--model"])
+        .arg(fixtures.join("tiny-llama.gguf"))
+        .args(["--methods", "ar,draft-model", "--prompts"])
+        .arg(&prompts)
+        .arg("--out")
+        .arg(dir.join("none"))
+        .output()
+        .unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && err.contains("--draft-model"), "{err}");
 }
@@ -110,8 +150,11 @@ fn drafter_methods_are_lossless_and_a_foreign_tokenizer_is_refused() {
 fn reproduce_runs_every_grid_point_and_tabulates_them() {
     let dir = scratch("recipe");
     let prompts = dir.join("prompts.jsonl");
-    std::fs::write(&prompts, "{\"id\": \"a\", \"prompt\": \"the cat sat on the mat and the cat sat on the\"}\n").unwrap();
-    let model = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").unwrap_or_else(|| env!("CARGO_MANIFEST_DIR").into())).join("../../tests/fixtures/tiny-llama.gguf");
+    std::fs::write(&prompts, "{\"id\": \"a\", \"prompt\": \"the cat sat on the mat and the cat sat on the\"}\n")
+        .unwrap();
+    let model =
+        PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").unwrap_or_else(|| env!("CARGO_MANIFEST_DIR").into()))
+            .join("../../tests/fixtures/tiny-llama.gguf");
     let recipe = dir.join("grid.toml");
     std::fs::write(&recipe, format!(
         "name = \"tiny-grid\"\nmodel = {:?}\nprompts = {:?}\nchat_template = false\nmax_new_tokens = 8\nmethods = [\"ar\", \"ngram-trie\"]\n[params]\nnum_draft = 4\n[grid]\nngram_n = [4, 6]\n",
@@ -137,9 +180,26 @@ fn reproduce_runs_every_grid_point_and_tabulates_them() {
 fn an_eval_without_out_goes_to_the_ignored_runs_directory() {
     let dir = scratch("default-out");
     std::fs::write(dir.join("prompts.jsonl"), "{\"id\": \"a\", \"prompt\": \"the cat\"}\n").unwrap();
-    let model = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").unwrap_or_else(|| env!("CARGO_MANIFEST_DIR").into())).join("../../tests/fixtures/tiny-llama.gguf");
+    let model =
+        PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").unwrap_or_else(|| env!("CARGO_MANIFEST_DIR").into()))
+            .join("../../tests/fixtures/tiny-llama.gguf");
     let json = last_json(
-        &bin().current_dir(&dir).args(["eval", "--model"]).arg(model).args(["--methods", "ar", "--prompts", "prompts.jsonl", "--no-chat-template", "--json", "--max-new-tokens", "4"]).output().unwrap(),
+        &bin()
+            .current_dir(&dir)
+            .args(["eval", "--model"])
+            .arg(model)
+            .args([
+                "--methods",
+                "ar",
+                "--prompts",
+                "prompts.jsonl",
+                "--no-chat-template",
+                "--json",
+                "--max-new-tokens",
+                "4",
+            ])
+            .output()
+            .unwrap(),
     );
     let out = json["out"].as_str().unwrap();
     assert!(out.starts_with("eval/runs/"), "{out}");

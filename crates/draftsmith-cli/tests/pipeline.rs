@@ -4,13 +4,32 @@
 mod common;
 
 use common::{bin, err, fixture, ok};
+use serde_json::Value;
 use std::path::Path;
 use std::process::Output;
-use serde_json::Value;
 
 fn train(model: &Path, data: &Path, run: &Path, labels: &str) -> Output {
-    bin().args(["train", "redrafter", "--model"]).arg(model).arg("--data").arg(data).arg("--out").arg(run)
-        .args(["--labels", labels, "--horizon", "3", "--epochs", "15", "--batch-size", "32", "--lr", "0.003", "--checkpoint-every", "10"])
+    bin()
+        .args(["train", "redrafter", "--model"])
+        .arg(model)
+        .arg("--data")
+        .arg(data)
+        .arg("--out")
+        .arg(run)
+        .args([
+            "--labels",
+            labels,
+            "--horizon",
+            "3",
+            "--epochs",
+            "15",
+            "--batch-size",
+            "32",
+            "--lr",
+            "0.003",
+            "--checkpoint-every",
+            "10",
+        ])
         .output()
         .unwrap()
 }
@@ -21,11 +40,24 @@ fn distill_train_export_eval_is_lossless_and_stages_refuse_mismatched_inputs() {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     let prompts = dir.join("prompts.jsonl");
-    let lines: String = ["the cat", "a dog", "the sea", "blue sky", "red fox", "old tree", "new moon", "big ship"].iter().enumerate().map(|(i, p)| format!("{{\"id\": \"p{i}\", \"prompt\": \"{p}\"}}\n")).collect();
+    let lines: String = ["the cat", "a dog", "the sea", "blue sky", "red fox", "old tree", "new moon", "big ship"]
+        .iter()
+        .enumerate()
+        .map(|(i, p)| format!("{{\"id\": \"p{i}\", \"prompt\": \"{p}\"}}\n"))
+        .collect();
     std::fs::write(&prompts, lines).unwrap();
     let tiny = fixture("tiny-llama.gguf");
     let data = dir.join("distilled");
-    ok(bin().args(["distill", "--model"]).arg(&tiny).arg("--data").arg(&prompts).arg("--out").arg(&data).args(["--max-new-tokens", "24", "--teacher-len", "3"]).output().unwrap());
+    ok(bin()
+        .args(["distill", "--model"])
+        .arg(&tiny)
+        .arg("--data")
+        .arg(&prompts)
+        .arg("--out")
+        .arg(&data)
+        .args(["--max-new-tokens", "24", "--teacher-len", "3"])
+        .output()
+        .unwrap());
 
     let run = dir.join("run");
     let stdout = ok(train(&tiny, &data, &run, "teacher"));
@@ -38,11 +70,32 @@ fn distill_train_export_eval_is_lossless_and_stages_refuse_mismatched_inputs() {
 
     let exported = dir.join("exported");
     ok(bin().arg("export").arg(&run).arg("--out").arg(&exported).output().unwrap());
-    assert_eq!(std::fs::read(exported.join("drafter.safetensors")).unwrap(), std::fs::read(run.join("drafter.safetensors")).unwrap());
+    assert_eq!(
+        std::fs::read(exported.join("drafter.safetensors")).unwrap(),
+        std::fs::read(run.join("drafter.safetensors")).unwrap()
+    );
 
     let eval_out = dir.join("eval");
-    let stdout = ok(bin().args(["eval", "--model"]).arg(&tiny).arg("--prompts").arg(&prompts).arg("--out").arg(&eval_out)
-        .args(["--methods", "ar,redrafter", "--max-new-tokens", "24", "--beam-width", "4", "--beam-length", "4", "--json", "--drafter"]).arg(&exported)
+    let stdout = ok(bin()
+        .args(["eval", "--model"])
+        .arg(&tiny)
+        .arg("--prompts")
+        .arg(&prompts)
+        .arg("--out")
+        .arg(&eval_out)
+        .args([
+            "--methods",
+            "ar,redrafter",
+            "--max-new-tokens",
+            "24",
+            "--beam-width",
+            "4",
+            "--beam-length",
+            "4",
+            "--json",
+            "--drafter",
+        ])
+        .arg(&exported)
         .output()
         .unwrap());
     let json: Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
@@ -53,11 +106,27 @@ fn distill_train_export_eval_is_lossless_and_stages_refuse_mismatched_inputs() {
     let other = fixture("tiny-qwen2.gguf");
     let e = err(train(&other, &data, &dir.join("run2"), "ground-truth"));
     assert!(e.contains("distilled from") && e.contains("distill it again"), "{e}");
-    let e = err(bin().args(["eval", "--model"]).arg(&other).arg("--prompts").arg(&prompts).arg("--out").arg(dir.join("eval2"))
-        .args(["--methods", "ar,redrafter", "--max-new-tokens", "8", "--drafter"]).arg(&exported)
+    let e = err(bin()
+        .args(["eval", "--model"])
+        .arg(&other)
+        .arg("--prompts")
+        .arg(&prompts)
+        .arg("--out")
+        .arg(dir.join("eval2"))
+        .args(["--methods", "ar,redrafter", "--max-new-tokens", "8", "--drafter"])
+        .arg(&exported)
         .output()
         .unwrap());
     assert!(e.contains("trained for target") || e.contains("does not fit"), "{e}");
-    let e = err(bin().args(["eval", "--model"]).arg(&tiny).arg("--prompts").arg(&prompts).arg("--out").arg(dir.join("eval3")).args(["--methods", "ar,redrafter", "--max-new-tokens", "8"]).output().unwrap());
+    let e = err(bin()
+        .args(["eval", "--model"])
+        .arg(&tiny)
+        .arg("--prompts")
+        .arg(&prompts)
+        .arg("--out")
+        .arg(dir.join("eval3"))
+        .args(["--methods", "ar,redrafter", "--max-new-tokens", "8"])
+        .output()
+        .unwrap());
     assert!(e.contains("--drafter"), "{e}");
 }

@@ -36,11 +36,29 @@ fn first_and_last_loss(run: &Path, split: &str) -> (f64, f64) {
 fn have_adapter() -> bool {
     static PROBE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     let ok = *PROBE.get_or_init(|| {
-        let out = bin().args(["generate", "--device", "wgpu", "--weights", "dense", "--max-new-tokens", "1", "--prompt", "x", "--model"]).arg(fixture("tiny-llama.gguf")).output().unwrap();
+        let out = bin()
+            .args([
+                "generate",
+                "--device",
+                "wgpu",
+                "--weights",
+                "dense",
+                "--max-new-tokens",
+                "1",
+                "--prompt",
+                "x",
+                "--model",
+            ])
+            .arg(fixture("tiny-llama.gguf"))
+            .output()
+            .unwrap();
         !String::from_utf8_lossy(&out.stderr).contains("no usable GPU adapter")
     });
     if !ok {
-        assert!(std::env::var("DRAFTSMITH_REQUIRE_WGPU").as_deref() != Ok("1"), "no wgpu adapter: install Mesa's lavapipe (`apt install mesa-vulkan-drivers`)");
+        assert!(
+            std::env::var("DRAFTSMITH_REQUIRE_WGPU").as_deref() != Ok("1"),
+            "no wgpu adapter: install Mesa's lavapipe (`apt install mesa-vulkan-drivers`)"
+        );
         eprintln!("skipped: no wgpu adapter (Vulkan, Metal or DX12)");
     }
     ok
@@ -48,7 +66,11 @@ fn have_adapter() -> bool {
 
 fn prompts(dir: &Path) -> std::path::PathBuf {
     let path = dir.join("prompts.jsonl");
-    let lines: String = ["the cat", "a dog", "the sea", "blue sky", "red fox", "old tree"].iter().enumerate().map(|(i, p)| format!("{{\"id\": \"p{i}\", \"prompt\": \"{p}\"}}\n")).collect();
+    let lines: String = ["the cat", "a dog", "the sea", "blue sky", "red fox", "old tree"]
+        .iter()
+        .enumerate()
+        .map(|(i, p)| format!("{{\"id\": \"p{i}\", \"prompt\": \"{p}\"}}\n"))
+        .collect();
     std::fs::write(&path, lines).unwrap();
     path
 }
@@ -60,7 +82,24 @@ fn generate_on_wgpu_equals_the_dense_cpu_path() {
     }
     let tiny = fixture("tiny-llama.gguf");
     let run = |device: &str| {
-        last_json(&bin().args(["generate", "--model"]).arg(&tiny).args(["--device", device, "--weights", "dense", "--prompt", "the cat sat", "--max-new-tokens", "24", "--json"]).output().unwrap())
+        last_json(
+            &bin()
+                .args(["generate", "--model"])
+                .arg(&tiny)
+                .args([
+                    "--device",
+                    device,
+                    "--weights",
+                    "dense",
+                    "--prompt",
+                    "the cat sat",
+                    "--max-new-tokens",
+                    "24",
+                    "--json",
+                ])
+                .output()
+                .unwrap(),
+        )
     };
     let (gpu, cpu) = (run("wgpu"), run("cpu"));
     assert_eq!(gpu["output_ids"], cpu["output_ids"], "wgpu {gpu}\ncpu {cpu}");
@@ -75,11 +114,26 @@ fn redrafter_pipeline_and_every_method_on_wgpu() {
     let prompts = prompts(&dir);
     let tiny = fixture("tiny-llama.gguf");
     let data = dir.join("distilled");
-    ok(bin().args(["distill", "--device", "wgpu", "--model"]).arg(&tiny).arg("--data").arg(&prompts).arg("--out").arg(&data).args(["--max-new-tokens", "24"]).output().unwrap());
+    ok(bin()
+        .args(["distill", "--device", "wgpu", "--model"])
+        .arg(&tiny)
+        .arg("--data")
+        .arg(&prompts)
+        .arg("--out")
+        .arg(&data)
+        .args(["--max-new-tokens", "24"])
+        .output()
+        .unwrap());
 
     let run = dir.join("redrafter");
     let train = || {
-        bin().args(["train", "redrafter", "--device", "wgpu", "--model"]).arg(&tiny).arg("--data").arg(&data).arg("--out").arg(&run)
+        bin()
+            .args(["train", "redrafter", "--device", "wgpu", "--model"])
+            .arg(&tiny)
+            .arg("--data")
+            .arg(&data)
+            .arg("--out")
+            .arg(&run)
             .args(["--horizon", "3", "--epochs", "6", "--batch-size", "16", "--lr", "0.003", "--checkpoint-every", "4"])
             .output()
             .unwrap()
@@ -89,12 +143,34 @@ fn redrafter_pipeline_and_every_method_on_wgpu() {
     assert!(last < first, "ReDrafter loss on wgpu: {first} → {last}");
     assert_resumes(train());
 
-    let methods = "ar,prompt-lookup,ngram-trie,token-cache,draft-model,precut,post-use-draft,post-use,post-use-precut,redrafter";
+    let methods =
+        "ar,prompt-lookup,ngram-trie,token-cache,draft-model,precut,post-use-draft,post-use,post-use-precut,redrafter";
     let out = dir.join("eval");
     let summary = last_json(
-        &bin().args(["eval", "--device", "wgpu", "--model"]).arg(&tiny).arg("--prompts").arg(&prompts).arg("--out").arg(&out)
-            .args(["--methods", methods, "--max-new-tokens", "20", "--beam-width", "4", "--beam-length", "3", "--draft-len", "3", "--json", "--drafter"]).arg(&run)
-            .arg("--draft-model").arg(fixture("tiny-llama"))
+        &bin()
+            .args(["eval", "--device", "wgpu", "--model"])
+            .arg(&tiny)
+            .arg("--prompts")
+            .arg(&prompts)
+            .arg("--out")
+            .arg(&out)
+            .args([
+                "--methods",
+                methods,
+                "--max-new-tokens",
+                "20",
+                "--beam-width",
+                "4",
+                "--beam-length",
+                "3",
+                "--draft-len",
+                "3",
+                "--json",
+                "--drafter",
+            ])
+            .arg(&run)
+            .arg("--draft-model")
+            .arg(fixture("tiny-llama"))
             .output()
             .unwrap(),
     );
@@ -117,8 +193,33 @@ fn tokenswift_trains_and_evaluates_on_wgpu() {
     let tiny = fixture("tiny-llama.gguf");
     let run = dir.join("run");
     let train = || {
-        bin().args(["train", "tokenswift", "--device", "wgpu", "--model"]).arg(&tiny).arg("--books").arg(&books).arg("--out").arg(&run)
-            .args(["--eval-books", "gamma", "--seq-len", "32", "--batch-size", "4", "--steps", "8", "--warmup-steps", "1", "--lr", "0.003", "--checkpoint-every", "4", "--prompts-per-book", "2", "--prompt-tokens", "24"])
+        bin()
+            .args(["train", "tokenswift", "--device", "wgpu", "--model"])
+            .arg(&tiny)
+            .arg("--books")
+            .arg(&books)
+            .arg("--out")
+            .arg(&run)
+            .args([
+                "--eval-books",
+                "gamma",
+                "--seq-len",
+                "32",
+                "--batch-size",
+                "4",
+                "--steps",
+                "8",
+                "--warmup-steps",
+                "1",
+                "--lr",
+                "0.003",
+                "--checkpoint-every",
+                "4",
+                "--prompts-per-book",
+                "2",
+                "--prompt-tokens",
+                "24",
+            ])
             .output()
             .unwrap()
     };
@@ -130,8 +231,15 @@ fn tokenswift_trains_and_evaluates_on_wgpu() {
 
     let out = dir.join("eval");
     let summary = last_json(
-        &bin().args(["eval", "--device", "wgpu", "--model"]).arg(&tiny).args(["--methods", "ar,tokenswift", "--no-chat-template", "--max-new-tokens", "20", "--json", "--drafter"]).arg(&run)
-            .arg("--prompts").arg(run.join("eval-prompts.jsonl")).arg("--out").arg(&out)
+        &bin()
+            .args(["eval", "--device", "wgpu", "--model"])
+            .arg(&tiny)
+            .args(["--methods", "ar,tokenswift", "--no-chat-template", "--max-new-tokens", "20", "--json", "--drafter"])
+            .arg(&run)
+            .arg("--prompts")
+            .arg(run.join("eval-prompts.jsonl"))
+            .arg("--out")
+            .arg(&out)
             .output()
             .unwrap(),
     );

@@ -5,7 +5,7 @@ pub mod beams;
 pub mod tree;
 
 pub use beams::{
-    beam_search, dedup_prefix, pack_beams, top_k_log_probs, unpacked_len, BeamDrafter,
-    BeamSearchConfig, Beams, PackedBeams,
+    beam_search, dedup_prefix, pack_beams, top_k_log_probs, unpacked_len, BeamDrafter, BeamSearchConfig, Beams,
+    PackedBeams,
 };
 pub use tree::DraftTree;

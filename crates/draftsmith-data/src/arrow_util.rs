@@ -47,18 +47,10 @@ impl<'a> ListCol<'a> {
     pub(crate) fn new(array: &'a dyn Array) -> Option<Self> {
         if let Some(a) = array.as_list_opt::<i32>() {
             let offsets = a.value_offsets().iter().map(|&o| o as usize).collect();
-            Some(ListCol {
-                array,
-                values: a.values(),
-                offsets,
-            })
+            Some(ListCol { array, values: a.values(), offsets })
         } else if let Some(a) = array.as_list_opt::<i64>() {
             let offsets = a.value_offsets().iter().map(|&o| o as usize).collect();
-            Some(ListCol {
-                array,
-                values: a.values(),
-                offsets,
-            })
+            Some(ListCol { array, values: a.values(), offsets })
         } else {
             None
         }
@@ -66,27 +58,16 @@ impl<'a> ListCol<'a> {
 
     /// The range of `values` holding row `i`, `None` when the row is null.
     pub(crate) fn range(&self, i: usize) -> Option<Range<usize>> {
-        self.array
-            .is_valid(i)
-            .then(|| self.offsets[i]..self.offsets[i + 1])
+        self.array.is_valid(i).then(|| self.offsets[i]..self.offsets[i + 1])
     }
 }
 
 /// The column called `name`, or an error message naming it and the expected type.
-pub(crate) fn column<'a>(
-    batch: &'a RecordBatch,
-    name: &str,
-    expected: &str,
-) -> Result<&'a ArrayRef, String> {
-    batch
-        .column_by_name(name)
-        .ok_or_else(|| format!("missing column {name:?} ({expected})"))
+pub(crate) fn column<'a>(batch: &'a RecordBatch, name: &str, expected: &str) -> Result<&'a ArrayRef, String> {
+    batch.column_by_name(name).ok_or_else(|| format!("missing column {name:?} ({expected})"))
 }
 
 /// A message for a column of the wrong type.
 pub(crate) fn wrong_type(name: &str, expected: &str, array: &dyn Array) -> String {
-    format!(
-        "column {name:?} has type {}, expected {expected}",
-        array.data_type()
-    )
+    format!("column {name:?} has type {}, expected {expected}", array.data_type())
 }

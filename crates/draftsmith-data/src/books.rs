@@ -44,7 +44,10 @@ pub fn read_books(sources: &[PathBuf], min_chars: usize) -> Result<Vec<Book>, Da
                 .collect();
             files.sort();
             if files.is_empty() {
-                return Err(DataError::Books { path: source.clone(), problem: "the directory has no .txt files".into() });
+                return Err(DataError::Books {
+                    path: source.clone(),
+                    problem: "the directory has no .txt files".into(),
+                });
             }
             files
         } else {
@@ -52,7 +55,8 @@ pub fn read_books(sources: &[PathBuf], min_chars: usize) -> Result<Vec<Book>, Da
         };
         for path in files {
             let bytes = std::fs::read(&path).map_err(|e| DataError::Io { path: path.clone(), source: e })?;
-            let text = String::from_utf8(bytes).map_err(|e| DataError::Books { path: path.clone(), problem: format!("not UTF-8 text ({e})") })?;
+            let text = String::from_utf8(bytes)
+                .map_err(|e| DataError::Books { path: path.clone(), problem: format!("not UTF-8 text ({e})") })?;
             if text.chars().count() < min_chars {
                 continue;
             }
@@ -94,17 +98,30 @@ fn normalize(text: &str) -> String {
 
 /// Splits `books` by [`EVAL_BOOKS`] (or `eval_names` when given). Every eval name must be one of
 /// the books, and at least one book must remain for training.
-pub fn split_books(books: Vec<Book>, eval_names: Option<&[String]>) -> Result<(Vec<Book>, Vec<Book>, BookSplit), DataError> {
-    let eval_names: Vec<String> = eval_names.map_or_else(|| EVAL_BOOKS.iter().map(|s| s.to_string()).collect(), <[String]>::to_vec);
+pub fn split_books(
+    books: Vec<Book>,
+    eval_names: Option<&[String]>,
+) -> Result<(Vec<Book>, Vec<Book>, BookSplit), DataError> {
+    let eval_names: Vec<String> =
+        eval_names.map_or_else(|| EVAL_BOOKS.iter().map(|s| s.to_string()).collect(), <[String]>::to_vec);
     if let Some(missing) = eval_names.iter().find(|n| !books.iter().any(|b| &b.name == *n)) {
         let known: Vec<&str> = books.iter().map(|b| b.name.as_str()).collect();
-        return Err(DataError::Books { path: PathBuf::new(), problem: format!("eval book `{missing}` is not among the books read ({})", known.join(", ")) });
+        return Err(DataError::Books {
+            path: PathBuf::new(),
+            problem: format!("eval book `{missing}` is not among the books read ({})", known.join(", ")),
+        });
     }
     let (eval, train): (Vec<Book>, Vec<Book>) = books.into_iter().partition(|b| eval_names.contains(&b.name));
     if train.is_empty() {
-        return Err(DataError::Books { path: PathBuf::new(), problem: "every book is held out for eval; none is left to train on".into() });
+        return Err(DataError::Books {
+            path: PathBuf::new(),
+            problem: "every book is held out for eval; none is left to train on".into(),
+        });
     }
-    let split = BookSplit { train: train.iter().map(|b| b.name.clone()).collect(), eval: eval.iter().map(|b| b.name.clone()).collect() };
+    let split = BookSplit {
+        train: train.iter().map(|b| b.name.clone()).collect(),
+        eval: eval.iter().map(|b| b.name.clone()).collect(),
+    };
     Ok((train, eval, split))
 }
 
@@ -124,7 +141,12 @@ mod tests {
 
     #[test]
     fn books_are_named_normalized_and_split_by_name() {
-        let dir = dir_with(&[("hamlet_gut.txt", "To be,  \r\n\r\n\r\n\r\nor not."), ("lear_gut.txt", "Nothing will come of nothing."), ("notes.md", "skipped"), ("tiny_gut.txt", "x")]);
+        let dir = dir_with(&[
+            ("hamlet_gut.txt", "To be,  \r\n\r\n\r\n\r\nor not."),
+            ("lear_gut.txt", "Nothing will come of nothing."),
+            ("notes.md", "skipped"),
+            ("tiny_gut.txt", "x"),
+        ]);
         let kjv = std::env::temp_dir().join(format!("draftsmith-books-{}", std::process::id())).join("kjv.txt");
         std::fs::create_dir_all(kjv.parent().unwrap()).unwrap();
         std::fs::write(&kjv, "In the beginning.").unwrap();

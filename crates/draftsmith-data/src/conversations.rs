@@ -125,9 +125,7 @@ pub fn read_conversations(path: &Path, limit: Option<usize>) -> Result<ReadRepor
     let mut file = std::fs::File::open(path).map_err(DataError::io(path))?;
     let mut head = [0u8; 4];
     let n = read_up_to(&mut file, &mut head).map_err(DataError::io(path))?;
-    let is_parquet_name = path
-        .extension()
-        .is_some_and(|e| e.eq_ignore_ascii_case("parquet"));
+    let is_parquet_name = path.extension().is_some_and(|e| e.eq_ignore_ascii_case("parquet"));
     if is_parquet_name || &head[..n] == b"PAR1" {
         return parquet_in::read(path, limit);
     }
@@ -154,20 +152,14 @@ struct Collector {
 
 impl Collector {
     fn new(limit: usize) -> Self {
-        let report = ReadReport {
-            conversations: Vec::new(),
-            skipped: 0,
-            truncated_tail: false,
-        };
+        let report = ReadReport { conversations: Vec::new(), skipped: 0, truncated_tail: false };
         Collector { report, limit }
     }
 
     /// Adds a conversation (`None` = unknown role); returns `true` once the limit is reached.
     fn add(&mut self, conversation: Option<Conversation>) -> bool {
         match conversation {
-            Some(c) if c.messages.iter().any(|m| !m.content.trim().is_empty()) => {
-                self.report.conversations.push(c)
-            }
+            Some(c) if c.messages.iter().any(|m| !m.content.trim().is_empty()) => self.report.conversations.push(c),
             _ => self.report.skipped += 1,
         }
         self.full()
@@ -221,39 +213,13 @@ fn parse_record(bytes: &[u8], index: usize) -> Result<Option<Conversation>, Stri
         None => index.to_string(),
     };
     let messages: Option<Vec<Message>> = if let Some(ms) = raw.messages {
-        ms.into_iter()
-            .map(|m| {
-                Role::from_chat(&m.role).map(|role| Message {
-                    role,
-                    content: m.content,
-                })
-            })
-            .collect()
+        ms.into_iter().map(|m| Role::from_chat(&m.role).map(|role| Message { role, content: m.content })).collect()
     } else if let Some(turns) = raw.conversations {
-        turns
-            .into_iter()
-            .map(|t| {
-                Role::from_sharegpt(&t.from).map(|role| Message {
-                    role,
-                    content: t.value,
-                })
-            })
-            .collect()
+        turns.into_iter().map(|t| Role::from_sharegpt(&t.from).map(|role| Message { role, content: t.value })).collect()
     } else if let Some(turns) = raw.turns {
-        Some(
-            turns
-                .into_iter()
-                .map(|content| Message {
-                    role: Role::User,
-                    content,
-                })
-                .collect(),
-        )
+        Some(turns.into_iter().map(|content| Message { role: Role::User, content }).collect())
     } else if let Some(prompt) = raw.prompt {
-        Some(vec![Message {
-            role: Role::User,
-            content: prompt,
-        }])
+        Some(vec![Message { role: Role::User, content: prompt }])
     } else {
         return Err("record has none of the fields messages, conversations, turns, prompt".into());
     };

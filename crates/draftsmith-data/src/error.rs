@@ -131,17 +131,11 @@ impl DataError {
     /// Returns a closure turning an I/O error into [`DataError::Io`] for `path`, for use as
     /// `.map_err(DataError::io(path))`.
     pub fn io(path: &Path) -> impl FnOnce(std::io::Error) -> DataError + '_ {
-        move |source| DataError::Io {
-            path: path.to_path_buf(),
-            source,
-        }
+        move |source| DataError::Io { path: path.to_path_buf(), source }
     }
 
     /// Returns a closure turning a Parquet error into [`DataError::Parquet`] for `path`.
     pub fn parquet(path: &Path) -> impl FnOnce(parquet::errors::ParquetError) -> DataError + '_ {
-        move |source| DataError::Parquet {
-            path: path.to_path_buf(),
-            source,
-        }
+        move |source| DataError::Parquet { path: path.to_path_buf(), source }
     }
 }

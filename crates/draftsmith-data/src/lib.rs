@@ -21,9 +21,6 @@ mod shards;
 
 pub use conversations::{read_conversations, Conversation, Message, ReadReport, Role};
 pub use error::DataError;
-pub use manifest::{
-    read_manifest, DistillManifest, DistillParams, ShardInfo, TargetId, FORMAT_VERSION,
-    MANIFEST_FILE,
-};
+pub use manifest::{read_manifest, DistillManifest, DistillParams, ShardInfo, TargetId, FORMAT_VERSION, MANIFEST_FILE};
 pub use record::{DistillRecord, RecordSource, NO_TOKEN};
 pub use shards::{read_records, ShardWriter};

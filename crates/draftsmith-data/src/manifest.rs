@@ -87,17 +87,10 @@ pub(crate) fn manifest_path(dir: &Path) -> PathBuf {
 pub fn read_manifest(dir: &Path) -> Result<DistillManifest, DataError> {
     let path = manifest_path(dir);
     let text = std::fs::read(&path).map_err(DataError::io(&path))?;
-    let bad = |problem: String| DataError::BadManifest {
-        path: path.clone(),
-        problem,
-    };
-    let manifest: DistillManifest =
-        serde_json::from_slice(&text).map_err(|e| bad(e.to_string()))?;
+    let bad = |problem: String| DataError::BadManifest { path: path.clone(), problem };
+    let manifest: DistillManifest = serde_json::from_slice(&text).map_err(|e| bad(e.to_string()))?;
     if manifest.format_version != FORMAT_VERSION {
-        return Err(bad(format!(
-            "format_version is {}, this build reads {FORMAT_VERSION}",
-            manifest.format_version
-        )));
+        return Err(bad(format!("format_version is {}, this build reads {FORMAT_VERSION}", manifest.format_version)));
     }
     let mut next = 0;
     for shard in &manifest.shards {
@@ -108,10 +101,7 @@ pub fn read_manifest(dir: &Path) -> Result<DistillManifest, DataError> {
             )));
         }
         if shard.file.contains(['/', '\\']) {
-            return Err(bad(format!(
-                "shard file {:?} is not a plain file name",
-                shard.file
-            )));
+            return Err(bad(format!("shard file {:?} is not a plain file name", shard.file)));
         }
         next += shard.inputs;
     }
@@ -161,19 +151,9 @@ pub(crate) fn check_resume(
         })
     }
     differ(dir, "target.name", &existing.target.name, &target.name)?;
-    differ(
-        dir,
-        "target.sha256",
-        &existing.target.sha256,
-        &target.sha256,
-    )?;
+    differ(dir, "target.sha256", &existing.target.sha256, &target.sha256)?;
     let (old, new) = (&existing.params, params);
-    differ(
-        dir,
-        "params.teacher_len",
-        &old.teacher_len,
-        &new.teacher_len,
-    )?;
+    differ(dir, "params.teacher_len", &old.teacher_len, &new.teacher_len)?;
     differ(dir, "params.topk", &old.topk, &new.topk)?;
     if old.settings != new.settings {
         return Err(DataError::ResumeMismatch {

@@ -61,27 +61,15 @@ impl DistillRecord {
     pub fn check(&self, teacher_len: Option<usize>, topk: Option<usize>) -> Result<(), String> {
         let n = self.tokens.len();
         if self.loss_mask.len() != n {
-            return Err(format!(
-                "loss_mask has {} entries for {n} tokens",
-                self.loss_mask.len()
-            ));
+            return Err(format!("loss_mask has {} entries for {n} tokens", self.loss_mask.len()));
         }
-        check_shape(
-            "teacher",
-            self.teacher.as_ref().map(Vec::len),
-            n,
-            teacher_len,
-            "teacher_len",
-        )?;
+        check_shape("teacher", self.teacher.as_ref().map(Vec::len), n, teacher_len, "teacher_len")?;
         let ids = self.teacher_topk_ids.as_ref().map(Vec::len);
         check_shape("teacher_topk_ids", ids, n, topk, "topk")?;
         let logprobs = self.teacher_topk_logprobs.as_ref().map(Vec::len);
         check_shape("teacher_topk_logprobs", logprobs, n, topk, "topk")?;
         if ids.is_some() != logprobs.is_some() {
-            return Err(
-                "teacher_topk_ids and teacher_topk_logprobs must be both present or both absent"
-                    .into(),
-            );
+            return Err("teacher_topk_ids and teacher_topk_logprobs must be both present or both absent".into());
         }
         Ok(())
     }
@@ -97,13 +85,10 @@ fn check_shape(
 ) -> Result<(), String> {
     match (len, width) {
         (None, _) => Ok(()),
-        (Some(_), None) => Err(format!(
-            "has {column} but the dataset parameters have no {width_name}"
-        )),
-        (Some(len), Some(w)) if len != tokens * w => Err(format!(
-            "{column} has {len} entries, expected {tokens} tokens × {width_name} {w} = {}",
-            tokens * w
-        )),
+        (Some(_), None) => Err(format!("has {column} but the dataset parameters have no {width_name}")),
+        (Some(len), Some(w)) if len != tokens * w => {
+            Err(format!("{column} has {len} entries, expected {tokens} tokens × {width_name} {w} = {}", tokens * w))
+        }
         _ => Ok(()),
     }
 }

@@ -12,9 +12,7 @@
 
 use std::sync::Arc;
 
-use arrow_array::builder::{
-    BooleanBuilder, Float32Builder, ListBuilder, StringBuilder, UInt32Builder,
-};
+use arrow_array::builder::{BooleanBuilder, Float32Builder, ListBuilder, StringBuilder, UInt32Builder};
 use arrow_array::cast::AsArray;
 use arrow_array::types::{Float32Type, UInt32Type};
 use arrow_array::{ArrayRef, ArrowPrimitiveType, PrimitiveArray, RecordBatch};
@@ -84,9 +82,7 @@ impl<'a, T: ArrowPrimitiveType> PrimList<'a, T> {
     }
 
     fn get(&self, row: usize) -> Option<Vec<T::Native>> {
-        self.list
-            .range(row)
-            .map(|r| self.values.values()[r].to_vec())
+        self.list.range(row).map(|r| self.values.values()[r].to_vec())
     }
 }
 
@@ -105,8 +101,7 @@ pub(crate) fn from_batch(batch: &RecordBatch, out: &mut Vec<DistillRecord>) -> R
     let mask_values = masks.values.as_boolean_opt().ok_or_else(wrong_mask)?;
     let teacher = PrimList::<UInt32Type>::new(batch, "teacher", "List<UInt32>")?;
     let topk_ids = PrimList::<UInt32Type>::new(batch, "teacher_topk_ids", "List<UInt32>")?;
-    let topk_logprobs =
-        PrimList::<Float32Type>::new(batch, "teacher_topk_logprobs", "List<Float32>")?;
+    let topk_logprobs = PrimList::<Float32Type>::new(batch, "teacher_topk_logprobs", "List<Float32>")?;
     for row in 0..batch.num_rows() {
         let null = |name: &str| format!("row {row}: {name} is null");
         let id = ids.get(row).ok_or_else(|| null("id"))?.to_string();

@@ -19,8 +19,8 @@ use sha2::{Digest, Sha256};
 
 use crate::error::DataError;
 use crate::manifest::{
-    check_resume, manifest_path, read_manifest, sync_dir, write_manifest, DistillManifest,
-    DistillParams, ShardInfo, TargetId, FORMAT_VERSION,
+    check_resume, manifest_path, read_manifest, sync_dir, write_manifest, DistillManifest, DistillParams, ShardInfo,
+    TargetId, FORMAT_VERSION,
 };
 use crate::record::DistillRecord;
 use crate::schema::{from_batch, to_batch};
@@ -53,10 +53,7 @@ impl ShardWriter {
     ) -> Result<Self, DataError> {
         if inputs_per_shard == 0 {
             let problem = "inputs_per_shard must be at least 1".to_string();
-            return Err(DataError::InvalidArgument {
-                path: dir.to_path_buf(),
-                problem,
-            });
+            return Err(DataError::InvalidArgument { path: dir.to_path_buf(), problem });
         }
         std::fs::create_dir_all(dir).map_err(DataError::io(dir))?;
         let resuming = manifest_path(dir).exists();
@@ -68,25 +65,13 @@ impl ShardWriter {
             }
             manifest
         } else {
-            DistillManifest {
-                format_version: FORMAT_VERSION,
-                target,
-                params,
-                shards: Vec::new(),
-                complete: false,
-            }
+            DistillManifest { format_version: FORMAT_VERSION, target, params, shards: Vec::new(), complete: false }
         };
         remove_leftovers(dir, &manifest)?;
         if !resuming {
             write_manifest(dir, &manifest)?;
         }
-        Ok(ShardWriter {
-            dir: dir.to_path_buf(),
-            manifest,
-            inputs_per_shard,
-            pending: Vec::new(),
-            pending_inputs: 0,
-        })
+        Ok(ShardWriter { dir: dir.to_path_buf(), manifest, inputs_per_shard, pending: Vec::new(), pending_inputs: 0 })
     }
 
     /// Number of input items covered by finished shards; the caller skips that many.
@@ -104,12 +89,11 @@ impl ShardWriter {
     pub fn push_input(&mut self, records: Vec<DistillRecord>) -> Result<(), DataError> {
         let params = &self.manifest.params;
         for r in &records {
-            r.check(params.teacher_len, params.topk)
-                .map_err(|problem| DataError::InvalidRecord {
-                    path: self.dir.clone(),
-                    id: r.id.clone(),
-                    problem,
-                })?;
+            r.check(params.teacher_len, params.topk).map_err(|problem| DataError::InvalidRecord {
+                path: self.dir.clone(),
+                id: r.id.clone(),
+                problem,
+            })?;
         }
         self.pending.extend(records);
         self.pending_inputs += 1;
@@ -161,20 +145,11 @@ fn shard_file_name(index: usize) -> String {
 
 /// Writes `records` to `path` as Parquet, fsyncs it and returns its SHA-256 (lowercase hex).
 fn write_parquet(path: &Path, records: &[DistillRecord]) -> Result<String, DataError> {
-    let batch = to_batch(records).map_err(|e| DataError::Parquet {
-        path: path.to_path_buf(),
-        source: e.into(),
-    })?;
+    let batch = to_batch(records).map_err(|e| DataError::Parquet { path: path.to_path_buf(), source: e.into() })?;
     let file = File::create(path).map_err(DataError::io(path))?;
-    let sink = HashingWriter {
-        inner: file,
-        hasher: Sha256::new(),
-    };
-    let props = WriterProperties::builder()
-        .set_compression(Compression::SNAPPY)
-        .build();
-    let mut writer = ArrowWriter::try_new(sink, batch.schema(), Some(props))
-        .map_err(DataError::parquet(path))?;
+    let sink = HashingWriter { inner: file, hasher: Sha256::new() };
+    let props = WriterProperties::builder().set_compression(Compression::SNAPPY).build();
+    let mut writer = ArrowWriter::try_new(sink, batch.schema(), Some(props)).map_err(DataError::parquet(path))?;
     writer.write(&batch).map_err(DataError::parquet(path))?;
     let sink = writer.into_inner().map_err(DataError::parquet(path))?;
     sink.inner.sync_all().map_err(DataError::io(path))?;
@@ -210,17 +185,12 @@ fn file_sha256(path: &Path) -> Result<String, DataError> {
 /// Checks that a listed shard exists and has the recorded checksum.
 fn verify_checksum(path: &Path, expected: &str) -> Result<(), DataError> {
     if !path.exists() {
-        return Err(DataError::MissingShard {
-            path: path.to_path_buf(),
-        });
+        return Err(DataError::MissingShard { path: path.to_path_buf() });
     }
     let found = file_sha256(path)?;
     if found != expected {
         let problem = format!("sha256 is {found} but manifest.json records {expected}");
-        return Err(DataError::CorruptShard {
-            path: path.to_path_buf(),
-            problem,
-        });
+        return Err(DataError::CorruptShard { path: path.to_path_buf(), problem });
     }
     Ok(())
 }
@@ -232,9 +202,8 @@ fn remove_leftovers(dir: &Path, manifest: &DistillManifest) -> Result<(), DataEr
         let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
             continue;
         };
-        let unlisted_shard = name.starts_with("shard-")
-            && name.ends_with(".parquet")
-            && !manifest.shards.iter().any(|s| s.file == name);
+        let unlisted_shard =
+            name.starts_with("shard-") && name.ends_with(".parquet") && !manifest.shards.iter().any(|s| s.file == name);
         if name.ends_with(".tmp") || unlisted_shard {
             tracing::warn!(file = %path.display(), "removing leftover from an interrupted run; its inputs will be redone");
             std::fs::remove_file(&path).map_err(DataError::io(&path))?;
@@ -255,24 +224,17 @@ pub fn read_records(dir: &Path) -> Result<(DistillManifest, Vec<DistillRecord>),
         let path = dir.join(&shard.file);
         let start = records.len();
         read_shard(&path, &mut records)?;
-        let corrupt = |problem: String| DataError::CorruptShard {
-            path: path.clone(),
-            problem,
-        };
+        let corrupt = |problem: String| DataError::CorruptShard { path: path.clone(), problem };
         if records.len() - start != shard.records {
             let found = records.len() - start;
-            return Err(corrupt(format!(
-                "holds {found} records, manifest.json says {}",
-                shard.records
-            )));
+            return Err(corrupt(format!("holds {found} records, manifest.json says {}", shard.records)));
         }
         for r in &records[start..] {
-            r.check(manifest.params.teacher_len, manifest.params.topk)
-                .map_err(|problem| DataError::InvalidRecord {
-                    path: path.clone(),
-                    id: r.id.clone(),
-                    problem,
-                })?;
+            r.check(manifest.params.teacher_len, manifest.params.topk).map_err(|problem| DataError::InvalidRecord {
+                path: path.clone(),
+                id: r.id.clone(),
+                problem,
+            })?;
         }
         verify_checksum(&path, &shard.sha256)?;
     }
@@ -282,20 +244,12 @@ pub fn read_records(dir: &Path) -> Result<(DistillManifest, Vec<DistillRecord>),
 /// Appends the records of one shard file to `out`.
 fn read_shard(path: &Path, out: &mut Vec<DistillRecord>) -> Result<(), DataError> {
     if !path.exists() {
-        return Err(DataError::MissingShard {
-            path: path.to_path_buf(),
-        });
+        return Err(DataError::MissingShard { path: path.to_path_buf() });
     }
     let file = File::open(path).map_err(DataError::io(path))?;
-    let corrupt = |problem: String| DataError::CorruptShard {
-        path: path.to_path_buf(),
-        problem,
-    };
-    let incomplete =
-        |e: &dyn std::fmt::Display| corrupt(format!("not a complete parquet file ({e})"));
-    let reader = ParquetRecordBatchReaderBuilder::try_new(file)
-        .and_then(|b| b.build())
-        .map_err(|e| incomplete(&e))?;
+    let corrupt = |problem: String| DataError::CorruptShard { path: path.to_path_buf(), problem };
+    let incomplete = |e: &dyn std::fmt::Display| corrupt(format!("not a complete parquet file ({e})"));
+    let reader = ParquetRecordBatchReaderBuilder::try_new(file).and_then(|b| b.build()).map_err(|e| incomplete(&e))?;
     for batch in reader {
         let batch = batch.map_err(|e| incomplete(&e))?;
         from_batch(&batch, out).map_err(corrupt)?;

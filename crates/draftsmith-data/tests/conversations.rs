@@ -18,10 +18,7 @@ fn write(name: &str, file: &str, text: &str) -> PathBuf {
 }
 
 fn msg(role: Role, content: &str) -> Message {
-    Message {
-        role,
-        content: content.to_string(),
-    }
+    Message { role, content: content.to_string() }
 }
 
 const SHAREGPT: &str = r#"[
@@ -49,10 +46,7 @@ fn sharegpt_maps_roles_and_skips_empty_and_unknown() {
                 msg(Role::Assistant, "hi ]}"),
             ],
         },
-        Conversation {
-            id: "b".into(),
-            messages: vec![msg(Role::User, "x"), msg(Role::Assistant, "y")],
-        },
+        Conversation { id: "b".into(), messages: vec![msg(Role::User, "x"), msg(Role::Assistant, "y")] },
     ];
     assert_eq!(report.conversations, expected);
 }
@@ -99,51 +93,26 @@ fn jsonl_record_shapes_and_id_fields() {
     let report = read_conversations(&path, None).unwrap();
     assert_eq!(report.skipped, 1);
     let expected = vec![
-        Conversation {
-            id: "81".into(),
-            messages: vec![msg(Role::User, "one"), msg(Role::User, "two")],
-        },
-        Conversation {
-            id: "HumanEval/0".into(),
-            messages: vec![msg(Role::User, "def f():")],
-        },
-        Conversation {
-            id: "m".into(),
-            messages: vec![msg(Role::User, "q"), msg(Role::Assistant, "a")],
-        },
-        Conversation {
-            id: "s".into(),
-            messages: vec![msg(Role::User, "h"), msg(Role::Assistant, "g")],
-        },
-        Conversation {
-            id: "4".into(),
-            messages: vec![msg(Role::User, "no id")],
-        },
+        Conversation { id: "81".into(), messages: vec![msg(Role::User, "one"), msg(Role::User, "two")] },
+        Conversation { id: "HumanEval/0".into(), messages: vec![msg(Role::User, "def f():")] },
+        Conversation { id: "m".into(), messages: vec![msg(Role::User, "q"), msg(Role::Assistant, "a")] },
+        Conversation { id: "s".into(), messages: vec![msg(Role::User, "h"), msg(Role::Assistant, "g")] },
+        Conversation { id: "4".into(), messages: vec![msg(Role::User, "no id")] },
     ];
     assert_eq!(report.conversations, expected);
 }
 
 #[test]
 fn jsonl_bad_line_names_path_and_line() {
-    let path = write(
-        "jsonl-bad",
-        "bad.jsonl",
-        "{\"prompt\": \"ok\"}\n\n{\"prompt\": 3}\n",
-    );
+    let path = write("jsonl-bad", "bad.jsonl", "{\"prompt\": \"ok\"}\n\n{\"prompt\": 3}\n");
     let err = read_conversations(&path, None).unwrap_err();
     assert!(matches!(err, DataError::BadRecord { .. }), "{err:?}");
     let text = err.to_string();
-    assert!(
-        text.contains("bad.jsonl") && text.contains("line 3"),
-        "{text}"
-    );
+    assert!(text.contains("bad.jsonl") && text.contains("line 3"), "{text}");
 
     let path = write("jsonl-nofield", "nofield.jsonl", "{\"text\": \"ok\"}\n");
     let text = read_conversations(&path, None).unwrap_err().to_string();
-    assert!(
-        text.contains("line 1") && text.contains("none of the fields"),
-        "{text}"
-    );
+    assert!(text.contains("line 1") && text.contains("none of the fields"), "{text}");
 }
 
 #[test]
@@ -155,22 +124,13 @@ fn unknown_format_is_an_error() {
 }
 
 fn write_parquet(path: &Path, rows: &[(&str, &[(&str, &str)])]) {
-    let fields = vec![
-        Field::new("role", DataType::Utf8, false),
-        Field::new("content", DataType::Utf8, false),
-    ];
+    let fields = vec![Field::new("role", DataType::Utf8, false), Field::new("content", DataType::Utf8, false)];
     let mut messages = ListBuilder::new(StructBuilder::from_fields(fields, 0));
     for (_, turns) in rows {
         let structs = messages.values();
         for (role, content) in *turns {
-            structs
-                .field_builder::<StringBuilder>(0)
-                .unwrap()
-                .append_value(role);
-            structs
-                .field_builder::<StringBuilder>(1)
-                .unwrap()
-                .append_value(content);
+            structs.field_builder::<StringBuilder>(0).unwrap().append_value(role);
+            structs.field_builder::<StringBuilder>(1).unwrap().append_value(content);
             structs.append(true);
         }
         messages.append(true);
@@ -178,11 +138,8 @@ fn write_parquet(path: &Path, rows: &[(&str, &[(&str, &str)])]) {
     let ids: ArrayRef = Arc::new(StringArray::from_iter_values(rows.iter().map(|r| r.0)));
     let extra: ArrayRef = Arc::new(StringArray::from_iter_values(rows.iter().map(|_| "x")));
     let messages: ArrayRef = Arc::new(messages.finish());
-    let batch =
-        RecordBatch::try_from_iter([("source", extra), ("id", ids), ("messages", messages)])
-            .unwrap();
-    let mut writer =
-        ArrowWriter::try_new(std::fs::File::create(path).unwrap(), batch.schema(), None).unwrap();
+    let batch = RecordBatch::try_from_iter([("source", extra), ("id", ids), ("messages", messages)]).unwrap();
+    let mut writer = ArrowWriter::try_new(std::fs::File::create(path).unwrap(), batch.schema(), None).unwrap();
     writer.write(&batch).unwrap();
     writer.close().unwrap();
 }
@@ -192,36 +149,19 @@ fn parquet_messages() {
     let path = common::fresh_dir("parquet").join("data.parquet");
     write_parquet(
         &path,
-        &[
-            ("p0", &[("system", "s"), ("user", "u"), ("assistant", "a")]),
-            ("p1", &[]),
-            ("p2", &[("user", "only")]),
-        ],
+        &[("p0", &[("system", "s"), ("user", "u"), ("assistant", "a")]), ("p1", &[]), ("p2", &[("user", "only")])],
     );
     let report = read_conversations(&path, None).unwrap();
     assert_eq!(report.skipped, 1);
     let expected = vec![
         Conversation {
             id: "p0".into(),
-            messages: vec![
-                msg(Role::System, "s"),
-                msg(Role::User, "u"),
-                msg(Role::Assistant, "a"),
-            ],
+            messages: vec![msg(Role::System, "s"), msg(Role::User, "u"), msg(Role::Assistant, "a")],
         },
-        Conversation {
-            id: "p2".into(),
-            messages: vec![msg(Role::User, "only")],
-        },
+        Conversation { id: "p2".into(), messages: vec![msg(Role::User, "only")] },
     ];
     assert_eq!(report.conversations, expected);
-    assert_eq!(
-        read_conversations(&path, Some(1))
-            .unwrap()
-            .conversations
-            .len(),
-        1
-    );
+    assert_eq!(read_conversations(&path, Some(1)).unwrap().conversations.len(), 1);
 }
 
 /// The public ShareGPT dump (`draftsmith fetch sharegpt`).
@@ -241,14 +181,7 @@ fn real_sharegpt_first_100() {
     assert_eq!(report.conversations.len(), 100);
     assert_eq!(report.conversations[0].id, "QWJhYvA_0");
     assert_eq!(report.conversations[0].messages[0].role, Role::User);
-    assert!(report
-        .conversations
-        .iter()
-        .all(|c| c.messages.iter().any(|m| m.role == Role::Assistant)));
+    assert!(report.conversations.iter().all(|c| c.messages.iter().any(|m| m.role == Role::Assistant)));
     // Streaming: a 100-record read must not parse the whole (>100 MB) file.
-    assert!(
-        started.elapsed().as_secs_f64() < 2.0,
-        "took {:?}",
-        started.elapsed()
-    );
+    assert!(started.elapsed().as_secs_f64() < 2.0, "took {:?}", started.elapsed());
 }

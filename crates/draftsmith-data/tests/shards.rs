@@ -5,8 +5,7 @@ mod common;
 use std::path::Path;
 
 use draftsmith_data::{
-    read_manifest, read_records, DataError, DistillParams, DistillRecord, RecordSource,
-    ShardWriter, TargetId, NO_TOKEN,
+    read_manifest, read_records, DataError, DistillParams, DistillRecord, RecordSource, ShardWriter, TargetId, NO_TOKEN,
 };
 
 const TEACHER_LEN: usize = 2;
@@ -14,10 +13,7 @@ const TOPK: usize = 3;
 const PER_SHARD: usize = 4;
 
 fn target() -> TargetId {
-    TargetId {
-        name: "tiny".into(),
-        sha256: "ab".repeat(32),
-    }
+    TargetId { name: "tiny".into(), sha256: "ab".repeat(32) }
 }
 
 fn params() -> DistillParams {
@@ -42,20 +38,11 @@ fn records_for(i: usize) -> Vec<DistillRecord> {
             let with_teacher = k == 0;
             DistillRecord {
                 id: format!("conv-{i}"),
-                teacher: with_teacher.then(|| {
-                    (0..n * TEACHER_LEN)
-                        .map(|j| if j % 5 == 0 { NO_TOKEN } else { j as u32 })
-                        .collect()
-                }),
-                teacher_topk_ids: with_teacher
-                    .then(|| (0..n * TOPK).map(|j| j as u32 * 3).collect()),
-                teacher_topk_logprobs: with_teacher
-                    .then(|| (0..n * TOPK).map(|j| -(j as f32) / 7.0).collect()),
-                source: if k == 0 {
-                    RecordSource::SelfDistilled
-                } else {
-                    RecordSource::GroundTruth
-                },
+                teacher: with_teacher
+                    .then(|| (0..n * TEACHER_LEN).map(|j| if j % 5 == 0 { NO_TOKEN } else { j as u32 }).collect()),
+                teacher_topk_ids: with_teacher.then(|| (0..n * TOPK).map(|j| j as u32 * 3).collect()),
+                teacher_topk_logprobs: with_teacher.then(|| (0..n * TOPK).map(|j| -(j as f32) / 7.0).collect()),
+                source: if k == 0 { RecordSource::SelfDistilled } else { RecordSource::GroundTruth },
                 tokens,
                 loss_mask,
             }
@@ -88,26 +75,12 @@ fn round_trip_two_and_a_half_shards() {
     assert_eq!(records, expected(10));
     assert!(manifest.complete);
     let files: Vec<_> = manifest.shards.iter().map(|s| s.file.as_str()).collect();
-    assert_eq!(
-        files,
-        [
-            "shard-00000.parquet",
-            "shard-00001.parquet",
-            "shard-00002.parquet"
-        ]
-    );
-    let inputs: Vec<_> = manifest
-        .shards
-        .iter()
-        .map(|s| (s.first_input, s.inputs))
-        .collect();
+    assert_eq!(files, ["shard-00000.parquet", "shard-00001.parquet", "shard-00002.parquet"]);
+    let inputs: Vec<_> = manifest.shards.iter().map(|s| (s.first_input, s.inputs)).collect();
     assert_eq!(inputs, [(0, 4), (4, 4), (8, 2)]);
     assert_eq!(manifest.records(), records.len());
     let tokens: usize = records.iter().map(|r| r.tokens.len()).sum();
-    assert_eq!(
-        manifest.shards.iter().map(|s| s.tokens).sum::<usize>(),
-        tokens
-    );
+    assert_eq!(manifest.shards.iter().map(|s| s.tokens).sum::<usize>(), tokens);
     assert_eq!(manifest.target, target());
     assert_eq!(manifest.params, params());
     assert_eq!(read_manifest(&dir).unwrap(), manifest);
@@ -169,15 +142,10 @@ fn truncated_shard_is_a_corrupt_shard_error_naming_the_file() {
     assert!(matches!(err, DataError::CorruptShard { .. }), "{err:?}");
     let text = err.to_string();
     assert!(text.contains("shard-00001.parquet"), "{text}");
-    assert!(
-        text.contains("not a complete parquet file") && text.contains("rerun distill"),
-        "{text}"
-    );
+    assert!(text.contains("not a complete parquet file") && text.contains("rerun distill"), "{text}");
 
     // Resuming refuses it too, by checksum.
-    let Err(err) = ShardWriter::open(&dir, target(), params(), PER_SHARD) else {
-        panic!("opened")
-    };
+    let Err(err) = ShardWriter::open(&dir, target(), params(), PER_SHARD) else { panic!("opened") };
     assert!(err.to_string().contains("shard-00001.parquet"), "{err}");
 }
 
@@ -189,9 +157,7 @@ fn missing_shard_is_named() {
     let err = read_records(&dir).unwrap_err();
     assert!(matches!(err, DataError::MissingShard { .. }), "{err:?}");
     assert!(err.to_string().contains("shard-00000.parquet"));
-    let Err(err) = ShardWriter::open(&dir, target(), params(), PER_SHARD) else {
-        panic!("opened")
-    };
+    let Err(err) = ShardWriter::open(&dir, target(), params(), PER_SHARD) else { panic!("opened") };
     assert!(matches!(err, DataError::MissingShard { .. }), "{err:?}");
 }
 
@@ -202,52 +168,18 @@ fn resume_with_other_params_or_target_is_refused() {
     push_range(&mut writer, 0..4);
     drop(writer);
 
-    let field_of = |target: TargetId, params: DistillParams| match ShardWriter::open(
-        &dir, target, params, PER_SHARD,
-    ) {
+    let field_of = |target: TargetId, params: DistillParams| match ShardWriter::open(&dir, target, params, PER_SHARD) {
         Err(DataError::ResumeMismatch { field, .. }) => field,
-        other => panic!(
-            "expected a mismatch, got {:?}",
-            other.map(|w| w.inputs_done())
-        ),
+        other => panic!("expected a mismatch, got {:?}", other.map(|w| w.inputs_done())),
     };
-    let other_settings = DistillParams {
-        settings: serde_json::json!({"temperature": 1.0}),
-        ..params()
-    };
+    let other_settings = DistillParams { settings: serde_json::json!({"temperature": 1.0}), ..params() };
     assert_eq!(field_of(target(), other_settings), "params.settings");
-    assert_eq!(
-        field_of(
-            target(),
-            DistillParams {
-                topk: Some(8),
-                ..params()
-            }
-        ),
-        "params.topk"
-    );
-    assert_eq!(
-        field_of(
-            target(),
-            DistillParams {
-                teacher_len: None,
-                ..params()
-            }
-        ),
-        "params.teacher_len"
-    );
-    let other_target = TargetId {
-        sha256: "cd".repeat(32),
-        ..target()
-    };
+    assert_eq!(field_of(target(), DistillParams { topk: Some(8), ..params() }), "params.topk");
+    assert_eq!(field_of(target(), DistillParams { teacher_len: None, ..params() }), "params.teacher_len");
+    let other_target = TargetId { sha256: "cd".repeat(32), ..target() };
     assert_eq!(field_of(other_target, params()), "target.sha256");
     // The refused attempts changed nothing.
-    assert_eq!(
-        ShardWriter::open(&dir, target(), params(), PER_SHARD)
-            .unwrap()
-            .inputs_done(),
-        4
-    );
+    assert_eq!(ShardWriter::open(&dir, target(), params(), PER_SHARD).unwrap().inputs_done(), 4);
 }
 
 #[test]
@@ -257,25 +189,15 @@ fn inconsistent_records_are_rejected_on_push() {
     let mut bad = records_for(0).remove(0);
     bad.loss_mask.pop();
     let err = writer.push_input(vec![bad]).unwrap_err();
-    assert!(
-        matches!(err, DataError::InvalidRecord { ref id, .. } if id == "conv-0"),
-        "{err:?}"
-    );
+    assert!(matches!(err, DataError::InvalidRecord { ref id, .. } if id == "conv-0"), "{err:?}");
     assert!(err.to_string().contains("loss_mask"), "{err}");
 
     let mut bad = records_for(0).remove(0);
     bad.teacher.as_mut().unwrap().push(1);
     let text = writer.push_input(vec![bad]).unwrap_err().to_string();
-    assert!(
-        text.contains("teacher") && text.contains("teacher_len 2"),
-        "{text}"
-    );
+    assert!(text.contains("teacher") && text.contains("teacher_len 2"), "{text}");
 
-    let no_teacher = DistillParams {
-        teacher_len: None,
-        topk: None,
-        ..params()
-    };
+    let no_teacher = DistillParams { teacher_len: None, topk: None, ..params() };
     let other = common::fresh_dir("inconsistent-no-teacher");
     let mut writer = ShardWriter::open(&other, target(), no_teacher, PER_SHARD).unwrap();
     let text = writer.push_input(records_for(0)).unwrap_err().to_string();
@@ -285,8 +207,6 @@ fn inconsistent_records_are_rejected_on_push() {
 #[test]
 fn zero_inputs_per_shard_is_refused() {
     let dir = common::fresh_dir("zero");
-    let Err(err) = ShardWriter::open(&dir, target(), params(), 0) else {
-        panic!("opened")
-    };
+    let Err(err) = ShardWriter::open(&dir, target(), params(), 0) else { panic!("opened") };
     assert!(matches!(err, DataError::InvalidArgument { .. }), "{err:?}");
 }

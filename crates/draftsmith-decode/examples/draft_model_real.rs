@@ -8,7 +8,9 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use burn::backend::Flex;
-use draftsmith_decode::methods::{check_tokenizers, DraftModel, DraftModelConfig, PreCutConfig, TokenCache, TokenCacheConfig};
+use draftsmith_decode::methods::{
+    check_tokenizers, DraftModel, DraftModelConfig, PreCutConfig, TokenCache, TokenCacheConfig,
+};
 use draftsmith_decode::{generate, generate_speculative, Proposer, Sampler, SamplingConfig};
 use draftsmith_model::{load_model, LoadOptions, MatmulWeights, Model};
 
@@ -22,14 +24,24 @@ const NEW_TOKENS: usize = 64;
 const LAMBDA: usize = 4;
 
 fn model_path(arg: Option<String>, default: &str) -> PathBuf {
-    arg.map(PathBuf::from).unwrap_or_else(|| PathBuf::from(std::env::var("HOME").unwrap_or_default()).join(".cache/draftsmith/models").join(default))
+    arg.map(PathBuf::from).unwrap_or_else(|| {
+        PathBuf::from(std::env::var("HOME").unwrap_or_default()).join(".cache/draftsmith/models").join(default)
+    })
 }
 
 fn ms_per_token(d: Duration, tokens: usize) -> f64 {
     d.as_secs_f64() * 1e3 / tokens.saturating_sub(1).max(1) as f64
 }
 
-fn run(name: &str, target: &Model<B>, prompt: &[u32], stop: &[u32], want: &[u32], ar_ms: f64, proposer: &mut dyn Proposer) {
+fn run(
+    name: &str,
+    target: &Model<B>,
+    prompt: &[u32],
+    stop: &[u32],
+    want: &[u32],
+    ar_ms: f64,
+    proposer: &mut dyn Proposer,
+) {
     let out = generate_speculative(target, prompt, NEW_TOKENS, stop, proposer).expect("speculative generation");
     assert_eq!(out.tokens, want, "{name}: ids differ from AR");
     let steps = out.steps.len();
@@ -55,12 +67,28 @@ fn main() {
     let draft = load_model::<B>(&draft_path, options, &Default::default()).expect("drafter");
     check_tokenizers(&target.tokenizer, &draft.tokenizer).expect("same tokenizer");
     let stop = target.tokenizer.eos_ids().to_vec();
-    let dm = |config: DraftModelConfig| DraftModel::for_target(&target.model, draft.model.clone(), config).expect("drafter");
+    let dm =
+        |config: DraftModelConfig| DraftModel::for_target(&target.model, draft.model.clone(), config).expect("drafter");
     for text in PROMPTS {
         let prompt = target.tokenizer.encode(text).expect("encode");
-        let ar = generate(&target.model, &prompt, NEW_TOKENS, &stop, &mut Sampler::new(SamplingConfig::default()), &mut |_| true).expect("AR");
+        let ar = generate(
+            &target.model,
+            &prompt,
+            NEW_TOKENS,
+            &stop,
+            &mut Sampler::new(SamplingConfig::default()),
+            &mut |_| true,
+        )
+        .expect("AR");
         let ar_ms = ms_per_token(ar.decode, ar.tokens.len());
-        println!("prompt {:?} ({} tokens): AR {} tokens, prefill {:.0} ms, decode {:.0} ms, {ar_ms:.1} ms/token", text.lines().next().unwrap_or(""), prompt.len(), ar.tokens.len(), ar.prefill.as_secs_f64() * 1e3, ar.decode.as_secs_f64() * 1e3);
+        println!(
+            "prompt {:?} ({} tokens): AR {} tokens, prefill {:.0} ms, decode {:.0} ms, {ar_ms:.1} ms/token",
+            text.lines().next().unwrap_or(""),
+            prompt.len(),
+            ar.tokens.len(),
+            ar.prefill.as_secs_f64() * 1e3,
+            ar.decode.as_secs_f64() * 1e3
+        );
         let plain = DraftModelConfig { lambda: LAMBDA, precut: None, reuse: None };
         let mut p = dm(plain);
         run("draft-model λ=4", &target.model, &prompt, &stop, &ar.tokens, ar_ms, &mut p);
@@ -70,7 +98,11 @@ fn main() {
         let mut p = TokenCache::new(dm(plain), TokenCacheConfig::default()).expect("token cache");
         run("token-cache(draft-model λ=4)", &target.model, &prompt, &stop, &ar.tokens, ar_ms, &mut p);
         println!("    cache stats {:?}", p.stats());
-        let full = DraftModelConfig { lambda: 8, precut: Some(PreCutConfig::default()), reuse: Some(TokenCacheConfig::default()) };
+        let full = DraftModelConfig {
+            lambda: 8,
+            precut: Some(PreCutConfig::default()),
+            reuse: Some(TokenCacheConfig::default()),
+        };
         let mut p = TokenCache::new(dm(full), TokenCacheConfig::default()).expect("token cache");
         run("post-use+pre-cut (λ≤8)", &target.model, &prompt, &stop, &ar.tokens, ar_ms, &mut p);
         println!("    cache stats {:?}, drafter stats {:?}", p.stats(), p.inner().stats());

@@ -30,7 +30,11 @@ impl Generation {
     /// Decode throughput over the generated tokens after the first (the first comes from prefill).
     pub fn decode_tokens_per_s(&self) -> f64 {
         let n = self.tokens.len().saturating_sub(1);
-        if n == 0 { 0.0 } else { n as f64 / self.decode.as_secs_f64() }
+        if n == 0 {
+            0.0
+        } else {
+            n as f64 / self.decode.as_secs_f64()
+        }
     }
 }
 
@@ -46,13 +50,21 @@ pub fn prefill<B: Backend>(model: &Model<B>, prompt: &[u32], cache: &mut KvCache
 }
 
 /// [`prefill`], also returning the last position's final hidden state (after the final norm).
-pub fn prefill_with_hidden<B: Backend>(model: &Model<B>, prompt: &[u32], cache: &mut KvCache<B>) -> Result<(Vec<f32>, Vec<f32>), ModelError> {
+pub fn prefill_with_hidden<B: Backend>(
+    model: &Model<B>,
+    prompt: &[u32],
+    cache: &mut KvCache<B>,
+) -> Result<(Vec<f32>, Vec<f32>), ModelError> {
     let out = prefill_forward(model, prompt, cache)?;
     let hidden = logits_row(out.hidden_final, prompt.len() - 1);
     Ok((logits_row(out.logits.expect("logits requested"), 0), hidden))
 }
 
-fn prefill_forward<B: Backend>(model: &Model<B>, prompt: &[u32], cache: &mut KvCache<B>) -> Result<ForwardOutput<B>, ModelError> {
+fn prefill_forward<B: Backend>(
+    model: &Model<B>,
+    prompt: &[u32],
+    cache: &mut KvCache<B>,
+) -> Result<ForwardOutput<B>, ModelError> {
     let positions: Vec<usize> = (cache.len()..cache.len() + prompt.len()).collect();
     model.forward(prompt, &positions, &AttentionMask::Causal, LogitsSelect::Last, cache)
 }
@@ -69,7 +81,11 @@ pub struct Started<B: Backend> {
 
 /// Checks the prompt fits the context, then prefills it into a fresh cache with room for
 /// `extra` more positions. Returns the cache, the last position's logits and the prefill time.
-pub fn start<B: Backend>(model: &Model<B>, prompt: &[u32], extra: usize) -> Result<(KvCache<B>, Vec<f32>, Duration), ModelError> {
+pub fn start<B: Backend>(
+    model: &Model<B>,
+    prompt: &[u32],
+    extra: usize,
+) -> Result<(KvCache<B>, Vec<f32>, Duration), ModelError> {
     let s = start_inner(model, prompt, extra, false)?;
     Ok((s.cache, s.logits, s.prefill))
 }
@@ -80,14 +96,23 @@ pub fn start_with_hidden<B: Backend>(model: &Model<B>, prompt: &[u32], extra: us
 }
 
 /// The autoregressive baseline copies no hidden state to the host (`hidden` stays empty).
-pub(crate) fn start_inner<B: Backend>(model: &Model<B>, prompt: &[u32], extra: usize, with_hidden: bool) -> Result<Started<B>, ModelError> {
+pub(crate) fn start_inner<B: Backend>(
+    model: &Model<B>,
+    prompt: &[u32],
+    extra: usize,
+    with_hidden: bool,
+) -> Result<Started<B>, ModelError> {
     let context_len = model.config().max_position_embeddings;
     if prompt.len() >= context_len {
         return Err(ModelError::ContextOverflow { needed: prompt.len() + 1, context: context_len });
     }
     let mut cache = model.new_cache(prompt.len() + extra);
     let begin = Instant::now();
-    let (logits, hidden) = if with_hidden { prefill_with_hidden(model, prompt, &mut cache)? } else { (prefill(model, prompt, &mut cache)?, Vec::new()) };
+    let (logits, hidden) = if with_hidden {
+        prefill_with_hidden(model, prompt, &mut cache)?
+    } else {
+        (prefill(model, prompt, &mut cache)?, Vec::new())
+    };
     Ok(Started { cache, logits, hidden, prefill: begin.elapsed() })
 }
 
@@ -122,7 +147,8 @@ pub fn generate<B: Backend>(
         if context.len() >= context_len {
             break StopReason::Context;
         }
-        let out = model.forward(&[next], &[context.len() - 1], &AttentionMask::Causal, LogitsSelect::Last, &mut cache)?;
+        let out =
+            model.forward(&[next], &[context.len() - 1], &AttentionMask::Causal, LogitsSelect::Last, &mut cache)?;
         logits = logits_row(out.logits.expect("logits requested"), 0);
     };
     Ok(Generation { tokens, prefill, decode: start.elapsed(), stop })

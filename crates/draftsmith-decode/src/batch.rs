@@ -35,7 +35,13 @@ struct Live {
 
 impl Live {
     /// Takes the token sampled after `context`; returns why the sequence ends, if it does.
-    fn push(&mut self, token: u32, max_new_tokens: usize, stop_tokens: &[u32], context_len: usize) -> Option<StopReason> {
+    fn push(
+        &mut self,
+        token: u32,
+        max_new_tokens: usize,
+        stop_tokens: &[u32],
+        context_len: usize,
+    ) -> Option<StopReason> {
         self.context.push(token);
         if stop_tokens.contains(&token) {
             Some(StopReason::Eos)
@@ -69,7 +75,11 @@ pub fn generate_batch<B: Backend>(
     assert_eq!(prompts.len(), samplers.len(), "one sampler per prompt");
     let context_len = model.config().max_position_embeddings;
     if let Some(p) = prompts.iter().find(|p| p.is_empty() || p.len() >= context_len) {
-        return Err(if p.is_empty() { ModelError::Input("generate_batch: an empty prompt".into()) } else { ModelError::ContextOverflow { needed: p.len() + 1, context: context_len } });
+        return Err(if p.is_empty() {
+            ModelError::Input("generate_batch: an empty prompt".into())
+        } else {
+            ModelError::ContextOverflow { needed: p.len() + 1, context: context_len }
+        });
     }
     let width = width.max(1);
     let longest = prompts.iter().map(Vec::len).max().unwrap_or(0);
@@ -95,7 +105,8 @@ pub fn generate_batch<B: Backend>(
                 mask[r * (base + n) + base..][..=r].fill(true);
             }
             let positions: Vec<usize> = (0..n).collect();
-            let out = model.forward(prompt, &positions, &AttentionMask::Visible(mask), LogitsSelect::Last, &mut cache)?;
+            let out =
+                model.forward(prompt, &positions, &AttentionMask::Visible(mask), LogitsSelect::Last, &mut cache)?;
             let logits = logits_row(out.logits.expect("logits requested"), 0);
             let mut seq = Live { input, slots: (base..base + n).collect(), context: prompt.clone(), prompt_len: n };
             let token = samplers[input].sample(&logits, &seq.context);
@@ -124,7 +135,8 @@ pub fn generate_batch<B: Backend>(
             row[base + r] = true;
         }
         let out = model.forward(&tokens, &positions, &AttentionMask::Visible(mask), LogitsSelect::All, &mut cache)?;
-        let logits = out.logits.expect("logits requested").into_data().convert::<f32>().to_vec::<f32>().expect("f32 logits");
+        let logits =
+            out.logits.expect("logits requested").into_data().convert::<f32>().to_vec::<f32>().expect("f32 logits");
         let vocab = logits.len() / n;
         let mut still = Vec::with_capacity(n);
         for (r, mut seq) in live.drain(..).enumerate() {

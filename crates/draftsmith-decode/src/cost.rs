@@ -54,7 +54,11 @@ pub struct PassTiming {
 }
 
 /// A cache holding `context` tokens of a fixed synthetic prefix, to time passes against.
-pub fn cached_context<B: Backend>(model: &Model<B>, context: usize, room: usize) -> Result<draftsmith_model::KvCache<B>, ModelError> {
+pub fn cached_context<B: Backend>(
+    model: &Model<B>,
+    context: usize,
+    room: usize,
+) -> Result<draftsmith_model::KvCache<B>, ModelError> {
     let vocab = model.config().vocab_size;
     let prefix = DraftShape::Chain.tree(context, vocab, 2);
     let mut cache = model.new_cache(context + room + 1);
@@ -65,7 +69,13 @@ pub fn cached_context<B: Backend>(model: &Model<B>, context: usize, room: usize)
 
 /// Times the verification of `n` tokens of `shape` (all logits) after the `cache`'s context,
 /// `runs` times, rolling the cache back after each.
-pub fn time_pass<B: Backend>(model: &Model<B>, cache: &mut draftsmith_model::KvCache<B>, shape: DraftShape, n: usize, runs: usize) -> Result<PassTiming, ModelError> {
+pub fn time_pass<B: Backend>(
+    model: &Model<B>,
+    cache: &mut draftsmith_model::KvCache<B>,
+    shape: DraftShape,
+    n: usize,
+    runs: usize,
+) -> Result<PassTiming, ModelError> {
     let context = cache.len();
     let tree = shape.tree(n, model.config().vocab_size, 4 + n as u64);
     let (mask, positions) = if n == 1 {

@@ -12,6 +12,12 @@ pub mod spec;
 
 pub use ar::{generate, prefill, Generation, StopReason};
 pub use error::DecodeError;
-pub use registry::{build_proposer, build_proposer_with, validate_method, Drafters, MethodParams, AR, DRAFTER_METHODS, METHODS, TRAINED_DRAFTER_METHODS};
+pub use registry::{
+    build_proposer, build_proposer_with, validate_method, Drafters, MethodParams, AR, DRAFTER_METHODS, METHODS,
+    TRAINED_DRAFTER_METHODS,
+};
 pub use sampling::{Sampler, SamplingConfig};
-pub use spec::{DraftPolicy, generate_speculative, generate_speculative_sampled, generate_speculative_with, StepView, DraftContext, DraftCost, Proposer, SpecOutput, StepRecord, Verified};
+pub use spec::{
+    generate_speculative, generate_speculative_sampled, generate_speculative_with, DraftContext, DraftCost,
+    DraftPolicy, Proposer, SpecOutput, StepRecord, StepView, Verified,
+};

@@ -8,7 +8,8 @@ use burn::tensor::backend::Backend;
 use draftsmith_model::Model;
 
 use crate::methods::{
-    DraftModel, DraftModelConfig, KvMode, LoadedReDrafter, LoadedTokenSwift, NgramTrie, NgramTrieConfig, PreCutConfig, PromptLookup, ReDrafterProposer, ReDrafterSettings, TokenCache, TokenCacheConfig, TokenSwiftProposer,
+    DraftModel, DraftModelConfig, KvMode, LoadedReDrafter, LoadedTokenSwift, NgramTrie, NgramTrieConfig, PreCutConfig,
+    PromptLookup, ReDrafterProposer, ReDrafterSettings, TokenCache, TokenCacheConfig, TokenSwiftProposer,
     TokenSwiftSettings,
 };
 use crate::spec::{Auto, CostModel, DraftPolicy, Proposer};
@@ -17,7 +18,19 @@ use crate::spec::{Auto, CostModel, DraftPolicy, Proposer};
 pub const AR: &str = "ar";
 
 /// Every method [`build_proposer`] knows, `ar` first.
-pub const METHODS: &[&str] = &[AR, "prompt-lookup", "ngram-trie", "draft-model", "precut", "token-cache", "post-use-draft", "post-use", "post-use-precut", "redrafter", "tokenswift"];
+pub const METHODS: &[&str] = &[
+    AR,
+    "prompt-lookup",
+    "ngram-trie",
+    "draft-model",
+    "precut",
+    "token-cache",
+    "post-use-draft",
+    "post-use",
+    "post-use-precut",
+    "redrafter",
+    "tokenswift",
+];
 
 /// Methods that need a trained drafter directory (`--drafter`).
 pub const TRAINED_DRAFTER_METHODS: &[&str] = &["redrafter", "tokenswift"];
@@ -83,7 +96,11 @@ pub struct MethodParams {
 impl MethodParams {
     /// The target's logits processing these parameters ask for (greedy).
     pub fn sampling(&self) -> crate::sampling::SamplingConfig {
-        crate::sampling::SamplingConfig { repetition_penalty: self.penalty as f32, penalty_window: self.penalty_window, ..Default::default() }
+        crate::sampling::SamplingConfig {
+            repetition_penalty: self.penalty as f32,
+            penalty_window: self.penalty_window,
+            ..Default::default()
+        }
     }
 }
 
@@ -144,31 +161,66 @@ impl<B: Backend> Copy for Drafters<'_, B> {}
 pub fn validate_method(name: &str, params: &MethodParams) -> Result<(), DecodeError> {
     if TRAINED_DRAFTER_METHODS.contains(&name) {
         if params.drafter.is_none() {
-            return Err(DecodeError::InvalidParam { method: name.to_string(), param: "drafter", value: "none".into(), problem: "this method needs a trained drafter directory (--drafter)".into() });
+            return Err(DecodeError::InvalidParam {
+                method: name.to_string(),
+                param: "drafter",
+                value: "none".into(),
+                problem: "this method needs a trained drafter directory (--drafter)".into(),
+            });
         }
         if name == "tokenswift" {
             if params.tree.is_empty() || params.tree.contains(&0) {
-                return Err(DecodeError::InvalidParam { method: name.to_string(), param: "tree", value: format!("{:?}", params.tree), problem: "needs one positive count per depth".into() });
+                return Err(DecodeError::InvalidParam {
+                    method: name.to_string(),
+                    param: "tree",
+                    value: format!("{:?}", params.tree),
+                    problem: "needs one positive count per depth".into(),
+                });
             }
             if params.kv_budget <= params.kv_sinks {
-                return Err(DecodeError::InvalidParam { method: name.to_string(), param: "kv_budget", value: params.kv_budget.to_string(), problem: format!("must exceed kv_sinks ({})", params.kv_sinks) });
+                return Err(DecodeError::InvalidParam {
+                    method: name.to_string(),
+                    param: "kv_budget",
+                    value: params.kv_budget.to_string(),
+                    problem: format!("must exceed kv_sinks ({})", params.kv_sinks),
+                });
             }
             return Ok(());
         }
         if params.beam_width == 0 {
-            return Err(DecodeError::InvalidParam { method: name.to_string(), param: "beam_width", value: "0".into(), problem: "must be at least 1".into() });
+            return Err(DecodeError::InvalidParam {
+                method: name.to_string(),
+                param: "beam_width",
+                value: "0".into(),
+                problem: "must be at least 1".into(),
+            });
         }
         if params.beam_length < 2 {
-            return Err(DecodeError::InvalidParam { method: name.to_string(), param: "beam_length", value: params.beam_length.to_string(), problem: "must be at least 2 (it counts the target's guaranteed token)".into() });
+            return Err(DecodeError::InvalidParam {
+                method: name.to_string(),
+                param: "beam_length",
+                value: params.beam_length.to_string(),
+                problem: "must be at least 2 (it counts the target's guaranteed token)".into(),
+            });
         }
         return Ok(());
     }
     if DRAFTER_METHODS.contains(&name) {
         if params.draft_model.is_none() {
-            return Err(DecodeError::InvalidParam { method: name.to_string(), param: "draft_model", value: "none".into(), problem: "this method needs a drafter (--draft-model)".into() });
+            return Err(DecodeError::InvalidParam {
+                method: name.to_string(),
+                param: "draft_model",
+                value: "none".into(),
+                problem: "this method needs a drafter (--draft-model)".into(),
+            });
         }
         if params.draft_len == 0 {
-            return Err(DecodeError::InvalidParam { method: name.to_string(), param: "draft_len", value: "0".into(), problem: "must be at least 1".into() });
+            return Err(DecodeError::InvalidParam {
+                method: name.to_string(),
+                param: "draft_len",
+                value: "0".into(),
+                problem: "must be at least 1".into(),
+            });
         }
         return Ok(());
     }
@@ -176,7 +228,12 @@ pub fn validate_method(name: &str, params: &MethodParams) -> Result<(), DecodeEr
 }
 
 /// Builds the proposer of method `name` for `target`, with the loaded drafters the method needs.
-pub fn build_proposer_with<B: Backend>(name: &str, params: &MethodParams, target: &Model<B>, drafters: Drafters<'_, B>) -> Result<Option<Box<dyn Proposer>>, DecodeError> {
+pub fn build_proposer_with<B: Backend>(
+    name: &str,
+    params: &MethodParams,
+    target: &Model<B>,
+    drafters: Drafters<'_, B>,
+) -> Result<Option<Box<dyn Proposer>>, DecodeError> {
     let proposer = build_method(name, params, target, drafters)?;
     Ok(match (proposer, params.draft_policy) {
         (Some(p), DraftPolicy::Auto) => Some(Box::new(Auto::new(p, CostModel::calibrate(target)))),
@@ -185,25 +242,63 @@ pub fn build_proposer_with<B: Backend>(name: &str, params: &MethodParams, target
 }
 
 /// The method's own proposer, before any draft policy.
-fn build_method<B: Backend>(name: &str, params: &MethodParams, target: &Model<B>, drafters: Drafters<'_, B>) -> Result<Option<Box<dyn Proposer>>, DecodeError> {
+fn build_method<B: Backend>(
+    name: &str,
+    params: &MethodParams,
+    target: &Model<B>,
+    drafters: Drafters<'_, B>,
+) -> Result<Option<Box<dyn Proposer>>, DecodeError> {
     validate_method(name, params)?;
     let drafter = drafters.draft_model;
     if name == "tokenswift" {
-        let loaded = drafters.tokenswift.ok_or_else(|| DecodeError::InvalidParam { method: name.to_string(), param: "drafter", value: "not loaded".into(), problem: "this method needs trained TokenSwift heads (--drafter)".into() })?;
-        let settings = TokenSwiftSettings { tree: params.tree.clone(), ngram_topk: params.ngram_topk, ngram_n: params.tree.len(), kv_mode: params.kv_mode, kv_budget: params.kv_budget, kv_sinks: params.kv_sinks, ..TokenSwiftSettings::default() };
+        let loaded = drafters.tokenswift.ok_or_else(|| DecodeError::InvalidParam {
+            method: name.to_string(),
+            param: "drafter",
+            value: "not loaded".into(),
+            problem: "this method needs trained TokenSwift heads (--drafter)".into(),
+        })?;
+        let settings = TokenSwiftSettings {
+            tree: params.tree.clone(),
+            ngram_topk: params.ngram_topk,
+            ngram_n: params.tree.len(),
+            kv_mode: params.kv_mode,
+            kv_budget: params.kv_budget,
+            kv_sinks: params.kv_sinks,
+            ..TokenSwiftSettings::default()
+        };
         return Ok(Some(Box::new(TokenSwiftProposer::new(target, loaded, settings)?)));
     }
     if name == "redrafter" {
-        let loaded = drafters.redrafter.ok_or_else(|| DecodeError::InvalidParam { method: name.to_string(), param: "drafter", value: "not loaded".into(), problem: "this method needs a trained drafter (--drafter)".into() })?;
-        let settings = ReDrafterSettings { beam_width: params.beam_width, beam_length: params.beam_length, tree_attention: params.tree_attention };
+        let loaded = drafters.redrafter.ok_or_else(|| DecodeError::InvalidParam {
+            method: name.to_string(),
+            param: "drafter",
+            value: "not loaded".into(),
+            problem: "this method needs a trained drafter (--drafter)".into(),
+        })?;
+        let settings = ReDrafterSettings {
+            beam_width: params.beam_width,
+            beam_length: params.beam_length,
+            tree_attention: params.tree_attention,
+        };
         return Ok(Some(Box::new(ReDrafterProposer::new(target, loaded, settings)?)));
     }
     let draft_model = |precut: bool, reuse: bool| -> Result<DraftModel<B>, DecodeError> {
-        let model = drafter.ok_or_else(|| DecodeError::InvalidParam { method: name.to_string(), param: "draft_model", value: "not loaded".into(), problem: "this method needs a drafter (--draft-model)".into() })?;
-        let config = DraftModelConfig { lambda: params.draft_len, precut: precut.then(PreCutConfig::default), reuse: reuse.then(TokenCacheConfig::default) };
+        let model = drafter.ok_or_else(|| DecodeError::InvalidParam {
+            method: name.to_string(),
+            param: "draft_model",
+            value: "not loaded".into(),
+            problem: "this method needs a drafter (--draft-model)".into(),
+        })?;
+        let config = DraftModelConfig {
+            lambda: params.draft_len,
+            precut: precut.then(PreCutConfig::default),
+            reuse: reuse.then(TokenCacheConfig::default),
+        };
         DraftModel::new(model.clone(), config)
     };
-    let at_target = |inner: DraftModel<B>| -> Result<Option<Box<dyn Proposer>>, DecodeError> { Ok(Some(Box::new(TokenCache::new(inner, TokenCacheConfig::default())?))) };
+    let at_target = |inner: DraftModel<B>| -> Result<Option<Box<dyn Proposer>>, DecodeError> {
+        Ok(Some(Box::new(TokenCache::new(inner, TokenCacheConfig::default())?)))
+    };
     Ok(match name {
         "draft-model" => Some(Box::new(draft_model(false, false)?)),
         "precut" => Some(Box::new(draft_model(true, false)?)),
@@ -223,7 +318,12 @@ fn build_method<B: Backend>(name: &str, params: &MethodParams, target: &Model<B>
 pub fn build_proposer(name: &str, params: &MethodParams) -> Result<Option<Box<dyn Proposer>>, DecodeError> {
     let positive = |param: &'static str, value: usize| {
         if value == 0 {
-            Err(DecodeError::InvalidParam { method: name.to_string(), param, value: value.to_string(), problem: "must be at least 1".into() })
+            Err(DecodeError::InvalidParam {
+                method: name.to_string(),
+                param,
+                value: value.to_string(),
+                problem: "must be at least 1".into(),
+            })
         } else {
             Ok(value)
         }
@@ -262,7 +362,10 @@ mod tests {
     #[test]
     fn every_listed_method_builds_and_unknown_names_list_the_known_ones() {
         let params = MethodParams::default();
-        for name in METHODS.iter().filter(|m| !DRAFTER_METHODS.contains(m) && !TRAINED_DRAFTER_METHODS.contains(m) && **m != "token-cache") {
+        for name in METHODS
+            .iter()
+            .filter(|m| !DRAFTER_METHODS.contains(m) && !TRAINED_DRAFTER_METHODS.contains(m) && **m != "token-cache")
+        {
             let proposer = build_proposer(name, &params).unwrap();
             assert_eq!(proposer.is_none(), *name == AR);
             if let Some(p) = proposer {

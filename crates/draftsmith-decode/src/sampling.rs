@@ -29,7 +29,16 @@ pub struct SamplingConfig {
 
 impl Default for SamplingConfig {
     fn default() -> Self {
-        Self { temperature: 0.0, top_k: 0, top_p: 1.0, min_p: 0.0, repetition_penalty: 1.0, penalty_window: 0, eta: 0.0, seed: 0 }
+        Self {
+            temperature: 0.0,
+            top_k: 0,
+            top_p: 1.0,
+            min_p: 0.0,
+            repetition_penalty: 1.0,
+            penalty_window: 0,
+            eta: 0.0,
+            seed: 0,
+        }
     }
 }
 
@@ -45,7 +54,9 @@ impl SamplingConfig {
             ("eta", self.eta, (0.0..1.0).contains(&self.eta), "must be in [0, 1) (0 = off)"),
         ];
         match checks.into_iter().find(|(_, value, ok, _)| !ok || !value.is_finite()) {
-            Some((name, value, _, bound)) => Err(crate::DecodeError::Parameter { method: "sampling", name, value: value.to_string(), bound }),
+            Some((name, value, _, bound)) => {
+                Err(crate::DecodeError::Parameter { method: "sampling", name, value: value.to_string(), bound })
+            }
             None => Ok(()),
         }
     }
@@ -206,7 +217,16 @@ mod tests {
     #[test]
     fn out_of_range_sampling_values_are_refused_by_name() {
         assert!(SamplingConfig::default().validate().is_ok());
-        assert!(SamplingConfig { temperature: 0.7, top_p: 0.9, min_p: 0.1, repetition_penalty: 1.2, eta: 3e-4, ..Default::default() }.validate().is_ok());
+        assert!(SamplingConfig {
+            temperature: 0.7,
+            top_p: 0.9,
+            min_p: 0.1,
+            repetition_penalty: 1.2,
+            eta: 3e-4,
+            ..Default::default()
+        }
+        .validate()
+        .is_ok());
         for (bad, name) in [
             (SamplingConfig { top_p: 2.0, ..Default::default() }, "top_p"),
             (SamplingConfig { top_p: 0.0, ..Default::default() }, "top_p"),

@@ -15,20 +15,36 @@ fn batched_generations_equal_one_at_a_time() {
         let model = tiny(arch, seed);
         let vocab = model.config().vocab_size;
         let mut rng = Lcg(seed);
-        let prompts: Vec<Vec<u32>> = (0..7).map(|_| (0..1 + rng.next(12)).map(|_| rng.next(vocab) as u32).collect()).collect();
+        let prompts: Vec<Vec<u32>> =
+            (0..7).map(|_| (0..1 + rng.next(12)).map(|_| rng.next(vocab) as u32).collect()).collect();
         // Two common tokens as stop tokens, so some sequences end early and others run to the cap.
         let stops = [3u32, 17];
-        for sampling in [SamplingConfig::default(), SamplingConfig { temperature: 0.8, top_k: 10, ..Default::default() }] {
+        for sampling in
+            [SamplingConfig::default(), SamplingConfig { temperature: 0.8, top_k: 10, ..Default::default() }]
+        {
             let sampler = |i: usize| Sampler::new(SamplingConfig { seed: 100 + i as u64, ..sampling.clone() });
-            let alone: Vec<_> = prompts.iter().enumerate().map(|(i, p)| generate(&model, p, 20, &stops, &mut sampler(i), &mut |_| true).unwrap()).collect();
+            let alone: Vec<_> = prompts
+                .iter()
+                .enumerate()
+                .map(|(i, p)| generate(&model, p, 20, &stops, &mut sampler(i), &mut |_| true).unwrap())
+                .collect();
             let stops_seen: Vec<StopReason> = alone.iter().map(|g| g.stop).collect();
-            assert!(stops_seen.contains(&StopReason::MaxTokens), "{arch:?}: some sequence runs to the cap: {stops_seen:?}");
+            assert!(
+                stops_seen.contains(&StopReason::MaxTokens),
+                "{arch:?}: some sequence runs to the cap: {stops_seen:?}"
+            );
             for width in [1, 2, 3, 7, 16] {
                 let mut samplers: Vec<Sampler> = (0..prompts.len()).map(sampler).collect();
                 let mut order = Vec::new();
-                let batched = generate_batch(&model, &prompts, &mut samplers, 20, &stops, width, &mut |i, _| order.push(i)).unwrap();
+                let batched =
+                    generate_batch(&model, &prompts, &mut samplers, 20, &stops, width, &mut |i, _| order.push(i))
+                        .unwrap();
                 for (i, (a, b)) in alone.iter().zip(&batched).enumerate() {
-                    assert_eq!((&a.tokens, a.stop), (&b.tokens, b.stop), "{arch:?} width {width} prompt {i} ({sampling:?})");
+                    assert_eq!(
+                        (&a.tokens, a.stop),
+                        (&b.tokens, b.stop),
+                        "{arch:?} width {width} prompt {i} ({sampling:?})"
+                    );
                 }
                 order.sort_unstable();
                 assert_eq!(order, (0..prompts.len()).collect::<Vec<_>>(), "on_done once per prompt");

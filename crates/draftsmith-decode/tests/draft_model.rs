@@ -6,8 +6,12 @@
 mod common;
 
 use common::{ar, repeating_prompt, tiny, Lcg, B};
-use draftsmith_decode::methods::{DraftModel, DraftModelConfig, PreCutConfig, PromptLookup, TokenCache, TokenCacheConfig};
-use draftsmith_decode::{build_proposer_with, generate_speculative, Drafters, MethodParams, Proposer, SpecOutput, DRAFTER_METHODS};
+use draftsmith_decode::methods::{
+    DraftModel, DraftModelConfig, PreCutConfig, PromptLookup, TokenCache, TokenCacheConfig,
+};
+use draftsmith_decode::{
+    build_proposer_with, generate_speculative, Drafters, MethodParams, Proposer, SpecOutput, DRAFTER_METHODS,
+};
 use draftsmith_model::{Architecture, Model};
 
 fn spec(model: &Model<B>, prompt: &[u32], n: usize, proposer: &mut dyn Proposer) -> SpecOutput {
@@ -36,7 +40,9 @@ fn draft_model_and_token_cache_equal_autoregressive() {
         let drafter = tiny(arch, seed + 100);
         let vocab = target.config().vocab_size;
         // One drafter kept across prompts: its cache must follow prompt changes too.
-        let mut shared = DraftModel::for_target(&target, drafter.clone(), DraftModelConfig { lambda: 5, ..Default::default() }).unwrap();
+        let mut shared =
+            DraftModel::for_target(&target, drafter.clone(), DraftModelConfig { lambda: 5, ..Default::default() })
+                .unwrap();
         for trial in 0..4 {
             let prompt = repeating_prompt(&mut rng, vocab);
             let n = 20 + rng.next(30);
@@ -45,15 +51,27 @@ fn draft_model_and_token_cache_equal_autoregressive() {
                 let mut dm = DraftModel::for_target(&target, drafter.clone(), config).unwrap();
                 assert_eq!(spec(&target, &prompt, n, &mut dm).tokens, want, "{arch:?} trial {trial}: {config:?}");
                 assert!(dm.take_error().is_none());
-                let mut tc = TokenCache::new(DraftModel::new(drafter.clone(), config).unwrap(), TokenCacheConfig::default()).unwrap();
-                assert_eq!(spec(&target, &prompt, n, &mut tc).tokens, want, "{arch:?} trial {trial}: token cache + {config:?}");
+                let mut tc =
+                    TokenCache::new(DraftModel::new(drafter.clone(), config).unwrap(), TokenCacheConfig::default())
+                        .unwrap();
+                assert_eq!(
+                    spec(&target, &prompt, n, &mut tc).tokens,
+                    want,
+                    "{arch:?} trial {trial}: token cache + {config:?}"
+                );
                 hits += tc.stats().hit_tokens;
                 accepted += dm.stats().accepted;
             }
             assert_eq!(spec(&target, &prompt, n, &mut shared).tokens, want, "{arch:?} trial {trial}: shared drafter");
             let lookup = PromptLookup { max_ngram: 1 + rng.next(3), min_ngram: 1, k: 1 + rng.next(8) };
-            let mut tc = TokenCache::new(lookup, TokenCacheConfig { per_anchor: 1 + rng.next(4), ..Default::default() }).unwrap();
-            assert_eq!(spec(&target, &prompt, n, &mut tc).tokens, want, "{arch:?} trial {trial}: token cache + prompt lookup");
+            let mut tc =
+                TokenCache::new(lookup, TokenCacheConfig { per_anchor: 1 + rng.next(4), ..Default::default() })
+                    .unwrap();
+            assert_eq!(
+                spec(&target, &prompt, n, &mut tc).tokens,
+                want,
+                "{arch:?} trial {trial}: token cache + prompt lookup"
+            );
             hits += tc.stats().hit_tokens;
         }
     }
@@ -80,10 +98,17 @@ fn the_target_as_its_own_drafter_is_accepted_in_full() {
                     assert_eq!(step.accepted, step.tree_size, "{arch:?} trial {trial} step {i}: {config:?}");
                     assert_eq!(step.drafted, step.tree_size, "the drafter generated the whole chain");
                     if config.precut.is_none() && config.reuse.is_none() && i > 0 {
-                        assert_eq!(step.draft_calls, step.tree_size, "one call per drafted token (the first feeds the last bonus token)");
+                        assert_eq!(
+                            step.draft_calls, step.tree_size,
+                            "one call per drafted token (the first feeds the last bonus token)"
+                        );
                     }
                 }
-                assert_eq!(out.steps.iter().map(|s| s.draft_calls).sum::<usize>(), dm.stats().calls, "every drafter call is counted in a step");
+                assert_eq!(
+                    out.steps.iter().map(|s| s.draft_calls).sum::<usize>(),
+                    dm.stats().calls,
+                    "every drafter call is counted in a step"
+                );
                 if config.precut.is_none() {
                     // λ tokens per step plus the bonus, except where the length limit cuts.
                     let full = out.steps.iter().filter(|s| s.tree_size == config.lambda).count();
@@ -111,12 +136,16 @@ fn every_drafter_method_of_the_registry_equals_autoregressive() {
         let prompt = repeating_prompt(&mut rng, vocab);
         let n = 24 + rng.next(24);
         let want = ar(&target, &prompt, n);
-        let params = MethodParams { draft_len: 1 + rng.next(8), draft_model: Some("tiny".into()), ..MethodParams::default() };
+        let params =
+            MethodParams { draft_len: 1 + rng.next(8), draft_model: Some("tiny".into()), ..MethodParams::default() };
         for name in DRAFTER_METHODS.iter().chain(&["token-cache"]) {
             let mut proposer = build_proposer_with(name, &params, &target, drafters).unwrap().expect("a proposer");
             let out = spec(&target, &prompt, n, proposer.as_mut());
             assert_eq!(out.tokens, want, "{name}, trial {trial}, λ = {}", params.draft_len);
-            assert!(out.steps.iter().all(|s| s.drafted <= params.draft_len && s.draft_calls >= 1), "{name}: at most λ generated, at least one drafter call per step");
+            assert!(
+                out.steps.iter().all(|s| s.drafted <= params.draft_len && s.draft_calls >= 1),
+                "{name}: at most λ generated, at least one drafter call per step"
+            );
         }
     }
 }

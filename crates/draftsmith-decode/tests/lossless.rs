@@ -41,12 +41,13 @@ impl Proposer for Oracle {
     }
 }
 
-
 #[test]
 fn speculative_equals_autoregressive() {
     let mut rng = Lcg(99);
     // Both activation modes of the quantized path are batch-invariant, so both are lossless.
-    let cases = [(Architecture::Llama, 1), (Architecture::Qwen2, 2)].into_iter().flat_map(|(a, s)| [(a, s, Activations::Int8), (a, s, Activations::F32)]);
+    let cases = [(Architecture::Llama, 1), (Architecture::Qwen2, 2)]
+        .into_iter()
+        .flat_map(|(a, s)| [(a, s, Activations::Int8), (a, s, Activations::F32)]);
     for (arch, seed, activations) in cases {
         let model = tiny_with(arch, seed, activations);
         let vocab = model.config().vocab_size;

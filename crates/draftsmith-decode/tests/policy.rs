@@ -89,7 +89,11 @@ fn perfect_drafts_grow_to_their_full_length() {
     let got = generate_speculative(&model, &prompt, n, &[], &mut auto).unwrap();
     assert_eq!(got.tokens, want, "lossless");
     let late = &got.steps[got.steps.len() / 2..got.steps.len() - 1];
-    assert!(late.iter().all(|s| s.tree_size == 8 && s.accepted == 8), "late steps: {:?}", late.iter().map(|s| s.tree_size).collect::<Vec<_>>());
+    assert!(
+        late.iter().all(|s| s.tree_size == 8 && s.accepted == 8),
+        "late steps: {:?}",
+        late.iter().map(|s| s.tree_size).collect::<Vec<_>>()
+    );
 }
 
 /// A drafter that is right but slow: `calls` counts its proposals.

@@ -13,7 +13,12 @@ use draftsmith_model::{Architecture, Model};
 use draftsmith_train::{train_redrafter, ReDrafterTrainConfig, Sequence};
 
 fn identity(model: &Model<B>) -> TargetIdentity {
-    TargetIdentity { name: "tiny".into(), sha256: "11".repeat(32), vocab_size: model.config().vocab_size, hidden_size: model.config().hidden_size }
+    TargetIdentity {
+        name: "tiny".into(),
+        sha256: "11".repeat(32),
+        vocab_size: model.config().vocab_size,
+        hidden_size: model.config().hidden_size,
+    }
 }
 
 /// Trains a drafter on 30 greedy continuations of the target and returns its directory.
@@ -34,8 +39,17 @@ fn trained_drafter_with(model: &Model<B>, name: &str, draft_vocab: usize) -> std
         .collect();
     let dir = std::env::temp_dir().join(format!("draftsmith-decode-redrafter-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
-    let cfg = ReDrafterTrainConfig { horizon: 4, epochs: 40, batch_size: 64, lr: 3e-3, val_fraction: 0.0, draft_vocab, ..Default::default() };
-    train_redrafter::<Autodiff<B>>(model, &identity(model), &seqs, &cfg, &dir, serde_json::Value::Null, &mut |_| {}).unwrap();
+    let cfg = ReDrafterTrainConfig {
+        horizon: 4,
+        epochs: 40,
+        batch_size: 64,
+        lr: 3e-3,
+        val_fraction: 0.0,
+        draft_vocab,
+        ..Default::default()
+    };
+    train_redrafter::<Autodiff<B>>(model, &identity(model), &seqs, &cfg, &dir, serde_json::Value::Null, &mut |_| {})
+        .unwrap();
     dir
 }
 
@@ -54,7 +68,10 @@ fn redrafter_is_lossless_for_every_beam_shape_and_gets_drafts_accepted() {
                 let settings = ReDrafterSettings { beam_width: width, beam_length: length, tree_attention };
                 let mut proposer = ReDrafterProposer::new(&model, &loaded, settings).unwrap();
                 let out = generate_speculative(&model, &prompt, 24, &[], &mut proposer).unwrap();
-                assert_eq!(out.tokens, expected, "case {case}: width {width} length {length} tree attention {tree_attention}");
+                assert_eq!(
+                    out.tokens, expected,
+                    "case {case}: width {width} length {length} tree attention {tree_attention}"
+                );
                 accepted += out.steps.iter().map(|s| s.accepted).sum::<usize>();
                 assert!(out.steps.iter().all(|s| s.tree_size <= width * (length - 1)));
                 if tree_attention && width > 1 {
@@ -98,12 +115,17 @@ fn a_drafter_with_a_draft_vocabulary_proposes_only_from_it_and_stays_lossless() 
         let prompt: Vec<u32> = (0..3 + rng.next(6)).map(|_| rng.next(48) as u32).collect();
         let expected = ar(&model, &prompt, 24);
         let settings = ReDrafterSettings { beam_width: 4, beam_length: 4, tree_attention: true };
-        let mut proposer = Recording { inner: ReDrafterProposer::new(&model, &loaded, settings).unwrap(), drafted: Vec::new() };
+        let mut proposer =
+            Recording { inner: ReDrafterProposer::new(&model, &loaded, settings).unwrap(), drafted: Vec::new() };
         let out = generate_speculative(&model, &prompt, 24, &[], &mut proposer).unwrap();
         assert_eq!(out.tokens, expected);
         accepted += out.steps.iter().map(|s| s.accepted).sum::<usize>();
         assert!(!proposer.drafted.is_empty());
-        assert!(proposer.drafted.iter().all(|t| allowed.contains(t)), "drafted {:?} outside {allowed:?}", proposer.drafted);
+        assert!(
+            proposer.drafted.iter().all(|t| allowed.contains(t)),
+            "drafted {:?} outside {allowed:?}",
+            proposer.drafted
+        );
     }
     assert!(accepted > 0, "the drafter gets drafts accepted");
 }

@@ -9,7 +9,9 @@ mod common;
 use common::{tiny, B};
 use draftsmith_core::DraftTree;
 use draftsmith_decode::sampling::probabilities;
-use draftsmith_decode::{ar::prefill, generate, generate_speculative_sampled, DraftContext, Proposer, Sampler, SamplingConfig};
+use draftsmith_decode::{
+    ar::prefill, generate, generate_speculative_sampled, DraftContext, Proposer, Sampler, SamplingConfig,
+};
 use draftsmith_model::{Architecture, Model};
 
 /// Drafts a fixed shape below whatever the last token is: the target's likeliest tokens
@@ -41,7 +43,14 @@ impl Proposer for Fixed {
 
 fn cfg() -> SamplingConfig {
     // A penalty window shorter than the prompt: the window must slide over the drafted path.
-    SamplingConfig { temperature: 0.9, top_k: 12, repetition_penalty: 1.3, penalty_window: 3, eta: 0.001, ..Default::default() }
+    SamplingConfig {
+        temperature: 0.9,
+        top_k: 12,
+        repetition_penalty: 1.3,
+        penalty_window: 3,
+        eta: 0.001,
+        ..Default::default()
+    }
 }
 
 /// Exact P(t1, t2) under the target with the sampling settings.
@@ -146,7 +155,8 @@ fn penalized_greedy_equals_autoregressive() {
         let likely = vec![vec![1, 2]; model.config().vocab_size];
         for tree in [false, true] {
             let mut p = Fixed { likely: likely.clone(), tree };
-            let got = generate_speculative_sampled(&model, &prompt, 40, &[], &mut p, &mut Sampler::new(greedy.clone())).unwrap();
+            let got = generate_speculative_sampled(&model, &prompt, 40, &[], &mut p, &mut Sampler::new(greedy.clone()))
+                .unwrap();
             assert_eq!(got.tokens, want, "window {window}, tree {tree}");
         }
     }

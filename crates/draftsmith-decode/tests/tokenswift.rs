@@ -7,14 +7,24 @@ mod common;
 
 use common::{ar, repeating_prompt, tiny, Lcg, B};
 use draftsmith_decode::methods::{KvMode, LoadedTokenSwift, TokenSwiftProposer, TokenSwiftSettings};
-use draftsmith_decode::{generate, generate_speculative, generate_speculative_sampled, Proposer, Sampler, SamplingConfig};
+use draftsmith_decode::{
+    generate, generate_speculative, generate_speculative_sampled, Proposer, Sampler, SamplingConfig,
+};
 use draftsmith_heads::tokenswift::{TokenSwiftConfig, TokenSwiftFile};
 use draftsmith_model::{Architecture, Model};
 
 fn loaded(model: &Model<B>, seed: u64) -> LoadedTokenSwift<B> {
     let c = model.config();
     let cfg = TokenSwiftConfig::new(c.vocab_size, c.hidden_size).with_num_heads(3);
-    let file = TokenSwiftFile { drafter: "tokenswift".into(), vocab_size: c.vocab_size, hidden_size: c.hidden_size, num_heads: 3, rms_norm_eps: 1e-6, target: None, training: serde_json::Value::Null };
+    let file = TokenSwiftFile {
+        drafter: "tokenswift".into(),
+        vocab_size: c.vocab_size,
+        hidden_size: c.hidden_size,
+        num_heads: 3,
+        rms_norm_eps: 1e-6,
+        target: None,
+        training: serde_json::Value::Null,
+    };
     LoadedTokenSwift { heads: cfg.init::<B>(&Default::default(), seed), file }
 }
 
@@ -32,19 +42,31 @@ fn greedy_tokenswift_equals_autoregressive_in_every_mode() {
             let want = ar(&model, &prompt, n);
             for mode in [KvMode::Full, KvMode::PartialStatic, KvMode::Dynamic] {
                 for ngram_topk in [0, 20] {
-                    let settings = TokenSwiftSettings { kv_mode: mode, kv_budget: 10, kv_sinks: 2, ngram_topk, ..TokenSwiftSettings::default() };
+                    let settings = TokenSwiftSettings {
+                        kv_mode: mode,
+                        kv_budget: 10,
+                        kv_sinks: 2,
+                        ngram_topk,
+                        ..TokenSwiftSettings::default()
+                    };
                     let mut p = TokenSwiftProposer::new(&model, &heads, settings).unwrap();
                     let out = generate_speculative(&model, &prompt, n, &[], &mut p).unwrap();
                     assert_eq!(out.tokens, want, "{arch:?} trial {trial} {mode} k={ngram_topk}");
                     assert!(p.take_error().is_none());
                     if mode == KvMode::Full {
-                        assert!(out.steps.iter().all(|s| s.accepted >= 1 || s.emitted < 2), "{arch:?} {mode}: p0's top token is the target's own");
+                        assert!(
+                            out.steps.iter().all(|s| s.accepted >= 1 || s.emitted < 2),
+                            "{arch:?} {mode}: p0's top token is the target's own"
+                        );
                     }
                     let stats = p.stats();
                     reselections += stats.reselections;
                     ngram_hits += stats.ngram_steps;
                     assert_eq!(stats.steps, out.steps.len());
-                    assert!(out.steps.iter().all(|s| s.tree_size >= 40 || s.emitted == 0), "the [1,3,3,3] tree has 40 nodes");
+                    assert!(
+                        out.steps.iter().all(|s| s.tree_size >= 40 || s.emitted == 0),
+                        "the [1,3,3,3] tree has 40 nodes"
+                    );
                 }
             }
         }

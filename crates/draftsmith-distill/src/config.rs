@@ -99,7 +99,11 @@ impl DistillConfig {
         map.remove("inputs_per_shard");
         map.remove("batch_size");
         map.insert("input".into(), input);
-        DistillParams { settings, teacher_len: (self.teacher_len > 0).then_some(self.teacher_len), topk: (self.topk > 0).then_some(self.topk) }
+        DistillParams {
+            settings,
+            teacher_len: (self.teacher_len > 0).then_some(self.teacher_len),
+            topk: (self.topk > 0).then_some(self.topk),
+        }
     }
 
     /// The sampling seed of input `index` (see [`DistillConfig::seed`]).
@@ -114,7 +118,8 @@ mod tests {
 
     #[test]
     fn recipe_keys_round_trip_and_unknown_keys_fail() {
-        let cfg: DistillConfig = serde_json::from_str(r#"{"teacher_len": 5, "ground_truth": true, "responses": false}"#).unwrap();
+        let cfg: DistillConfig =
+            serde_json::from_str(r#"{"teacher_len": 5, "ground_truth": true, "responses": false}"#).unwrap();
         assert_eq!(cfg.teacher_len, 5);
         assert_eq!(cfg.max_new_tokens, 256, "unset keys take defaults");
         let back: DistillConfig = serde_json::from_value(serde_json::to_value(&cfg).unwrap()).unwrap();

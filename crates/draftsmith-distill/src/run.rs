@@ -88,11 +88,19 @@ pub fn distill<B: Backend>(
         for (index, conversation) in conversations.iter().enumerate().take(inputs.end).skip(inputs.start) {
             let (generated, processed) = (job.stats.tokens_generated, job.stats.tokens_processed);
             let response = responses.next().expect("one response slot per input");
-            let records = job.input(conversation, response).map_err(|source| DistillError::Model { id: conversation.id.clone(), source: Box::new(source) })?;
+            let records = job
+                .input(conversation, response)
+                .map_err(|source| DistillError::Model { id: conversation.id.clone(), source: Box::new(source) })?;
             let n = records.len();
             writer.push_input(records)?;
             let s = &job.stats;
-            progress(DistillEvent::Input { index, id: conversation.id.clone(), records: n, generated: s.tokens_generated - generated, processed: s.tokens_processed - processed });
+            progress(DistillEvent::Input {
+                index,
+                id: conversation.id.clone(),
+                records: n,
+                generated: s.tokens_generated - generated,
+                processed: s.tokens_processed - processed,
+            });
         }
         first = inputs.end;
     }
@@ -101,15 +109,25 @@ pub fn distill<B: Backend>(
 }
 
 /// Validates the config against the model, tokenizer and writer; returns the template to use.
-fn check<'t, B: Backend>(model: &Model<B>, tokenizer: &'t TextTokenizer, cfg: &DistillConfig, writer: &ShardWriter) -> Result<Option<&'t ChatTemplate>, DistillError> {
+fn check<'t, B: Backend>(
+    model: &Model<B>,
+    tokenizer: &'t TextTokenizer,
+    cfg: &DistillConfig,
+    writer: &ShardWriter,
+) -> Result<Option<&'t ChatTemplate>, DistillError> {
     cfg.validate()?;
     let vocab = model.config().vocab_size;
     if cfg.topk > vocab {
-        return Err(DistillError::Config { key: "topk", problem: format!("is {}, more than the model's vocabulary of {vocab}", cfg.topk) });
+        return Err(DistillError::Config {
+            key: "topk",
+            problem: format!("is {}, more than the model's vocabulary of {vocab}", cfg.topk),
+        });
     }
     let stored = &writer.manifest().params;
     let wanted = cfg.params(serde_json::Value::Null);
-    for (field, writer, config) in [("teacher_len", stored.teacher_len, wanted.teacher_len), ("topk", stored.topk, wanted.topk)] {
+    for (field, writer, config) in
+        [("teacher_len", stored.teacher_len, wanted.teacher_len), ("topk", stored.topk, wanted.topk)]
+    {
         if writer != config {
             return Err(DistillError::WriterMismatch { field, writer, config });
         }
@@ -136,7 +154,11 @@ struct Job<'a, B: Backend> {
 impl<B: Backend> Job<'_, B> {
     /// The records of one conversation (updates the stats); `response` is its self-distilled
     /// sequence from [`Job::responses`] (`None` when responses are off).
-    fn input(&mut self, conversation: &Conversation, response: Option<Built<Labeled>>) -> Result<Vec<DistillRecord>, ModelError> {
+    fn input(
+        &mut self,
+        conversation: &Conversation,
+        response: Option<Built<Labeled>>,
+    ) -> Result<Vec<DistillRecord>, ModelError> {
         let mut records = Vec::new();
         if let Some(response) = response {
             match response {
@@ -167,14 +189,20 @@ impl<B: Backend> Job<'_, B> {
     /// Prompt + the target's response (trained on the response) for each of `conversations`
     /// (input indices from `first`), generated `batch_size` at a time; one `None` per input when
     /// responses are off.
-    fn responses(&mut self, conversations: &[Conversation], first: usize, progress: &mut dyn FnMut(DistillEvent)) -> Result<std::vec::IntoIter<Option<Built<Labeled>>>, DistillError> {
+    fn responses(
+        &mut self,
+        conversations: &[Conversation],
+        first: usize,
+        progress: &mut dyn FnMut(DistillEvent),
+    ) -> Result<std::vec::IntoIter<Option<Built<Labeled>>>, DistillError> {
         let cfg = self.cfg;
         if !cfg.responses {
             return Ok(vec![None; conversations.len()].into_iter());
         }
         let mut prompts = Vec::with_capacity(conversations.len());
         for conversation in conversations {
-            let prompt = response_prompt(self.tokenizer, self.template, conversation, cfg.max_prompt_tokens).map_err(|source| DistillError::Model { id: conversation.id.clone(), source: Box::new(source) })?;
+            let prompt = response_prompt(self.tokenizer, self.template, conversation, cfg.max_prompt_tokens)
+                .map_err(|source| DistillError::Model { id: conversation.id.clone(), source: Box::new(source) })?;
             prompts.push(match prompt {
                 Ok(p) if p.len() >= self.model.config().max_position_embeddings => Err(SkipReason::PromptTooLong),
                 other => other,
@@ -183,9 +211,29 @@ impl<B: Backend> Job<'_, B> {
         let (kept, mut samplers): (Vec<Vec<u32>>, Vec<Sampler>) = prompts
             .iter()
             .enumerate()
-            .filter_map(|(i, p)| p.as_ref().ok().map(|p| (p.clone(), Sampler::new(SamplingConfig { temperature: cfg.temperature, seed: cfg.seed_for(first + i), ..SamplingConfig::default() }))))
+            .filter_map(|(i, p)| {
+                p.as_ref().ok().map(|p| {
+                    (
+                        p.clone(),
+                        Sampler::new(SamplingConfig {
+                            temperature: cfg.temperature,
+                            seed: cfg.seed_for(first + i),
+                            ..SamplingConfig::default()
+                        }),
+                    )
+                })
+            })
             .unzip();
-        let generations = generate_batch(self.model, &kept, &mut samplers, cfg.max_new_tokens, self.tokenizer.eos_ids(), cfg.batch_size, &mut |_, g| progress(DistillEvent::Answer { tokens: g.tokens.len() })).map_err(|source| {
+        let generations = generate_batch(
+            self.model,
+            &kept,
+            &mut samplers,
+            cfg.max_new_tokens,
+            self.tokenizer.eos_ids(),
+            cfg.batch_size,
+            &mut |_, g| progress(DistillEvent::Answer { tokens: g.tokens.len() }),
+        )
+        .map_err(|source| {
             let id = conversations.first().map(|c| format!("{}..", c.id)).unwrap_or_default();
             DistillError::Model { id, source: Box::new(source) }
         })?;
@@ -207,8 +255,20 @@ impl<B: Backend> Job<'_, B> {
     }
 
     /// A record with its teacher columns.
-    fn record(&mut self, conversation: &Conversation, labeled: Labeled, source: RecordSource) -> Result<DistillRecord, ModelError> {
-        let columns = teacher_columns(self.model, self.cache, &labeled.tokens, &labeled.loss_mask, self.cfg.teacher_len, self.cfg.topk)?;
+    fn record(
+        &mut self,
+        conversation: &Conversation,
+        labeled: Labeled,
+        source: RecordSource,
+    ) -> Result<DistillRecord, ModelError> {
+        let columns = teacher_columns(
+            self.model,
+            self.cache,
+            &labeled.tokens,
+            &labeled.loss_mask,
+            self.cfg.teacher_len,
+            self.cfg.topk,
+        )?;
         self.stats.tokens_processed += columns.processed;
         match source {
             RecordSource::SelfDistilled => self.stats.self_distilled += 1,

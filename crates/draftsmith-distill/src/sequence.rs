@@ -61,7 +61,12 @@ fn render(template: &ChatTemplate, messages: &[ChatMessage], generation_prompt: 
 /// The prompt of a self-distilled record: the leading system message (if any) and the first
 /// user message, rendered with the generation prompt (or the user message as raw text when
 /// `template` is `None`).
-pub fn response_prompt(tokenizer: &TextTokenizer, template: Option<&ChatTemplate>, conversation: &Conversation, max_prompt_tokens: usize) -> Result<Built<Vec<u32>>, ModelError> {
+pub fn response_prompt(
+    tokenizer: &TextTokenizer,
+    template: Option<&ChatTemplate>,
+    conversation: &Conversation,
+    max_prompt_tokens: usize,
+) -> Result<Built<Vec<u32>>, ModelError> {
     let messages = &conversation.messages;
     let Some(user) = messages.iter().position(|m| m.role == Role::User && !m.content.trim().is_empty()) else {
         return Ok(Err(SkipReason::NoUserMessage));
@@ -90,9 +95,21 @@ fn common_prefix(a: &[u32], b: &[u32]) -> usize {
 /// before the first user message (other than system messages) are dropped: a conversation
 /// cannot open with the assistant under a chat template that injects a default system prompt
 /// (SmolLM2's), and ShareGPT has many that do (greetings, scraped fragments).
-pub fn ground_truth(tokenizer: &TextTokenizer, template: &ChatTemplate, conversation: &Conversation, max_seq_len: usize) -> Result<Built<Labeled>, ModelError> {
-    let Some(first_user) = conversation.messages.iter().position(|m| m.role == Role::User) else { return Ok(Err(SkipReason::NoUserMessage)) };
-    let kept: Vec<Message> = conversation.messages[..first_user].iter().filter(|m| m.role == Role::System).chain(&conversation.messages[first_user..]).cloned().collect();
+pub fn ground_truth(
+    tokenizer: &TextTokenizer,
+    template: &ChatTemplate,
+    conversation: &Conversation,
+    max_seq_len: usize,
+) -> Result<Built<Labeled>, ModelError> {
+    let Some(first_user) = conversation.messages.iter().position(|m| m.role == Role::User) else {
+        return Ok(Err(SkipReason::NoUserMessage));
+    };
+    let kept: Vec<Message> = conversation.messages[..first_user]
+        .iter()
+        .filter(|m| m.role == Role::System)
+        .chain(&conversation.messages[first_user..])
+        .cloned()
+        .collect();
     let messages = chat_messages(&kept);
     let full = match render(template, &messages, false) {
         Ok(text) => tokenizer.encode(&text)?,
@@ -103,7 +120,8 @@ pub fn ground_truth(tokenizer: &TextTokenizer, template: &ChatTemplate, conversa
         if m.role != Role::Assistant {
             continue;
         }
-        let (before, through) = match (render(template, &messages[..i], true), render(template, &messages[..=i], false)) {
+        let (before, through) = match (render(template, &messages[..i], true), render(template, &messages[..=i], false))
+        {
             (Ok(a), Ok(b)) => (tokenizer.encode(&a)?, tokenizer.encode(&b)?),
             (Err(skip), _) | (_, Err(skip)) => return Ok(Err(skip)),
         };

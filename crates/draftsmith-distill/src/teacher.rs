@@ -37,7 +37,14 @@ pub struct TeacherColumns {
 
 /// Computes the teacher continuations (`teacher_len > 0`) and top-k log-probs (`topk > 0`) of
 /// `tokens`, using `cache` (any length; restored on return) as scratch.
-pub fn teacher_columns<B: Backend>(model: &Model<B>, cache: &mut KvCache<B>, tokens: &[u32], loss_mask: &[bool], teacher_len: usize, topk: usize) -> Result<TeacherColumns, ModelError> {
+pub fn teacher_columns<B: Backend>(
+    model: &Model<B>,
+    cache: &mut KvCache<B>,
+    tokens: &[u32],
+    loss_mask: &[bool],
+    teacher_len: usize,
+    topk: usize,
+) -> Result<TeacherColumns, ModelError> {
     let mut out = TeacherColumns::default();
     if (teacher_len == 0 && topk == 0) || tokens.is_empty() {
         return Ok(out);
@@ -48,7 +55,15 @@ pub fn teacher_columns<B: Backend>(model: &Model<B>, cache: &mut KvCache<B>, tok
     result.map(|()| out)
 }
 
-fn run<B: Backend>(model: &Model<B>, cache: &mut KvCache<B>, tokens: &[u32], loss_mask: &[bool], teacher_len: usize, topk: usize, out: &mut TeacherColumns) -> Result<(), ModelError> {
+fn run<B: Backend>(
+    model: &Model<B>,
+    cache: &mut KvCache<B>,
+    tokens: &[u32],
+    loss_mask: &[bool],
+    teacher_len: usize,
+    topk: usize,
+    out: &mut TeacherColumns,
+) -> Result<(), ModelError> {
     let n = tokens.len();
     let base = cache.len();
     let mut first = Vec::with_capacity(n);
@@ -56,7 +71,10 @@ fn run<B: Backend>(model: &Model<B>, cache: &mut KvCache<B>, tokens: &[u32], los
     for start in (0..n).step_by(MAX_ROWS_PER_PASS) {
         let chunk = &tokens[start..n.min(start + MAX_ROWS_PER_PASS)];
         let positions: Vec<usize> = (start..start + chunk.len()).collect();
-        let logits = model.forward(chunk, &positions, &AttentionMask::Causal, LogitsSelect::All, cache)?.logits.expect("logits requested");
+        let logits = model
+            .forward(chunk, &positions, &AttentionMask::Causal, LogitsSelect::All, cache)?
+            .logits
+            .expect("logits requested");
         for row in host_rows(logits).chunks_exact(model.config().vocab_size) {
             first.push(argmax(row));
             if topk > 0 {
@@ -77,7 +95,15 @@ fn run<B: Backend>(model: &Model<B>, cache: &mut KvCache<B>, tokens: &[u32], los
 }
 
 /// Passes `k = 2..=T` over the prefilled sequence (cache entries `base..base + first.len()`).
-fn continuations<B: Backend>(model: &Model<B>, cache: &mut KvCache<B>, base: usize, first: &[u32], trained: &[usize], t_len: usize, processed: &mut usize) -> Result<Vec<u32>, ModelError> {
+fn continuations<B: Backend>(
+    model: &Model<B>,
+    cache: &mut KvCache<B>,
+    base: usize,
+    first: &[u32],
+    trained: &[usize],
+    t_len: usize,
+    processed: &mut usize,
+) -> Result<Vec<u32>, ModelError> {
     let n = first.len();
     let context = model.config().max_position_embeddings;
     let mut teacher = vec![NO_TOKEN; n * t_len];
@@ -102,8 +128,13 @@ fn continuations<B: Backend>(model: &Model<B>, cache: &mut KvCache<B>, base: usi
             }
             let inputs: Vec<u32> = chunk.iter().map(|&t| teacher[t * t_len + k - 2]).collect();
             let positions: Vec<usize> = chunk.iter().map(|&t| t + k - 1).collect();
-            let logits = model.forward(&inputs, &positions, &AttentionMask::Visible(mask), LogitsSelect::All, cache)?.logits.expect("logits requested");
-            for ((r, &t), row) in chunk.iter().enumerate().zip(host_rows(logits).chunks_exact(model.config().vocab_size)) {
+            let logits = model
+                .forward(&inputs, &positions, &AttentionMask::Visible(mask), LogitsSelect::All, cache)?
+                .logits
+                .expect("logits requested");
+            for ((r, &t), row) in
+                chunk.iter().enumerate().zip(host_rows(logits).chunks_exact(model.config().vocab_size))
+            {
                 teacher[t * t_len + k - 1] = argmax(row);
                 appended[t].push(cached + r);
             }

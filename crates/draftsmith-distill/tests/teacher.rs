@@ -11,7 +11,13 @@ type B = Flex;
 /// A tiny random model (vocab 48; 32-wide rows so the quantized kernels are used, as on real models).
 fn tiny(arch: Architecture, seed: u64) -> Model<B> {
     let config = ModelConfig::tiny(arch);
-    build_model::<B>(&config, &MemorySource::random(&config, seed), LoadOptions::new(MatmulWeights::Quantized), &Default::default()).unwrap()
+    build_model::<B>(
+        &config,
+        &MemorySource::random(&config, seed),
+        LoadOptions::new(MatmulWeights::Quantized),
+        &Default::default(),
+    )
+    .unwrap()
 }
 
 fn greedy(model: &Model<B>, prefix: &[u32], n: usize) -> Vec<u32> {

@@ -50,7 +50,12 @@ pub struct EvalOutcome {
 
 /// Runs the eval. A lossless failure is not an error here: it is in the summary (and every
 /// record and report is written before the caller sees it).
-pub fn evaluate<B: Backend>(model: &Model<B>, drafters: Drafters<'_, B>, input: &EvalInput<'_>, on_progress: &mut dyn FnMut(Progress<'_>)) -> Result<EvalOutcome, EvalError> {
+pub fn evaluate<B: Backend>(
+    model: &Model<B>,
+    drafters: Drafters<'_, B>,
+    input: &EvalInput<'_>,
+    on_progress: &mut dyn FnMut(Progress<'_>),
+) -> Result<EvalOutcome, EvalError> {
     let manifest = input.manifest;
     check_context(input.prompts, model.config().max_position_embeddings)?;
     for m in &manifest.methods {
@@ -68,7 +73,12 @@ pub fn evaluate<B: Backend>(model: &Model<B>, drafters: Drafters<'_, B>, input: 
             }
         }
     }
-    let spec = RunSpec { methods: &manifest.methods, params: &manifest.params, max_new_tokens: manifest.max_new_tokens, stop_tokens: input.stop_tokens };
+    let spec = RunSpec {
+        methods: &manifest.methods,
+        params: &manifest.params,
+        max_new_tokens: manifest.max_new_tokens,
+        stop_tokens: input.stop_tokens,
+    };
     let ran = run_pending(model, drafters, input.prompts, &spec, &mut log, &done, on_progress)?;
     drop(log);
     let records = read_records(&records_path)?;
@@ -81,8 +91,15 @@ pub fn evaluate<B: Backend>(model: &Model<B>, drafters: Drafters<'_, B>, input: 
 }
 
 /// Measures the backend's drift on `ar`'s outputs and classifies every mismatch by `ar`'s margin.
-fn check_near_ties<B: Backend>(model: &Model<B>, prompts: &[EncodedPrompt], records: &[Record], summary: &mut Summary) -> Result<(), EvalError> {
-    let ar_output = |id: &str| records.iter().find(|r| r.method == draftsmith_decode::AR && r.prompt_id == id).map(|r| &r.output_ids);
+fn check_near_ties<B: Backend>(
+    model: &Model<B>,
+    prompts: &[EncodedPrompt],
+    records: &[Record],
+    summary: &mut Summary,
+) -> Result<(), EvalError> {
+    let ar_output = |id: &str| {
+        records.iter().find(|r| r.method == draftsmith_decode::AR && r.prompt_id == id).map(|r| &r.output_ids)
+    };
     let bound = measure_bound(model, prompts, &|p| ar_output(&p.id).cloned())?;
     classify(summary, bound, &mut |m| {
         let prompt = prompts.iter().find(|p| p.id == m.prompt_id).expect("a mismatch's prompt is in the eval");

@@ -24,7 +24,7 @@ pub use lossless::{LosslessCheck, NearTieBound};
 pub use manifest::{drafter_sha256, resolve_methods, Manifest, MANIFEST_FILE, SCHEMA_VERSION};
 pub use plot::PLOT_FILE;
 pub use prompts::{encode_prompts, read_prompts, EncodedPrompt, Prompt, PromptSet};
-pub use recipe::{GridPoint, Recipe, DrafterRecipe};
+pub use recipe::{DrafterRecipe, GridPoint, Recipe};
 pub use records::{read_records, Record, RECORDS_FILE};
 pub use runner::{Progress, RunSpec};
 pub use summary::{distinct_n, summarize, MethodSummary, Mismatch, Summary};

@@ -65,7 +65,11 @@ pub struct NearTieBound {
 
 /// Measures the drift on up to [`DRIFT_PROMPTS`] prompts, each followed by its first
 /// [`DRIFT_TOKENS`] continuation tokens (`continuation(prompt)`, normally `ar`'s output).
-pub fn measure_bound<B: Backend>(model: &Model<B>, prompts: &[EncodedPrompt], continuation: &dyn Fn(&EncodedPrompt) -> Option<Vec<u32>>) -> Result<NearTieBound, EvalError> {
+pub fn measure_bound<B: Backend>(
+    model: &Model<B>,
+    prompts: &[EncodedPrompt],
+    continuation: &dyn Fn(&EncodedPrompt) -> Option<Vec<u32>>,
+) -> Result<NearTieBound, EvalError> {
     let (mut drift, mut rows) = (0.0f32, 0);
     for p in prompts.iter().take(DRIFT_PROMPTS) {
         let Some(mut tail) = continuation(p) else { continue };
@@ -75,19 +79,29 @@ pub fn measure_bound<B: Backend>(model: &Model<B>, prompts: &[EncodedPrompt], co
         }
         let err = |e| EvalError::Prompt { id: p.id.clone(), source: Box::new(e) };
         let capacity = p.ids.len() + tail.len();
-        let prefill = |cache: &mut KvCache<B>| model.forward(&p.ids, &(0..p.ids.len()).collect::<Vec<_>>(), &AttentionMask::Causal, LogitsSelect::None, cache);
+        let prefill = |cache: &mut KvCache<B>| {
+            model.forward(
+                &p.ids,
+                &(0..p.ids.len()).collect::<Vec<_>>(),
+                &AttentionMask::Causal,
+                LogitsSelect::None,
+                cache,
+            )
+        };
         let positions: Vec<usize> = (p.ids.len()..capacity).collect();
 
         let mut cache = model.new_cache(capacity);
         prefill(&mut cache).map_err(err)?;
         let mut sequential = Vec::new();
         for (t, &pos) in tail.iter().zip(&positions) {
-            let out = model.forward(&[*t], &[pos], &AttentionMask::Causal, LogitsSelect::All, &mut cache).map_err(err)?;
+            let out =
+                model.forward(&[*t], &[pos], &AttentionMask::Causal, LogitsSelect::All, &mut cache).map_err(err)?;
             sequential.extend(host_logits(out.logits));
         }
         let mut cache = model.new_cache(capacity);
         prefill(&mut cache).map_err(err)?;
-        let out = model.forward(&tail, &positions, &AttentionMask::Causal, LogitsSelect::All, &mut cache).map_err(err)?;
+        let out =
+            model.forward(&tail, &positions, &AttentionMask::Causal, LogitsSelect::All, &mut cache).map_err(err)?;
         let batched = host_logits(out.logits);
         drift = sequential.iter().zip(&batched).map(|(a, b)| (a - b).abs()).fold(drift, f32::max);
         rows += tail.len();
@@ -97,7 +111,12 @@ pub fn measure_bound<B: Backend>(model: &Model<B>, prompts: &[EncodedPrompt], co
 
 /// `ar`'s top-2 logit margin at output `position`: the prompt and the first `position` output
 /// tokens run as one pass, the last row's two largest logits.
-pub fn ar_margin<B: Backend>(model: &Model<B>, prompt: &EncodedPrompt, ar_output: &[u32], position: usize) -> Result<f32, EvalError> {
+pub fn ar_margin<B: Backend>(
+    model: &Model<B>,
+    prompt: &EncodedPrompt,
+    ar_output: &[u32],
+    position: usize,
+) -> Result<f32, EvalError> {
     let mut ids = prompt.ids.clone();
     ids.extend_from_slice(&ar_output[..position.min(ar_output.len())]);
     let mut cache = model.new_cache(ids.len());
@@ -124,7 +143,11 @@ pub fn top2_margin(logits: &[f32]) -> f32 {
 
 /// Marks each mismatch a near-tie or not (`margin(mismatch)` is `ar`'s margin there) and
 /// recomputes every method's and the run's verdict: lossless unless a real mismatch remains.
-pub fn classify(summary: &mut Summary, bound: NearTieBound, margin: &mut dyn FnMut(&crate::summary::Mismatch) -> Result<f32, EvalError>) -> Result<(), EvalError> {
+pub fn classify(
+    summary: &mut Summary,
+    bound: NearTieBound,
+    margin: &mut dyn FnMut(&crate::summary::Mismatch) -> Result<f32, EvalError>,
+) -> Result<(), EvalError> {
     for m in summary.mismatches.iter_mut() {
         // A length difference (one output ended) has no competing token: never a near-tie.
         if m.ar_token.is_none() || m.method_token.is_none() {

@@ -95,7 +95,8 @@ pub fn prepare_dir(dir: &Path, manifest: &Manifest) -> Result<bool, EvalError> {
     let path = dir.join(MANIFEST_FILE);
     if path.exists() {
         let text = std::fs::read_to_string(&path).map_err(EvalError::io(&path))?;
-        let found: Manifest = serde_json::from_str(&text).map_err(|e| EvalError::Manifest { path: path.clone(), problem: e.to_string() })?;
+        let found: Manifest = serde_json::from_str(&text)
+            .map_err(|e| EvalError::Manifest { path: path.clone(), problem: e.to_string() })?;
         let differences = manifest.differences(&found);
         if !differences.is_empty() {
             return Err(EvalError::ManifestMismatch { path, differences });
@@ -159,7 +160,9 @@ mod tests {
         std::fs::write(drafter.join("drafter.safetensors"), b"weights v2").unwrap();
         let second = Manifest { drafter_sha256: Some(drafter_sha256(&drafter).unwrap()), ..manifest() };
         match prepare_dir(&out, &second) {
-            Err(EvalError::ManifestMismatch { differences, .. }) => assert!(differences.iter().any(|d| d.starts_with("drafter_sha256")), "{differences:?}"),
+            Err(EvalError::ManifestMismatch { differences, .. }) => {
+                assert!(differences.iter().any(|d| d.starts_with("drafter_sha256")), "{differences:?}")
+            }
             other => panic!("expected a mismatch, got {other:?}"),
         }
         assert!(drafter_sha256(&dir.join("missing")).is_err());
@@ -183,10 +186,17 @@ mod tests {
         assert!(!prepare_dir(&dir, &m).unwrap());
         let text = std::fs::read_to_string(dir.join(MANIFEST_FILE)).unwrap();
         assert_eq!(serde_json::from_str::<Manifest>(&text).unwrap(), m, "round trip");
-        assert!(prepare_dir(&dir, &Manifest { command: "other".into(), ..m.clone() }).unwrap(), "the command does not matter");
-        let other = Manifest { max_new_tokens: 32, params: MethodParams { draft_len: 3, ..m.params.clone() }, ..m.clone() };
+        assert!(
+            prepare_dir(&dir, &Manifest { command: "other".into(), ..m.clone() }).unwrap(),
+            "the command does not matter"
+        );
+        let other =
+            Manifest { max_new_tokens: 32, params: MethodParams { draft_len: 3, ..m.params.clone() }, ..m.clone() };
         let err = prepare_dir(&dir, &other).unwrap_err().to_string();
-        assert!(err.contains("max_new_tokens: 32 vs 16") && err.contains("draft_len: 3") && err.contains("--out"), "{err}");
+        assert!(
+            err.contains("max_new_tokens: 32 vs 16") && err.contains("draft_len: 3") && err.contains("--out"),
+            "{err}"
+        );
 
         let bare = dir.join("bare");
         std::fs::create_dir_all(&bare).unwrap();

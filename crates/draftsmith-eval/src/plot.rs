@@ -32,7 +32,12 @@ fn plot_err(e: impl std::fmt::Display) -> EvalError {
     EvalError::Plot { problem: e.to_string() }
 }
 
-fn bars(area: &DrawingArea<SVGBackend<'_>, plotters::coord::Shift>, title: &str, names: &[&str], values: &[f64]) -> Result<(), EvalError> {
+fn bars(
+    area: &DrawingArea<SVGBackend<'_>, plotters::coord::Shift>,
+    title: &str,
+    names: &[&str],
+    values: &[f64],
+) -> Result<(), EvalError> {
     let top = values.iter().copied().fold(1.0_f64, f64::max) * 1.2;
     let mut chart = ChartBuilder::on(area)
         .caption(title, ("sans-serif", 18))
@@ -52,10 +57,17 @@ fn bars(area: &DrawingArea<SVGBackend<'_>, plotters::coord::Shift>, title: &str,
         .draw()
         .map_err(plot_err)?;
     chart
-        .draw_series(Histogram::vertical(&chart).style(BAR.filled()).margin(24).data(values.iter().enumerate().map(|(i, &v)| (i, v))))
+        .draw_series(
+            Histogram::vertical(&chart)
+                .style(BAR.filled())
+                .margin(24)
+                .data(values.iter().enumerate().map(|(i, &v)| (i, v))),
+        )
         .map_err(plot_err)?;
     chart
-        .draw_series(values.iter().enumerate().map(|(i, &v)| Text::new(format!("{v:.2}"), (SegmentValue::CenterOf(i), v + top * 0.02), ("sans-serif", 14))))
+        .draw_series(values.iter().enumerate().map(|(i, &v)| {
+            Text::new(format!("{v:.2}"), (SegmentValue::CenterOf(i), v + top * 0.02), ("sans-serif", 14))
+        }))
         .map_err(plot_err)?;
     let level = [(SegmentValue::Exact(0), 1.0), (SegmentValue::Last, 1.0)];
     chart.draw_series(LineSeries::new(level, RED.stroke_width(1))).map_err(plot_err)?;
@@ -70,7 +82,10 @@ mod tests {
 
     #[test]
     fn the_plot_is_svg_naming_every_method() {
-        let summary = summarize(&[record("p", "ar", &[1, 2], &[]), record("p", "prompt-lookup", &[1, 2], &[(1, 2)])], &["ar".into(), "prompt-lookup".into()]);
+        let summary = summarize(
+            &[record("p", "ar", &[1, 2], &[]), record("p", "prompt-lookup", &[1, 2], &[(1, 2)])],
+            &["ar".into(), "prompt-lookup".into()],
+        );
         let svg = render_plot(&summary).unwrap();
         assert!(svg.starts_with("<svg") && svg.contains("prompt-lookup") && svg.contains("\nar\n"), "{svg}");
     }

@@ -42,8 +42,11 @@ pub struct EncodedPrompt {
 /// Reads `path` and keeps the first `limit` prompts (all when `None`).
 pub fn read_prompts(path: &Path, limit: Option<usize>) -> Result<PromptSet, EvalError> {
     let bytes = std::fs::read(path).map_err(EvalError::io(path))?;
-    let text = String::from_utf8(bytes.clone())
-        .map_err(|e| EvalError::PromptLine { path: path.to_path_buf(), line: 0, problem: format!("not UTF-8: {e}") })?;
+    let text = String::from_utf8(bytes.clone()).map_err(|e| EvalError::PromptLine {
+        path: path.to_path_buf(),
+        line: 0,
+        problem: format!("not UTF-8: {e}"),
+    })?;
     let mut prompts = parse_prompts(path, &text)?;
     if let Some(k) = limit {
         prompts.truncate(k);
@@ -98,9 +101,17 @@ fn parse_line(line: &str) -> Result<Prompt, String> {
 
 /// Token ids of every prompt: the text as the user message of the model's chat template
 /// (with the generation prompt), or the raw text when `chat_template` is false.
-pub fn encode_prompts(tokenizer: &TextTokenizer, prompts: &[Prompt], chat_template: bool) -> Result<Vec<EncodedPrompt>, EvalError> {
+pub fn encode_prompts(
+    tokenizer: &TextTokenizer,
+    prompts: &[Prompt],
+    chat_template: bool,
+) -> Result<Vec<EncodedPrompt>, EvalError> {
     let template = match chat_template {
-        true => Some(tokenizer.chat_template().ok_or_else(|| EvalError::NoChatTemplate { path: tokenizer.source().to_path_buf() })?),
+        true => Some(
+            tokenizer
+                .chat_template()
+                .ok_or_else(|| EvalError::NoChatTemplate { path: tokenizer.source().to_path_buf() })?,
+        ),
         false => None,
     };
     prompts
@@ -159,7 +170,8 @@ mod tests {
 
     #[test]
     fn too_long_prompts_are_named() {
-        let prompts = [EncodedPrompt { id: "ok".into(), ids: vec![1; 7] }, EncodedPrompt { id: "long".into(), ids: vec![1; 8] }];
+        let prompts =
+            [EncodedPrompt { id: "ok".into(), ids: vec![1; 7] }, EncodedPrompt { id: "long".into(), ids: vec![1; 8] }];
         assert!(check_context(&prompts[..1], 8).is_ok());
         let err = check_context(&prompts, 8).unwrap_err().to_string();
         assert!(err.contains("`long`") && err.contains("8 tokens"), "{err}");

@@ -143,7 +143,8 @@ impl Recipe {
         }
         for point in &points {
             for method in &recipe.methods {
-                draftsmith_decode::validate_method(method, &point.params).map_err(|e| bad(format!("{}: {e}", point.label)))?;
+                draftsmith_decode::validate_method(method, &point.params)
+                    .map_err(|e| bad(format!("{}: {e}", point.label)))?;
             }
         }
         Ok((recipe, points))
@@ -220,7 +221,10 @@ mod tests {
         let path = write("grid", "name = \"g\"\nprompts = \"p\"\nmethods = [\"ar\"]\n[grid]\nngram_x = [1]\n");
         let err = Recipe::read(&path).unwrap_err().to_string();
         assert!(err.contains("ngram_x") && err.contains("ngram_n"), "{err}");
-        let path = write("value", "name = \"g\"\nprompts = \"p\"\nmethods = [\"ar\", \"ngram-trie\"]\n[grid]\nngram_lp = [20]\n");
+        let path = write(
+            "value",
+            "name = \"g\"\nprompts = \"p\"\nmethods = [\"ar\", \"ngram-trie\"]\n[grid]\nngram_lp = [20]\n",
+        );
         let err = Recipe::read(&path).unwrap_err().to_string();
         assert!(err.contains("ngram_lp=20"), "an invalid grid point is named: {err}");
         let path = write("param", "name = \"g\"\nprompts = \"p\"\nmethods = [\"ar\"]\n[params]\ndraft_length = 3\n");

@@ -64,7 +64,11 @@ fn read_complete(path: &Path) -> Result<(Vec<Record>, u64), EvalError> {
         if line.trim().is_empty() {
             continue;
         }
-        let record = serde_json::from_str(line).map_err(|e| EvalError::RecordLine { path: path.to_path_buf(), line: i + 1, problem: e.to_string() })?;
+        let record = serde_json::from_str(line).map_err(|e| EvalError::RecordLine {
+            path: path.to_path_buf(),
+            line: i + 1,
+            problem: e.to_string(),
+        })?;
         records.push(record);
     }
     Ok((records, complete as u64))
@@ -80,7 +84,13 @@ impl RecordLog {
     /// Opens (or creates) `path` and returns the records it already holds.
     pub fn open(path: &Path) -> Result<(Self, Vec<Record>), EvalError> {
         let (records, complete) = read_complete(path)?;
-        let file = OpenOptions::new().create(true).truncate(false).read(true).write(true).open(path).map_err(EvalError::io(path))?;
+        let file = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .read(true)
+            .write(true)
+            .open(path)
+            .map_err(EvalError::io(path))?;
         let len = file.metadata().map_err(EvalError::io(path))?.len();
         if len != complete {
             tracing::warn!(path = %path.display(), bytes = len - complete, "dropping an unterminated last record (interrupted write)");
@@ -102,7 +112,11 @@ impl RecordLog {
 
 /// The (prompt, method) pairs of `prompts` × `methods` not yet in `done`, prompt-major, in
 /// method order (so `ar` runs before the methods of the same prompt).
-pub fn pending_pairs<'a>(prompt_ids: &[&'a str], methods: &'a [String], done: &HashSet<(String, String)>) -> Vec<(&'a str, &'a str)> {
+pub fn pending_pairs<'a>(
+    prompt_ids: &[&'a str],
+    methods: &'a [String],
+    done: &HashSet<(String, String)>,
+) -> Vec<(&'a str, &'a str)> {
     prompt_ids
         .iter()
         .flat_map(|&p| methods.iter().map(move |m| (p, m.as_str())))
@@ -127,7 +141,16 @@ pub(crate) mod tests {
             target_calls: if method == "ar" { output.len() } else { steps.len() + 1 },
             steps: steps
                 .iter()
-                .map(|&(accepted, emitted)| StepRecord { tree_size: 4, accepted, draft_calls: 2, drafted: 4, emitted, draft_ms: 0.5, verify_ms: 20.0, commit_ms: 1.0 })
+                .map(|&(accepted, emitted)| StepRecord {
+                    tree_size: 4,
+                    accepted,
+                    draft_calls: 2,
+                    drafted: 4,
+                    emitted,
+                    draft_ms: 0.5,
+                    verify_ms: 20.0,
+                    commit_ms: 1.0,
+                })
                 .collect(),
             extra: BTreeMap::new(),
         }
@@ -167,10 +190,11 @@ pub(crate) mod tests {
     #[test]
     fn done_pairs_are_skipped() {
         let methods = vec!["ar".to_string(), "prompt-lookup".to_string()];
-        let done: HashSet<_> = [record("p1", "ar", &[1], &[]), record("p1", "prompt-lookup", &[1], &[]), record("p2", "ar", &[1], &[])]
-            .iter()
-            .map(Record::key)
-            .collect();
+        let done: HashSet<_> =
+            [record("p1", "ar", &[1], &[]), record("p1", "prompt-lookup", &[1], &[]), record("p2", "ar", &[1], &[])]
+                .iter()
+                .map(Record::key)
+                .collect();
         let pending = pending_pairs(&["p1", "p2", "p3"], &methods, &done);
         assert_eq!(pending, [("p2", "prompt-lookup"), ("p3", "ar"), ("p3", "prompt-lookup")]);
     }

@@ -21,7 +21,11 @@ pub fn render_report(summary: &Summary, manifest: &Manifest, command_line: &str,
     let _ = writeln!(md, "- model: `{}` ({})", manifest.model, manifest.engine);
     let limit = manifest.limit.map_or_else(String::new, |k| format!(", first {k}"));
     let template = if manifest.chat_template { "chat template" } else { "raw text, no chat template" };
-    let _ = writeln!(md, "- prompts: `{}`{limit} ({template}); greedy, at most {} new tokens", manifest.prompts, manifest.max_new_tokens);
+    let _ = writeln!(
+        md,
+        "- prompts: `{}`{limit} ({template}); greedy, at most {} new tokens",
+        manifest.prompts, manifest.max_new_tokens
+    );
     let _ = writeln!(md, "- params: {}", method_params(manifest));
     let ties = summary.mismatches.iter().filter(|m| m.near_tie).count();
     let verdict = match (summary.lossless, ties) {
@@ -101,7 +105,15 @@ pub fn render_report(summary: &Summary, manifest: &Manifest, command_line: &str,
         for m in list.into_iter().take(MAX_LISTED) {
             let tok = |t: Option<u32>| t.map_or_else(|| "end of output".to_string(), |t| t.to_string());
             let margin = m.ar_margin.map(|x| format!(" (ar's top-2 margin {x:.3e})")).unwrap_or_default();
-            let _ = writeln!(md, "- prompt `{}`, {}: position {}: ar {} vs {}{margin}", m.prompt_id, m.method, m.position, tok(m.ar_token), tok(m.method_token));
+            let _ = writeln!(
+                md,
+                "- prompt `{}`, {}: position {}: ar {} vs {}{margin}",
+                m.prompt_id,
+                m.method,
+                m.position,
+                tok(m.ar_token),
+                tok(m.method_token)
+            );
         }
     }
     let _ = writeln!(md, "\n![tokens/step and speedup per method]({plot})\n");
@@ -130,7 +142,11 @@ mod tests {
         let resumed = render_report(&summary, &manifest, "draftsmith eval", "plot.svg");
         assert!(md.contains("slower than ar: prompt-lookup (0.50×"), "{md}");
         assert!(md.contains("prompt `p1`, prompt-lookup: position 2: ar 3 vs 4"), "{md}");
-        assert!(md.contains("```sh\ndraftsmith eval\n```") && md.contains("Last resumed by:\n\n```sh\ndraftsmith eval --methods"), "{md}");
+        assert!(
+            md.contains("```sh\ndraftsmith eval\n```")
+                && md.contains("Last resumed by:\n\n```sh\ndraftsmith eval --methods"),
+            "{md}"
+        );
         assert!(!resumed.contains("Last resumed by"), "{resumed}");
         assert!(md.contains("| prompt-lookup | 1 | 3 | 1.000 | 0.0 | 0.00 | 4.0 | 0.0 | 1.33 | 0.50 |"), "{md}");
     }
@@ -141,17 +157,35 @@ fn method_params(manifest: &Manifest) -> String {
     let p = &manifest.params;
     let has = |m: &str| manifest.methods.iter().any(|x| x == m);
     let mut parts = Vec::new();
-    if has("prompt-lookup") || has("token-cache") || has("draft-model") || has("precut") || manifest.methods.iter().any(|m| m.starts_with("post-use")) {
+    if has("prompt-lookup")
+        || has("token-cache")
+        || has("draft-model")
+        || has("precut")
+        || manifest.methods.iter().any(|m| m.starts_with("post-use"))
+    {
         parts.push(format!("draft_len = {}, lookup_ngram = {}", p.draft_len, p.lookup_ngram));
     }
     if has("ngram-trie") {
-        parts.push(format!("ngram_n = {}, ngram_lp = {}, num_draft = {}, ngram_update_output = {}", p.ngram_n, p.ngram_lp, p.num_draft, p.ngram_update_output));
+        parts.push(format!(
+            "ngram_n = {}, ngram_lp = {}, num_draft = {}, ngram_update_output = {}",
+            p.ngram_n, p.ngram_lp, p.num_draft, p.ngram_update_output
+        ));
     }
     if let Some(d) = &p.draft_model {
         parts.push(format!("draft_model = {d}"));
     }
     if has("redrafter") {
-        parts.push(format!("drafter = {}, beam_width = {}, beam_length = {}, tree_attention = {}", p.drafter.as_deref().unwrap_or("none"), p.beam_width, p.beam_length, p.tree_attention));
+        parts.push(format!(
+            "drafter = {}, beam_width = {}, beam_length = {}, tree_attention = {}",
+            p.drafter.as_deref().unwrap_or("none"),
+            p.beam_width,
+            p.beam_length,
+            p.tree_attention
+        ));
     }
-    if parts.is_empty() { "none".into() } else { parts.join("; ") }
+    if parts.is_empty() {
+        "none".into()
+    } else {
+        parts.join("; ")
+    }
 }

@@ -8,7 +8,9 @@
 use std::collections::{HashMap, HashSet};
 
 use burn::tensor::backend::Backend;
-use draftsmith_decode::{build_proposer_with, generate, generate_speculative_sampled, DecodeError, Drafters, MethodParams, Proposer, Sampler};
+use draftsmith_decode::{
+    build_proposer_with, generate, generate_speculative_sampled, DecodeError, Drafters, MethodParams, Proposer, Sampler,
+};
 use draftsmith_model::Model;
 
 use crate::error::EvalError;
@@ -37,15 +39,35 @@ pub struct RunSpec<'a> {
 }
 
 /// Greedy generation of one prompt with one method, with a fresh proposer.
-pub fn run_pair<B: Backend>(model: &Model<B>, drafters: Drafters<'_, B>, prompt: &EncodedPrompt, method: &str, spec: &RunSpec<'_>) -> Result<Record, EvalError> {
-    let fail = |source: DecodeError| EvalError::Decode { id: prompt.id.clone(), method: method.to_string(), source: Box::new(source) };
+pub fn run_pair<B: Backend>(
+    model: &Model<B>,
+    drafters: Drafters<'_, B>,
+    prompt: &EncodedPrompt,
+    method: &str,
+    spec: &RunSpec<'_>,
+) -> Result<Record, EvalError> {
+    let fail = |source: DecodeError| EvalError::Decode {
+        id: prompt.id.clone(),
+        method: method.to_string(),
+        source: Box::new(source),
+    };
     let mut proposer = build_proposer_with(method, spec.params, model, drafters).map_err(fail)?;
     run_with(model, prompt, method, proposer.as_mut(), spec)
 }
 
 /// Greedy generation of one prompt with `method`'s proposer (`None` = `ar`).
-fn run_with<B: Backend>(model: &Model<B>, prompt: &EncodedPrompt, method: &str, proposer: Option<&mut Box<dyn Proposer>>, spec: &RunSpec<'_>) -> Result<Record, EvalError> {
-    let fail = |source: DecodeError| EvalError::Decode { id: prompt.id.clone(), method: method.to_string(), source: Box::new(source) };
+fn run_with<B: Backend>(
+    model: &Model<B>,
+    prompt: &EncodedPrompt,
+    method: &str,
+    proposer: Option<&mut Box<dyn Proposer>>,
+    spec: &RunSpec<'_>,
+) -> Result<Record, EvalError> {
+    let fail = |source: DecodeError| EvalError::Decode {
+        id: prompt.id.clone(),
+        method: method.to_string(),
+        source: Box::new(source),
+    };
     let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
     let record = |output_ids, stop, draft_len, prefill, decode, target_calls, steps, extra| Record {
         prompt_id: prompt.id.clone(),
@@ -63,13 +85,22 @@ fn run_with<B: Backend>(model: &Model<B>, prompt: &EncodedPrompt, method: &str, 
     Ok(match proposer {
         None => {
             let mut sampler = Sampler::new(spec.params.sampling());
-            let g = generate(model, &prompt.ids, spec.max_new_tokens, spec.stop_tokens, &mut sampler, &mut |_| true).map_err(|e| fail(e.into()))?;
+            let g = generate(model, &prompt.ids, spec.max_new_tokens, spec.stop_tokens, &mut sampler, &mut |_| true)
+                .map_err(|e| fail(e.into()))?;
             let calls = g.tokens.len();
             record(g.tokens, g.stop, None, g.prefill, g.decode, calls, Vec::new(), Default::default())
         }
         Some(proposer) => {
             let draft_len = proposer.draft_len();
-            let out = generate_speculative_sampled(model, &prompt.ids, spec.max_new_tokens, spec.stop_tokens, proposer.as_mut(), &mut Sampler::new(spec.params.sampling())).map_err(|e| fail(e.into()))?;
+            let out = generate_speculative_sampled(
+                model,
+                &prompt.ids,
+                spec.max_new_tokens,
+                spec.stop_tokens,
+                proposer.as_mut(),
+                &mut Sampler::new(spec.params.sampling()),
+            )
+            .map_err(|e| fail(e.into()))?;
             let calls = out.steps.len() + 1;
             let extra = proposer.extra_stats().into_iter().map(|(k, v)| (k.to_string(), v)).collect();
             record(out.tokens, out.stop, draft_len, out.prefill, out.decode, calls, out.steps, extra)
@@ -102,7 +133,9 @@ pub fn run_pending<B: Backend>(
         let prompt = prompts.iter().find(|p| p.id == prompt_id).expect("pending ids come from prompts");
         on_progress(Progress::Running { prompt_id, method });
         if !proposers.contains_key(method) {
-            let built = build_proposer_with(method, spec.params, model, drafters).map_err(|source| EvalError::Decode { id: prompt.id.clone(), method: method.to_string(), source: Box::new(source) })?;
+            let built = build_proposer_with(method, spec.params, model, drafters).map_err(|source| {
+                EvalError::Decode { id: prompt.id.clone(), method: method.to_string(), source: Box::new(source) }
+            })?;
             proposers.insert(method, built);
         }
         let proposer = proposers.get_mut(method).expect("inserted above");

@@ -139,22 +139,39 @@ fn ms_per_token<'a>(records: impl Iterator<Item = &'a Record> + Clone) -> (Optio
 
 /// Summarises `records` for `methods` (run order, `ar` first).
 pub fn summarize(records: &[Record], methods: &[String]) -> Summary {
-    let ar: HashMap<&str, &Record> = records.iter().filter(|r| r.method == AR).map(|r| (r.prompt_id.as_str(), r)).collect();
+    let ar: HashMap<&str, &Record> =
+        records.iter().filter(|r| r.method == AR).map(|r| (r.prompt_id.as_str(), r)).collect();
     let mut summaries = BTreeMap::new();
     let mut mismatches = Vec::new();
     for method in methods {
         let own: Vec<&Record> = records.iter().filter(|r| &r.method == method).collect();
-        let paired: Vec<(&Record, &Record)> = own.iter().filter_map(|r| ar.get(r.prompt_id.as_str()).map(|a| (*a, *r))).collect();
+        let paired: Vec<(&Record, &Record)> =
+            own.iter().filter_map(|r| ar.get(r.prompt_id.as_str()).map(|a| (*a, *r))).collect();
         for (a, r) in &paired {
             if let Some((position, ar_token, method_token)) = first_mismatch(&a.output_ids, &r.output_ids) {
-                mismatches.push(Mismatch { prompt_id: r.prompt_id.clone(), method: method.clone(), position, ar_token, method_token, ar_margin: None, near_tie: false });
+                mismatches.push(Mismatch {
+                    prompt_id: r.prompt_id.clone(),
+                    method: method.clone(),
+                    position,
+                    ar_token,
+                    method_token,
+                    ar_margin: None,
+                    near_tie: false,
+                });
             }
         }
         let lossless = !mismatches.iter().any(|m| &m.method == method) && paired.len() == own.len();
         summaries.insert(method.clone(), method_summary(&own, &paired, lossless));
     }
     let lossless = summaries.values().all(|s| s.lossless);
-    Summary { baseline: AR.to_string(), method_order: methods.to_vec(), methods: summaries, lossless, mismatches, near_tie_bound: None }
+    Summary {
+        baseline: AR.to_string(),
+        method_order: methods.to_vec(),
+        methods: summaries,
+        lossless,
+        mismatches,
+        near_tie_bound: None,
+    }
 }
 
 fn method_summary(own: &[&Record], paired: &[(&Record, &Record)], lossless: bool) -> MethodSummary {
@@ -193,7 +210,9 @@ fn method_summary(own: &[&Record], paired: &[(&Record, &Record)], lossless: bool
         mean_draft_ms: per_step(&|s| s.draft_ms),
         mean_verify_ms: per_step(&|s| s.verify_ms),
         mean_commit_ms: per_step(&|s| s.commit_ms),
-        distinct_n: (1..=4).map(|n| own.iter().map(|r| distinct_n(&r.output_ids, n)).sum::<f64>() / own.len().max(1) as f64).collect(),
+        distinct_n: (1..=4)
+            .map(|n| own.iter().map(|r| distinct_n(&r.output_ids, n)).sum::<f64>() / own.len().max(1) as f64)
+            .collect(),
         extra: step_weighted_extras(own),
         compared_prompts: paired.len(),
         lossless,
@@ -286,19 +305,41 @@ mod tests {
         assert_eq!(distinct_n(&t, 2), 3.0 / 4.0, "(1,2) twice, (2,1), (2,3)");
         assert_eq!(distinct_n(&t, 3), 1.0);
         assert_eq!(distinct_n(&t, 6), 0.0);
-        let s = summarize(&[record("p1", "ar", &[4, 4, 4, 4], &[]), record("p2", "ar", &[1, 2, 3, 4], &[])], &["ar".into()]);
+        let s = summarize(
+            &[record("p1", "ar", &[4, 4, 4, 4], &[]), record("p2", "ar", &[1, 2, 3, 4], &[])],
+            &["ar".into()],
+        );
         assert_eq!(s.methods["ar"].distinct_n[0], (0.25 + 1.0) / 2.0, "mean over prompts");
     }
 
     #[test]
     fn mismatches_name_prompt_position_and_both_tokens() {
         let s = summarize(
-            &[record("p1", "ar", &[1, 2, 3], &[]), record("p1", "pl", &[1, 9, 3], &[(0, 1)]), record("p2", "ar", &[4], &[]), record("p2", "pl", &[4, 5], &[])],
+            &[
+                record("p1", "ar", &[1, 2, 3], &[]),
+                record("p1", "pl", &[1, 9, 3], &[(0, 1)]),
+                record("p2", "ar", &[4], &[]),
+                record("p2", "pl", &[4, 5], &[]),
+            ],
             &["ar".into(), "pl".into()],
         );
         assert!(!s.lossless && !s.methods["pl"].lossless && s.methods["ar"].lossless);
-        assert_eq!(s.mismatches[0], Mismatch { prompt_id: "p1".into(), method: "pl".into(), position: 1, ar_token: Some(2), method_token: Some(9), ar_margin: None, near_tie: false });
-        assert_eq!((s.mismatches[1].position, s.mismatches[1].ar_token, s.mismatches[1].method_token), (1, None, Some(5)));
+        assert_eq!(
+            s.mismatches[0],
+            Mismatch {
+                prompt_id: "p1".into(),
+                method: "pl".into(),
+                position: 1,
+                ar_token: Some(2),
+                method_token: Some(9),
+                ar_margin: None,
+                near_tie: false
+            }
+        );
+        assert_eq!(
+            (s.mismatches[1].position, s.mismatches[1].ar_token, s.mismatches[1].method_token),
+            (1, None, Some(5))
+        );
         assert_eq!(first_mismatch(&[1, 2], &[1, 2]), None);
     }
 

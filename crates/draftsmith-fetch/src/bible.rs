@@ -28,7 +28,12 @@ fn checked(cmd: &mut Command) -> Result<Vec<u8>> {
 }
 
 /// Writes the text of `verses` to `temp`; returns its sha256.
-pub(crate) fn build(debs: &[PathBuf], verses: &str, temp: &Path, progress: &mut dyn FnMut(FetchEvent)) -> Result<String> {
+pub(crate) fn build(
+    debs: &[PathBuf],
+    verses: &str,
+    temp: &Path,
+    progress: &mut dyn FnMut(FetchEvent),
+) -> Result<String> {
     let mut work_name = temp.file_name().unwrap_or_default().to_os_string();
     work_name.push(".work");
     let work = temp.with_file_name(work_name);

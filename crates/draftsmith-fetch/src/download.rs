@@ -28,11 +28,7 @@ pub(crate) fn pip_command() -> Vec<String> {
 
 /// The command line as one string, for messages.
 pub(crate) fn display(cmd: &Command) -> String {
-    std::iter::once(cmd.get_program())
-        .chain(cmd.get_args())
-        .map(OsStr::to_string_lossy)
-        .collect::<Vec<_>>()
-        .join(" ")
+    std::iter::once(cmd.get_program()).chain(cmd.get_args()).map(OsStr::to_string_lossy).collect::<Vec<_>>().join(" ")
 }
 
 /// Runs `cmd` with no input, capturing its output. A spawn failure is

@@ -17,9 +17,7 @@ pub(crate) fn member_matches(pattern: &str, name: &str) -> bool {
     fn go(p: &[u8], n: &[u8]) -> bool {
         match p.split_first() {
             None => n.is_empty(),
-            Some((b'*', rest)) => {
-                (0..=n.len()).take_while(|&i| i == 0 || n[i - 1] != b'/').any(|i| go(rest, &n[i..]))
-            }
+            Some((b'*', rest)) => (0..=n.len()).take_while(|&i| i == 0 || n[i - 1] != b'/').any(|i| go(rest, &n[i..])),
             Some((c, rest)) => n.first() == Some(c) && go(rest, &n[1..]),
         }
     }
@@ -43,9 +41,7 @@ pub(crate) fn copy_member(
     let mut buf = vec![0u8; 1 << 20];
     let mut total = 0u64;
     loop {
-        let n = reader
-            .read(&mut buf)
-            .map_err(|e| FetchError::io(archive, format!("read member {member}"), e))?;
+        let n = reader.read(&mut buf).map_err(|e| FetchError::io(archive, format!("read member {member}"), e))?;
         if n == 0 {
             return Ok(total);
         }

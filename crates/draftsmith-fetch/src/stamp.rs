@@ -34,11 +34,7 @@ pub(crate) fn stamp_path(path: &Path) -> PathBuf {
 
 fn stat(path: &Path, name: String) -> Result<FileStat> {
     let meta = std::fs::metadata(path).map_err(|e| FetchError::io(path, "stat", e))?;
-    let mtime_ns = meta
-        .modified()
-        .ok()
-        .and_then(|t| t.duration_since(UNIX_EPOCH).ok())
-        .map_or(0, |d| d.as_nanos());
+    let mtime_ns = meta.modified().ok().and_then(|t| t.duration_since(UNIX_EPOCH).ok()).map_or(0, |d| d.as_nanos());
     Ok(FileStat { name, size: meta.len(), mtime_ns })
 }
 

@@ -35,9 +35,7 @@ pub enum GgufError {
     },
 
     /// The first four bytes are not `GGUF`.
-    #[error(
-        "{path}: not a GGUF file: magic bytes are {found:02x?} ({shown:?}), expected \"GGUF\""
-    )]
+    #[error("{path}: not a GGUF file: magic bytes are {found:02x?} ({shown:?}), expected \"GGUF\"")]
     BadMagic {
         /// The file.
         path: PathBuf,
@@ -59,7 +57,9 @@ pub enum GgufError {
     },
 
     /// The file ends in the middle of the header, the metadata or the tensor infos.
-    #[error("{path}: truncated: needed {needed} bytes at offset {offset} to read {what}, but the file is {file_len} bytes")]
+    #[error(
+        "{path}: truncated: needed {needed} bytes at offset {offset} to read {what}, but the file is {file_len} bytes"
+    )]
     Truncated {
         /// The file.
         path: PathBuf,

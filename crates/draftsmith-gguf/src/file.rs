@@ -39,21 +39,14 @@ impl GgufFile {
     /// The file must not be modified while the returned value is alive (as for any mmap).
     pub fn open(path: impl AsRef<Path>) -> Result<Self, GgufError> {
         let path = path.as_ref().to_path_buf();
-        let io = |source| GgufError::Io {
-            path: path.clone(),
-            source,
-        };
+        let io = |source| GgufError::Io { path: path.clone(), source };
         let file = File::open(&path).map_err(io)?;
         let len = file.metadata().map_err(io)?.len();
         if len < HEADER_LEN {
             // Too short to map usefully; parsing the bytes reports bad magic or a short file.
             let bytes = std::fs::read(&path).map_err(io)?;
             parse::parse(&bytes, &path)?;
-            return Err(GgufError::TooShort {
-                path,
-                len,
-                needed: HEADER_LEN,
-            });
+            return Err(GgufError::TooShort { path, len, needed: HEADER_LEN });
         }
         // SAFETY: the map is read-only; as documented, the file must not change while mapped.
         let mmap = unsafe { Mmap::map(&file) }.map_err(io)?;
@@ -71,12 +64,7 @@ impl GgufFile {
             mmap,
         };
         gguf.validate_tensors()?;
-        gguf.index = gguf
-            .tensors
-            .iter()
-            .enumerate()
-            .map(|(i, t)| (t.name.clone(), i))
-            .collect();
+        gguf.index = gguf.tensors.iter().enumerate().map(|(i, t)| (t.name.clone(), i)).collect();
         Ok(gguf)
     }
 
@@ -87,33 +75,17 @@ impl GgufFile {
             let tensor = || info.name.clone();
             if let Some(problem) = info.shape_problem() {
                 let (path, dims) = (self.path.clone(), info.dims.clone());
-                return Err(GgufError::BadShape {
-                    path,
-                    tensor: tensor(),
-                    dims,
-                    problem,
-                });
+                return Err(GgufError::BadShape { path, tensor: tensor(), dims, problem });
             }
             if info.offset % self.alignment != 0 {
                 let (path, offset, alignment) = (self.path.clone(), info.offset, self.alignment);
-                return Err(GgufError::MisalignedTensor {
-                    path,
-                    tensor: tensor(),
-                    offset,
-                    alignment,
-                });
+                return Err(GgufError::MisalignedTensor { path, tensor: tensor(), offset, alignment });
             }
             let start = self.data_offset.saturating_add(info.offset);
             let end = start.saturating_add(info.n_bytes());
             if end > file_len {
                 let path = self.path.clone();
-                return Err(GgufError::TensorOutOfBounds {
-                    path,
-                    tensor: tensor(),
-                    start,
-                    end,
-                    file_len,
-                });
+                return Err(GgufError::TensorOutOfBounds { path, tensor: tensor(), start, end, file_len });
             }
         }
         Ok(())
@@ -161,10 +133,7 @@ impl GgufFile {
 
     /// The tensor info named `name`, or [`GgufError::TensorNotFound`].
     pub fn require_tensor(&self, name: &str) -> Result<&TensorInfo, GgufError> {
-        self.tensor(name).ok_or_else(|| GgufError::TensorNotFound {
-            path: self.path.clone(),
-            name: name.to_string(),
-        })
+        self.tensor(name).ok_or_else(|| GgufError::TensorNotFound { path: self.path.clone(), name: name.to_string() })
     }
 
     /// The raw (block) bytes of a tensor of this file.
@@ -175,14 +144,9 @@ impl GgufFile {
     pub fn tensor_bytes(&self, info: &TensorInfo) -> &[u8] {
         let start = self.data_offset.saturating_add(info.offset);
         let end = start.saturating_add(info.n_bytes());
-        let range = usize::try_from(start).unwrap_or(usize::MAX)
-            ..usize::try_from(end).unwrap_or(usize::MAX);
+        let range = usize::try_from(start).unwrap_or(usize::MAX)..usize::try_from(end).unwrap_or(usize::MAX);
         self.mmap.get(range).unwrap_or_else(|| {
-            panic!(
-                "{}: tensor {:?} bytes {start}..{end} lie outside the file",
-                self.path.display(),
-                info.name
-            )
+            panic!("{}: tensor {:?} bytes {start}..{end} lie outside the file", self.path.display(), info.name)
         })
     }
 
@@ -196,11 +160,7 @@ impl GgufFile {
 
     /// Dequantizes the tensor `info` of this file into `out`, whose length must be the
     /// tensor's element count.
-    pub fn dequantize_tensor_into(
-        &self,
-        info: &TensorInfo,
-        out: &mut [f32],
-    ) -> Result<(), GgufError> {
+    pub fn dequantize_tensor_into(&self, info: &TensorInfo, out: &mut [f32]) -> Result<(), GgufError> {
         if !info.dtype.is_supported() {
             return Err(GgufError::UnsupportedTensorType {
                 path: self.path.clone(),
@@ -208,12 +168,10 @@ impl GgufFile {
                 dtype: info.dtype,
             });
         }
-        dequant::dequantize_into(info.dtype, self.tensor_bytes(info), out).map_err(|source| {
-            GgufError::Dequant {
-                path: self.path.clone(),
-                tensor: info.name.clone(),
-                source,
-            }
+        dequant::dequantize_into(info.dtype, self.tensor_bytes(info), out).map_err(|source| GgufError::Dequant {
+            path: self.path.clone(),
+            tensor: info.name.clone(),
+            source,
         })
     }
 
@@ -243,10 +201,7 @@ fn alignment(path: &Path, metadata: &BTreeMap<String, MetadataValue>) -> Result<
         found: value.type_name().to_string(),
     })?;
     if !alignment.is_power_of_two() {
-        return Err(GgufError::BadAlignment {
-            path: path.to_path_buf(),
-            alignment,
-        });
+        return Err(GgufError::BadAlignment { path: path.to_path_buf(), alignment });
     }
     Ok(alignment)
 }

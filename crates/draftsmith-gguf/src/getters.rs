@@ -7,59 +7,44 @@ use crate::metadata::MetadataValue;
 impl GgufFile {
     /// The value for `key`, or [`GgufError::MissingKey`].
     pub fn require(&self, key: &str) -> Result<&MetadataValue, GgufError> {
-        self.get(key).ok_or_else(|| GgufError::MissingKey {
-            path: self.path().to_path_buf(),
-            key: key.to_string(),
-        })
+        self.get(key).ok_or_else(|| GgufError::MissingKey { path: self.path().to_path_buf(), key: key.to_string() })
     }
 
     /// `key` as an unsigned integer (any integer type with a non-negative value).
     pub fn get_u64(&self, key: &str) -> Result<u64, GgufError> {
         let value = self.require(key)?;
-        value
-            .as_u64()
-            .ok_or_else(|| self.wrong_type(key, "unsigned integer", value.type_name()))
+        value.as_u64().ok_or_else(|| self.wrong_type(key, "unsigned integer", value.type_name()))
     }
 
     /// `key` as a signed integer (any integer type whose value fits in an `i64`).
     pub fn get_i64(&self, key: &str) -> Result<i64, GgufError> {
         let value = self.require(key)?;
-        value
-            .as_i64()
-            .ok_or_else(|| self.wrong_type(key, "signed integer", value.type_name()))
+        value.as_i64().ok_or_else(|| self.wrong_type(key, "signed integer", value.type_name()))
     }
 
     /// `key` as an `f32` (either float type or any integer type, converted).
     pub fn get_f32(&self, key: &str) -> Result<f32, GgufError> {
         let value = self.require(key)?;
-        let number = value
-            .as_f64()
-            .ok_or_else(|| self.wrong_type(key, "number", value.type_name()))?;
+        let number = value.as_f64().ok_or_else(|| self.wrong_type(key, "number", value.type_name()))?;
         Ok(number as f32)
     }
 
     /// `key` as a boolean.
     pub fn get_bool(&self, key: &str) -> Result<bool, GgufError> {
         let value = self.require(key)?;
-        value
-            .as_bool()
-            .ok_or_else(|| self.wrong_type(key, "bool", value.type_name()))
+        value.as_bool().ok_or_else(|| self.wrong_type(key, "bool", value.type_name()))
     }
 
     /// `key` as a string.
     pub fn get_str(&self, key: &str) -> Result<&str, GgufError> {
         let value = self.require(key)?;
-        value
-            .as_str()
-            .ok_or_else(|| self.wrong_type(key, "string", value.type_name()))
+        value.as_str().ok_or_else(|| self.wrong_type(key, "string", value.type_name()))
     }
 
     /// `key` as an array of any element type.
     pub fn get_array(&self, key: &str) -> Result<&[MetadataValue], GgufError> {
         let value = self.require(key)?;
-        value
-            .as_array()
-            .ok_or_else(|| self.wrong_type(key, "array", value.type_name()))
+        value.as_array().ok_or_else(|| self.wrong_type(key, "array", value.type_name()))
     }
 
     /// `key` as an array of strings (e.g. `tokenizer.ggml.tokens`).
@@ -85,19 +70,13 @@ impl GgufFile {
         convert: impl Fn(&'a MetadataValue) -> Option<T>,
     ) -> Result<Vec<T>, GgufError> {
         let value = self.require(key)?;
-        let items = value
-            .as_array()
-            .ok_or_else(|| self.wrong_type(key, expected, value.type_name()))?;
+        let items = value.as_array().ok_or_else(|| self.wrong_type(key, expected, value.type_name()))?;
         items
             .iter()
             .enumerate()
             .map(|(i, item)| {
                 convert(item).ok_or_else(|| {
-                    self.wrong_type(
-                        key,
-                        expected,
-                        &format!("array whose element {i} is {}", item.type_name()),
-                    )
+                    self.wrong_type(key, expected, &format!("array whose element {i} is {}", item.type_name()))
                 })
             })
             .collect()

@@ -49,12 +49,7 @@ pub(crate) fn parse(bytes: &[u8], path: &Path) -> Result<Parsed, GgufError> {
     let (version, tensor_count, kv_count) = read_header(&mut r)?;
     let metadata = read_metadata(&mut r, kv_count)?;
     let tensors = read_tensor_infos(&mut r, tensor_count)?;
-    Ok(Parsed {
-        version,
-        metadata,
-        tensors,
-        infos_end: r.pos(),
-    })
+    Ok(Parsed { version, metadata, tensors, infos_end: r.pos() })
 }
 
 /// Checks magic, size and version; returns (version, tensor count, metadata count).
@@ -69,29 +64,16 @@ fn read_header(r: &mut Reader<'_>) -> Result<(u32, u64, u64), GgufError> {
         }
     }
     if file_len < HEADER_LEN {
-        return Err(GgufError::TooShort {
-            path,
-            len: file_len,
-            needed: HEADER_LEN,
-        });
+        return Err(GgufError::TooShort { path, len: file_len, needed: HEADER_LEN });
     }
     let version = r.u32(|| "version".into())?;
     if version != 2 && version != 3 {
-        return Err(GgufError::UnsupportedVersion {
-            path,
-            version,
-            hint: version_hint(version),
-        });
+        return Err(GgufError::UnsupportedVersion { path, version, hint: version_hint(version) });
     }
     let count_offset = r.pos();
     let tensor_count = r.u64(|| "tensor count".into())?;
     if tensor_count > MAX_TENSORS {
-        return Err(r.absurd(
-            count_offset,
-            "tensor count".into(),
-            tensor_count,
-            MAX_TENSORS,
-        ));
+        return Err(r.absurd(count_offset, "tensor count".into(), tensor_count, MAX_TENSORS));
     }
     let kv_offset = r.pos();
     let kv_count = r.u64(|| "metadata key/value count".into())?;
@@ -114,10 +96,7 @@ fn version_hint(version: u32) -> String {
 }
 
 /// Reads `kv_count` metadata entries, rejecting duplicate keys.
-fn read_metadata(
-    r: &mut Reader<'_>,
-    kv_count: u64,
-) -> Result<BTreeMap<String, MetadataValue>, GgufError> {
+fn read_metadata(r: &mut Reader<'_>, kv_count: u64) -> Result<BTreeMap<String, MetadataValue>, GgufError> {
     let mut metadata = BTreeMap::new();
     for index in 0..kv_count {
         let key = r.string(|| format!("key of metadata entry #{index}"))?;
@@ -126,11 +105,7 @@ fn read_metadata(
         let value = read_value(r, &key, type_id, type_offset, 0)?;
         if metadata.contains_key(&key) {
             let path = r.path().to_path_buf();
-            return Err(GgufError::Duplicate {
-                path,
-                what: "metadata key",
-                name: key,
-            });
+            return Err(GgufError::Duplicate { path, what: "metadata key", name: key });
         }
         metadata.insert(key, value);
     }
@@ -163,12 +138,7 @@ fn read_value(
         _ => {
             let path = r.path().to_path_buf();
             let key = key.to_string();
-            return Err(GgufError::UnknownValueType {
-                path,
-                key,
-                type_id,
-                offset: type_offset,
-            });
+            return Err(GgufError::UnknownValueType { path, key, type_id, offset: type_offset });
         }
     };
     Ok(value)
@@ -191,20 +161,13 @@ fn read_array(r: &mut Reader<'_>, key: &str, depth: u32) -> Result<MetadataValue
     let header_offset = r.pos();
     if depth >= MAX_ARRAY_DEPTH {
         let what = format!("array nesting depth of metadata key {key:?}");
-        return Err(r.absurd(
-            header_offset,
-            what,
-            u64::from(depth) + 1,
-            MAX_ARRAY_DEPTH.into(),
-        ));
+        return Err(r.absurd(header_offset, what, u64::from(depth) + 1, MAX_ARRAY_DEPTH.into()));
     }
     let elem_type = r.u32(|| format!("array element type of metadata key {key:?}"))?;
     let count_offset = r.pos();
     let count = r.u64(|| format!("array length of metadata key {key:?}"))?;
     let min_len = min_value_len(elem_type);
-    r.check_absurd(count, min_len, count_offset, || {
-        format!("array length of metadata key {key:?}")
-    })?;
+    r.check_absurd(count, min_len, count_offset, || format!("array length of metadata key {key:?}"))?;
     let mut items = Vec::with_capacity(r.capacity_for(count, min_len));
     for _ in 0..count {
         items.push(read_value(r, key, elem_type, header_offset, depth + 1)?);
@@ -220,11 +183,7 @@ fn read_tensor_infos(r: &mut Reader<'_>, tensor_count: u64) -> Result<Vec<Tensor
         let info = read_tensor_info(r, index)?;
         if !seen.insert(info.name.clone()) {
             let path = r.path().to_path_buf();
-            return Err(GgufError::Duplicate {
-                path,
-                what: "tensor name",
-                name: info.name,
-            });
+            return Err(GgufError::Duplicate { path, what: "tensor name", name: info.name });
         }
         tensors.push(info);
     }
@@ -248,16 +207,7 @@ fn read_tensor_info(r: &mut Reader<'_>, index: u64) -> Result<TensorInfo, GgufEr
     let offset = r.u64(|| format!("data offset of tensor {name:?}"))?;
     let Some(dtype) = GgmlType::from_id(type_id) else {
         let path = r.path().to_path_buf();
-        return Err(GgufError::UnknownTensorType {
-            path,
-            tensor: name,
-            type_id,
-        });
+        return Err(GgufError::UnknownTensorType { path, tensor: name, type_id });
     };
-    Ok(TensorInfo {
-        name,
-        dims,
-        dtype,
-        offset,
-    })
+    Ok(TensorInfo { name, dims, dtype, offset })
 }

@@ -17,11 +17,7 @@ pub(crate) struct Reader<'a> {
 impl<'a> Reader<'a> {
     /// A cursor at offset 0 of `bytes`, which are the contents of `path`.
     pub(crate) fn new(bytes: &'a [u8], path: &'a Path) -> Self {
-        Self {
-            bytes,
-            pos: 0,
-            path,
-        }
+        Self { bytes, pos: 0, path }
     }
 
     /// Current byte offset.
@@ -45,11 +41,7 @@ impl<'a> Reader<'a> {
     }
 
     /// Takes the next `n` bytes, or fails with [`GgufError::Truncated`] describing `what`.
-    pub(crate) fn take(
-        &mut self,
-        n: u64,
-        what: impl FnOnce() -> String,
-    ) -> Result<&'a [u8], GgufError> {
+    pub(crate) fn take(&mut self, n: u64, what: impl FnOnce() -> String) -> Result<&'a [u8], GgufError> {
         if n > self.remaining() {
             return Err(GgufError::Truncated {
                 path: self.path.to_path_buf(),
@@ -65,10 +57,7 @@ impl<'a> Reader<'a> {
     }
 
     /// Takes exactly `N` bytes as an array.
-    pub(crate) fn array<const N: usize>(
-        &mut self,
-        what: impl FnOnce() -> String,
-    ) -> Result<[u8; N], GgufError> {
+    pub(crate) fn array<const N: usize>(&mut self, what: impl FnOnce() -> String) -> Result<[u8; N], GgufError> {
         let bytes = self.take(N as u64, what)?;
         Ok(bytes.try_into().expect("take returned N bytes"))
     }
@@ -90,9 +79,7 @@ impl<'a> Reader<'a> {
     pub(crate) fn string(&mut self, what: impl Fn() -> String) -> Result<String, GgufError> {
         let len_offset = self.pos();
         let len = self.u64(|| format!("length of {}", what()))?;
-        self.check_absurd(len, 1, len_offset, || {
-            format!("string length of {}", what())
-        })?;
+        self.check_absurd(len, 1, len_offset, || format!("string length of {}", what()))?;
         let start = self.pos();
         let bytes = self.take(len, &what)?;
         String::from_utf8(bytes.to_vec()).map_err(|_| GgufError::InvalidUtf8 {
@@ -120,13 +107,7 @@ impl<'a> Reader<'a> {
 
     /// Builds an [`GgufError::AbsurdValue`] for this file.
     pub(crate) fn absurd(&self, offset: u64, what: String, value: u64, limit: u64) -> GgufError {
-        GgufError::AbsurdValue {
-            path: self.path.to_path_buf(),
-            offset,
-            what,
-            value,
-            limit,
-        }
+        GgufError::AbsurdValue { path: self.path.to_path_buf(), offset, what, value, limit }
     }
 
     /// A capacity for `count` items of at least `min_size` bytes that never exceeds what the
@@ -149,20 +130,14 @@ mod tests {
         let mut r = Reader::new(&bytes, path);
         assert_eq!(r.string(|| "key".into()).unwrap(), "abc");
         let err = r.u32(|| "version".into()).unwrap_err().to_string();
-        assert!(
-            err.contains("/x/y.gguf") && err.contains("offset 11") && err.contains("version"),
-            "{err}"
-        );
+        assert!(err.contains("/x/y.gguf") && err.contains("offset 11") && err.contains("version"), "{err}");
     }
 
     #[test]
     fn absurd_string_length_does_not_allocate() {
         let path = Path::new("f.gguf");
         let bytes = u64::MAX.to_le_bytes();
-        let err = Reader::new(&bytes, path)
-            .string(|| "key".into())
-            .unwrap_err()
-            .to_string();
+        let err = Reader::new(&bytes, path).string(|| "key".into()).unwrap_err().to_string();
         assert!(err.contains("absurd string length of key"), "{err}");
     }
 }

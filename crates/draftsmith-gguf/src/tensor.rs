@@ -43,25 +43,16 @@ impl TensorInfo {
     /// does not overflow, and rows made of whole blocks. Returns a description of the problem.
     pub(crate) fn shape_problem(&self) -> Option<String> {
         if self.dims.len() > MAX_DIMS {
-            return Some(format!(
-                "{} dims, ggml allows at most {MAX_DIMS}",
-                self.dims.len()
-            ));
+            return Some(format!("{} dims, ggml allows at most {MAX_DIMS}", self.dims.len()));
         }
-        let product = self
-            .dims
-            .iter()
-            .try_fold(1u64, |acc, &d| acc.checked_mul(d));
+        let product = self.dims.iter().try_fold(1u64, |acc, &d| acc.checked_mul(d));
         let Some(n_elements) = product.filter(|&n| n <= i64::MAX as u64) else {
             return Some("element count overflows".to_string());
         };
         let block = self.dtype.block_size() as u64;
         let row = self.dims.first().copied().unwrap_or(1);
         if row % block != 0 || n_elements % block != 0 {
-            return Some(format!(
-                "row length {row} is not a multiple of the {} block size {block}",
-                self.dtype
-            ));
+            return Some(format!("row length {row} is not a multiple of the {} block size {block}", self.dtype));
         }
         None
     }
@@ -72,12 +63,7 @@ mod tests {
     use super::*;
 
     fn info(dims: Vec<u64>, dtype: GgmlType) -> TensorInfo {
-        TensorInfo {
-            name: "t".into(),
-            dims,
-            dtype,
-            offset: 0,
-        }
+        TensorInfo { name: "t".into(), dims, dtype, offset: 0 }
     }
 
     #[test]
@@ -93,14 +79,8 @@ mod tests {
     #[test]
     fn shape_problems() {
         assert!(info(vec![64, 3], GgmlType::Q4_0).shape_problem().is_none());
-        assert!(info(vec![48, 2], GgmlType::Q4_0)
-            .shape_problem()
-            .unwrap()
-            .contains("block size"));
-        assert!(info(vec![1; 5], GgmlType::F32)
-            .shape_problem()
-            .unwrap()
-            .contains("at most"));
+        assert!(info(vec![48, 2], GgmlType::Q4_0).shape_problem().unwrap().contains("block size"));
+        assert!(info(vec![1; 5], GgmlType::F32).shape_problem().unwrap().contains("at most"));
         let huge = info(vec![u64::MAX, 2], GgmlType::F32);
         assert!(huge.shape_problem().unwrap().contains("overflow"));
     }

@@ -206,11 +206,7 @@ mod tests {
             (GgmlType::Q6_K, 256, 210),
         ];
         for (t, bs, ts) in expect {
-            assert_eq!(
-                (t.block_size(), t.type_size(), t.is_supported()),
-                (bs, ts, true),
-                "{t}"
-            );
+            assert_eq!((t.block_size(), t.type_size(), t.is_supported()), (bs, ts, true), "{t}");
         }
         let supported = TABLE.iter().filter(|row| row.5).count();
         assert_eq!(supported, expect.len());

@@ -25,10 +25,7 @@ fn open_err(tag: &str, bytes: &[u8]) -> (GgufError, String, String) {
     let err = GgufFile::open(&file.path).expect_err("opening must fail");
     let msg = err.to_string();
     let path = file.path.display().to_string();
-    assert!(
-        msg.contains(&path),
-        "message does not name the file {path}: {msg}"
-    );
+    assert!(msg.contains(&path), "message does not name the file {path}: {msg}");
     eprintln!("{tag}: {msg}");
     (err, msg, path)
 }
@@ -75,9 +72,7 @@ fn every_truncation_is_reported() {
         let (err, msg, _) = open_err("trunc", &bytes[..len]);
         let ok = match err {
             GgufError::TooShort { .. } => msg.contains("shorter"),
-            GgufError::Truncated { offset, .. } => {
-                msg.contains("truncated") && offset <= len as u64
-            }
+            GgufError::Truncated { offset, .. } => msg.contains("truncated") && offset <= len as u64,
             GgufError::AbsurdValue { .. } => msg.contains("corrupt or truncated"),
             GgufError::TensorOutOfBounds { .. } => msg.contains("past end of file"),
             _ => false,
@@ -93,14 +88,7 @@ fn truncation_in_metadata_says_where_and_what() {
     let cut = 24 + 8 + "general.architecture".len() + 4 + 8 + 2;
     let (err, msg, _) = open_err("trunc-meta", &bytes[..cut]);
     assert!(matches!(err, GgufError::Truncated { .. }), "{msg}");
-    assert_contains(
-        &msg,
-        &[
-            "truncated",
-            &format!("offset {}", cut - 2),
-            "general.architecture",
-        ],
-    );
+    assert_contains(&msg, &["truncated", &format!("offset {}", cut - 2), "general.architecture"]);
 }
 
 #[test]
@@ -109,14 +97,8 @@ fn unknown_tensor_type_id() {
         let mut builder = valid_file();
         builder.tensors[1].type_id = id;
         let (err, msg, _) = open_err("unknown-type", &builder.build());
-        assert!(
-            matches!(err, GgufError::UnknownTensorType { type_id, .. } if type_id == id),
-            "{msg}"
-        );
-        assert_contains(
-            &msg,
-            &["embd.weight", "unknown ggml type id", &id.to_string()],
-        );
+        assert!(matches!(err, GgufError::UnknownTensorType { type_id, .. } if type_id == id), "{msg}");
+        assert_contains(&msg, &["embd.weight", "unknown ggml type id", &id.to_string()]);
     }
 }
 
@@ -127,15 +109,7 @@ fn known_but_unsupported_type_opens_but_does_not_dequantize() {
     let gguf = GgufFile::open(&file.path).unwrap();
     assert_eq!(gguf.get_str("general.architecture").unwrap(), "llama");
     let msg = gguf.dequantize("q2k.weight").unwrap_err().to_string();
-    assert_contains(
-        &msg,
-        &[
-            &file.path.display().to_string(),
-            "q2k.weight",
-            "Q2_K",
-            "does not support",
-        ],
-    );
+    assert_contains(&msg, &[&file.path.display().to_string(), "q2k.weight", "Q2_K", "does not support"]);
     let msg = gguf.check_all_supported().unwrap_err().to_string();
     assert_contains(&msg, &["q2k.weight", "Q2_K"]);
     assert!(gguf.dequantize("norm.weight").is_ok());
@@ -169,10 +143,7 @@ fn absurd_string_lengths() {
     assert_contains(&msg, &["absurd string length", "key of metadata entry #0"]);
 
     // A string value whose length is larger than the file.
-    let raw = Value::Raw {
-        type_id: 8,
-        bytes: (1u64 << 40).to_le_bytes().to_vec(),
-    };
+    let raw = Value::Raw { type_id: 8, bytes: (1u64 << 40).to_le_bytes().to_vec() };
     let (_, msg, _) = open_err("absurd-value", &valid_file().kv("x.name", raw).build());
     assert_contains(&msg, &["absurd string length", "x.name"]);
 }
@@ -188,10 +159,7 @@ fn absurd_counts() {
 
     let mut array = 5u32.to_le_bytes().to_vec(); // i32 elements
     array.extend_from_slice(&(1u64 << 50).to_le_bytes());
-    let raw = Value::Raw {
-        type_id: 9,
-        bytes: array,
-    };
+    let raw = Value::Raw { type_id: 9, bytes: array };
     let (_, msg, _) = open_err("absurd-array", &valid_file().kv("x.ids", raw).build());
     assert_contains(&msg, &["absurd array length", "x.ids"]);
 }
@@ -203,10 +171,7 @@ fn unsupported_versions() {
         builder.version = version;
         let (err, msg, _) = open_err("version", &builder.build());
         assert!(matches!(err, GgufError::UnsupportedVersion { .. }), "{msg}");
-        assert_contains(
-            &msg,
-            &["unsupported GGUF version", &version.to_string(), hint],
-        );
+        assert_contains(&msg, &["unsupported GGUF version", &version.to_string(), hint]);
     }
     let mut builder = valid_file();
     builder.version = 2;
@@ -216,10 +181,7 @@ fn unsupported_versions() {
 
 #[test]
 fn corrupt_metadata() {
-    let raw = Value::Raw {
-        type_id: 13,
-        bytes: vec![0; 8],
-    };
+    let raw = Value::Raw { type_id: 13, bytes: vec![0; 8] };
     let (_, msg, _) = open_err("value-type", &valid_file().kv("x.odd", raw).build());
     assert_contains(&msg, &["x.odd", "unknown value type id 13"]);
 
@@ -227,10 +189,7 @@ fn corrupt_metadata() {
     let (_, msg, _) = open_err("dup-key", &dup.build());
     assert_contains(&msg, &["duplicate metadata key", "llama.block_count"]);
 
-    let bad_utf8 = Value::Raw {
-        type_id: 8,
-        bytes: [2u64.to_le_bytes().as_slice(), &[0xFF, 0xFE]].concat(),
-    };
+    let bad_utf8 = Value::Raw { type_id: 8, bytes: [2u64.to_le_bytes().as_slice(), &[0xFF, 0xFE]].concat() };
     let (_, msg, _) = open_err("utf8", &valid_file().kv("x.bad", bad_utf8).build());
     assert_contains(&msg, &["invalid UTF-8", "x.bad"]);
 
@@ -263,14 +222,7 @@ fn corrupt_tensor_infos() {
     let mut builder = valid_file();
     builder.tensors[1].offset = Some(40);
     let (_, msg, _) = open_err("misaligned", &builder.build());
-    assert_contains(
-        &msg,
-        &[
-            "embd.weight",
-            "offset 40",
-            "not a multiple of the alignment 32",
-        ],
-    );
+    assert_contains(&msg, &["embd.weight", "offset 40", "not a multiple of the alignment 32"]);
 
     let bad_alignment = valid_file().kv("general.alignment", Value::U32(48));
     let (_, msg, _) = open_err("alignment", &bad_alignment.build());
@@ -299,34 +251,13 @@ fn missing_keys_wrong_types_and_missing_tensors() {
     let path = file.path.display().to_string();
     let gguf = GgufFile::open(&file.path).unwrap();
     let cases = [
-        (
-            gguf.get_u64("llama.context_length").unwrap_err(),
-            vec!["missing metadata key", "llama.context_length"],
-        ),
-        (
-            gguf.get_u64("general.architecture").unwrap_err(),
-            vec!["wrong type", "unsigned integer", "string"],
-        ),
-        (
-            gguf.get_str("llama.block_count").unwrap_err(),
-            vec!["expected string, found u32"],
-        ),
-        (
-            gguf.get_f32("general.architecture").unwrap_err(),
-            vec!["expected number"],
-        ),
-        (
-            gguf.get_str_array("x.nums").unwrap_err(),
-            vec!["x.nums", "array whose element 0 is u32"],
-        ),
-        (
-            gguf.get_str_array("llama.block_count").unwrap_err(),
-            vec!["array of strings", "found u32"],
-        ),
-        (
-            gguf.dequantize("nope").unwrap_err(),
-            vec!["no tensor named \"nope\""],
-        ),
+        (gguf.get_u64("llama.context_length").unwrap_err(), vec!["missing metadata key", "llama.context_length"]),
+        (gguf.get_u64("general.architecture").unwrap_err(), vec!["wrong type", "unsigned integer", "string"]),
+        (gguf.get_str("llama.block_count").unwrap_err(), vec!["expected string, found u32"]),
+        (gguf.get_f32("general.architecture").unwrap_err(), vec!["expected number"]),
+        (gguf.get_str_array("x.nums").unwrap_err(), vec!["x.nums", "array whose element 0 is u32"]),
+        (gguf.get_str_array("llama.block_count").unwrap_err(), vec!["array of strings", "found u32"]),
+        (gguf.dequantize("nope").unwrap_err(), vec!["no tensor named \"nope\""]),
     ];
     for (err, parts) in cases {
         let msg = err.to_string();
@@ -334,9 +265,6 @@ fn missing_keys_wrong_types_and_missing_tensors() {
         assert_contains(&msg, &parts);
     }
     assert_eq!(gguf.get_str_array("x.mixed").unwrap(), Vec::<&str>::new());
-    assert_eq!(
-        gguf.get_str_array("tokenizer.ggml.tokens").unwrap(),
-        ["a", "bc"]
-    );
+    assert_eq!(gguf.get_str_array("tokenizer.ggml.tokens").unwrap(), ["a", "bc"]);
     assert_eq!(gguf.get_f32("llama.block_count").unwrap(), 2.0);
 }

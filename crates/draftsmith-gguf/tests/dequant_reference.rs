@@ -24,14 +24,8 @@ const TYPES: &[(GgmlType, &str)] = &[
 /// Checks one type through `dequantize`, `dequantize_into` and the per-type kernel.
 fn check(dtype: GgmlType, name: &str, kernel: fn(&[u8], &mut [f32])) {
     let fx = load_fixture(name);
-    assert_eq!(
-        (fx.type_name.as_str(), fx.type_id),
-        (dtype.name(), dtype.id())
-    );
-    assert!(
-        fx.expected.len() >= 3 * dtype.block_size(),
-        "fixture covers several blocks"
-    );
+    assert_eq!((fx.type_name.as_str(), fx.type_id), (dtype.name(), dtype.id()));
+    assert!(fx.expected.len() >= 3 * dtype.block_size(), "fixture covers several blocks");
     let got = dequant::dequantize(dtype, &fx.bytes, fx.expected.len()).unwrap();
     assert_bits_eq(&format!("{dtype} dequantize"), &got, &fx.expected);
     let mut into = vec![f32::NAN; fx.expected.len()];

@@ -22,17 +22,8 @@ fn every_metadata_type_reads_back() {
         .kv("bool", Value::Bool(true))
         .kv("str", Value::Str("héllo ✓".into()))
         .kv("empty", Value::Str(String::new()))
-        .kv(
-            "nested",
-            Value::Array(
-                9,
-                vec![Value::strs(&["a"]), Value::Array(0, vec![Value::U8(7)])],
-            ),
-        )
-        .kv(
-            "floats",
-            Value::Array(6, vec![Value::F32(0.5), Value::F32(-1.0)]),
-        );
+        .kv("nested", Value::Array(9, vec![Value::strs(&["a"]), Value::Array(0, vec![Value::U8(7)])]))
+        .kv("floats", Value::Array(6, vec![Value::F32(0.5), Value::F32(-1.0)]));
     let file = write_temp("all-types", &builder.build());
     let g = GgufFile::open(&file.path).unwrap();
     let expect = [
@@ -53,10 +44,7 @@ fn every_metadata_type_reads_back() {
     for (key, value) in &expect {
         assert_eq!(g.get(key), Some(value), "{key}");
     }
-    let nested = M::Array(vec![
-        M::Array(vec![M::String("a".into())]),
-        M::Array(vec![M::U8(7)]),
-    ]);
+    let nested = M::Array(vec![M::Array(vec![M::String("a".into())]), M::Array(vec![M::U8(7)])]);
     assert_eq!(g.get("nested"), Some(&nested));
     assert_eq!(g.metadata().len(), expect.len() + 2);
     assert_eq!(g.get_u64("u64").unwrap(), u64::MAX);
@@ -74,18 +62,8 @@ fn tensor_infos_and_layout() {
     let mut builder = GgufBuilder::new().kv("general.architecture", Value::Str("tiny".into()));
     builder = builder
         .tensor("a", &[3], GgmlType::F32.id(), vec![0; 12]) // 12 bytes: next tensor is padded
-        .tensor(
-            "b",
-            &[2, 2],
-            GgmlType::F16.id(),
-            half_bytes(&[1.0, -2.0, 0.5, 65504.0]),
-        )
-        .tensor(
-            "c",
-            &[4, 1, 1, 1],
-            GgmlType::BF16.id(),
-            vec![0x80, 0x3F, 0, 0xC0, 0, 0, 0x80, 0xFF],
-        );
+        .tensor("b", &[2, 2], GgmlType::F16.id(), half_bytes(&[1.0, -2.0, 0.5, 65504.0]))
+        .tensor("c", &[4, 1, 1, 1], GgmlType::BF16.id(), vec![0x80, 0x3F, 0, 0xC0, 0, 0, 0x80, 0xFF]);
     for version in [2, 3] {
         builder.version = version;
         let file = write_temp("layout", &builder.build());
@@ -96,19 +74,11 @@ fn tensor_infos_and_layout() {
         let names: Vec<_> = g.tensors().iter().map(|t| t.name.as_str()).collect();
         assert_eq!(names, ["a", "b", "c"]);
         let b = g.tensor("b").unwrap();
-        let want = TensorInfo {
-            name: "b".into(),
-            dims: vec![2, 2],
-            dtype: GgmlType::F16,
-            offset: 32,
-        };
+        let want = TensorInfo { name: "b".into(), dims: vec![2, 2], dtype: GgmlType::F16, offset: 32 };
         assert_eq!(b, &want);
         assert_eq!((b.n_elements(), b.n_bytes(), b.shape()), (4, 8, vec![2, 2]));
         assert_eq!(g.dequantize("b").unwrap(), [1.0, -2.0, 0.5, 65504.0]);
-        assert_eq!(
-            g.dequantize("c").unwrap(),
-            [1.0, -2.0, 0.0, f32::NEG_INFINITY]
-        );
+        assert_eq!(g.dequantize("c").unwrap(), [1.0, -2.0, 0.0, f32::NEG_INFINITY]);
         assert_eq!(g.tensor_bytes(g.tensor("a").unwrap()).len(), 12);
         assert!(g.tensor("missing").is_none());
         assert!(format!("{g:?}").contains("tensors: 3"));
@@ -116,8 +86,5 @@ fn tensor_infos_and_layout() {
 }
 
 fn half_bytes(values: &[f32]) -> Vec<u8> {
-    values
-        .iter()
-        .flat_map(|&v| half::f16::from_f32(v).to_bits().to_le_bytes())
-        .collect()
+    values.iter().flat_map(|&v| half::f16::from_f32(v).to_bits().to_le_bytes()).collect()
 }

@@ -26,7 +26,13 @@ impl TargetIdentity {
 
 /// Refuses a drafter (described by `config_path`) whose shape does not fit `given`, or that
 /// was trained for another target.
-pub fn check_target(config_path: &Path, vocab_size: usize, hidden_size: usize, trained: Option<&TargetIdentity>, given: &TargetIdentity) -> Result<(), HeadsError> {
+pub fn check_target(
+    config_path: &Path,
+    vocab_size: usize,
+    hidden_size: usize,
+    trained: Option<&TargetIdentity>,
+    given: &TargetIdentity,
+) -> Result<(), HeadsError> {
     if vocab_size != given.vocab_size || hidden_size != given.hidden_size {
         return Err(HeadsError::Incompatible(format!(
             "{}: drafter has vocab {vocab_size} / hidden {hidden_size}, the target `{}` has vocab {} / hidden {}",
@@ -53,5 +59,9 @@ pub fn check_target(config_path: &Path, vocab_size: usize, hidden_size: usize, t
 /// The `drafter` field of `dir/config.json` (`redrafter`, `tokenswift`).
 pub fn drafter_kind(dir: &Path) -> Result<String, HeadsError> {
     let (path, value) = crate::tensors::read_config_value(dir)?;
-    value.get("drafter").and_then(|v| v.as_str()).map(str::to_string).ok_or(HeadsError::Config { path, problem: "no `drafter` field (expected `redrafter` or `tokenswift`)".into() })
+    value
+        .get("drafter")
+        .and_then(|v| v.as_str())
+        .map(str::to_string)
+        .ok_or(HeadsError::Config { path, problem: "no `drafter` field (expected `redrafter` or `tokenswift`)".into() })
 }

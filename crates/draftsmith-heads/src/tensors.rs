@@ -28,13 +28,17 @@ pub(crate) fn push_linear<B: Backend>(out: &mut Named, prefix: &str, linear: &Li
 }
 
 pub(crate) fn write(path: &Path, tensors: &Named, metadata: Option<HashMap<String, String>>) -> Result<(), HeadsError> {
-    let bytes: Vec<Vec<u8>> = tensors.iter().map(|(_, _, v)| v.iter().flat_map(|x| x.to_le_bytes()).collect()).collect();
+    let bytes: Vec<Vec<u8>> =
+        tensors.iter().map(|(_, _, v)| v.iter().flat_map(|x| x.to_le_bytes()).collect()).collect();
     let views: Vec<(String, TensorView<'_>)> = tensors
         .iter()
         .zip(&bytes)
-        .map(|((name, shape, _), b)| (name.clone(), TensorView::new(Dtype::F32, shape.clone(), b).expect("consistent shape")))
+        .map(|((name, shape, _), b)| {
+            (name.clone(), TensorView::new(Dtype::F32, shape.clone(), b).expect("consistent shape"))
+        })
         .collect();
-    let data = safetensors::serialize(views, &metadata).map_err(|e| HeadsError::Safetensors { path: path.to_path_buf(), problem: e.to_string() })?;
+    let data = safetensors::serialize(views, &metadata)
+        .map_err(|e| HeadsError::Safetensors { path: path.to_path_buf(), problem: e.to_string() })?;
     let tmp = path.with_extension("safetensors.tmp");
     std::fs::write(&tmp, data).map_err(HeadsError::io(&tmp))?;
     std::fs::rename(&tmp, path).map_err(HeadsError::io(path))
@@ -44,7 +48,8 @@ pub(crate) fn write(path: &Path, tensors: &Named, metadata: Option<HashMap<Strin
 pub(crate) fn write_config(dir: &Path, value: &impl serde::Serialize) -> Result<(), HeadsError> {
     let path = dir.join("config.json");
     let tmp = dir.join("config.json.tmp");
-    std::fs::write(&tmp, serde_json::to_string_pretty(value).expect("serializable") + "\n").map_err(HeadsError::io(&tmp))?;
+    std::fs::write(&tmp, serde_json::to_string_pretty(value).expect("serializable") + "\n")
+        .map_err(HeadsError::io(&tmp))?;
     std::fs::rename(&tmp, &path).map_err(HeadsError::io(&path))
 }
 
@@ -52,18 +57,28 @@ pub(crate) fn write_config(dir: &Path, value: &impl serde::Serialize) -> Result<
 pub(crate) fn read_config_value(dir: &Path) -> Result<(std::path::PathBuf, serde_json::Value), HeadsError> {
     let path = dir.join("config.json");
     let text = std::fs::read_to_string(&path).map_err(HeadsError::io(&path))?;
-    let value = serde_json::from_str(&text).map_err(|e| HeadsError::Config { path: path.clone(), problem: e.to_string() })?;
+    let value =
+        serde_json::from_str(&text).map_err(|e| HeadsError::Config { path: path.clone(), problem: e.to_string() })?;
     Ok((path, value))
 }
 
 /// Reads `dir/config.json` as a drafter of `kind` (its `drafter` field), typed as `T`.
-pub(crate) fn read_config<T: serde::de::DeserializeOwned>(dir: &Path, kind: &str) -> Result<(std::path::PathBuf, T), HeadsError> {
+pub(crate) fn read_config<T: serde::de::DeserializeOwned>(
+    dir: &Path,
+    kind: &str,
+) -> Result<(std::path::PathBuf, T), HeadsError> {
     let (path, value) = read_config_value(dir)?;
     let found = value.get("drafter").and_then(|v| v.as_str()).unwrap_or("");
     if found != kind {
-        return Err(HeadsError::Config { path, problem: format!("`drafter` is `{found}`, expected `{kind}` (a {found} drafter cannot be loaded as {kind})") });
+        return Err(HeadsError::Config {
+            path,
+            problem: format!(
+                "`drafter` is `{found}`, expected `{kind}` (a {found} drafter cannot be loaded as {kind})"
+            ),
+        });
     }
-    let file = serde_json::from_value(value).map_err(|e| HeadsError::Config { path: path.clone(), problem: e.to_string() })?;
+    let file =
+        serde_json::from_value(value).map_err(|e| HeadsError::Config { path: path.clone(), problem: e.to_string() })?;
     Ok((path, file))
 }
 
@@ -76,15 +91,24 @@ pub(crate) struct Reader<'a> {
 impl<'a> Reader<'a> {
     pub(crate) fn open(path: &'a Path) -> Result<Self, HeadsError> {
         let bytes = std::fs::read(path).map_err(HeadsError::io(path))?;
-        let st = SafeTensors::deserialize(&bytes).map_err(|e| HeadsError::Safetensors { path: path.to_path_buf(), problem: e.to_string() })?;
+        let st = SafeTensors::deserialize(&bytes)
+            .map_err(|e| HeadsError::Safetensors { path: path.to_path_buf(), problem: e.to_string() })?;
         let mut tensors = HashMap::new();
         for (name, view) in st.tensors() {
             let data = view.data();
             let vals: Vec<f32> = match view.dtype() {
                 Dtype::F32 => data.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect(),
                 Dtype::F16 => data.chunks_exact(2).map(|c| f16_to_f32(u16::from_le_bytes([c[0], c[1]]))).collect(),
-                Dtype::BF16 => data.chunks_exact(2).map(|c| f32::from_bits((u16::from_le_bytes([c[0], c[1]]) as u32) << 16)).collect(),
-                other => return Err(HeadsError::Safetensors { path: path.to_path_buf(), problem: format!("tensor `{name}` has unsupported dtype {other:?}") }),
+                Dtype::BF16 => data
+                    .chunks_exact(2)
+                    .map(|c| f32::from_bits((u16::from_le_bytes([c[0], c[1]]) as u32) << 16))
+                    .collect(),
+                other => {
+                    return Err(HeadsError::Safetensors {
+                        path: path.to_path_buf(),
+                        problem: format!("tensor `{name}` has unsupported dtype {other:?}"),
+                    })
+                }
             };
             tensors.insert(name, (view.shape().to_vec(), vals));
         }
@@ -92,15 +116,30 @@ impl<'a> Reader<'a> {
     }
 
     pub(crate) fn take(&mut self, name: &str, shape: &[usize]) -> Result<Vec<f32>, HeadsError> {
-        let (found, vals) = self.tensors.remove(name).ok_or_else(|| HeadsError::MissingTensor { path: self.path.to_path_buf(), name: name.into() })?;
+        let (found, vals) = self
+            .tensors
+            .remove(name)
+            .ok_or_else(|| HeadsError::MissingTensor { path: self.path.to_path_buf(), name: name.into() })?;
         if found != shape {
-            return Err(HeadsError::Shape { path: self.path.to_path_buf(), name: name.into(), expected: shape.to_vec(), found });
+            return Err(HeadsError::Shape {
+                path: self.path.to_path_buf(),
+                name: name.into(),
+                expected: shape.to_vec(),
+                found,
+            });
         }
         Ok(vals)
     }
 
     /// Reads `{prefix}.weight` (`[out, in]`) and, when `bias`, `{prefix}.bias` into a burn `Linear`.
-    pub(crate) fn linear<B: Backend>(&mut self, prefix: &str, d_in: usize, d_out: usize, bias: bool, device: &B::Device) -> Result<Linear<B>, HeadsError> {
+    pub(crate) fn linear<B: Backend>(
+        &mut self,
+        prefix: &str,
+        d_in: usize,
+        d_out: usize,
+        bias: bool,
+        device: &B::Device,
+    ) -> Result<Linear<B>, HeadsError> {
         let w = self.take(&format!("{prefix}.weight"), &[d_out, d_in])?;
         let w = Tensor::<B, 2>::from_data(TensorData::new(w, [d_out, d_in]), device).transpose();
         let w = Tensor::from_data(w.into_data(), device);

@@ -4,7 +4,9 @@
 use burn::backend::{Autodiff, Flex};
 use burn::optim::{AdamWConfig, GradientsParams, Optimizer};
 use burn::tensor::{Distribution, Int, Tensor, TensorData};
-use draftsmith_heads::redrafter::{load_redrafter, save_redrafter, teacher_forced_loss, HeadKind, ReDrafterConfig, TrainBatch, VocabProjection};
+use draftsmith_heads::redrafter::{
+    load_redrafter, save_redrafter, teacher_forced_loss, HeadKind, ReDrafterConfig, TrainBatch, VocabProjection,
+};
 use draftsmith_heads::{HeadsError, TargetIdentity};
 
 type B = Flex;
@@ -20,7 +22,13 @@ fn tmpdir(name: &str) -> std::path::PathBuf {
     dir
 }
 
-fn step_logits<Bk: burn::tensor::backend::Backend>(d: &draftsmith_heads::redrafter::ReDrafter<Bk>, emb: &Tensor<Bk, 2>, vocab: &VocabProjection<Bk>, h: Tensor<Bk, 2>, tokens: &[i32]) -> Vec<f32> {
+fn step_logits<Bk: burn::tensor::backend::Backend>(
+    d: &draftsmith_heads::redrafter::ReDrafter<Bk>,
+    emb: &Tensor<Bk, 2>,
+    vocab: &VocabProjection<Bk>,
+    h: Tensor<Bk, 2>,
+    tokens: &[i32],
+) -> Vec<f32> {
     let dev = h.device();
     let [rows, hidden] = h.dims();
     let mut s = d.initial_state(rows, hidden, &dev);
@@ -57,7 +65,13 @@ fn export_import_gives_identical_logits_for_both_heads_and_reference_names() {
             let st = safetensors::SafeTensors::deserialize(&bytes).unwrap();
             let mut names: Vec<String> = st.names().into_iter().map(String::from).collect();
             names.sort();
-            let mut expected = vec!["lm_head.0.linear.bias", "lm_head.0.linear.weight", "lm_head.1.linear.bias", "lm_head.1.linear.weight", "lm_head.2.weight"];
+            let mut expected = vec![
+                "lm_head.0.linear.bias",
+                "lm_head.0.linear.weight",
+                "lm_head.1.linear.bias",
+                "lm_head.1.linear.weight",
+                "lm_head.2.weight",
+            ];
             if rnn {
                 expected.extend(["rnn_u.bias", "rnn_u.weight", "rnn_w.weight"]);
             }
@@ -132,7 +146,8 @@ fn training_steps_fit_a_deterministic_next_token_rule() {
 
     // Labels outside a draft vocabulary (in_vocab 0) add no loss and count as misses.
     let half: Vec<f32> = (0..rows).map(|r| (r % 2) as f32).collect();
-    let outside = TrainBatch { in_vocab: vec![Tensor::from_data(TensorData::new(half, [rows]), &dev)], ..batch.clone() };
+    let outside =
+        TrainBatch { in_vocab: vec![Tensor::from_data(TensorData::new(half, [rows]), &dev)], ..batch.clone() };
     let (loss_half, mh) = teacher_forced_loss(&d, &emb, &projection, &outside);
     assert_eq!((mh[0].count, mh[0].trained), (rows, rows / 2));
     assert!(mh[0].top1_acc() <= 0.5 && mh[0].top1_acc() > 0.45, "half the rows cannot be hits: {}", mh[0].top1_acc());

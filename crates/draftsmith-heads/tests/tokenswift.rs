@@ -32,8 +32,10 @@ fn one_head_by_hand() {
     let dev = Default::default();
     let mut heads = TokenSwiftConfig::new(5, 2).with_num_heads(1).with_rms_norm_eps(1e-12).init::<B>(&dev, 0);
     // W = [[1, 0], [0, 2]] (y = x·W in burn's [in, out] layout), input norm weight [1, 1], post norm weight [2, 1].
-    heads.heads[0].linear.weight = Param::from_tensor(Tensor::from_data(TensorData::new(vec![1.0f32, 0.0, 0.0, 2.0], [2, 2]), &dev));
-    heads.heads[0].post_norm.gamma = Param::from_tensor(Tensor::from_data(TensorData::new(vec![2.0f32, 1.0], [2]), &dev));
+    heads.heads[0].linear.weight =
+        Param::from_tensor(Tensor::from_data(TensorData::new(vec![1.0f32, 0.0, 0.0, 2.0], [2, 2]), &dev));
+    heads.heads[0].post_norm.gamma =
+        Param::from_tensor(Tensor::from_data(TensorData::new(vec![2.0f32, 1.0], [2]), &dev));
     // h0 = [3, 4]: rms = √12.5, RMSNorm(h0) = [0.8485, 1.1314]; W·that = [0.8485, 2.2627];
     // h1 = [3.8485, 6.2627]; rms(h1) = 5.1977; post = [2·0.7404, 1.2049] = [1.4808, 1.2049].
     let h0 = Tensor::<B, 2>::from_data(TensorData::new(vec![3.0f32, 4.0], [1, 2]), &dev);
@@ -41,7 +43,10 @@ fn one_head_by_hand() {
     let want = [1.4808f32, 1.2049];
     assert!(state.iter().zip(want).all(|(a, b)| (a - b).abs() < 1e-3), "{state:?} vs {want:?}");
     // Logits through an LM head [hidden = 2, vocab = 5].
-    let lm = Tensor::<B, 2>::from_data(TensorData::new(vec![1.0f32, 0.0, 1.0, 2.0, 0.0, 0.0, 1.0, 1.0, 0.0, -1.0], [2, 5]), &dev);
+    let lm = Tensor::<B, 2>::from_data(
+        TensorData::new(vec![1.0f32, 0.0, 1.0, 2.0, 0.0, 0.0, 1.0, 1.0, 0.0, -1.0], [2, 5]),
+        &dev,
+    );
     let logits = values(heads.logits(h0, &lm).remove(0));
     let want = [1.4808f32, 1.2049, 2.6857, 2.9616, -1.2049];
     assert!(logits.iter().zip(want).all(|(a, b)| (a - b).abs() < 1e-3), "{logits:?}");
@@ -90,7 +95,10 @@ fn export_import_gives_identical_logits_and_reference_names() {
     let mut names: Vec<String> = st.names().into_iter().map(String::from).collect();
     names.sort();
     let mut expected: Vec<String> = (0..3)
-        .flat_map(|i| ["input_layernorm.weight", "linear.weight", "post_layernorm.weight"].map(|n| format!("model.medusa_layers.{i}.{n}")))
+        .flat_map(|i| {
+            ["input_layernorm.weight", "linear.weight", "post_layernorm.weight"]
+                .map(|n| format!("model.medusa_layers.{i}.{n}"))
+        })
         .collect();
     expected.sort();
     assert_eq!(names, expected);
@@ -118,7 +126,12 @@ fn a_few_steps_fit_a_shifted_token_problem() {
     let mut heads = cfg.init::<AB>(&dev, 3);
     let lm = Tensor::<AB, 2>::random([hidden, vocab], Distribution::Normal(0.0, 1.0), &dev);
     let h = Tensor::<AB, 2>::random([rows, hidden], Distribution::Normal(0.0, 1.0), &dev);
-    let label = |k: i32| Tensor::<AB, 1, Int>::from_data(TensorData::new((0..rows as i32).map(|r| (r * k) % vocab as i32).collect::<Vec<_>>(), [rows]), &dev);
+    let label = |k: i32| {
+        Tensor::<AB, 1, Int>::from_data(
+            TensorData::new((0..rows as i32).map(|r| (r * k) % vocab as i32).collect::<Vec<_>>(), [rows]),
+            &dev,
+        )
+    };
     // The second head's last two rows have no label (past the end of the sequence).
     let mut w2 = vec![1.0f32; rows];
     w2[rows - 2..].fill(0.0);

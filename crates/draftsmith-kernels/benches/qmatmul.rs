@@ -31,11 +31,7 @@ fn random_matrix(format: QFormat, rows: usize, cols: usize, rng: &mut Rng) -> QM
     let blocks = rows * cols / 32;
     let mut bytes = Vec::with_capacity(blocks * format.block_bytes());
     for _ in 0..blocks {
-        bytes.extend_from_slice(
-            &half::f16::from_f32(0.01 + 0.005 * rng.f32())
-                .to_bits()
-                .to_le_bytes(),
-        );
+        bytes.extend_from_slice(&half::f16::from_f32(0.01 + 0.005 * rng.f32()).to_bits().to_le_bytes());
         if format == QFormat::Q4_1 {
             bytes.extend_from_slice(&half::f16::from_f32(-0.08).to_bits().to_le_bytes());
         }
@@ -63,9 +59,7 @@ fn time_ms(budget: Duration, mut f: impl FnMut()) -> (f64, f64) {
 /// Median and minimum milliseconds of one `(matrix, n, path, mode)` case.
 fn time_case(m: &QMatrix, n: usize, path: KernelPath, mode: Activations, x: &[f32]) -> (f64, f64) {
     let mut y = vec![0.0; n * m.rows()];
-    time_ms(Duration::from_millis(300), || {
-        m.matmul_mode_with(mode, path, x, n, &mut y)
-    })
+    time_ms(Duration::from_millis(300), || m.matmul_mode_with(mode, path, x, n, &mut y))
 }
 
 /// Times one `(matrix, n, path)` case in both modes and prints a table row.
@@ -98,10 +92,7 @@ fn bench_f32_naive(rows: usize, cols: usize, rng: &mut Rng) {
     let gbs = (rows * cols * 4) as f64 / (ms * 1e6);
     let shape = format!("{rows}x{cols}");
     let path = "naive-1thr";
-    println!(
-        "{shape:>10} {:>5} {:>3} {path:>11} {ms:>9.4} {min:>9.4} {gflops:>8.1} {gbs:>7.1}",
-        "f32", 1
-    );
+    println!("{shape:>10} {:>5} {:>3} {path:>11} {ms:>9.4} {min:>9.4} {gflops:>8.1} {gbs:>7.1}", "f32", 1);
 }
 
 /// All matmuls of one SmolLM2-135M forward pass over `n` tokens (30 layers of Q4_1
@@ -113,11 +104,7 @@ fn bench_model_step(layers: &[Vec<QMatrix>], head: &QMatrix, rng: &mut Rng) {
     let all: Vec<&QMatrix> = layers.iter().flatten().chain([head]).collect();
     let macs: usize = all.iter().map(|m| m.rows() * m.cols()).sum();
     let bytes: usize = all.iter().map(|m| m.n_bytes()).sum();
-    println!(
-        "model step: {} matmuls, {:.1} MB of weights",
-        all.len(),
-        bytes as f64 / 1e6
-    );
+    println!("model step: {} matmuls, {:.1} MB of weights", all.len(), bytes as f64 / 1e6);
     for n in [1, 8, 64] {
         let x: Vec<f32> = (0..n * 1536).map(|_| rng.f32()).collect();
         let mut y = vec![0.0; n * head.rows()];
@@ -128,8 +115,7 @@ fn bench_model_step(layers: &[Vec<QMatrix>], head: &QMatrix, rng: &mut Rng) {
                 }
             };
             let (ms, min) = time_ms(Duration::from_millis(1500), &mut step);
-            let (ms_pool, min_pool) =
-                rayon::scope(|_| time_ms(Duration::from_millis(1500), &mut step));
+            let (ms_pool, min_pool) = rayon::scope(|_| time_ms(Duration::from_millis(1500), &mut step));
             let gflops = 2.0 * (macs * n) as f64 / (ms * 1e6);
             let gbs = bytes as f64 / (ms * 1e6);
             let name = format!("{mode:?}");
@@ -163,40 +149,22 @@ fn bench_breakdown(layers: &[Vec<QMatrix>], head: &QMatrix, rng: &mut Rng) {
                 }
             }
         }
-        let parts: Vec<String> = per_shape
-            .iter()
-            .map(|((r, c), ms)| format!("{r}x{c} {:.3}", ms / steps as f64))
-            .collect();
-        println!(
-            "n=1 step breakdown {mode:?} (ms per step): {}",
-            parts.join(", ")
-        );
+        let parts: Vec<String> =
+            per_shape.iter().map(|((r, c), ms)| format!("{r}x{c} {:.3}", ms / steps as f64)).collect();
+        println!("n=1 step breakdown {mode:?} (ms per step): {}", parts.join(", "));
     }
 }
 
 /// SmolLM2-135M layer matrices `[rows=out, cols=in]`: q, k, v, o, gate, up, down.
-const LAYER: [(usize, usize); 7] = [
-    (576, 576),
-    (192, 576),
-    (192, 576),
-    (576, 576),
-    (1536, 576),
-    (1536, 576),
-    (576, 1536),
-];
+const LAYER: [(usize, usize); 7] =
+    [(576, 576), (192, 576), (192, 576), (576, 576), (1536, 576), (1536, 576), (576, 1536)];
 
 /// The per-shape table: the three layer shapes in both formats, then the Q8_0 LM head.
 fn bench_table(paths: &[KernelPath], head: &QMatrix, rng: &mut Rng) {
     let cols = ("median ms", "min ms", "GFLOP/s", "GB/s");
     let mode = format!("{:>8} {:>8} {:>6} {:>6}", cols.0, cols.1, cols.2, cols.3);
-    println!(
-        "{:>33} | {:^31} | {:^31}",
-        "", "f32 activations (default)", "int8 activations"
-    );
-    println!(
-        "{:>10} {:>5} {:>3} {:>11} | {mode} | {mode}",
-        "shape", "fmt", "n", "path"
-    );
+    println!("{:>33} | {:^31} | {:^31}", "", "f32 activations (default)", "int8 activations");
+    println!("{:>10} {:>5} {:>3} {:>11} | {mode} | {mode}", "shape", "fmt", "n", "path");
     println!("(GFLOP/s and GB/s from the median; GB/s counts the packed weight bytes once)");
     for format in [QFormat::Q8_0, QFormat::Q4_1] {
         for (rows, cols) in [(576, 576), (1536, 576), (576, 1536)] {
@@ -222,31 +190,18 @@ fn main() {
     let has = |flag: &str| args.iter().any(|a| a == flag);
     let detected = KernelPath::detect();
     let paths: Vec<KernelPath> = if has("--paths") {
-        KernelPath::ALL
-            .into_iter()
-            .filter(|p| p.is_supported())
-            .collect()
+        KernelPath::ALL.into_iter().filter(|p| p.is_supported()).collect()
     } else {
         vec![detected]
     };
-    println!(
-        "detected path: {}, rayon threads: {}",
-        detected.name(),
-        rayon::current_num_threads()
-    );
+    println!("detected path: {}, rayon threads: {}", detected.name(), rayon::current_num_threads());
     let mut rng = Rng(42);
     let head = random_matrix(QFormat::Q8_0, 49152, 576, &mut rng);
     if !has("--model-only") {
         bench_table(&paths, &head, &mut rng);
     }
-    let layers: Vec<Vec<QMatrix>> = (0..30)
-        .map(|_| {
-            LAYER
-                .iter()
-                .map(|&(r, c)| random_matrix(QFormat::Q4_1, r, c, &mut rng))
-                .collect()
-        })
-        .collect();
+    let layers: Vec<Vec<QMatrix>> =
+        (0..30).map(|_| LAYER.iter().map(|&(r, c)| random_matrix(QFormat::Q4_1, r, c, &mut rng)).collect()).collect();
     if has("--breakdown") {
         bench_breakdown(&layers, &head, &mut rng);
     }

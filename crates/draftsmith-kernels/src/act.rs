@@ -130,8 +130,7 @@ impl ActQuant {
         let rows = (x.chunks(cols), self.qs.chunks_mut(cols));
         let scales = (self.d.chunks_mut(nb), self.sum.chunks_mut(nb));
         let jobs: Vec<_> = rows.0.zip(rows.1).zip(scales.0.zip(scales.1)).collect();
-        jobs.into_par_iter()
-            .for_each(|((x, qs), (d, sum))| quantize_blocks(path, x, qs, d, sum));
+        jobs.into_par_iter().for_each(|((x, qs), (d, sum))| quantize_blocks(path, x, qs, d, sum));
     }
 
     /// Straight into the per-tile layout of [`Packed`], tiles split over the kernel pool's
@@ -143,17 +142,35 @@ impl ActQuant {
         p.d.resize(n * nb, 0.0);
         p.dsum.resize(n * nb, 0.0);
         p.bias.resize(n * nb, 0);
-        let (qs, d, dsum, bias) = (DisjointSlice::new(&mut p.qs), DisjointSlice::new(&mut p.d), DisjointSlice::new(&mut p.dsum), DisjointSlice::new(&mut p.bias));
+        let (qs, d, dsum, bias) = (
+            DisjointSlice::new(&mut p.qs),
+            DisjointSlice::new(&mut p.d),
+            DisjointSlice::new(&mut p.dsum),
+            DisjointSlice::new(&mut p.bias),
+        );
         let tiles = &self.tiles;
         let work = |t: usize, threads: usize| {
             for &(c0, cn) in &tiles[crate::pool::split(tiles.len(), t, threads)] {
                 // SAFETY: tiles are disjoint row ranges and each is handed to one thread only.
-                let (tq, td, ts, tb) = unsafe { (qs.part(c0 * cols, cn * cols), d.part(c0 * nb, cn * nb), dsum.part(c0 * nb, cn * nb), bias.part(c0 * nb, cn * nb)) };
+                let (tq, td, ts, tb) = unsafe {
+                    (
+                        qs.part(c0 * cols, cn * cols),
+                        d.part(c0 * nb, cn * nb),
+                        dsum.part(c0 * nb, cn * nb),
+                        bias.part(c0 * nb, cn * nb),
+                    )
+                };
                 let mut sum = [0i32; 1];
                 for r in 0..cn {
                     for b in 0..nb {
                         let i = b * cn + r;
-                        quantize_blocks(path, &x[(c0 + r) * cols + b * QK..][..QK], &mut tq[i * QK..][..QK], &mut td[i..i + 1], &mut sum);
+                        quantize_blocks(
+                            path,
+                            &x[(c0 + r) * cols + b * QK..][..QK],
+                            &mut tq[i * QK..][..QK],
+                            &mut td[i..i + 1],
+                            &mut sum,
+                        );
                         ts[i] = td[i] * sum[0] as f32;
                         tb[i] = -128 * sum[0];
                     }

@@ -60,9 +60,7 @@ unsafe fn q8_0<const C: usize>(w: Group<'_>, acts: &[ActRow<'_>], out: &mut Tile
             prefetch_block(&w, QFormat::Q8_0, b);
         }
         let wq = quants.as_ptr().add(b * tile_bytes(QFormat::Q8_0) + h * 32);
-        let dw = _mm256_cvtph_ps(_mm_loadu_si128(
-            scales.as_ptr().add(b * GROUP + h * HALF).cast(),
-        ));
+        let dw = _mm256_cvtph_ps(_mm_loadu_si128(scales.as_ptr().add(b * GROUP + h * HALF).cast()));
         let mut ia = [_mm256_setzero_si256(); C];
         for k in 0..8 {
             let wk = _mm256_xor_si256(_mm256_loadu_si256(wq.add(k * UNIT).cast()), bias);
@@ -96,9 +94,7 @@ unsafe fn q4_1<const C: usize>(w: Group<'_>, acts: &[ActRow<'_>], out: &mut Tile
             prefetch_block(&w, QFormat::Q4_1, b);
         }
         let wq = quants.as_ptr().add(b * tile_bytes(QFormat::Q4_1) + h * 32);
-        let sc = scales
-            .as_ptr()
-            .add(b * tile_scales(QFormat::Q4_1) + h * HALF);
+        let sc = scales.as_ptr().add(b * tile_scales(QFormat::Q4_1) + h * HALF);
         let dw = _mm256_cvtph_ps(_mm_loadu_si128(sc.cast()));
         let mw = _mm256_cvtph_ps(_mm_loadu_si128(sc.add(GROUP).cast()));
         let mut acc16 = [_mm256_setzero_si256(); C];
@@ -166,10 +162,7 @@ pub(crate) unsafe fn quantize_blocks(x: &[f32], qs: &mut [i8], d: &mut [f32], su
         let id = if dd != 0.0 { 1.0 / dd } else { 0.0 };
         let q: [__m256i; 4] = std::array::from_fn(|k| round_clamped(v[k], id));
         let s = _mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3]));
-        let packed = _mm256_packs_epi16(
-            _mm256_packs_epi32(q[0], q[1]),
-            _mm256_packs_epi32(q[2], q[3]),
-        );
+        let packed = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
         let order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
         let packed = _mm256_permutevar8x32_epi32(packed, order);
         _mm256_storeu_si256(qs.as_mut_ptr().add(i * QK).cast(), packed);
@@ -182,14 +175,8 @@ pub(crate) unsafe fn quantize_blocks(x: &[f32], qs: &mut [i8], d: &mut [f32], su
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn round_clamped(v: __m256, id: f32) -> __m256i {
     let s = _mm256_mul_ps(v, _mm256_set1_ps(id));
-    let s = _mm256_min_ps(
-        _mm256_max_ps(s, _mm256_set1_ps(-127.0)),
-        _mm256_set1_ps(127.0),
-    );
-    let bias = _mm256_or_ps(
-        _mm256_and_ps(s, _mm256_set1_ps(-0.0)),
-        _mm256_set1_ps(ROUND_BIAS),
-    );
+    let s = _mm256_min_ps(_mm256_max_ps(s, _mm256_set1_ps(-127.0)), _mm256_set1_ps(127.0));
+    let bias = _mm256_or_ps(_mm256_and_ps(s, _mm256_set1_ps(-0.0)), _mm256_set1_ps(ROUND_BIAS));
     _mm256_cvttps_epi32(_mm256_add_ps(s, bias))
 }
 

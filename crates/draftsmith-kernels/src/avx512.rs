@@ -35,7 +35,13 @@ pub(crate) unsafe fn tile_packed(f: QFormat, w: Group<'_>, a: PackedTile<'_>, ou
     let nb = w.quants.len() / tile_bytes(f);
     assert!((1..=crate::dispatch::TILE).contains(&a.cn), "tile width must be 1..=8");
     assert!(w.scales.len() >= nb * tile_scales(f), "packed scales too short");
-    assert!(a.qs.len() >= nb * a.cn * QK && a.d.len() >= nb * a.cn && a.dsum.len() >= nb * a.cn && a.bias.len() >= nb * a.cn, "packed activations too short");
+    assert!(
+        a.qs.len() >= nb * a.cn * QK
+            && a.d.len() >= nb * a.cn
+            && a.dsum.len() >= nb * a.cn
+            && a.bias.len() >= nb * a.cn,
+        "packed activations too short"
+    );
     macro_rules! width {
         ($kernel:ident) => {
             match a.cn {

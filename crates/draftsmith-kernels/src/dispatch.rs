@@ -66,10 +66,7 @@ impl KernelPath {
                 KernelPath::Scalar => true,
                 KernelPath::Avx2 => avx2,
                 KernelPath::Avx512Vnni => {
-                    avx2 && has!("avx512f")
-                        && has!("avx512bw")
-                        && has!("avx512vl")
-                        && has!("avx512vnni")
+                    avx2 && has!("avx512f") && has!("avx512bw") && has!("avx512vl") && has!("avx512vnni")
                 }
             }
         }
@@ -88,11 +85,7 @@ impl KernelPath {
             let forced = forced.and_then(|v| Self::ALL.into_iter().find(|p| p.name() == v));
             match forced {
                 Some(p) if p.is_supported() => p,
-                _ => Self::ALL
-                    .into_iter()
-                    .rev()
-                    .find(|p| p.is_supported())
-                    .unwrap_or(Self::Scalar),
+                _ => Self::ALL.into_iter().rev().find(|p| p.is_supported()).unwrap_or(Self::Scalar),
             }
         })
     }
@@ -177,9 +170,7 @@ pub(crate) fn run_groups(
 /// Splits the row groups over rayon tasks, or runs inline for small problems.
 fn run(m: &QMatrix, path: KernelPath, act: &ActQuant, y: &mut [f32]) {
     let macs = m.groups() * GROUP * m.cols() * act.n();
-    run_groups(m.groups(), (macs, INLINE_MACS), y, |range, out| {
-        compute(m, path, act, range, out)
-    });
+    run_groups(m.groups(), (macs, INLINE_MACS), y, |range, out| compute(m, path, act, range, out));
 }
 
 /// Computes all activation rows for the row groups in `range`.
@@ -189,20 +180,12 @@ fn compute(m: &QMatrix, path: KernelPath, act: &ActQuant, range: Range<usize>, o
     let last = range.end;
     for g in range {
         let (quants, scales) = m.group(g);
-        let next = if g + 1 < last {
-            m.group(g + 1)
-        } else {
-            (&[][..], &[][..])
-        };
+        let next = if g + 1 < last { m.group(g + 1) } else { (&[][..], &[][..]) };
         let valid = GROUP.min(rows - g * GROUP);
         for (i, &(c0, cn)) in act.tiles().iter().enumerate() {
             // Only the first pass over the group prefetches the next one.
             let next = if i == 0 { next } else { (&[][..], &[][..]) };
-            let w = Group {
-                quants,
-                scales,
-                next,
-            };
+            let w = Group { quants, scales, next };
             kernel(path, m.format(), w, act, i, &mut tile);
             for (t, res) in tile.iter().enumerate().take(cn) {
                 write_out(out, (c0 + t) * rows + g * GROUP, &res[..valid]);
@@ -231,23 +214,10 @@ fn kernel(path: KernelPath, f: QFormat, w: Group<'_>, act: &ActQuant, i: usize, 
 #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 pub(crate) fn check_lengths(f: QFormat, w: Group<'_>, acts: &[ActRow<'_>]) {
     let nb = w.quants.len() / tile_bytes(f);
-    assert!(
-        (1..=TILE).contains(&acts.len()),
-        "tile width must be 1..={TILE}"
-    );
-    assert_eq!(
-        w.quants.len(),
-        nb * tile_bytes(f),
-        "packed quants are whole tiles"
-    );
-    assert!(
-        w.scales.len() >= nb * tile_scales(f),
-        "packed scales too short"
-    );
+    assert!((1..=TILE).contains(&acts.len()), "tile width must be 1..={TILE}");
+    assert_eq!(w.quants.len(), nb * tile_bytes(f), "packed quants are whole tiles");
+    assert!(w.scales.len() >= nb * tile_scales(f), "packed scales too short");
     for a in acts {
-        assert!(
-            a.qs.len() >= nb * QK && a.d.len() >= nb && a.sum.len() >= nb,
-            "activation row too short"
-        );
+        assert!(a.qs.len() >= nb * QK && a.d.len() >= nb && a.sum.len() >= nb, "activation row too short");
     }
 }

@@ -36,9 +36,7 @@ fn check_shape(rows: usize, cols: usize) -> Result<usize, KernelError> {
     if !cols.is_multiple_of(QK) {
         return Err(KernelError::ColsNotBlockMultiple { cols });
     }
-    rows.checked_mul(cols)
-        .map(|e| e / QK)
-        .ok_or(KernelError::ShapeOverflow { rows, cols })
+    rows.checked_mul(cols).map(|e| e / QK).ok_or(KernelError::ShapeOverflow { rows, cols })
 }
 
 impl QMatrix {
@@ -65,25 +63,12 @@ impl QMatrix {
     /// # Errors
     /// [`KernelError::ColsNotBlockMultiple`] when `cols % 32 != 0`, [`KernelError::ByteLength`]
     /// when `bytes.len() != rows × cols/32 × block_bytes`, [`KernelError::ShapeOverflow`].
-    pub fn from_ggml_blocks(
-        format: QFormat,
-        bytes: &[u8],
-        rows: usize,
-        cols: usize,
-    ) -> Result<Self, KernelError> {
+    pub fn from_ggml_blocks(format: QFormat, bytes: &[u8], rows: usize, cols: usize) -> Result<Self, KernelError> {
         let blocks = check_shape(rows, cols)?;
-        let expected = blocks
-            .checked_mul(format.block_bytes())
-            .ok_or(KernelError::ShapeOverflow { rows, cols })?;
+        let expected = blocks.checked_mul(format.block_bytes()).ok_or(KernelError::ShapeOverflow { rows, cols })?;
         if bytes.len() != expected {
             let actual = bytes.len();
-            return Err(KernelError::ByteLength {
-                format,
-                rows,
-                cols,
-                expected,
-                actual,
-            });
+            return Err(KernelError::ByteLength { format, rows, cols, expected, actual });
         }
         let mut m = Self::empty(format, rows, cols);
         let nb = cols / QK;
@@ -103,12 +88,7 @@ impl QMatrix {
         let blocks = check_shape(rows, cols)?;
         if w.len() != blocks * QK {
             let (expected, actual) = (blocks * QK, w.len());
-            return Err(KernelError::ValueCount {
-                rows,
-                cols,
-                expected,
-                actual,
-            });
+            return Err(KernelError::ValueCount { rows, cols, expected, actual });
         }
         let mut m = Self::empty(QFormat::Q8_0, rows, cols);
         let nb = cols / QK;
@@ -191,10 +171,7 @@ impl QMatrix {
         let nb = self.cols / QK;
         let qb = nb * layout::tile_bytes(self.format);
         let sb = nb * layout::tile_scales(self.format);
-        (
-            &self.quants.as_slice()[g * qb..][..qb],
-            &self.scales[g * sb..][..sb],
-        )
+        (&self.quants.as_slice()[g * qb..][..qb], &self.scales[g * sb..][..sb])
     }
 
     /// `y[n, rows] = x[n, cols] · Wᵀ` with f32 activations ([`Activations::F32`]): the exact
@@ -225,18 +202,8 @@ impl QMatrix {
     /// # Panics
     /// As `matmul`, and if `path` is not supported by this CPU.
     #[doc(hidden)]
-    pub fn matmul_mode_with(
-        &self,
-        mode: Activations,
-        path: KernelPath,
-        x: &[f32],
-        n: usize,
-        y: &mut [f32],
-    ) {
-        assert!(
-            path.is_supported(),
-            "kernel path {path:?} is not supported on this CPU"
-        );
+    pub fn matmul_mode_with(&self, mode: Activations, path: KernelPath, x: &[f32], n: usize, y: &mut [f32]) {
+        assert!(path.is_supported(), "kernel path {path:?} is not supported on this CPU");
         self.run_mode(mode, path, x, n, y);
     }
 
@@ -271,11 +238,7 @@ impl QMatrix {
     /// # Panics
     /// If `row >= rows` or `out.len() != cols`.
     pub fn dequantize_row(&self, row: usize, out: &mut [f32]) {
-        assert!(
-            row < self.rows,
-            "row {row} out of range for {} rows",
-            self.rows
-        );
+        assert!(row < self.rows, "row {row} out of range for {} rows", self.rows);
         assert_eq!(out.len(), self.cols, "output length must equal cols");
         let nb = self.cols / QK;
         let quants = self.quants.as_slice();

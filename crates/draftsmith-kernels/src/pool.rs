@@ -85,11 +85,7 @@ impl Pool {
                 .spawn(move || worker(shared, t, threads))
                 .expect("spawn a kernel worker thread");
         }
-        Self {
-            threads,
-            shared,
-            busy: Mutex::new(()),
-        }
+        Self { threads, shared, busy: Mutex::new(()) }
     }
 
     /// Number of threads `run` uses when the pool is free.
@@ -183,7 +179,11 @@ impl<'a, T> DisjointSlice<'a, T> {
     /// No two parts alive at the same time may overlap.
     #[allow(clippy::mut_from_ref)]
     pub unsafe fn part(&self, at: usize, len: usize) -> &mut [T] {
-        assert!(at.checked_add(len).is_some_and(|end| end <= self.len), "part {at}+{len} beyond a slice of {}", self.len);
+        assert!(
+            at.checked_add(len).is_some_and(|end| end <= self.len),
+            "part {at}+{len} beyond a slice of {}",
+            self.len
+        );
         // SAFETY: in bounds; the caller keeps live parts disjoint, and the slice is borrowed
         // exclusively for `'a`.
         unsafe { std::slice::from_raw_parts_mut(self.ptr.add(at), len) }

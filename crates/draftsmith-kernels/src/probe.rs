@@ -8,7 +8,20 @@ use std::time::Instant;
 use crate::{Activations, KernelPath, Pool, QFormat, QMatrix};
 
 /// The CPU flags that decide which kernels can run (as `/proc/cpuinfo` names them).
-const FLAGS: &[&str] = &["avx2", "fma", "f16c", "avx512f", "avx512bw", "avx512vl", "avx512_vnni", "avx_vnni", "avx512_bf16", "amx_tile", "amx_int8", "amx_bf16"];
+const FLAGS: &[&str] = &[
+    "avx2",
+    "fma",
+    "f16c",
+    "avx512f",
+    "avx512bw",
+    "avx512vl",
+    "avx512_vnni",
+    "avx_vnni",
+    "avx512_bf16",
+    "amx_tile",
+    "amx_int8",
+    "amx_bf16",
+];
 
 /// The CPU this process runs on.
 #[derive(Debug, Clone, PartialEq, Eq)]

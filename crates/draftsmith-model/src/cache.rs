@@ -89,7 +89,10 @@ impl<B: Backend> KvCache<B> {
     /// Used to commit the accepted path of a tree: `keep(prefix ++ accepted nodes)`.
     pub fn keep(&mut self, indices: &[usize]) -> Result<(), ModelError> {
         if let Some(w) = indices.windows(2).find(|w| w[0] >= w[1]) {
-            return Err(ModelError::Input(format!("keep: indices must be strictly increasing ({} then {})", w[0], w[1])));
+            return Err(ModelError::Input(format!(
+                "keep: indices must be strictly increasing ({} then {})",
+                w[0], w[1]
+            )));
         }
         if let Some(&last) = indices.last() {
             if last >= self.len {
@@ -190,11 +193,22 @@ impl<B: Backend> KvCache<B> {
         let (h, d) = (self.kv_heads, self.head_dim);
         if let Some(host) = &self.host {
             let cap = host.capacity;
-            let copy = |buf: &[f32]| -> Vec<f32> { (0..h).flat_map(|head| buf[(head * cap + start) * d..(head * cap + start + count) * d].iter().copied()).collect() };
+            let copy = |buf: &[f32]| -> Vec<f32> {
+                (0..h)
+                    .flat_map(|head| buf[(head * cap + start) * d..(head * cap + start + count) * d].iter().copied())
+                    .collect()
+            };
             return (copy(&host.k[layer]), copy(&host.v[layer]));
         }
         let entry = &self.layers[layer];
-        let read = |t: &Tensor<B, 3>| t.clone().slice([0..h, start..start + count, 0..d]).into_data().convert::<f32>().to_vec::<f32>().expect("f32 cache");
+        let read = |t: &Tensor<B, 3>| {
+            t.clone()
+                .slice([0..h, start..start + count, 0..d])
+                .into_data()
+                .convert::<f32>()
+                .to_vec::<f32>()
+                .expect("f32 cache")
+        };
         (read(&entry.k), read(&entry.v))
     }
 
@@ -211,7 +225,8 @@ impl<B: Backend> KvCache<B> {
             let cap = host.capacity;
             for (dst, src) in [(&mut host.k[layer], k), (&mut host.v[layer], v)] {
                 for head in 0..h {
-                    dst[(head * cap + start) * d..(head * cap + start + count) * d].copy_from_slice(&src[head * count * d..(head + 1) * count * d]);
+                    dst[(head * cap + start) * d..(head * cap + start + count) * d]
+                        .copy_from_slice(&src[head * count * d..(head + 1) * count * d]);
                 }
             }
             return;

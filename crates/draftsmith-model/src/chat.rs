@@ -30,14 +30,26 @@ pub struct ChatTemplate {
 
 impl ChatTemplate {
     /// Compiles `template`; `source` is the file it came from (for errors).
-    pub fn new(source: &Path, template: &str, bos_token: Option<String>, eos_token: Option<String>) -> Result<Self, ModelError> {
+    pub fn new(
+        source: &Path,
+        template: &str,
+        bos_token: Option<String>,
+        eos_token: Option<String>,
+    ) -> Result<Self, ModelError> {
         let mut env = Environment::new();
         minijinja_contrib::add_to_environment(&mut env);
         env.set_unknown_method_callback(minijinja_contrib::pycompat::unknown_method_callback);
-        env.add_function("raise_exception", |msg: String| -> Result<String, Error> { Err(Error::new(ErrorKind::InvalidOperation, msg)) });
+        env.add_function("raise_exception", |msg: String| -> Result<String, Error> {
+            Err(Error::new(ErrorKind::InvalidOperation, msg))
+        });
         env.add_template_owned("chat", template.to_string())
             .map_err(|e| ModelError::ChatTemplate { path: source.to_path_buf(), problem: e.to_string() })?;
-        Ok(Self { env, source: source.to_path_buf(), bos_token: bos_token.unwrap_or_default(), eos_token: eos_token.unwrap_or_default() })
+        Ok(Self {
+            env,
+            source: source.to_path_buf(),
+            bos_token: bos_token.unwrap_or_default(),
+            eos_token: eos_token.unwrap_or_default(),
+        })
     }
 
     /// Renders `messages`; with `add_generation_prompt` the assistant turn is opened.
@@ -71,7 +83,8 @@ mod tests {
     fn template_errors_name_the_file() {
         let err = ChatTemplate::new(Path::new("/m/x.gguf"), "{% for %}", None, None).err().unwrap().to_string();
         assert!(err.contains("/m/x.gguf"), "{err}");
-        let t = ChatTemplate::new(Path::new("/m/x.gguf"), "{{ raise_exception('no system role') }}", None, None).unwrap();
+        let t =
+            ChatTemplate::new(Path::new("/m/x.gguf"), "{{ raise_exception('no system role') }}", None, None).unwrap();
         let err = t.render(&[], false).unwrap_err().to_string();
         assert!(err.contains("no system role"), "{err}");
     }

@@ -122,24 +122,33 @@ impl ModelConfig {
     /// scale multiplier YaRN applies to cos/sin (1.0 otherwise).
     pub fn rope_inv_freq(&self) -> (Vec<f32>, f32) {
         let d = self.head_dim as f64;
-        let base: Vec<f64> = (0..self.head_dim / 2)
-            .map(|i| 1.0 / (self.rope_theta as f64).powf(2.0 * i as f64 / d))
-            .collect();
+        let base: Vec<f64> =
+            (0..self.head_dim / 2).map(|i| 1.0 / (self.rope_theta as f64).powf(2.0 * i as f64 / d)).collect();
         match &self.rope_scaling {
             RopeScaling::None => (base.iter().map(|&f| f as f32).collect(), 1.0),
-            RopeScaling::Linear { factor } => {
-                (base.iter().map(|&f| (f / *factor as f64) as f32).collect(), 1.0)
-            }
+            RopeScaling::Linear { factor } => (base.iter().map(|&f| (f / *factor as f64) as f32).collect(), 1.0),
             RopeScaling::Llama3 { factor, low_freq_factor, high_freq_factor, original_max_position } => {
-                let inv = llama3_scale(&base, *factor as f64, *low_freq_factor as f64, *high_freq_factor as f64, *original_max_position as f64);
+                let inv = llama3_scale(
+                    &base,
+                    *factor as f64,
+                    *low_freq_factor as f64,
+                    *high_freq_factor as f64,
+                    *original_max_position as f64,
+                );
                 (inv, 1.0)
             }
             RopeScaling::PerFrequency { factors } => {
                 (base.iter().zip(factors).map(|(&f, &k)| (f / k as f64) as f32).collect(), 1.0)
             }
-            RopeScaling::Yarn { factor, original_max_position, beta_fast, beta_slow } => {
-                yarn_scale(&base, d, self.rope_theta as f64, *factor as f64, *original_max_position as f64, *beta_fast as f64, *beta_slow as f64)
-            }
+            RopeScaling::Yarn { factor, original_max_position, beta_fast, beta_slow } => yarn_scale(
+                &base,
+                d,
+                self.rope_theta as f64,
+                *factor as f64,
+                *original_max_position as f64,
+                *beta_fast as f64,
+                *beta_slow as f64,
+            ),
         }
     }
 }
@@ -163,7 +172,15 @@ fn llama3_scale(base: &[f64], factor: f64, low: f64, high: f64, original: f64) -
         .collect()
 }
 
-fn yarn_scale(base: &[f64], d: f64, theta: f64, factor: f64, original: f64, beta_fast: f64, beta_slow: f64) -> (Vec<f32>, f32) {
+fn yarn_scale(
+    base: &[f64],
+    d: f64,
+    theta: f64,
+    factor: f64,
+    original: f64,
+    beta_fast: f64,
+    beta_slow: f64,
+) -> (Vec<f32>, f32) {
     // Dimension index at which a frequency completes `rotations` turns over the original context.
     let dim_for = |rotations: f64| d * (original / (rotations * 2.0 * std::f64::consts::PI)).ln() / (2.0 * theta.ln());
     let low = dim_for(beta_fast).floor().max(0.0);
@@ -237,8 +254,10 @@ impl HfConfig {
 
     /// Resolves into the runtime configuration.
     pub fn into_config(self, path: &Path) -> Result<ModelConfig, ModelError> {
-        let architecture = Architecture::parse(&self.model_type)
-            .ok_or_else(|| ModelError::UnknownArchitecture { path: path.to_path_buf(), name: self.model_type.clone() })?;
+        let architecture = Architecture::parse(&self.model_type).ok_or_else(|| ModelError::UnknownArchitecture {
+            path: path.to_path_buf(),
+            name: self.model_type.clone(),
+        })?;
         let head_dim = self.head_dim.unwrap_or(self.hidden_size / self.num_attention_heads.max(1));
         let rope_scaling = match self.rope_scaling {
             None => RopeScaling::None,
@@ -328,7 +347,12 @@ mod tests {
         let cfg = ModelConfig {
             head_dim: 64,
             rope_theta: 500_000.0,
-            rope_scaling: RopeScaling::Llama3 { factor: 8.0, low_freq_factor: 1.0, high_freq_factor: 4.0, original_max_position: 8192 },
+            rope_scaling: RopeScaling::Llama3 {
+                factor: 8.0,
+                low_freq_factor: 1.0,
+                high_freq_factor: 4.0,
+                original_max_position: 8192,
+            },
             ..base()
         };
         let plain = ModelConfig { rope_scaling: RopeScaling::None, ..cfg.clone() }.rope_inv_freq().0;

@@ -31,9 +31,10 @@ impl Proj {
     /// `parts`: each matrix with its bias, if any.
     pub(crate) fn new(parts: &[(Arc<QMatrix>, Option<Vec<f32>>)]) -> Self {
         let rows = parts.iter().map(|(m, _)| m.rows()).sum();
-        let bias = parts.iter().any(|(_, b)| b.is_some()).then(|| {
-            parts.iter().flat_map(|(m, b)| b.clone().unwrap_or_else(|| vec![0.0; m.rows()])).collect()
-        });
+        let bias = parts
+            .iter()
+            .any(|(_, b)| b.is_some())
+            .then(|| parts.iter().flat_map(|(m, b)| b.clone().unwrap_or_else(|| vec![0.0; m.rows()])).collect());
         let matrices: Vec<&QMatrix> = parts.iter().map(|(m, _)| m.as_ref()).collect();
         let stacked = if parts.len() > 1 { QMatrix::stack(&matrices) } else { None };
         let parts = match stacked {
@@ -126,13 +127,20 @@ impl HostStack {
     }
 
     /// The stack of `blocks` when every projection is quantized (`None` otherwise).
-    pub(crate) fn from_blocks<B: burn::tensor::backend::Backend>(blocks: &[crate::model::Block<B>], final_norm: &crate::layers::RmsNorm<B>, dims: Dims, activations: Activations) -> Option<Self> {
+    pub(crate) fn from_blocks<B: burn::tensor::backend::Backend>(
+        blocks: &[crate::model::Block<B>],
+        final_norm: &crate::layers::RmsNorm<B>,
+        dims: Dims,
+        activations: Activations,
+    ) -> Option<Self> {
         use crate::layers::{Linear, LinearWeight};
         let quant = |l: &Linear<B>| match &l.weight {
             LinearWeight::Quant(q) => Some((q.clone(), l.bias_host.clone())),
             LinearWeight::Dense(_) => None,
         };
-        let host_vec = |t: &burn::tensor::Tensor<B, 1>| t.clone().into_data().convert::<f32>().to_vec::<f32>().expect("f32 norm weights");
+        let host_vec = |t: &burn::tensor::Tensor<B, 1>| {
+            t.clone().into_data().convert::<f32>().to_vec::<f32>().expect("f32 norm weights")
+        };
         let mut layers = Vec::with_capacity(blocks.len());
         for b in blocks {
             let (a, m) = (&b.attn, &b.mlp);
@@ -179,7 +187,14 @@ impl HostStack {
     /// Runs every layer over the residual stream `x` (`[n, hidden]`, updated in place), writing
     /// each layer's keys and values at `input.cached..` of `kv`. `query(layer, q)` receives
     /// each layer's rotated queries (`[n, heads·head_dim]`).
-    pub(crate) fn run(&self, x: &mut [f32], n: usize, input: &PassInput<'_>, kv: &mut HostKv, query: &mut dyn FnMut(usize, &[f32])) {
+    pub(crate) fn run(
+        &self,
+        x: &mut [f32],
+        n: usize,
+        input: &PassInput<'_>,
+        kv: &mut HostKv,
+        query: &mut dyn FnMut(usize, &[f32]),
+    ) {
         SCRATCH.with(|cell| {
             let mut fresh = Scratch::default();
             let mut guard = cell.try_borrow_mut();
@@ -194,7 +209,17 @@ impl HostStack {
     }
 
     #[allow(clippy::too_many_arguments)]
-    fn layer(&self, i: usize, l: &HostLayer, x: &mut [f32], n: usize, input: &PassInput<'_>, kv: &mut HostKv, query: &mut dyn FnMut(usize, &[f32]), s: &mut Scratch) {
+    fn layer(
+        &self,
+        i: usize,
+        l: &HostLayer,
+        x: &mut [f32],
+        n: usize,
+        input: &PassInput<'_>,
+        kv: &mut HostKv,
+        query: &mut dyn FnMut(usize, &[f32]),
+        s: &mut Scratch,
+    ) {
         let d = self.dims;
         let (qw, kw) = (d.heads * d.head_dim, d.kv_heads * d.head_dim);
         let mode = self.activations;
@@ -215,7 +240,15 @@ impl HostStack {
         query(i, &s.q);
         kv.write(i, input.cached, &s.k, &s.v);
         let t = Phase::start();
-        host::attend_into(&s.q, &kv.k[i], &kv.v[i], kv.capacity, (d.heads, d.kv_heads, d.head_dim), &input.visibility, &mut s.attn);
+        host::attend_into(
+            &s.q,
+            &kv.k[i],
+            &kv.v[i],
+            kv.capacity,
+            (d.heads, d.kv_heads, d.head_dim),
+            &input.visibility,
+            &mut s.attn,
+        );
         t.stop(&PROFILE.attention);
         l.o.forward(mode, &s.attn, n, &mut s.proj);
         x.iter_mut().zip(&s.proj).for_each(|(a, b)| *a += b);

@@ -80,7 +80,9 @@ fn wide_available() -> bool {
     #[cfg(target_arch = "x86_64")]
     {
         static WIDE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-        *WIDE.get_or_init(|| simd_available() && is_x86_feature_detected!("avx512f") && is_x86_feature_detected!("avx512vl"))
+        *WIDE.get_or_init(|| {
+            simd_available() && is_x86_feature_detected!("avx512f") && is_x86_feature_detected!("avx512vl")
+        })
     }
     #[cfg(not(target_arch = "x86_64"))]
     false
@@ -110,7 +112,10 @@ unsafe fn axpy_avx2(o: &mut [f32], p: f32, v: &[f32]) {
         // SAFETY: c * 8 + 8 <= n, within both slices.
         unsafe {
             let acc = _mm256_loadu_ps(o.as_ptr().add(c * 8));
-            _mm256_storeu_ps(o.as_mut_ptr().add(c * 8), _mm256_fmadd_ps(pv, _mm256_loadu_ps(v.as_ptr().add(c * 8)), acc));
+            _mm256_storeu_ps(
+                o.as_mut_ptr().add(c * 8),
+                _mm256_fmadd_ps(pv, _mm256_loadu_ps(v.as_ptr().add(c * 8)), acc),
+            );
         }
     }
     for (acc, &x) in o[chunks * 8..n].iter_mut().zip(&v[chunks * 8..n]) {
@@ -202,7 +207,16 @@ impl Visibility<'_> {
 /// Softmax attention of `q` (`[n, heads, head_dim]`) over the cached keys/values of one layer
 /// (`[kv_heads, capacity, head_dim]`), grouped-query; returns `[n, heads, head_dim]`.
 #[allow(clippy::too_many_arguments)]
-pub fn attend(q: &[f32], keys: &[f32], values: &[f32], capacity: usize, heads: usize, kv_heads: usize, head_dim: usize, visibility: &Visibility<'_>) -> Vec<f32> {
+pub fn attend(
+    q: &[f32],
+    keys: &[f32],
+    values: &[f32],
+    capacity: usize,
+    heads: usize,
+    kv_heads: usize,
+    head_dim: usize,
+    visibility: &Visibility<'_>,
+) -> Vec<f32> {
     let mut out = Vec::new();
     attend_into(q, keys, values, capacity, (heads, kv_heads, head_dim), visibility, &mut out);
     out
@@ -213,7 +227,15 @@ pub fn attend(q: &[f32], keys: &[f32], values: &[f32], capacity: usize, heads: u
 /// and values are walked in blocks of [`KEY_BLOCK`] positions, each block serving every query
 /// row of the unit while it is in cache, so a long context is read once per unit rather than
 /// once per token. Per query row the arithmetic is that of [`attend_group`].
-pub fn attend_into(q: &[f32], keys: &[f32], values: &[f32], capacity: usize, (heads, kv_heads, head_dim): (usize, usize, usize), visibility: &Visibility<'_>, out: &mut Vec<f32>) {
+pub fn attend_into(
+    q: &[f32],
+    keys: &[f32],
+    values: &[f32],
+    capacity: usize,
+    (heads, kv_heads, head_dim): (usize, usize, usize),
+    visibility: &Visibility<'_>,
+    out: &mut Vec<f32>,
+) {
     let n = q.len() / (heads * head_dim);
     out.clear();
     out.resize(q.len(), 0.0);
@@ -224,7 +246,15 @@ pub fn attend_into(q: &[f32], keys: &[f32], values: &[f32], capacity: usize, (he
     let pool = draftsmith_kernels::Pool::global();
     let chunks = if n == 1 { 1 } else { n.min(pool.threads()) };
     let units = kv_heads * chunks;
-    let shape = AttendShape { heads, group: heads / kv_heads, head_dim, capacity, scale: 1.0 / (head_dim as f32).sqrt(), simd: simd_available(), wide: wide_available() };
+    let shape = AttendShape {
+        heads,
+        group: heads / kv_heads,
+        head_dim,
+        capacity,
+        scale: 1.0 / (head_dim as f32).sqrt(),
+        simd: simd_available(),
+        wide: wide_available(),
+    };
     let dst = RowsPtr::new(out);
     let work = |t: usize, threads: usize| {
         let dst = &dst;
@@ -261,15 +291,27 @@ type RowsPtr<'a> = draftsmith_kernels::pool::DisjointSlice<'a, f32>;
 
 /// One unit of [`attend_into`]: kv head `g`, query rows of the tokens in `tokens`.
 #[allow(clippy::too_many_arguments)]
-fn attend_unit(q: &[f32], keys: &[f32], values: &[f32], sh: &AttendShape, g: usize, tokens: std::ops::Range<usize>, visibility: &Visibility<'_>, dst: &RowsPtr<'_>) {
+fn attend_unit(
+    q: &[f32],
+    keys: &[f32],
+    values: &[f32],
+    sh: &AttendShape,
+    g: usize,
+    tokens: std::ops::Range<usize>,
+    visibility: &Visibility<'_>,
+    dst: &RowsPtr<'_>,
+) {
     let (hd, group, span) = (sh.head_dim, sh.group, sh.group * sh.head_dim);
     let kv = g * sh.capacity * hd..(g + 1) * sh.capacity * hd;
     let (keys, values) = (&keys[kv.clone()], &values[kv]);
-    let visible: Vec<Vec<usize>> = tokens.clone().map(|i| {
-        let mut v = Vec::new();
-        visibility.keys(i, &mut v);
-        v
-    }).collect();
+    let visible: Vec<Vec<usize>> = tokens
+        .clone()
+        .map(|i| {
+            let mut v = Vec::new();
+            visibility.keys(i, &mut v);
+            v
+        })
+        .collect();
     let mut weights: Vec<Vec<f32>> = visible.iter().map(|v| vec![0.0f32; group * v.len()]).collect();
     let qs = |i: usize| &q[(i * sh.heads + g * group) * hd..][..span];
     // Each token's visible keys cut at the key-block boundaries: in block `b`, token `k` sees
@@ -277,8 +319,13 @@ fn attend_unit(q: &[f32], keys: &[f32], values: &[f32], sh: &AttendShape, g: usi
     // of the unit within a block, so a block of keys or values serves them all while cached.
     let end = visible.iter().filter_map(|v| v.last()).max().map_or(0, |&j| j + 1);
     let blocks = end.div_ceil(KEY_BLOCK);
-    let cuts: Vec<Vec<usize>> = visible.iter().map(|v| (0..=blocks).map(|b| v.partition_point(|&j| j < b * KEY_BLOCK)).collect()).collect();
-    let segments = || (0..blocks).flat_map(|b| tokens.clone().enumerate().map(move |(k, i)| (k, i, b))).filter(|&(k, _, b)| cuts[k][b] < cuts[k][b + 1]);
+    let cuts: Vec<Vec<usize>> =
+        visible.iter().map(|v| (0..=blocks).map(|b| v.partition_point(|&j| j < b * KEY_BLOCK)).collect()).collect();
+    let segments = || {
+        (0..blocks)
+            .flat_map(|b| tokens.clone().enumerate().map(move |(k, i)| (k, i, b)))
+            .filter(|&(k, _, b)| cuts[k][b] < cuts[k][b + 1])
+    };
     // Scores.
     for (k, i, b) in segments() {
         let (lo, hi) = (cuts[k][b], cuts[k][b + 1]);
@@ -334,8 +381,12 @@ fn scores(qs: &[f32], keys: &[f32], visible: &[usize], sh: &AttendShape, out: &m
             // SAFETY: as below.
             unsafe {
                 match hd {
-                    64 => scores_avx2::<8>(&qs[full * hd..], keys, visible, sh.scale, &mut out[full * stride..], stride),
-                    _ => scores_avx2::<16>(&qs[full * hd..], keys, visible, sh.scale, &mut out[full * stride..], stride),
+                    64 => {
+                        scores_avx2::<8>(&qs[full * hd..], keys, visible, sh.scale, &mut out[full * stride..], stride)
+                    }
+                    _ => {
+                        scores_avx2::<16>(&qs[full * hd..], keys, visible, sh.scale, &mut out[full * stride..], stride)
+                    }
                 }
             }
         }
@@ -373,8 +424,20 @@ fn weighted_sums(values: &[f32], visible: &[usize], w: &[f32], stride: usize, o:
             // SAFETY: AVX-512 F/VL, AVX2 and FMA are available (`wide`); the kernel checks its bounds.
             unsafe {
                 match hd {
-                    64 => weighted_sum3_wide::<8>(values, visible, &w[r0 * stride..], stride, &mut o[r0 * hd..(r0 + 3) * hd]),
-                    _ => weighted_sum3_wide::<16>(values, visible, &w[r0 * stride..], stride, &mut o[r0 * hd..(r0 + 3) * hd]),
+                    64 => weighted_sum3_wide::<8>(
+                        values,
+                        visible,
+                        &w[r0 * stride..],
+                        stride,
+                        &mut o[r0 * hd..(r0 + 3) * hd],
+                    ),
+                    _ => weighted_sum3_wide::<16>(
+                        values,
+                        visible,
+                        &w[r0 * stride..],
+                        stride,
+                        &mut o[r0 * hd..(r0 + 3) * hd],
+                    ),
                 }
             }
             r0 += 3;
@@ -412,7 +475,16 @@ fn weighted_sum(values: &[f32], visible: &[usize], w: &[f32], o: &mut [f32], sh:
 /// the operations of [`dot`] and [`axpy`], reading each key once for the whole group and
 /// keeping the accumulators in registers.
 #[allow(clippy::too_many_arguments)]
-fn attend_group(qs: &[f32], keys: &[f32], values: &[f32], head_dim: usize, scale: f32, visible: &[usize], o: &mut [f32], simd: bool) {
+fn attend_group(
+    qs: &[f32],
+    keys: &[f32],
+    values: &[f32],
+    head_dim: usize,
+    scale: f32,
+    visible: &[usize],
+    o: &mut [f32],
+    simd: bool,
+) {
     let rows = qs.len() / head_dim;
     let m = visible.len();
     let mut weights = vec![0.0f32; rows * m];
@@ -468,7 +540,9 @@ fn attend_group(qs: &[f32], keys: &[f32], values: &[f32], head_dim: usize, scale
 fn reduce_eight_keys(acc: &[std::arch::x86_64::__m256; 8], scale: f32) -> std::arch::x86_64::__m256 {
     use std::arch::x86_64::*;
     // Per key: t = low half + high half = [a0+a4, a1+a5, a2+a6, a3+a7].
-    let half = |x: __m256, y: __m256| _mm256_add_ps(_mm256_permute2f128_ps::<0x20>(x, y), _mm256_permute2f128_ps::<0x31>(x, y));
+    let half = |x: __m256, y: __m256| {
+        _mm256_add_ps(_mm256_permute2f128_ps::<0x20>(x, y), _mm256_permute2f128_ps::<0x31>(x, y))
+    };
     let (u01, u23, u45, u67) = (half(acc[0], acc[1]), half(acc[2], acc[3]), half(acc[4], acc[5]), half(acc[6], acc[7]));
     // (t0+t1) and (t2+t3) pairs, then their sum: keys in the order 0 2 4 6 | 1 3 5 7.
     let v = _mm256_hadd_ps(_mm256_hadd_ps(u01, u23), _mm256_hadd_ps(u45, u67));
@@ -483,11 +557,22 @@ fn reduce_eight_keys(acc: &[std::arch::x86_64::__m256; 8], scale: f32) -> std::a
 /// has the bits of the one-pair form, which handles the remainder.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma")]
-unsafe fn scores_avx2<const C: usize>(qs: &[f32], keys: &[f32], visible: &[usize], scale: f32, out: &mut [f32], stride: usize) {
+unsafe fn scores_avx2<const C: usize>(
+    qs: &[f32],
+    keys: &[f32],
+    visible: &[usize],
+    scale: f32,
+    out: &mut [f32],
+    stride: usize,
+) {
     use std::arch::x86_64::*;
     let d = C * 8;
     let (rows, m) = (qs.len() / d, visible.len());
-    assert!(qs.len() == rows * d && (rows == 0 || out.len() >= (rows - 1) * stride + m) && visible.iter().all(|&j| (j + 1) * d <= keys.len()));
+    assert!(
+        qs.len() == rows * d
+            && (rows == 0 || out.len() >= (rows - 1) * stride + m)
+            && visible.iter().all(|&j| (j + 1) * d <= keys.len())
+    );
     let full = m / 8 * 8;
     for r in 0..rows {
         // SAFETY (all loads and stores): key rows, the rows of `qs` and `out` are in bounds (asserted).
@@ -509,7 +594,11 @@ unsafe fn scores_avx2<const C: usize>(qs: &[f32], keys: &[f32], visible: &[usize
             let kp = unsafe { keys.as_ptr().add(visible[idx] * d) };
             let mut acc = _mm256_setzero_ps();
             for c in 0..C {
-                acc = _mm256_fmadd_ps(unsafe { _mm256_loadu_ps(qp.add(c * 8)) }, unsafe { _mm256_loadu_ps(kp.add(c * 8)) }, acc);
+                acc = _mm256_fmadd_ps(
+                    unsafe { _mm256_loadu_ps(qp.add(c * 8)) },
+                    unsafe { _mm256_loadu_ps(kp.add(c * 8)) },
+                    acc,
+                );
             }
             let mut lanes = [0.0f32; 8];
             unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), acc) };
@@ -545,7 +634,14 @@ unsafe fn weighted_sum_avx2<const C: usize>(values: &[f32], visible: &[usize], w
 /// FMA sequence and the same eight-key reduction.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma,avx512f,avx512vl")]
-unsafe fn scores3_wide<const C: usize>(qs: &[f32], keys: &[f32], visible: &[usize], scale: f32, out: &mut [f32], stride: usize) {
+unsafe fn scores3_wide<const C: usize>(
+    qs: &[f32],
+    keys: &[f32],
+    visible: &[usize],
+    scale: f32,
+    out: &mut [f32],
+    stride: usize,
+) {
     use std::arch::x86_64::*;
     let d = C * 8;
     let m = visible.len();
@@ -571,7 +667,16 @@ unsafe fn scores3_wide<const C: usize>(qs: &[f32], keys: &[f32], visible: &[usiz
     if full < m {
         for r in 0..3 {
             // SAFETY: the same CPU features; `scores_avx2` checks its bounds.
-            unsafe { scores_avx2::<C>(&qs[r * d..(r + 1) * d], keys, &visible[full..], scale, &mut out[r * stride + full..], stride) };
+            unsafe {
+                scores_avx2::<C>(
+                    &qs[r * d..(r + 1) * d],
+                    keys,
+                    &visible[full..],
+                    scale,
+                    &mut out[r * stride + full..],
+                    stride,
+                )
+            };
         }
     }
 }
@@ -581,7 +686,13 @@ unsafe fn scores3_wide<const C: usize>(qs: &[f32], keys: &[f32], visible: &[usiz
 /// three rows; per element the same FMA per key, in key order.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma,avx512f,avx512vl")]
-unsafe fn weighted_sum3_wide<const C: usize>(values: &[f32], visible: &[usize], w: &[f32], stride: usize, o: &mut [f32]) {
+unsafe fn weighted_sum3_wide<const C: usize>(
+    values: &[f32],
+    visible: &[usize],
+    w: &[f32],
+    stride: usize,
+    o: &mut [f32],
+) {
     use std::arch::x86_64::*;
     let d = C * 8;
     let m = visible.len();
@@ -589,7 +700,9 @@ unsafe fn weighted_sum3_wide<const C: usize>(values: &[f32], visible: &[usize], 
     for c0 in (0..C).step_by(4) {
         // SAFETY (all loads and stores): `o` holds 3·d floats, every visible value row d floats,
         // and row r's weights are in bounds (asserted).
-        let mut acc: [[__m256; 4]; 3] = std::array::from_fn(|r| std::array::from_fn(|c| unsafe { _mm256_loadu_ps(o.as_ptr().add(r * d + (c0 + c) * 8)) }));
+        let mut acc: [[__m256; 4]; 3] = std::array::from_fn(|r| {
+            std::array::from_fn(|c| unsafe { _mm256_loadu_ps(o.as_ptr().add(r * d + (c0 + c) * 8)) })
+        });
         for (idx, &j) in visible.iter().enumerate() {
             let vp = unsafe { values.as_ptr().add(j * d + c0 * 8) };
             let v: [__m256; 4] = std::array::from_fn(|c| unsafe { _mm256_loadu_ps(vp.add(c * 8)) });
@@ -678,7 +791,10 @@ mod tests {
             qs.extend((0..d).map(|i| f(i + 202)));
             let mut group = vec![0.0f32; 3 * d];
             attend_group(&qs, &keys, &values, d, scale, &visible, &mut group, true);
-            assert!(group[d..2 * d].iter().zip(&fused).all(|(a, b)| a.to_bits() == b.to_bits()), "head_dim {d}, grouped");
+            assert!(
+                group[d..2 * d].iter().zip(&fused).all(|(a, b)| a.to_bits() == b.to_bits()),
+                "head_dim {d}, grouped"
+            );
         }
     }
 
@@ -694,7 +810,13 @@ mod tests {
             let q: Vec<f32> = (0..n * heads * d).map(|i| f(i + 11) * 0.1).collect();
             // A tree mask: every row sees the cache and a few of the new tokens.
             let total = cached + n;
-            let mask: Vec<bool> = (0..n * total).map(|x| x % total < cached || (x % total - cached) * 2 <= x / total * 2 && (x % total - cached) % 2 == 0 || x % total - cached == x / total).collect();
+            let mask: Vec<bool> = (0..n * total)
+                .map(|x| {
+                    x % total < cached
+                        || (x % total - cached) * 2 <= x / total * 2 && (x % total - cached) % 2 == 0
+                        || x % total - cached == x / total
+                })
+                .collect();
             let vis = Visibility::Mask { mask: &mask, total };
             let got = attend(&q, &keys, &values, cap, heads, kvh, d, &vis);
             let group = heads / kvh;
@@ -705,9 +827,21 @@ mod tests {
                     let kv = g * cap * d..(g + 1) * cap * d;
                     let qs = &q[(i * heads + g * group) * d..][..group * d];
                     let mut want = vec![0.0f32; group * d];
-                    attend_group(qs, &keys[kv.clone()], &values[kv], d, 1.0 / (d as f32).sqrt(), &visible, &mut want, simd_available());
+                    attend_group(
+                        qs,
+                        &keys[kv.clone()],
+                        &values[kv],
+                        d,
+                        1.0 / (d as f32).sqrt(),
+                        &visible,
+                        &mut want,
+                        simd_available(),
+                    );
                     let ours = &got[(i * heads + g * group) * d..][..group * d];
-                    assert!(ours.iter().zip(&want).all(|(a, b)| a.to_bits() == b.to_bits()), "head_dim {d}, token {i}, kv head {g}");
+                    assert!(
+                        ours.iter().zip(&want).all(|(a, b)| a.to_bits() == b.to_bits()),
+                        "head_dim {d}, token {i}, kv head {g}"
+                    );
                 }
             }
         }

@@ -119,7 +119,13 @@ impl Rope {
     /// Tables for the given positions, laid out at the full `[n, heads, head_dim]` shapes of
     /// the queries and keys so every op of [`RopeTables::apply`] is contiguous (broadcasting
     /// walks strided indices on the CPU backend and dominated multi-token forwards).
-    pub fn tables<B: Backend>(&self, positions: &[usize], heads: usize, kv_heads: usize, device: &B::Device) -> RopeTables<B> {
+    pub fn tables<B: Backend>(
+        &self,
+        positions: &[usize],
+        heads: usize,
+        kv_heads: usize,
+        device: &B::Device,
+    ) -> RopeTables<B> {
         let (n, d, half) = (positions.len(), self.head_dim, self.head_dim / 2);
         let (cos, sin) = self.host_tables(positions);
         let spread = |table: &[f32], h: usize| -> Tensor<B, 3> {

@@ -72,7 +72,11 @@ pub struct LoadedModel<B: Backend> {
 }
 
 /// Loads a `.gguf` file or a Hugging Face model directory.
-pub fn load_model<B: Backend>(path: &Path, options: LoadOptions, device: &B::Device) -> Result<LoadedModel<B>, ModelError> {
+pub fn load_model<B: Backend>(
+    path: &Path,
+    options: LoadOptions,
+    device: &B::Device,
+) -> Result<LoadedModel<B>, ModelError> {
     if path.is_dir() {
         load_hf_dir(path, options, device)
     } else if path.is_file() {
@@ -123,7 +127,8 @@ fn hf_tokenizer(dir: &Path, bos: Option<u32>, mut eos: Vec<u32>) -> Result<TextT
     let tok_path = dir.join("tokenizer.json");
     let cfg_path = dir.join("tokenizer_config.json");
     let cfg: serde_json::Value = match std::fs::read_to_string(&cfg_path) {
-        Ok(text) => serde_json::from_str(&text).map_err(|e| ModelError::Tokenizer { path: cfg_path.clone(), problem: e.to_string() })?,
+        Ok(text) => serde_json::from_str(&text)
+            .map_err(|e| ModelError::Tokenizer { path: cfg_path.clone(), problem: e.to_string() })?,
         Err(_) => serde_json::Value::Null,
     };
     let token_text = |key: &str| match cfg.get(key) {
@@ -147,7 +152,11 @@ fn hf_tokenizer(dir: &Path, bos: Option<u32>, mut eos: Vec<u32>) -> Result<TextT
 
 fn check_vocab(tokenizer: &TextTokenizer, config: &ModelConfig) -> Result<(), ModelError> {
     if tokenizer.vocab_size() > config.vocab_size {
-        return Err(ModelError::VocabMismatch { path: tokenizer.source().to_path_buf(), tokenizer: tokenizer.vocab_size(), model: config.vocab_size });
+        return Err(ModelError::VocabMismatch {
+            path: tokenizer.source().to_path_buf(),
+            tokenizer: tokenizer.vocab_size(),
+            model: config.vocab_size,
+        });
     }
     Ok(())
 }
@@ -155,13 +164,18 @@ fn check_vocab(tokenizer: &TextTokenizer, config: &ModelConfig) -> Result<(), Mo
 /// Reads the runtime config from GGUF metadata (`{arch}.*` keys).
 fn gguf_config(file: &GgufFile) -> Result<ModelConfig, ModelError> {
     let arch_name = file.get_str("general.architecture")?;
-    let architecture = Architecture::parse(arch_name)
-        .ok_or_else(|| ModelError::UnknownArchitecture { path: file.path().to_path_buf(), name: arch_name.to_string() })?;
+    let architecture = Architecture::parse(arch_name).ok_or_else(|| ModelError::UnknownArchitecture {
+        path: file.path().to_path_buf(),
+        name: arch_name.to_string(),
+    })?;
     let key = |k: &str| format!("{}.{k}", architecture.gguf_name());
     let usize_key = |k: &str| file.get_u64(&key(k)).map(|v| v as usize);
     let hidden_size = usize_key("embedding_length")?;
     let num_heads = usize_key("attention.head_count")?;
-    let embd = file.tensor("token_embd.weight").ok_or_else(|| ModelError::MissingTensors { path: file.path().to_path_buf(), names: "token_embd.weight".into() })?;
+    let embd = file.tensor("token_embd.weight").ok_or_else(|| ModelError::MissingTensors {
+        path: file.path().to_path_buf(),
+        names: "token_embd.weight".into(),
+    })?;
     let vocab_size = embd.dims.get(1).copied().unwrap_or(0) as usize;
     let head_dim = usize_key("attention.key_length").unwrap_or(hidden_size / num_heads.max(1));
     let rope_scaling = gguf_rope_scaling(file, &key)?;
@@ -190,23 +204,40 @@ fn gguf_rope_scaling(file: &GgufFile, key: &dyn Fn(&str) -> String) -> Result<Ro
     }
     let kind = file.get(&key("rope.scaling.type")).and_then(|v| v.as_str()).unwrap_or("none");
     let factor = file.get_f32(&key("rope.scaling.factor")).unwrap_or(1.0);
-    let original = file.get(&key("rope.scaling.original_context_length")).and_then(|v| v.as_u64()).unwrap_or(0) as usize;
+    let original =
+        file.get(&key("rope.scaling.original_context_length")).and_then(|v| v.as_u64()).unwrap_or(0) as usize;
     Ok(match kind {
         "none" => RopeScaling::None,
         "linear" => RopeScaling::Linear { factor },
         "yarn" => RopeScaling::Yarn { factor, original_max_position: original, beta_fast: 32.0, beta_slow: 1.0 },
-        other => return Err(ModelError::Config { path: file.path().to_path_buf(), problem: format!("rope scaling `{other}` is not supported") }),
+        other => {
+            return Err(ModelError::Config {
+                path: file.path().to_path_buf(),
+                problem: format!("rope scaling `{other}` is not supported"),
+            })
+        }
     })
 }
 
 /// Builds a model from any weight source (checks tensor names and shapes first).
-pub fn build_model<B: Backend>(config: &ModelConfig, source: &dyn WeightSource, options: LoadOptions, device: &B::Device) -> Result<Model<B>, ModelError> {
+pub fn build_model<B: Backend>(
+    config: &ModelConfig,
+    source: &dyn WeightSource,
+    options: LoadOptions,
+    device: &B::Device,
+) -> Result<Model<B>, ModelError> {
     build(config, source, options, device, &[])
 }
 
 /// Checks the source holds exactly the tensors the config needs (`extra_used` = tensors read
 /// elsewhere, e.g. into the config), then builds the model.
-fn build<B: Backend>(config: &ModelConfig, source: &dyn WeightSource, options: LoadOptions, device: &B::Device, extra_used: &[&str]) -> Result<Model<B>, ModelError> {
+fn build<B: Backend>(
+    config: &ModelConfig,
+    source: &dyn WeightSource,
+    options: LoadOptions,
+    device: &B::Device,
+    extra_used: &[&str],
+) -> Result<Model<B>, ModelError> {
     let expected = names::expected_tensors(config);
     let present: BTreeSet<String> = source.names().into_iter().collect();
     let missing: Vec<&String> = expected.iter().filter(|n| !present.contains(*n)).collect();
@@ -219,13 +250,22 @@ fn build<B: Backend>(config: &ModelConfig, source: &dyn WeightSource, options: L
         .filter(|n| !expected_set.contains(n) && !names::is_derived_buffer(n) && !extra_used.contains(&n.as_str()))
         .collect();
     if !unused.is_empty() {
-        return Err(ModelError::UnusedTensors { path: source.path().to_path_buf(), arch: config.architecture.gguf_name().into(), names: join(&unused) });
+        return Err(ModelError::UnusedTensors {
+            path: source.path().to_path_buf(),
+            arch: config.architecture.gguf_name().into(),
+            names: join(&unused),
+        });
     }
     for name in &expected {
         let found = source.shape(name).unwrap_or_default();
         let want = names::expected_shape(config, name).unwrap_or_default();
         if found != want {
-            return Err(ModelError::TensorShape { path: source.path().to_path_buf(), name: name.clone(), found, expected: want });
+            return Err(ModelError::TensorShape {
+                path: source.path().to_path_buf(),
+                name: name.clone(),
+                found,
+                expected: want,
+            });
         }
     }
     Builder { config, source, options, device }.model()
@@ -256,8 +296,18 @@ impl<B: Backend> Builder<'_, B> {
         let blocks = (0..c.num_layers).map(|i| self.block(i)).collect::<Result<Vec<_>, _>>()?;
         let (inv_freq, mscale) = c.rope_inv_freq();
         let norm = self.norm("model.norm.weight")?;
-        let dims = Dims { heads: c.num_heads, kv_heads: c.num_kv_heads, head_dim: c.head_dim, ffn: c.intermediate_size, eps: c.rms_norm_eps };
-        let host = if lm_head.is_quantized() { HostStack::from_blocks(&blocks, &norm, dims, self.options.activations) } else { None };
+        let dims = Dims {
+            heads: c.num_heads,
+            kv_heads: c.num_kv_heads,
+            head_dim: c.head_dim,
+            ffn: c.intermediate_size,
+            eps: c.rms_norm_eps,
+        };
+        let host = if lm_head.is_quantized() {
+            HostStack::from_blocks(&blocks, &norm, dims, self.options.activations)
+        } else {
+            None
+        };
         let blocks = if host.is_some() { Vec::new() } else { blocks };
         Ok(Model {
             host,
@@ -316,7 +366,9 @@ impl<B: Backend> Builder<'_, B> {
         let cols = self.source.shape(name).unwrap_or_default()[1];
         // The kernels work on 32-wide blocks; narrower matrices (tiny test models) stay dense.
         let weight = match self.options.matmul {
-            MatmulWeights::Quantized if cols.is_multiple_of(32) => LinearWeight::Quant(Arc::new(self.source.load_quant(name)?)),
+            MatmulWeights::Quantized if cols.is_multiple_of(32) => {
+                LinearWeight::Quant(Arc::new(self.source.load_quant(name)?))
+            }
             _ => LinearWeight::Dense(self.matrix(name, true)?),
         };
         let bias_host = bias.map(|b| self.source.load_f32(&b)).transpose()?;

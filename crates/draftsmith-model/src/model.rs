@@ -177,7 +177,9 @@ impl<B: Backend> Model<B> {
             crate::layers::LinearWeight::Dense(w) => {
                 let idx: Vec<i32> = ids.iter().map(|&t| t as i32).collect();
                 let n = idx.len();
-                crate::layers::LinearWeight::Dense(w.clone().select(1, Tensor::<B, 1, Int>::from_data(TensorData::new(idx, [n]), &self.device)))
+                crate::layers::LinearWeight::Dense(
+                    w.clone().select(1, Tensor::<B, 1, Int>::from_data(TensorData::new(idx, [n]), &self.device)),
+                )
             }
             crate::layers::LinearWeight::Quant(q) => {
                 let cols = q.cols();
@@ -185,7 +187,8 @@ impl<B: Backend> Model<B> {
                 for (&t, row) in ids.iter().zip(data.chunks_mut(cols)) {
                     q.dequantize_row(t as usize, row);
                 }
-                let sub = draftsmith_kernels::QMatrix::quantize_q8_0(&data, ids.len(), cols).map_err(|e| ModelError::Input(format!("lm_head_rows: {e}")))?;
+                let sub = draftsmith_kernels::QMatrix::quantize_q8_0(&data, ids.len(), cols)
+                    .map_err(|e| ModelError::Input(format!("lm_head_rows: {e}")))?;
                 crate::layers::LinearWeight::Quant(std::sync::Arc::new(sub))
             }
         };
@@ -256,13 +259,22 @@ impl<B: Backend> Model<B> {
         Ok(ForwardOutput { logits, hidden_prenorm: x, hidden_final })
     }
 
-    fn check_input(&self, tokens: &[u32], positions: &[usize], mask: &AttentionMask, cache: &KvCache<B>) -> Result<(), ModelError> {
+    fn check_input(
+        &self,
+        tokens: &[u32],
+        positions: &[usize],
+        mask: &AttentionMask,
+        cache: &KvCache<B>,
+    ) -> Result<(), ModelError> {
         let n = tokens.len();
         if n == 0 || positions.len() != n {
             return Err(ModelError::Input(format!("{} tokens but {} positions", n, positions.len())));
         }
         if let Some(&t) = tokens.iter().find(|&&t| t as usize >= self.config.vocab_size) {
-            return Err(ModelError::Input(format!("token id {t} is outside the vocabulary of {}", self.config.vocab_size)));
+            return Err(ModelError::Input(format!(
+                "token id {t} is outside the vocabulary of {}",
+                self.config.vocab_size
+            )));
         }
         let needed = positions.iter().max().copied().unwrap_or(0) + 1;
         if needed > self.config.max_position_embeddings {
@@ -271,7 +283,11 @@ impl<B: Backend> Model<B> {
         if let AttentionMask::Visible(v) = mask {
             let expected = n * (cache.len() + n);
             if v.len() != expected {
-                return Err(ModelError::Input(format!("mask has {} entries, expected {n} × {} = {expected}", v.len(), cache.len() + n)));
+                return Err(ModelError::Input(format!(
+                    "mask has {} entries, expected {n} × {} = {expected}",
+                    v.len(),
+                    cache.len() + n
+                )));
             }
         }
         Ok(())
@@ -293,7 +309,9 @@ impl<B: Backend> Model<B> {
         let v = attn.v.forward(x).reshape([n, kvh, hd]);
         let q = rope.apply_q(q);
         let k = rope.apply_k(k);
-        cache.store_query(layer, || q.clone().narrow(0, n - 1, 1).into_data().convert::<f32>().to_vec::<f32>().expect("f32 query"));
+        cache.store_query(layer, || {
+            q.clone().narrow(0, n - 1, 1).into_data().convert::<f32>().to_vec::<f32>().expect("f32 query")
+        });
         let (keys, values) = cache.write(layer, k.swap_dims(0, 1), v.swap_dims(0, 1));
         let total = keys.dims()[1];
         // Queries of one KV group stacked: [kv_heads, group·n, hd]; no repeated keys needed.
@@ -313,7 +331,15 @@ impl<B: Backend> Model<B> {
 impl<B: Backend> Model<B> {
     /// The forward pass of the quantized CPU path: the decoder stack on host buffers
     /// ([`crate::fused`]), then the final norm and the LM head in one kernel call for all rows.
-    fn forward_host(&self, stack: &HostStack, tokens: &[u32], positions: &[usize], mask: &AttentionMask, select: LogitsSelect, cache: &mut KvCache<B>) -> ForwardOutput<B> {
+    fn forward_host(
+        &self,
+        stack: &HostStack,
+        tokens: &[u32],
+        positions: &[usize],
+        mask: &AttentionMask,
+        select: LogitsSelect,
+        cache: &mut KvCache<B>,
+    ) -> ForwardOutput<B> {
         let (n, d) = (tokens.len(), self.config.hidden_size);
         let (cos, sin) = self.rope.host_tables(positions);
         let mut x = self.embed_tokens(tokens).into_data().convert::<f32>().to_vec::<f32>().expect("f32 embeddings");
@@ -339,7 +365,9 @@ impl<B: Backend> Model<B> {
             LogitsSelect::None => None,
         };
         let logits = rows.map(|rows| {
-            let LinearWeight::Quant(head) = &self.lm_head.weight else { unreachable!("the host path has a quantized LM head") };
+            let LinearWeight::Quant(head) = &self.lm_head.weight else {
+                unreachable!("the host path has a quantized LM head")
+            };
             let count = rows.len();
             let mut out = vec![0.0f32; count * head.rows()];
             let timer = Phase::start();
@@ -362,7 +390,13 @@ impl<B: Backend> Mlp<B> {
 /// Additive attention bias `[kv_heads, group, n, cached + n]` (0 or −∞), or `None` when nothing
 /// is masked. Materialized at the scores' full shape: a broadcast add walks strided indices
 /// and cost more than the rest of a 64-token tree verification.
-fn attention_bias<B: Backend>(mask: &AttentionMask, n: usize, cached: usize, heads: [usize; 2], device: &B::Device) -> Option<Tensor<B, 4>> {
+fn attention_bias<B: Backend>(
+    mask: &AttentionMask,
+    n: usize,
+    cached: usize,
+    heads: [usize; 2],
+    device: &B::Device,
+) -> Option<Tensor<B, 4>> {
     let total = cached + n;
     let one: Vec<f32> = match mask {
         AttentionMask::Causal if n == 1 => return None,

@@ -200,11 +200,15 @@ impl SafetensorsSource {
     }
 
     fn view(&self, name: &str) -> Result<(PathBuf, safetensors::tensor::TensorView<'_>), ModelError> {
-        let &i = self.index.get(name).ok_or_else(|| ModelError::MissingTensors { path: self.dir.clone(), names: name.to_string() })?;
+        let &i = self
+            .index
+            .get(name)
+            .ok_or_else(|| ModelError::MissingTensors { path: self.dir.clone(), names: name.to_string() })?;
         let (path, mmap) = &self.files[i];
         let tensors = SafeTensors::deserialize(mmap)
             .map_err(|e| ModelError::Safetensors { path: path.clone(), problem: e.to_string() })?;
-        let view = tensors.tensor(name).map_err(|e| ModelError::Safetensors { path: path.clone(), problem: e.to_string() })?;
+        let view =
+            tensors.tensor(name).map_err(|e| ModelError::Safetensors { path: path.clone(), problem: e.to_string() })?;
         Ok((path.clone(), view))
     }
 }

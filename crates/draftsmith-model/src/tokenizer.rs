@@ -10,7 +10,8 @@ use crate::chat::ChatTemplate;
 use crate::error::ModelError;
 
 /// GPT-2's pre-tokenizer regex (`'s|'t|…| ?\p{L}+| ?\p{N}+|…`), applied by `ByteLevel(use_regex)`.
-const QWEN2_REGEX: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
+const QWEN2_REGEX: &str =
+    r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
 const LLAMA3_REGEX: &str = r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+";
 
 /// A tokenizer plus what generation needs to know about it.
@@ -26,11 +27,19 @@ pub struct TextTokenizer {
 impl TextTokenizer {
     /// Loads a `tokenizer.json` file.
     pub fn read_json(path: &Path) -> Result<tokenizers::Tokenizer, ModelError> {
-        tokenizers::Tokenizer::from_file(path).map_err(|e| ModelError::Tokenizer { path: path.to_path_buf(), problem: e.to_string() })
+        tokenizers::Tokenizer::from_file(path)
+            .map_err(|e| ModelError::Tokenizer { path: path.to_path_buf(), problem: e.to_string() })
     }
 
     /// Wraps a loaded tokenizer with its generation settings.
-    pub fn new(inner: tokenizers::Tokenizer, source: &Path, bos: Option<u32>, eos: Vec<u32>, add_bos: bool, chat_template: Option<ChatTemplate>) -> Self {
+    pub fn new(
+        inner: tokenizers::Tokenizer,
+        source: &Path,
+        bos: Option<u32>,
+        eos: Vec<u32>,
+        add_bos: bool,
+        chat_template: Option<ChatTemplate>,
+    ) -> Self {
         Self { inner, source: source.to_path_buf(), bos, eos, add_bos, chat_template }
     }
 
@@ -54,14 +63,26 @@ impl TextTokenizer {
         let id = |key: &str| file.get(key).and_then(|v| v.as_u64()).map(|v| v as u32);
         let add_bos = file.get("tokenizer.ggml.add_bos_token").and_then(|v| v.as_bool()).unwrap_or(false);
         let template = match file.get("tokenizer.chat_template").and_then(|v| v.as_str()) {
-            Some(t) => Some(ChatTemplate::new(path, t, id("tokenizer.ggml.bos_token_id").map(|b| tokens.get(b as usize).copied().unwrap_or("").to_string()), id("tokenizer.ggml.eos_token_id").map(|e| tokens.get(e as usize).copied().unwrap_or("").to_string()))?),
+            Some(t) => Some(ChatTemplate::new(
+                path,
+                t,
+                id("tokenizer.ggml.bos_token_id").map(|b| tokens.get(b as usize).copied().unwrap_or("").to_string()),
+                id("tokenizer.ggml.eos_token_id").map(|e| tokens.get(e as usize).copied().unwrap_or("").to_string()),
+            )?),
             None => None,
         };
         let mut eos: Vec<u32> = id("tokenizer.ggml.eos_token_id").into_iter().collect();
         if let Some(eot) = id("tokenizer.ggml.eot_token_id") {
             eos.push(eot);
         }
-        Ok(Self { inner, source: path.to_path_buf(), bos: id("tokenizer.ggml.bos_token_id"), eos, add_bos, chat_template: template })
+        Ok(Self {
+            inner,
+            source: path.to_path_buf(),
+            bos: id("tokenizer.ggml.bos_token_id"),
+            eos,
+            add_bos,
+            chat_template: template,
+        })
     }
 
     /// Where the tokenizer came from.
@@ -93,7 +114,10 @@ impl TextTokenizer {
     /// Encodes raw text the way the model's metadata says (BOS only where `add_bos_token`).
     /// Special-token text such as `<|im_start|>` becomes the special token.
     pub fn encode(&self, text: &str) -> Result<Vec<u32>, ModelError> {
-        let encoding = self.inner.encode(text, false).map_err(|e| ModelError::Tokenizer { path: self.source.clone(), problem: e.to_string() })?;
+        let encoding = self
+            .inner
+            .encode(text, false)
+            .map_err(|e| ModelError::Tokenizer { path: self.source.clone(), problem: e.to_string() })?;
         let mut ids = Vec::with_capacity(encoding.len() + 1);
         if self.add_bos {
             ids.extend(self.bos);
@@ -104,7 +128,9 @@ impl TextTokenizer {
 
     /// Decodes ids to text (special tokens kept, so chat markers stay visible).
     pub fn decode(&self, ids: &[u32]) -> Result<String, ModelError> {
-        self.inner.decode(ids, false).map_err(|e| ModelError::Tokenizer { path: self.source.clone(), problem: e.to_string() })
+        self.inner
+            .decode(ids, false)
+            .map_err(|e| ModelError::Tokenizer { path: self.source.clone(), problem: e.to_string() })
     }
 
     /// Serialized `tokenizer.json`, used to fingerprint the tokenizer.
@@ -116,13 +142,20 @@ impl TextTokenizer {
 /// The pre-tokenizer sequence llama.cpp uses for `tokenizer.ggml.pre`.
 fn pre_tokenizer(pre: &str) -> Result<Value, String> {
     let byte_level = |use_regex: bool| json!({"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": use_regex});
-    let split = |regex: &str| json!({"type": "Split", "pattern": {"Regex": regex}, "behavior": "Isolated", "invert": false});
+    let split =
+        |regex: &str| json!({"type": "Split", "pattern": {"Regex": regex}, "behavior": "Isolated", "invert": false});
     Ok(match pre {
         "default" | "gpt2" | "gpt-2" => byte_level(true),
-        "smollm" => json!({"type": "Sequence", "pretokenizers": [{"type": "Digits", "individual_digits": true}, byte_level(true)]}),
+        "smollm" => {
+            json!({"type": "Sequence", "pretokenizers": [{"type": "Digits", "individual_digits": true}, byte_level(true)]})
+        }
         "qwen2" => json!({"type": "Sequence", "pretokenizers": [split(QWEN2_REGEX), byte_level(false)]}),
-        "llama-bpe" | "llama3" => json!({"type": "Sequence", "pretokenizers": [split(LLAMA3_REGEX), byte_level(false)]}),
-        other => return Err(format!("pre-tokenizer `{other}` is not supported (default, gpt2, smollm, qwen2, llama-bpe)")),
+        "llama-bpe" | "llama3" => {
+            json!({"type": "Sequence", "pretokenizers": [split(LLAMA3_REGEX), byte_level(false)]})
+        }
+        other => {
+            return Err(format!("pre-tokenizer `{other}` is not supported (default, gpt2, smollm, qwen2, llama-bpe)"))
+        }
     })
 }
 
@@ -130,7 +163,8 @@ fn pre_tokenizer(pre: &str) -> Result<Value, String> {
 fn tokenizer_json(tokens: &[&str], merges: &[&str], types: &[u64], pre: &str) -> Result<Value, String> {
     const CONTROL: u64 = 3;
     const USER_DEFINED: u64 = 4;
-    let vocab: serde_json::Map<String, Value> = tokens.iter().enumerate().map(|(i, t)| (t.to_string(), json!(i))).collect();
+    let vocab: serde_json::Map<String, Value> =
+        tokens.iter().enumerate().map(|(i, t)| (t.to_string(), json!(i))).collect();
     let added: Vec<Value> = tokens
         .iter()
         .zip(types)

@@ -6,11 +6,15 @@ mod common;
 
 use common::*;
 use draftsmith_core::DraftTree;
-use draftsmith_model::{build_model, Activations, Architecture, AttentionMask, LoadOptions, LogitsSelect, MatmulWeights, MemorySource, Model, ModelConfig};
+use draftsmith_model::{
+    build_model, Activations, Architecture, AttentionMask, LoadOptions, LogitsSelect, MatmulWeights, MemorySource,
+    Model, ModelConfig,
+};
 
 fn cpu_model(arch: Architecture, activations: Activations) -> Model<B> {
     // 32-wide rows so every projection uses the quantized kernels (and the host attention path).
-    let config = ModelConfig { vocab_size: 64, hidden_size: 32, intermediate_size: 64, head_dim: 8, ..tiny_config(arch) };
+    let config =
+        ModelConfig { vocab_size: 64, hidden_size: 32, intermediate_size: 64, head_dim: 8, ..tiny_config(arch) };
     let options = LoadOptions::new(MatmulWeights::Quantized).with_activations(activations);
     build_model::<B>(&config, &MemorySource::random(&config, 21), options, &Default::default()).unwrap()
 }
@@ -21,7 +25,10 @@ fn bits(v: &[f32]) -> Vec<u32> {
 
 #[test]
 fn tree_rows_are_bit_identical_to_sequential_decoding() {
-    for (arch, activations) in [Architecture::Llama, Architecture::Qwen2].into_iter().flat_map(|a| [(a, Activations::Int8), (a, Activations::F32)]) {
+    for (arch, activations) in [Architecture::Llama, Architecture::Qwen2]
+        .into_iter()
+        .flat_map(|a| [(a, Activations::Int8), (a, Activations::F32)])
+    {
         let model = cpu_model(arch, activations);
         let vocab = model.config().vocab_size;
         let mut rng = Lcg(3);
@@ -37,16 +44,30 @@ fn tree_rows_are_bit_identical_to_sequential_decoding() {
             model.forward(&prefix, &pos, &AttentionMask::Causal, LogitsSelect::None, &mut cache).unwrap();
             let base = cache.clone();
             let mask = AttentionMask::Visible(tree.visibility(prefix.len()));
-            let out = model.forward(tree.tokens(), &tree.positions(prefix.len() - 1), &mask, LogitsSelect::All, &mut cache).unwrap();
+            let out = model
+                .forward(tree.tokens(), &tree.positions(prefix.len() - 1), &mask, LogitsSelect::All, &mut cache)
+                .unwrap();
             let tree_logits = to_vec(out.logits.unwrap());
             for node in 0..tree.len() {
                 let mut seq_cache = base.clone();
                 let mut logits = Vec::new();
                 for (depth, &i) in tree.path_to(node).iter().enumerate() {
-                    let out = model.forward(&[tree.tokens()[i]], &[prefix.len() + depth], &AttentionMask::Causal, LogitsSelect::All, &mut seq_cache).unwrap();
+                    let out = model
+                        .forward(
+                            &[tree.tokens()[i]],
+                            &[prefix.len() + depth],
+                            &AttentionMask::Causal,
+                            LogitsSelect::All,
+                            &mut seq_cache,
+                        )
+                        .unwrap();
                     logits = to_vec(out.logits.unwrap());
                 }
-                assert_eq!(bits(&logits), bits(&tree_logits[node * vocab..(node + 1) * vocab]), "{arch:?} {activations:?} node {node}");
+                assert_eq!(
+                    bits(&logits),
+                    bits(&tree_logits[node * vocab..(node + 1) * vocab]),
+                    "{arch:?} {activations:?} node {node}"
+                );
             }
         }
     }

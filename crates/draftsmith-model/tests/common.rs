@@ -6,7 +6,10 @@ use std::path::PathBuf;
 use burn::backend::Flex;
 use burn::tensor::backend::Backend;
 use burn::tensor::Tensor;
-use draftsmith_model::{build_model, Architecture, AttentionMask, LoadOptions, LoadedModel, LogitsSelect, MatmulWeights, MemorySource, Model, ModelConfig, RopeScaling};
+use draftsmith_model::{
+    build_model, Architecture, AttentionMask, LoadOptions, LoadedModel, LogitsSelect, MatmulWeights, MemorySource,
+    Model, ModelConfig, RopeScaling,
+};
 use serde_json::Value;
 
 pub type B = Flex;
@@ -67,7 +70,9 @@ impl Lcg {
 // Golden logits of the fetched models (`tests/golden/`, made by `scripts/reference/make_golden.py`).
 
 pub fn golden_dir(name: &str) -> PathBuf {
-    PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").unwrap_or_else(|| env!("CARGO_MANIFEST_DIR").into())).join("../../tests/golden").join(name)
+    PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").unwrap_or_else(|| env!("CARGO_MANIFEST_DIR").into()))
+        .join("../../tests/golden")
+        .join(name)
 }
 
 /// The fetched model file, or `None` (test skipped) unless `DRAFTSMITH_REQUIRE_MODELS=1`.
@@ -108,7 +113,12 @@ pub fn argmax(v: &[f32]) -> usize {
 }
 
 /// Checks final-position logits and greedy continuations; returns the worst |Δlogit|.
-pub fn check_model<Bk: Backend>(loaded: &LoadedModel<Bk>, golden: &Golden, (tolerance, margin_needed): (f32, f64), label: &str) -> f32 {
+pub fn check_model<Bk: Backend>(
+    loaded: &LoadedModel<Bk>,
+    golden: &Golden,
+    (tolerance, margin_needed): (f32, f64),
+    label: &str,
+) -> f32 {
     let model = &loaded.model;
     let mut worst = 0.0f32;
     for p in golden.meta["prompts"].as_array().unwrap() {
@@ -132,7 +142,8 @@ pub fn check_model<Bk: Backend>(loaded: &LoadedModel<Bk>, golden: &Golden, (tole
                 assert_eq!(argmax(&logits) as u32, want, "{label} {name}: greedy step {step} (margin {margin})");
             }
             let position = prompt.len() + step;
-            let out = model.forward(&[want], &[position], &AttentionMask::Causal, LogitsSelect::Last, &mut cache).unwrap();
+            let out =
+                model.forward(&[want], &[position], &AttentionMask::Causal, LogitsSelect::Last, &mut cache).unwrap();
             logits = host_vec(out.logits.unwrap());
         }
     }

@@ -12,11 +12,13 @@ use draftsmith_model::{load_model, AttentionMask, LoadOptions, LoadedModel, Logi
 use serde_json::Value;
 
 fn fixtures() -> PathBuf {
-    PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").unwrap_or_else(|| env!("CARGO_MANIFEST_DIR").into())).join("../../tests/fixtures")
+    PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").unwrap_or_else(|| env!("CARGO_MANIFEST_DIR").into()))
+        .join("../../tests/fixtures")
 }
 
 fn reference(arch: &str) -> Value {
-    serde_json::from_str(&std::fs::read_to_string(fixtures().join(format!("tiny-{arch}.reference.json"))).unwrap()).unwrap()
+    serde_json::from_str(&std::fs::read_to_string(fixtures().join(format!("tiny-{arch}.reference.json"))).unwrap())
+        .unwrap()
 }
 
 fn load(path: &Path, matmul: MatmulWeights) -> Result<LoadedModel<B>, ModelError> {
@@ -34,7 +36,12 @@ fn check_against_reference(loaded: &LoadedModel<B>, reference: &Value, label: &s
         let pos: Vec<usize> = (0..tokens.len()).collect();
         let out = loaded.model.forward(&tokens, &pos, &AttentionMask::Causal, LogitsSelect::All, &mut cache).unwrap();
         let ours = to_vec(out.logits.unwrap());
-        let want: Vec<f32> = seq["logits_gguf"].as_array().unwrap().iter().flat_map(|row| row.as_array().unwrap().iter().map(|x| x.as_f64().unwrap() as f32)).collect();
+        let want: Vec<f32> = seq["logits_gguf"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .flat_map(|row| row.as_array().unwrap().iter().map(|x| x.as_f64().unwrap() as f32))
+            .collect();
         let d = max_abs_diff(&ours, &want);
         assert!(d < 1e-4, "{label}, {} tokens: max |Δlogit| {d}", tokens.len());
     }
@@ -82,7 +89,10 @@ fn expect_error(path: &Path, needle: &str) {
         Ok(_) => panic!("{} loaded but should fail with {needle:?}", path.display()),
         Err(e) => e.to_string(),
     };
-    assert!(err.contains(&path.display().to_string()) || err.contains(&path.parent().unwrap().display().to_string()), "error does not name the file: {err}");
+    assert!(
+        err.contains(&path.display().to_string()) || err.contains(&path.parent().unwrap().display().to_string()),
+        "error does not name the file: {err}"
+    );
     assert!(err.contains(needle), "expected {needle:?} in: {err}");
 }
 
@@ -140,7 +150,8 @@ fn bad_hf_directories_are_reported() {
     let st = missing.join("model.safetensors");
     let bytes = std::fs::read(&st).unwrap();
     let tensors = safetensors::SafeTensors::deserialize(&bytes).unwrap();
-    let kept: Vec<(String, safetensors::tensor::TensorView)> = tensors.tensors().into_iter().filter(|(n, _)| n != "model.layers.1.mlp.up_proj.weight").collect();
+    let kept: Vec<(String, safetensors::tensor::TensorView)> =
+        tensors.tensors().into_iter().filter(|(n, _)| n != "model.layers.1.mlp.up_proj.weight").collect();
     let out = safetensors::serialize(kept, &None).unwrap();
     std::fs::write(&st, out).unwrap();
     expect_error(&missing, "expected tensor(s) not found: model.layers.1.mlp.up_proj.weight");

@@ -28,11 +28,21 @@ fn load(path: &std::path::Path, matmul: MatmulWeights) -> LoadedModel<B> {
 }
 
 fn load_f32(path: &std::path::Path) -> LoadedModel<B> {
-    load_model::<B>(path, LoadOptions::new(MatmulWeights::Quantized).with_activations(Activations::F32), &Default::default()).unwrap()
+    load_model::<B>(
+        path,
+        LoadOptions::new(MatmulWeights::Quantized).with_activations(Activations::F32),
+        &Default::default(),
+    )
+    .unwrap()
 }
 
 fn load_int8(path: &std::path::Path) -> LoadedModel<B> {
-    load_model::<B>(path, LoadOptions::new(MatmulWeights::Quantized).with_activations(Activations::Int8), &Default::default()).unwrap()
+    load_model::<B>(
+        path,
+        LoadOptions::new(MatmulWeights::Quantized).with_activations(Activations::Int8),
+        &Default::default(),
+    )
+    .unwrap()
 }
 
 #[test]
@@ -65,5 +75,10 @@ fn qwen05_logits_match_the_numpy_reference() {
     let golden = read_golden("qwen2.5-coder-0.5b");
     check_model(&load(&path, MatmulWeights::Dense), &golden, (0.02, MARGIN), "qwen dense f32");
     check_model(&load_f32(&path), &golden, (0.25, MARGIN), "qwen quantized (re-quantized to Q8_0), f32 activations");
-    check_model(&load_int8(&path), &golden, (INT8_TOLERANCE, INT8_MARGIN), "qwen quantized (re-quantized to Q8_0), int8 activations");
+    check_model(
+        &load_int8(&path),
+        &golden,
+        (INT8_TOLERANCE, INT8_MARGIN),
+        "qwen quantized (re-quantized to Q8_0), int8 activations",
+    );
 }

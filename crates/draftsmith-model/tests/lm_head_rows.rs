@@ -10,7 +10,13 @@ fn rows_of_the_lm_head_match_the_full_head() {
     let config = ModelConfig::tiny(Architecture::Llama);
     let ids = [40u32, 3, 17, 0, 47];
     for matmul in [MatmulWeights::Dense, MatmulWeights::Quantized] {
-        let model = build_model::<Flex>(&config, &MemorySource::random(&config, 21), LoadOptions::new(matmul), &Default::default()).unwrap();
+        let model = build_model::<Flex>(
+            &config,
+            &MemorySource::random(&config, 21),
+            LoadOptions::new(matmul),
+            &Default::default(),
+        )
+        .unwrap();
         let x = Tensor::<Flex, 2>::random([3, config.hidden_size], Distribution::Normal(0.0, 1.0), &Default::default());
         let full: Vec<f32> = model.project_to_vocab(x.clone()).into_data().to_vec().unwrap();
         let rows = model.lm_head_rows(&ids).unwrap();

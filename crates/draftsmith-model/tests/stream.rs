@@ -10,7 +10,9 @@ use common::B;
 use draftsmith_model::{load_model, LoadOptions, MatmulWeights, TextStream, TextTokenizer};
 
 fn tokenizer() -> TextTokenizer {
-    let dir = PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").unwrap_or_else(|| env!("CARGO_MANIFEST_DIR").into())).join("../../tests/fixtures/tiny-llama");
+    let dir =
+        PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").unwrap_or_else(|| env!("CARGO_MANIFEST_DIR").into()))
+            .join("../../tests/fixtures/tiny-llama");
     load_model::<B>(&dir, LoadOptions::new(MatmulWeights::Dense), &Default::default()).unwrap().tokenizer
 }
 
@@ -38,5 +40,8 @@ fn work_per_token_does_not_grow_with_the_output_length() {
     assert_eq!(text, tokenizer.decode(&ids).unwrap());
     let (_, work_512) = stream(&tokenizer, &ids[..512]);
     let (per_8k, per_512) = (work_8k as f64 / 8192.0, work_512 as f64 / 512.0);
-    assert!(per_8k < 8.0 && per_8k < 1.5 * per_512, "decoded tokens per pushed token: {per_512:.1} at 512, {per_8k:.1} at 8K");
+    assert!(
+        per_8k < 8.0 && per_8k < 1.5 * per_512,
+        "decoded tokens per pushed token: {per_512:.1} at 512, {per_8k:.1} at 8K"
+    );
 }

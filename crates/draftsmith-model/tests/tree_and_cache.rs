@@ -39,7 +39,9 @@ fn tree_branch_logits_equal_the_branch_run_alone() {
             let pos: Vec<usize> = (0..prefix.len()).collect();
             model.forward(&prefix, &pos, &AttentionMask::Causal, LogitsSelect::None, &mut cache).unwrap();
             let mask = AttentionMask::Visible(tree.visibility(prefix.len()));
-            let out = model.forward(tree.tokens(), &tree.positions(prefix.len() - 1), &mask, LogitsSelect::All, &mut cache).unwrap();
+            let out = model
+                .forward(tree.tokens(), &tree.positions(prefix.len() - 1), &mask, LogitsSelect::All, &mut cache)
+                .unwrap();
             let tree_logits = to_vec(out.logits.unwrap());
             for node in 0..tree.len() {
                 let path = tree.path_to(node);
@@ -68,7 +70,8 @@ fn truncate_then_continue_equals_recompute() {
     model.forward(&[1, 2, 3], &[12, 13, 14], &AttentionMask::Causal, LogitsSelect::None, &mut cache).unwrap();
     cache.truncate(12);
     for i in 12..20 {
-        let out = model.forward(&tokens[i..i + 1], &[i], &AttentionMask::Causal, LogitsSelect::All, &mut cache).unwrap();
+        let out =
+            model.forward(&tokens[i..i + 1], &[i], &AttentionMask::Causal, LogitsSelect::All, &mut cache).unwrap();
         let d = max_abs_diff(&to_vec(out.logits.unwrap()), &full[i * vocab..(i + 1) * vocab]);
         assert!(d < TOL, "position {i}: max |Δlogit| {d}");
     }
@@ -125,17 +128,28 @@ fn hidden_states_are_consistent_with_logits() {
 fn forward_rejects_bad_input() {
     let model = tiny_model(Architecture::Llama, 1);
     let mut cache = model.new_cache(8);
-    let err = model.forward(&[1000], &[0], &AttentionMask::Causal, LogitsSelect::All, &mut cache).unwrap_err().to_string();
+    let err =
+        model.forward(&[1000], &[0], &AttentionMask::Causal, LogitsSelect::All, &mut cache).unwrap_err().to_string();
     assert!(err.contains("outside the vocabulary"), "{err}");
-    let err = model.forward(&[1], &[300], &AttentionMask::Causal, LogitsSelect::All, &mut cache).unwrap_err().to_string();
+    let err =
+        model.forward(&[1], &[300], &AttentionMask::Causal, LogitsSelect::All, &mut cache).unwrap_err().to_string();
     assert!(err.contains("exceeds the model's context"), "{err}");
-    let err = model.forward(&[1, 2], &[0, 1], &AttentionMask::Visible(vec![true; 3]), LogitsSelect::All, &mut cache).unwrap_err().to_string();
+    let err = model
+        .forward(&[1, 2], &[0, 1], &AttentionMask::Visible(vec![true; 3]), LogitsSelect::All, &mut cache)
+        .unwrap_err()
+        .to_string();
     assert!(err.contains("mask has 3 entries"), "{err}");
 }
 
 fn model_with(arch: Architecture, seed: u64, matmul: draftsmith_model::MatmulWeights) -> Model<B> {
     let config = tiny_config(arch);
-    draftsmith_model::build_model::<B>(&config, &draftsmith_model::MemorySource::random(&config, seed), draftsmith_model::LoadOptions::new(matmul), &Default::default()).unwrap()
+    draftsmith_model::build_model::<B>(
+        &config,
+        &draftsmith_model::MemorySource::random(&config, seed),
+        draftsmith_model::LoadOptions::new(matmul),
+        &Default::default(),
+    )
+    .unwrap()
 }
 
 /// Rows copied between caches (in any slot order) give the logits of the original cache, on
@@ -150,7 +164,13 @@ fn copied_rows_and_captured_queries() {
         let mut full = model.new_cache(4);
         full.capture_queries(true);
         let pos: Vec<usize> = (0..tokens.len()).collect();
-        let want = to_vec(model.forward(&tokens, &pos, &AttentionMask::Causal, LogitsSelect::Last, &mut full).unwrap().logits.unwrap());
+        let want = to_vec(
+            model
+                .forward(&tokens, &pos, &AttentionMask::Causal, LogitsSelect::Last, &mut full)
+                .unwrap()
+                .logits
+                .unwrap(),
+        );
         let queries = full.last_queries().unwrap().to_vec();
         assert_eq!(queries.len(), c.num_layers);
         assert!(queries.iter().all(|q| q.len() == c.num_heads * c.head_dim && q.iter().any(|&x| x != 0.0)));
@@ -166,7 +186,13 @@ fn copied_rows_and_captured_queries() {
             }
         }
         copy.set_len(n);
-        let got = to_vec(model.forward(&tokens[n..], &[n], &AttentionMask::Causal, LogitsSelect::Last, &mut copy).unwrap().logits.unwrap());
+        let got = to_vec(
+            model
+                .forward(&tokens[n..], &[n], &AttentionMask::Causal, LogitsSelect::Last, &mut copy)
+                .unwrap()
+                .logits
+                .unwrap(),
+        );
         let d = max_abs_diff(&want, &got);
         assert!(d < TOL, "{matmul:?}: max |Δlogit| {d}");
 

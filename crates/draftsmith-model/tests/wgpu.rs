@@ -19,7 +19,9 @@ use burn::backend::wgpu::WgpuDevice;
 use burn::backend::Wgpu;
 use common::*;
 use draftsmith_core::DraftTree;
-use draftsmith_model::{load_model, Architecture, AttentionMask, LoadOptions, LoadedModel, LogitsSelect, MatmulWeights, Model};
+use draftsmith_model::{
+    load_model, Architecture, AttentionMask, LoadOptions, LoadedModel, LogitsSelect, MatmulWeights, Model,
+};
 use serde_json::Value;
 
 type G = Wgpu;
@@ -34,16 +36,22 @@ fn device() -> WgpuDevice {
 /// `DRAFTSMITH_REQUIRE_WGPU=1` (CI, with lavapipe installed) makes that a failure.
 fn have_adapter() -> bool {
     static PROBE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    let ok = *PROBE.get_or_init(|| std::panic::catch_unwind(|| burn::tensor::Tensor::<G, 1>::zeros([1], &device()).into_data()).is_ok());
+    let ok = *PROBE.get_or_init(|| {
+        std::panic::catch_unwind(|| burn::tensor::Tensor::<G, 1>::zeros([1], &device()).into_data()).is_ok()
+    });
     if !ok {
-        assert!(std::env::var("DRAFTSMITH_REQUIRE_WGPU").as_deref() != Ok("1"), "no wgpu adapter: install Mesa's lavapipe (`apt install mesa-vulkan-drivers`)");
+        assert!(
+            std::env::var("DRAFTSMITH_REQUIRE_WGPU").as_deref() != Ok("1"),
+            "no wgpu adapter: install Mesa's lavapipe (`apt install mesa-vulkan-drivers`)"
+        );
         eprintln!("skipped: no wgpu adapter (Vulkan, Metal or DX12)");
     }
     ok
 }
 
 fn fixtures() -> PathBuf {
-    PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").unwrap_or_else(|| env!("CARGO_MANIFEST_DIR").into())).join("../../tests/fixtures")
+    PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").unwrap_or_else(|| env!("CARGO_MANIFEST_DIR").into()))
+        .join("../../tests/fixtures")
 }
 
 fn load(path: &Path) -> LoadedModel<G> {
@@ -53,7 +61,9 @@ fn load(path: &Path) -> LoadedModel<G> {
 fn all_logits(model: &Model<G>, tokens: &[u32]) -> Vec<f32> {
     let mut cache = model.new_cache(tokens.len());
     let pos: Vec<usize> = (0..tokens.len()).collect();
-    host_vec(model.forward(tokens, &pos, &AttentionMask::Causal, LogitsSelect::All, &mut cache).unwrap().logits.unwrap())
+    host_vec(
+        model.forward(tokens, &pos, &AttentionMask::Causal, LogitsSelect::All, &mut cache).unwrap().logits.unwrap(),
+    )
 }
 
 #[test]
@@ -62,13 +72,21 @@ fn tiny_models_reproduce_the_reference_on_wgpu() {
         return;
     }
     for arch in ["llama", "qwen2"] {
-        let reference: Value = serde_json::from_str(&std::fs::read_to_string(fixtures().join(format!("tiny-{arch}.reference.json"))).unwrap()).unwrap();
+        let reference: Value = serde_json::from_str(
+            &std::fs::read_to_string(fixtures().join(format!("tiny-{arch}.reference.json"))).unwrap(),
+        )
+        .unwrap();
         for path in [fixtures().join(format!("tiny-{arch}.gguf")), fixtures().join(format!("tiny-{arch}"))] {
             let loaded = load(&path);
             let mut worst = 0.0f32;
             for seq in reference["sequences"].as_array().unwrap() {
                 let ours = all_logits(&loaded.model, &ids(&seq["ids"]));
-                let want: Vec<f32> = seq["logits_gguf"].as_array().unwrap().iter().flat_map(|row| row.as_array().unwrap().iter().map(|x| x.as_f64().unwrap() as f32)).collect();
+                let want: Vec<f32> = seq["logits_gguf"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .flat_map(|row| row.as_array().unwrap().iter().map(|x| x.as_f64().unwrap() as f32))
+                    .collect();
                 worst = worst.max(max_abs_diff(&ours, &want));
             }
             eprintln!("{}: wgpu max |Δlogit| {worst:.2e}", path.display());
@@ -108,13 +126,16 @@ fn tree_branches_match_the_branch_run_alone_on_wgpu() {
             let pos: Vec<usize> = (0..prefix.len()).collect();
             model.forward(&prefix, &pos, &AttentionMask::Causal, LogitsSelect::None, &mut cache).unwrap();
             let mask = AttentionMask::Visible(tree.visibility(prefix.len()));
-            let out = model.forward(tree.tokens(), &tree.positions(prefix.len() - 1), &mask, LogitsSelect::All, &mut cache).unwrap();
+            let out = model
+                .forward(tree.tokens(), &tree.positions(prefix.len() - 1), &mask, LogitsSelect::All, &mut cache)
+                .unwrap();
             let in_tree = host_vec(out.logits.unwrap());
             for node in 0..tree.len() {
                 let mut seq = prefix.clone();
                 seq.extend(tree.path_to(node).iter().map(|&i| tree.tokens()[i]));
                 let alone = all_logits(&model, &seq);
-                worst = worst.max(max_abs_diff(&alone[(seq.len() - 1) * vocab..], &in_tree[node * vocab..(node + 1) * vocab]));
+                worst = worst
+                    .max(max_abs_diff(&alone[(seq.len() - 1) * vocab..], &in_tree[node * vocab..(node + 1) * vocab]));
             }
         }
     }
@@ -135,7 +156,8 @@ fn smollm2_greedy_on_wgpu_equals_the_dense_cpu_path_up_to_near_ties() {
         return;
     }
     let Some(path) = model_file("smollm2-135m") else { return };
-    let questions = draftsmith_fetch::artifact_path(&draftsmith_fetch::data_dir(), draftsmith_fetch::find("mt-bench").unwrap());
+    let questions =
+        draftsmith_fetch::artifact_path(&draftsmith_fetch::data_dir(), draftsmith_fetch::find("mt-bench").unwrap());
     let questions = if questions.is_dir() { questions.join("question.jsonl") } else { questions };
     let gpu = load(&path);
     let cpu = load_model::<B>(&path, LoadOptions::new(MatmulWeights::Dense), &Default::default()).unwrap();
@@ -146,9 +168,12 @@ fn smollm2_greedy_on_wgpu_equals_the_dense_cpu_path_up_to_near_ties() {
     for line in std::fs::read_to_string(&questions).unwrap().lines().step_by(10) {
         let q: Value = serde_json::from_str(line).unwrap();
         let turn = q["turns"][0].as_str().unwrap();
-        let text = template.render(&[draftsmith_model::ChatMessage { role: "user".into(), content: turn.into() }], true).unwrap();
+        let text = template
+            .render(&[draftsmith_model::ChatMessage { role: "user".into(), content: turn.into() }], true)
+            .unwrap();
         let prompt = cpu.tokenizer.encode(&text).unwrap();
-        let (c, g) = (greedy_logits(&cpu.model, &prompt, max_new, &eos), greedy_logits(&gpu.model, &prompt, max_new, &eos));
+        let (c, g) =
+            (greedy_logits(&cpu.model, &prompt, max_new, &eos), greedy_logits(&gpu.model, &prompt, max_new, &eos));
         let mut first_diff = None;
         for (step, (rc, rg)) in c.iter().zip(&g).enumerate() {
             if argmax(rc) != argmax(rg) {
@@ -158,7 +183,13 @@ fn smollm2_greedy_on_wgpu_equals_the_dense_cpu_path_up_to_near_ties() {
             drift = drift.max(max_abs_diff(rc, rg));
         }
         let compared = first_diff.unwrap_or(c.len().min(g.len()));
-        rows.push((q["question_id"].as_u64().unwrap(), q["category"].as_str().unwrap().to_string(), prompt.len(), compared, first_diff.map(|s| top2(&c[s]))));
+        rows.push((
+            q["question_id"].as_u64().unwrap(),
+            q["category"].as_str().unwrap().to_string(),
+            prompt.len(),
+            compared,
+            first_diff.map(|s| top2(&c[s])),
+        ));
     }
     let bound = NEAR_TIE_FACTOR * drift;
     println!("| MT-Bench question | category | prompt tokens | greedy tokens equal | first difference: CPU top-2 margin | verdict |\n|---:|---|---:|---:|---:|---|");
@@ -168,17 +199,27 @@ fn smollm2_greedy_on_wgpu_equals_the_dense_cpu_path_up_to_near_ties() {
             Some(m) if *m < bound => "near-tie".to_string(),
             Some(_) => "**real mismatch**".to_string(),
         };
-        println!("| {id} | {category} | {prompt} | {equal} | {} | {verdict} |", margin.map_or("–".into(), |m| format!("{m:.2e}")));
+        println!(
+            "| {id} | {category} | {prompt} | {equal} | {} | {verdict} |",
+            margin.map_or("–".into(), |m| format!("{m:.2e}"))
+        );
     }
     println!("\nlargest |Δlogit| between wgpu and the dense CPU path on equal prefixes: {drift:.2e}; near-tie bound {bound:.2e} ({NEAR_TIE_FACTOR}×)");
     assert!(rows.iter().all(|r| r.4.is_none_or(|m| m < bound)), "a difference away from a near-tie");
 }
 
 /// Greedy decoding of `prompt` for up to `max_new` tokens (stopping at `eos`): each step's logits.
-fn greedy_logits<Bk: burn::tensor::backend::Backend>(model: &Model<Bk>, prompt: &[u32], max_new: usize, eos: &[u32]) -> Vec<Vec<f32>> {
+fn greedy_logits<Bk: burn::tensor::backend::Backend>(
+    model: &Model<Bk>,
+    prompt: &[u32],
+    max_new: usize,
+    eos: &[u32],
+) -> Vec<Vec<f32>> {
     let mut cache = model.new_cache(prompt.len() + max_new);
     let pos: Vec<usize> = (0..prompt.len()).collect();
-    let mut logits = host_vec(model.forward(prompt, &pos, &AttentionMask::Causal, LogitsSelect::Last, &mut cache).unwrap().logits.unwrap());
+    let mut logits = host_vec(
+        model.forward(prompt, &pos, &AttentionMask::Causal, LogitsSelect::Last, &mut cache).unwrap().logits.unwrap(),
+    );
     let mut rows = Vec::new();
     for step in 0..max_new {
         let next = argmax(&logits) as u32;
@@ -186,7 +227,13 @@ fn greedy_logits<Bk: burn::tensor::backend::Backend>(model: &Model<Bk>, prompt: 
         if eos.contains(&next) || step + 1 == max_new {
             break;
         }
-        logits = host_vec(model.forward(&[next], &[prompt.len() + step], &AttentionMask::Causal, LogitsSelect::Last, &mut cache).unwrap().logits.unwrap());
+        logits = host_vec(
+            model
+                .forward(&[next], &[prompt.len() + step], &AttentionMask::Causal, LogitsSelect::Last, &mut cache)
+                .unwrap()
+                .logits
+                .unwrap(),
+        );
     }
     rows
 }

@@ -49,13 +49,18 @@ pub fn read_state(run: &Path) -> Result<Option<LoopState>, TrainError> {
 
 /// Calls `write(tmp_dir)` to fill a fresh temporary directory, adds the state file, then
 /// replaces the checkpoint directory with it.
-pub fn write_checkpoint(run: &Path, state: &LoopState, write: impl FnOnce(&Path) -> Result<(), TrainError>) -> Result<(), TrainError> {
+pub fn write_checkpoint(
+    run: &Path,
+    state: &LoopState,
+    write: impl FnOnce(&Path) -> Result<(), TrainError>,
+) -> Result<(), TrainError> {
     let tmp = run.join("checkpoint.tmp");
     let _ = std::fs::remove_dir_all(&tmp);
     std::fs::create_dir_all(&tmp).map_err(TrainError::io(&tmp))?;
     write(&tmp)?;
     let state_path = tmp.join(STATE_FILE);
-    std::fs::write(&state_path, serde_json::to_string_pretty(state).expect("serializable")).map_err(TrainError::io(&state_path))?;
+    std::fs::write(&state_path, serde_json::to_string_pretty(state).expect("serializable"))
+        .map_err(TrainError::io(&state_path))?;
     let dir = checkpoint_dir(run);
     let old = run.join("checkpoint.old");
     let _ = std::fs::remove_dir_all(&old);
@@ -71,7 +76,14 @@ pub fn write_checkpoint(run: &Path, state: &LoopState, write: impl FnOnce(&Path)
 /// checkpoint when it has one. `check_export(dir)` loads the checkpoint's exported drafter (so a
 /// drafter for another target fails early, naming the file); the burn records — not the export
 /// — restore the parameters with the ids the optimiser state is keyed by.
-pub fn resume<AB, M, O>(run: &Path, fingerprint: &serde_json::Value, fresh: M, optim: O, device: &AB::Device, check_export: impl FnOnce(&Path) -> Result<(), TrainError>) -> Result<(M, O, usize), TrainError>
+pub fn resume<AB, M, O>(
+    run: &Path,
+    fingerprint: &serde_json::Value,
+    fresh: M,
+    optim: O,
+    device: &AB::Device,
+    check_export: impl FnOnce(&Path) -> Result<(), TrainError>,
+) -> Result<(M, O, usize), TrainError>
 where
     AB: AutodiffBackend,
     M: AutodiffModule<AB>,
@@ -80,11 +92,17 @@ where
     let Some(state) = read_state(run)? else { return Ok((fresh, optim, 0)) };
     let dir = checkpoint_dir(run);
     if &state.fingerprint != fingerprint {
-        return Err(TrainError::ResumeMismatch { path: dir, problem: "its training config, data or target differ from this run's".into() });
+        return Err(TrainError::ResumeMismatch {
+            path: dir,
+            problem: "its training config, data or target differ from this run's".into(),
+        });
     }
     check_export(&dir)?;
     let recorder = NamedMpkFileRecorder::<FullPrecisionSettings>::new();
-    let bad = |file: &str, e: burn::record::RecorderError| TrainError::Checkpoint { path: dir.join(file), problem: e.to_string() };
+    let bad = |file: &str, e: burn::record::RecorderError| TrainError::Checkpoint {
+        path: dir.join(file),
+        problem: e.to_string(),
+    };
     let module = fresh.load_record(recorder.load(dir.join(MODULE_FILE), device).map_err(|e| bad(MODULE_FILE, e))?);
     let optim = optim.load_record(recorder.load(dir.join(OPTIMIZER_FILE), device).map_err(|e| bad(OPTIMIZER_FILE, e))?);
     Ok((module, optim, state.step))
@@ -92,7 +110,13 @@ where
 
 /// Writes a checkpoint: `export(dir)` (the drafter in its export layout), then the burn records of
 /// the module and the optimiser, then the loop state, replacing the previous checkpoint at once.
-pub fn save_checkpoint<AB, M, O>(run: &Path, state: &LoopState, module: &M, optim: &O, export: impl FnOnce(&Path) -> Result<(), TrainError>) -> Result<(), TrainError>
+pub fn save_checkpoint<AB, M, O>(
+    run: &Path,
+    state: &LoopState,
+    module: &M,
+    optim: &O,
+    export: impl FnOnce(&Path) -> Result<(), TrainError>,
+) -> Result<(), TrainError>
 where
     AB: AutodiffBackend,
     M: AutodiffModule<AB>,
@@ -101,7 +125,10 @@ where
     let recorder = NamedMpkFileRecorder::<FullPrecisionSettings>::new();
     write_checkpoint(run, state, |dir| {
         export(dir)?;
-        let bad = |file: &str, e: burn::record::RecorderError| TrainError::Checkpoint { path: dir.join(file), problem: e.to_string() };
+        let bad = |file: &str, e: burn::record::RecorderError| TrainError::Checkpoint {
+            path: dir.join(file),
+            problem: e.to_string(),
+        };
         recorder.record(module.clone().into_record(), dir.join(MODULE_FILE)).map_err(|e| bad(MODULE_FILE, e))?;
         recorder.record(optim.to_record(), dir.join(OPTIMIZER_FILE)).map_err(|e| bad(OPTIMIZER_FILE, e))
     })

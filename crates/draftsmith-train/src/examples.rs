@@ -100,7 +100,12 @@ mod tests {
 
     fn seq() -> Sequence {
         // prompt 10 11 | response 20 21 22 23
-        Sequence { tokens: vec![10, 11, 20, 21, 22, 23], loss_mask: vec![false, false, true, true, true, true], teacher: None, teacher_len: 0 }
+        Sequence {
+            tokens: vec![10, 11, 20, 21, 22, 23],
+            loss_mask: vec![false, false, true, true, true, true],
+            teacher: None,
+            teacher_len: 0,
+        }
     }
 
     #[test]
@@ -108,11 +113,21 @@ mod tests {
         let s = seq();
         let steps = example_steps(&s, 1, 3, LabelSource::GroundTruth);
         // context position 1 (token 11): g0 = 20; step 1 feeds 20 → 21, step 2 feeds 21 → 22, …
-        assert_eq!(steps.iter().map(|s| (s.input, s.label, s.weight)).collect::<Vec<_>>(), vec![(20, 21, 1.0), (21, 22, 1.0), (22, 23, 1.0)]);
+        assert_eq!(
+            steps.iter().map(|s| (s.input, s.label, s.weight)).collect::<Vec<_>>(),
+            vec![(20, 21, 1.0), (21, 22, 1.0), (22, 23, 1.0)]
+        );
         let tail = example_steps(&s, 3, 3, LabelSource::GroundTruth);
-        assert_eq!(tail.iter().map(|s| s.weight).collect::<Vec<_>>(), vec![1.0, 0.0, 0.0], "labels past the end are padding");
+        assert_eq!(
+            tail.iter().map(|s| s.weight).collect::<Vec<_>>(),
+            vec![1.0, 0.0, 0.0],
+            "labels past the end are padding"
+        );
         // Position 0: step 1 predicts x[2] = 20 (a response token) from input x[1].
-        assert_eq!(example_steps(&s, 0, 1, LabelSource::GroundTruth)[0], StepTarget { input: 11, label: 20, weight: 1.0 });
+        assert_eq!(
+            example_steps(&s, 0, 1, LabelSource::GroundTruth)[0],
+            StepTarget { input: 11, label: 20, weight: 1.0 }
+        );
         assert_eq!(build_examples(&[s], 3, LabelSource::GroundTruth).len(), 4, "positions 0..=3 have a counted label");
     }
 
@@ -126,8 +141,14 @@ mod tests {
         s.teacher = Some(teacher);
         s.teacher_len = t;
         let steps = example_steps(&s, 1, 4, LabelSource::Teacher);
-        assert_eq!(steps.iter().map(|s| (s.input, s.label, s.weight)).collect::<Vec<_>>(), vec![(20, 30, 1.0), (30, 31, 1.0), (0, 0, 0.0), (0, 0, 0.0)]);
+        assert_eq!(
+            steps.iter().map(|s| (s.input, s.label, s.weight)).collect::<Vec<_>>(),
+            vec![(20, 30, 1.0), (30, 31, 1.0), (0, 0, 0.0), (0, 0, 0.0)]
+        );
         assert_eq!(example_steps(&s, 2, 4, LabelSource::Teacher)[1].weight, 0.0, "missing teacher token");
-        assert!(example_steps(&s, 0, 4, LabelSource::Teacher).iter().all(|s| s.weight == 0.0), "x[1] is a prompt token");
+        assert!(
+            example_steps(&s, 0, 4, LabelSource::Teacher).iter().all(|s| s.weight == 0.0),
+            "x[1] is a prompt token"
+        );
     }
 }

@@ -29,7 +29,11 @@ impl HiddenStore {
 
 /// Runs the target over each sequence (one causal pass each); `progress(done_tokens)` is called
 /// after each sequence.
-pub fn compute_hidden<B: Backend>(model: &Model<B>, seqs: &[Sequence], progress: &mut dyn FnMut(usize)) -> Result<HiddenStore, TrainError> {
+pub fn compute_hidden<B: Backend>(
+    model: &Model<B>,
+    seqs: &[Sequence],
+    progress: &mut dyn FnMut(usize),
+) -> Result<HiddenStore, TrainError> {
     let hidden = model.config().hidden_size;
     let total: usize = seqs.iter().map(|s| s.tokens.len()).sum();
     let mut data = Vec::with_capacity(total * hidden);

@@ -20,7 +20,10 @@ impl MetricsCsv {
         let kept = match std::fs::read_to_string(path) {
             Ok(text) => text
                 .lines()
-                .filter(|l| *l == header || l.split(',').next().and_then(|s| s.parse::<usize>().ok()).is_some_and(|s| s <= resume_step))
+                .filter(|l| {
+                    *l == header
+                        || l.split(',').next().and_then(|s| s.parse::<usize>().ok()).is_some_and(|s| s <= resume_step)
+                })
                 .map(|l| format!("{l}\n"))
                 .collect::<String>(),
             Err(_) => String::new(),
@@ -30,12 +33,26 @@ impl MetricsCsv {
         Ok(Self { path: path.to_path_buf() })
     }
 
-    pub fn log(&self, step: usize, epoch: usize, split: &str, lr: f64, heads: &[StepMetrics]) -> Result<(), TrainError> {
+    pub fn log(
+        &self,
+        step: usize,
+        epoch: usize,
+        split: &str,
+        lr: f64,
+        heads: &[StepMetrics],
+    ) -> Result<(), TrainError> {
         let mut f = std::fs::OpenOptions::new().append(true).open(&self.path).map_err(TrainError::io(&self.path))?;
         let loss: f64 = heads.iter().map(|m| m.mean_loss()).sum();
         let mut out = String::new();
         for (i, m) in heads.iter().enumerate() {
-            out += &format!("{step},{epoch},{split},{lr:.3e},{loss:.5},{},{:.5},{:.5},{:.5},{}\n", i + 1, m.mean_loss(), m.top1_acc(), m.top5_acc(), m.count);
+            out += &format!(
+                "{step},{epoch},{split},{lr:.3e},{loss:.5},{},{:.5},{:.5},{:.5},{}\n",
+                i + 1,
+                m.mean_loss(),
+                m.top1_acc(),
+                m.top5_acc(),
+                m.count
+            );
         }
         f.write_all(out.as_bytes()).map_err(TrainError::io(&self.path))
     }

@@ -7,7 +7,10 @@ use burn::module::AutodiffModule;
 use burn::optim::{AdamWConfig, GradientsAccumulator, GradientsParams, Optimizer};
 use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::{Int, Tensor, TensorData};
-use draftsmith_heads::redrafter::{load_redrafter, save_redrafter, teacher_forced_loss, HeadKind, ReDrafter, ReDrafterConfig, StepMetrics, TrainBatch, VocabProjection};
+use draftsmith_heads::redrafter::{
+    load_redrafter, save_redrafter, teacher_forced_loss, HeadKind, ReDrafter, ReDrafterConfig, StepMetrics, TrainBatch,
+    VocabProjection,
+};
 use draftsmith_heads::TargetIdentity;
 use draftsmith_model::Model;
 use rand::seq::SliceRandom;
@@ -105,11 +108,31 @@ impl ReDrafterTrainConfig {
 #[derive(Debug, Clone)]
 pub enum TrainEvent {
     /// Target hidden states: tokens done of total.
-    Hidden { done: usize, total: usize },
-    Start { total_steps: usize, resumed_at: usize, examples: usize, val_examples: usize, params: usize },
-    Step { step: usize, total: usize, loss: f64, lr: f64, top1: Vec<f64> },
-    Validation { step: usize, heads: Vec<StepMetrics> },
-    Checkpoint { step: usize },
+    Hidden {
+        done: usize,
+        total: usize,
+    },
+    Start {
+        total_steps: usize,
+        resumed_at: usize,
+        examples: usize,
+        val_examples: usize,
+        params: usize,
+    },
+    Step {
+        step: usize,
+        total: usize,
+        loss: f64,
+        lr: f64,
+        top1: Vec<f64>,
+    },
+    Validation {
+        step: usize,
+        heads: Vec<StepMetrics>,
+    },
+    Checkpoint {
+        step: usize,
+    },
 }
 
 /// What a finished run reports (also written to `summary.json`).
@@ -156,30 +179,47 @@ pub fn train_redrafter<AB: AutodiffBackend>(
     let hidden = compute_hidden(target, seqs, &mut |done| progress(TrainEvent::Hidden { done, total: total_tokens }))?;
     let subset = |idx: &[usize]| -> Vec<Example> {
         let picked: Vec<Sequence> = idx.iter().map(|&i| seqs[i].clone()).collect();
-        build_examples(&picked, cfg.horizon, cfg.labels).into_iter().map(|e| Example { seq: idx[e.seq as usize] as u32, pos: e.pos }).collect()
+        build_examples(&picked, cfg.horizon, cfg.labels)
+            .into_iter()
+            .map(|e| Example { seq: idx[e.seq as usize] as u32, pos: e.pos })
+            .collect()
     };
     let train = subset(&train_idx);
     let mut val = subset(&val_idx);
     val.truncate(cfg.val_max_examples);
     if train.is_empty() {
-        return Err(TrainError::NoExamples(format!("{} sequences gave no position with a {:?} label", train_idx.len(), cfg.labels)));
+        return Err(TrainError::NoExamples(format!(
+            "{} sequences gave no position with a {:?} label",
+            train_idx.len(),
+            cfg.labels
+        )));
     }
     let micro_per_epoch = train.len().div_ceil(cfg.batch_size);
     let steps_per_epoch = micro_per_epoch.div_ceil(cfg.grad_accum);
     let total = cfg.max_steps.map_or(steps_per_epoch * cfg.epochs, |m| m.min(steps_per_epoch * cfg.epochs).max(1));
     let warmup = (cfg.warmup_fraction * total as f64).round() as usize;
-    let config = ReDrafterConfig::for_target(target.config().vocab_size, target.config().hidden_size, cfg.head).with_num_draft_layers(cfg.num_draft_layers).with_rnn(cfg.rnn);
-    let fingerprint = serde_json::json!({ "train": cfg, "data": data_fingerprint, "target": target_id, "total_steps": total });
+    let config = ReDrafterConfig::for_target(target.config().vocab_size, target.config().hidden_size, cfg.head)
+        .with_num_draft_layers(cfg.num_draft_layers)
+        .with_rnn(cfg.rnn);
+    let fingerprint =
+        serde_json::json!({ "train": cfg, "data": data_fingerprint, "target": target_id, "total_steps": total });
     let vocab_size = target.config().vocab_size;
     let draft = draft_vocab(&train, seqs, cfg, vocab_size);
     let device = target.device().clone();
 
     let optim = AdamWConfig::new().with_weight_decay(cfg.weight_decay as f32).init::<AB, ReDrafter<AB>>();
-    let (mut drafter, mut optim, start) = resume::<AB, _, _>(run_dir, &fingerprint, config.init::<AB>(&device, cfg.seed), optim, &device, |dir| {
-        load_redrafter::<AB::InnerBackend>(dir, Some(target_id), &device)?;
-        Ok(())
-    })?;
-    progress(TrainEvent::Start { total_steps: total, resumed_at: start, examples: train.len(), val_examples: val.len(), params: config.num_params() });
+    let (mut drafter, mut optim, start) =
+        resume::<AB, _, _>(run_dir, &fingerprint, config.init::<AB>(&device, cfg.seed), optim, &device, |dir| {
+            load_redrafter::<AB::InnerBackend>(dir, Some(target_id), &device)?;
+            Ok(())
+        })?;
+    progress(TrainEvent::Start {
+        total_steps: total,
+        resumed_at: start,
+        examples: train.len(),
+        val_examples: val.len(),
+        params: config.num_params(),
+    });
     let csv = MetricsCsv::open(&run_dir.join("metrics.csv"), start)?;
     // One transposed copy of the frozen embeddings, shared by training (as a constant of the
     // autodiff backend) and validation (on the inner backend).
@@ -190,7 +230,11 @@ pub fn train_redrafter<AB: AutodiffBackend>(
         (HeadKind::Tied, Some(d)) => {
             let ids: Vec<i32> = d.ids.iter().map(|&t| t as i32).collect();
             let n = ids.len();
-            VocabProjection::tied(&inner_embeddings.clone().select(0, Tensor::<AB::InnerBackend, 1, Int>::from_data(TensorData::new(ids, [n]), &device)))
+            VocabProjection::tied(
+                &inner_embeddings
+                    .clone()
+                    .select(0, Tensor::<AB::InnerBackend, 1, Int>::from_data(TensorData::new(ids, [n]), &device)),
+            )
         }
     };
     let embeddings = Tensor::<AB, 2>::from_inner(inner_embeddings.clone());
@@ -234,21 +278,42 @@ pub fn train_redrafter<AB: AutodiffBackend>(
         let done = step + 1;
         if done % cfg.log_every == 0 || done == total {
             csv.log(done, epoch, "train", lr, &window)?;
-            progress(TrainEvent::Step { step: done, total, loss: loss_sum / cfg.grad_accum as f64, lr, top1: window.iter().map(|m| m.top1_acc()).collect() });
+            progress(TrainEvent::Step {
+                step: done,
+                total,
+                loss: loss_sum / cfg.grad_accum as f64,
+                lr,
+                top1: window.iter().map(|m| m.top1_acc()).collect(),
+            });
             window = vec![StepMetrics::default(); cfg.horizon];
         }
         if done % cfg.checkpoint_every == 0 || done == total {
             if !val.is_empty() {
-                let heads = validate(&drafter.valid(), &val, seqs, &hidden, cfg, draft.as_ref(), &inner_embeddings, &inner_vocab);
+                let heads = validate(
+                    &drafter.valid(),
+                    &val,
+                    seqs,
+                    &hidden,
+                    cfg,
+                    draft.as_ref(),
+                    &inner_embeddings,
+                    &inner_vocab,
+                );
                 csv.log(done, epoch, "val", lr, &heads)?;
                 progress(TrainEvent::Validation { step: done, heads });
             }
             let state = LoopState { step: done, total_steps: total, fingerprint: fingerprint.clone() };
-            save_checkpoint(run_dir, &state, &drafter, &optim, |dir| Ok(save_redrafter(dir, &drafter, &config, target_id, draft_ids, training_info(done))?))?;
+            save_checkpoint(run_dir, &state, &drafter, &optim, |dir| {
+                Ok(save_redrafter(dir, &drafter, &config, target_id, draft_ids, training_info(done))?)
+            })?;
             progress(TrainEvent::Checkpoint { step: done });
         }
     }
-    let heads = if val.is_empty() { Vec::new() } else { validate(&drafter.valid(), &val, seqs, &hidden, cfg, draft.as_ref(), &inner_embeddings, &inner_vocab) };
+    let heads = if val.is_empty() {
+        Vec::new()
+    } else {
+        validate(&drafter.valid(), &val, seqs, &hidden, cfg, draft.as_ref(), &inner_embeddings, &inner_vocab)
+    };
     save_redrafter(run_dir, &drafter, &config, target_id, draft_ids, training_info(total))?;
     let summary = TrainSummary {
         steps: total,
@@ -270,7 +335,8 @@ pub fn train_redrafter<AB: AutodiffBackend>(
 fn split(n: usize, val_fraction: f64, seed: u64) -> (Vec<usize>, Vec<usize>) {
     let mut idx: Vec<usize> = (0..n).collect();
     idx.shuffle(&mut rand::rngs::StdRng::seed_from_u64(seed));
-    let val = if n >= 2 && val_fraction > 0.0 { ((n as f64 * val_fraction).ceil() as usize).clamp(1, n - 1) } else { 0 };
+    let val =
+        if n >= 2 && val_fraction > 0.0 { ((n as f64 * val_fraction).ceil() as usize).clamp(1, n - 1) } else { 0 };
     let train = idx.split_off(val);
     (train, idx)
 }
@@ -287,7 +353,12 @@ struct DraftVocab {
 
 /// The `cfg.draft_vocab` most frequent counted labels of `examples` (ties: the lower id), for a
 /// tied head; `None` for the whole vocabulary.
-fn draft_vocab(examples: &[Example], seqs: &[Sequence], cfg: &ReDrafterTrainConfig, vocab_size: usize) -> Option<DraftVocab> {
+fn draft_vocab(
+    examples: &[Example],
+    seqs: &[Sequence],
+    cfg: &ReDrafterTrainConfig,
+    vocab_size: usize,
+) -> Option<DraftVocab> {
     if cfg.head != HeadKind::Tied || cfg.draft_vocab == 0 || cfg.draft_vocab >= vocab_size {
         return None;
     }
@@ -312,7 +383,14 @@ fn draft_vocab(examples: &[Example], seqs: &[Sequence], cfg: &ReDrafterTrainConf
     Some(DraftVocab { ids, index, coverage })
 }
 
-fn make_batch<B: Backend>(rows: &[Example], seqs: &[Sequence], hidden: &HiddenStore, cfg: &ReDrafterTrainConfig, draft: Option<&DraftVocab>, device: &B::Device) -> TrainBatch<B> {
+fn make_batch<B: Backend>(
+    rows: &[Example],
+    seqs: &[Sequence],
+    hidden: &HiddenStore,
+    cfg: &ReDrafterTrainConfig,
+    draft: Option<&DraftVocab>,
+    device: &B::Device,
+) -> TrainBatch<B> {
     let n = rows.len();
     let mut h = Vec::with_capacity(n * hidden.hidden);
     let mut inputs = vec![Vec::with_capacity(n); cfg.horizon];
@@ -321,7 +399,9 @@ fn make_batch<B: Backend>(rows: &[Example], seqs: &[Sequence], hidden: &HiddenSt
     let mut in_vocab = vec![Vec::with_capacity(n); cfg.horizon];
     for ex in rows {
         h.extend_from_slice(hidden.row(ex.seq as usize, ex.pos as usize));
-        for (i, st) in example_steps(&seqs[ex.seq as usize], ex.pos as usize, cfg.horizon, cfg.labels).into_iter().enumerate() {
+        for (i, st) in
+            example_steps(&seqs[ex.seq as usize], ex.pos as usize, cfg.horizon, cfg.labels).into_iter().enumerate()
+        {
             let label = draft.map_or(st.label, |d| d.index[st.label as usize]);
             inputs[i].push(st.input as i32);
             labels[i].push(if label == u32::MAX { 0 } else { label as i32 });
@@ -340,7 +420,16 @@ fn make_batch<B: Backend>(rows: &[Example], seqs: &[Sequence], hidden: &HiddenSt
 }
 
 #[allow(clippy::too_many_arguments)]
-fn validate<B: Backend>(drafter: &ReDrafter<B>, val: &[Example], seqs: &[Sequence], hidden: &HiddenStore, cfg: &ReDrafterTrainConfig, draft: Option<&DraftVocab>, embeddings: &Tensor<B, 2>, vocab: &VocabProjection<B>) -> Vec<StepMetrics> {
+fn validate<B: Backend>(
+    drafter: &ReDrafter<B>,
+    val: &[Example],
+    seqs: &[Sequence],
+    hidden: &HiddenStore,
+    cfg: &ReDrafterTrainConfig,
+    draft: Option<&DraftVocab>,
+    embeddings: &Tensor<B, 2>,
+    vocab: &VocabProjection<B>,
+) -> Vec<StepMetrics> {
     let mut total = vec![StepMetrics::default(); cfg.horizon];
     for rows in val.chunks(cfg.batch_size) {
         let batch = make_batch::<B>(rows, seqs, hidden, cfg, draft, &embeddings.device());

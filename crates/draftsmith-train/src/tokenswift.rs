@@ -15,7 +15,9 @@ use burn::optim::{AdamWConfig, GradientsAccumulator, GradientsParams, Optimizer}
 use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::{Int, Tensor, TensorData};
 use draftsmith_heads::redrafter::StepMetrics;
-use draftsmith_heads::tokenswift::{load_tokenswift, save_tokenswift, shifted_loss, TokenSwiftBatch, TokenSwiftConfig, TokenSwiftHeads};
+use draftsmith_heads::tokenswift::{
+    load_tokenswift, save_tokenswift, shifted_loss, TokenSwiftBatch, TokenSwiftConfig, TokenSwiftHeads,
+};
 use draftsmith_heads::TargetIdentity;
 use draftsmith_model::{AttentionMask, LogitsSelect, Model};
 use rand::seq::SliceRandom;
@@ -89,7 +91,12 @@ impl TokenSwiftTrainConfig {
             return bad("num_heads, batch_size, grad_accum and steps must be positive".into());
         }
         if self.seq_len < self.num_heads + 3 {
-            return bad(format!("seq_len {} is too short for {} heads (each needs a token {} positions ahead)", self.seq_len, self.num_heads, self.num_heads + 1));
+            return bad(format!(
+                "seq_len {} is too short for {} heads (each needs a token {} positions ahead)",
+                self.seq_len,
+                self.num_heads,
+                self.num_heads + 1
+            ));
         }
         if self.lr <= 0.0 || self.checkpoint_every == 0 || self.log_every == 0 || self.max_grad_norm <= 0.0 {
             return bad("lr, max_grad_norm, checkpoint_every and log_every must be positive".into());
@@ -126,7 +133,9 @@ pub fn train_tokenswift<AB: AutodiffBackend>(
     }
     std::fs::create_dir_all(run_dir).map_err(TrainError::io(run_dir))?;
     let c = target.config();
-    let config = TokenSwiftConfig::new(c.vocab_size, c.hidden_size).with_num_heads(cfg.num_heads).with_rms_norm_eps(c.rms_norm_eps as f64);
+    let config = TokenSwiftConfig::new(c.vocab_size, c.hidden_size)
+        .with_num_heads(cfg.num_heads)
+        .with_rms_norm_eps(c.rms_norm_eps as f64);
     let fingerprint = serde_json::json!({ "train": cfg, "data": data_fingerprint, "target": target_id });
     let device = target.device().clone();
     let micro_per_epoch = train.len().div_ceil(cfg.batch_size);
@@ -142,7 +151,13 @@ pub fn train_tokenswift<AB: AutodiffBackend>(
         load_tokenswift::<AB::InnerBackend>(dir, Some(target_id), &device)?;
         Ok(())
     })?;
-    progress(TrainEvent::Start { total_steps: cfg.steps, resumed_at: start, examples: train.len() * cfg.seq_len, val_examples: val.len() * cfg.seq_len, params: config.num_params() });
+    progress(TrainEvent::Start {
+        total_steps: cfg.steps,
+        resumed_at: start,
+        examples: train.len() * cfg.seq_len,
+        val_examples: val.len() * cfg.seq_len,
+        params: config.num_params(),
+    });
     let csv = MetricsCsv::open(&run_dir.join("metrics.csv"), start)?;
     // The target's LM head, once: `[hidden, vocab]`, contiguous, a constant of the graph.
     let inner_lm = target.lm_head_matrix();
@@ -166,7 +181,8 @@ pub fn train_tokenswift<AB: AutodiffBackend>(
                 order_epoch = epoch;
             }
             let at = (index % micro_per_epoch) * cfg.batch_size;
-            let picked: Vec<&[u32]> = order[at..(at + cfg.batch_size).min(order.len())].iter().map(|&i| train[i].as_slice()).collect();
+            let picked: Vec<&[u32]> =
+                order[at..(at + cfg.batch_size).min(order.len())].iter().map(|&i| train[i].as_slice()).collect();
             let batch = make_batch::<AB>(target, &picked, cfg.num_heads)?;
             let (loss, metrics) = shifted_loss(&heads, &lm, &batch);
             loss_sum += metrics.iter().map(StepMetrics::mean_loss).sum::<f64>();
@@ -177,7 +193,13 @@ pub fn train_tokenswift<AB: AutodiffBackend>(
         let done = step + 1;
         if done % cfg.log_every == 0 || done == cfg.steps {
             csv.log(done, 0, "train", lr, &window)?;
-            progress(TrainEvent::Step { step: done, total: cfg.steps, loss: loss_sum / cfg.grad_accum as f64, lr, top1: window.iter().map(|m| m.top1_acc()).collect() });
+            progress(TrainEvent::Step {
+                step: done,
+                total: cfg.steps,
+                loss: loss_sum / cfg.grad_accum as f64,
+                lr,
+                top1: window.iter().map(|m| m.top1_acc()).collect(),
+            });
             window = vec![StepMetrics::default(); cfg.num_heads];
         }
         if done % cfg.checkpoint_every == 0 || done == cfg.steps {
@@ -187,7 +209,9 @@ pub fn train_tokenswift<AB: AutodiffBackend>(
                 progress(TrainEvent::Validation { step: done, heads: metrics });
             }
             let state = LoopState { step: done, total_steps: cfg.steps, fingerprint: fingerprint.clone() };
-            save_checkpoint(run_dir, &state, &heads, &optim, |dir| Ok(save_tokenswift(dir, &heads, &config, target_id, training_info(done))?))?;
+            save_checkpoint(run_dir, &state, &heads, &optim, |dir| {
+                Ok(save_tokenswift(dir, &heads, &config, target_id, training_info(done))?)
+            })?;
             progress(TrainEvent::Checkpoint { step: done });
         }
     }
@@ -211,15 +235,29 @@ pub fn train_tokenswift<AB: AutodiffBackend>(
 
 /// [`inner_batch`] over `chunks`, concatenated and lifted onto the autodiff backend (as
 /// constants: the target is frozen).
-fn make_batch<AB: AutodiffBackend>(target: &Model<AB::InnerBackend>, chunks: &[&[u32]], num_heads: usize) -> Result<TokenSwiftBatch<AB>, TrainError> {
+fn make_batch<AB: AutodiffBackend>(
+    target: &Model<AB::InnerBackend>,
+    chunks: &[&[u32]],
+    num_heads: usize,
+) -> Result<TokenSwiftBatch<AB>, TrainError> {
     let parts = chunks.iter().map(|c| inner_batch(target, c, num_heads)).collect::<Result<Vec<_>, _>>()?;
     let hidden = Tensor::cat(parts.iter().map(|p| p.hidden.clone()).collect(), 0);
-    let labels = (0..num_heads).map(|i| Tensor::from_inner(Tensor::cat(parts.iter().map(|p| p.labels[i].clone()).collect(), 0))).collect();
-    let weights = (0..num_heads).map(|i| Tensor::from_inner(Tensor::cat(parts.iter().map(|p| p.weights[i].clone()).collect(), 0))).collect();
+    let labels = (0..num_heads)
+        .map(|i| Tensor::from_inner(Tensor::cat(parts.iter().map(|p| p.labels[i].clone()).collect(), 0)))
+        .collect();
+    let weights = (0..num_heads)
+        .map(|i| Tensor::from_inner(Tensor::cat(parts.iter().map(|p| p.weights[i].clone()).collect(), 0)))
+        .collect();
     Ok(TokenSwiftBatch { hidden: Tensor::from_inner(hidden), labels, weights })
 }
 
-fn validate<B: Backend>(target: &Model<B>, heads: &TokenSwiftHeads<B>, lm: &Tensor<B, 2>, val: &[Vec<u32>], cfg: &TokenSwiftTrainConfig) -> Result<Vec<StepMetrics>, TrainError> {
+fn validate<B: Backend>(
+    target: &Model<B>,
+    heads: &TokenSwiftHeads<B>,
+    lm: &Tensor<B, 2>,
+    val: &[Vec<u32>],
+    cfg: &TokenSwiftTrainConfig,
+) -> Result<Vec<StepMetrics>, TrainError> {
     let mut total = vec![StepMetrics::default(); cfg.num_heads];
     for chunk in val {
         let batch = inner_batch(target, chunk, cfg.num_heads)?;
@@ -231,7 +269,11 @@ fn validate<B: Backend>(target: &Model<B>, heads: &TokenSwiftHeads<B>, lm: &Tens
 
 /// The target's pre-norm hidden states over one chunk (one causal pass) and, per head `i`, the
 /// token `2 + i` positions ahead (weight 0 where the chunk ends first).
-fn inner_batch<B: Backend>(target: &Model<B>, chunk: &[u32], num_heads: usize) -> Result<TokenSwiftBatch<B>, TrainError> {
+fn inner_batch<B: Backend>(
+    target: &Model<B>,
+    chunk: &[u32],
+    num_heads: usize,
+) -> Result<TokenSwiftBatch<B>, TrainError> {
     let device = target.device().clone();
     let mut cache = target.new_cache(chunk.len());
     let positions: Vec<usize> = (0..chunk.len()).collect();

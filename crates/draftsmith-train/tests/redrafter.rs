@@ -5,7 +5,10 @@
 use burn::backend::{Autodiff, Flex};
 use draftsmith_heads::redrafter::HeadKind;
 use draftsmith_heads::TargetIdentity;
-use draftsmith_model::{build_model, Architecture, AttentionMask, LoadOptions, LogitsSelect, MatmulWeights, MemorySource, Model, ModelConfig};
+use draftsmith_model::{
+    build_model, Architecture, AttentionMask, LoadOptions, LogitsSelect, MatmulWeights, MemorySource, Model,
+    ModelConfig,
+};
 use draftsmith_train::{train_redrafter, LabelSource, ReDrafterTrainConfig, Sequence, TrainError, TrainEvent};
 
 type B = Flex;
@@ -13,7 +16,13 @@ type AB = Autodiff<Flex>;
 
 fn tiny() -> Model<B> {
     let config = ModelConfig::tiny(Architecture::Llama);
-    build_model::<B>(&config, &MemorySource::random(&config, 7), LoadOptions::new(MatmulWeights::Quantized), &Default::default()).unwrap()
+    build_model::<B>(
+        &config,
+        &MemorySource::random(&config, 7),
+        LoadOptions::new(MatmulWeights::Quantized),
+        &Default::default(),
+    )
+    .unwrap()
 }
 
 /// Prompt of 4 pseudo-random tokens followed by 24 greedy tokens of the target.
@@ -32,7 +41,8 @@ fn self_distilled(model: &Model<B>, n: usize) -> Vec<Sequence> {
             let mut feed = tokens.clone();
             for _ in 0..24 {
                 let positions: Vec<usize> = (pos..pos + feed.len()).collect();
-                let out = model.forward(&feed, &positions, &AttentionMask::Causal, LogitsSelect::Last, &mut cache).unwrap();
+                let out =
+                    model.forward(&feed, &positions, &AttentionMask::Causal, LogitsSelect::Last, &mut cache).unwrap();
                 pos += feed.len();
                 let row: Vec<f32> = out.logits.unwrap().into_data().to_vec().unwrap();
                 let next = row.iter().enumerate().max_by(|a, b| a.1.total_cmp(b.1)).unwrap().0 as u32;
@@ -56,7 +66,16 @@ fn tmp(name: &str) -> std::path::PathBuf {
 }
 
 fn cfg() -> ReDrafterTrainConfig {
-    ReDrafterTrainConfig { horizon: 3, epochs: 30, batch_size: 64, lr: 3e-3, checkpoint_every: 20, log_every: 10, val_fraction: 0.1, ..Default::default() }
+    ReDrafterTrainConfig {
+        horizon: 3,
+        epochs: 30,
+        batch_size: 64,
+        lr: 3e-3,
+        checkpoint_every: 20,
+        log_every: 10,
+        val_fraction: 0.1,
+        ..Default::default()
+    }
 }
 
 #[test]
@@ -64,7 +83,8 @@ fn learns_the_targets_continuations() {
     let model = tiny();
     let seqs = self_distilled(&model, 40);
     let dir = tmp("learn");
-    let summary = train_redrafter::<AB>(&model, &identity(), &seqs, &cfg(), &dir, serde_json::json!("t"), &mut |_| {}).unwrap();
+    let summary =
+        train_redrafter::<AB>(&model, &identity(), &seqs, &cfg(), &dir, serde_json::json!("t"), &mut |_| {}).unwrap();
     assert!(summary.val_top1[0] > 0.6, "validation top-1 of head 1: {:?}", summary.val_top1);
     assert!(dir.join("drafter.safetensors").exists() && dir.join("config.json").exists());
     let csv = std::fs::read_to_string(dir.join("metrics.csv")).unwrap();
@@ -77,16 +97,23 @@ fn a_draft_vocabulary_keeps_the_most_frequent_labels() {
     let seqs = self_distilled(&model, 40);
     let dir = tmp("draft-vocab");
     let small = ReDrafterTrainConfig { draft_vocab: 6, ..cfg() };
-    let summary = train_redrafter::<AB>(&model, &identity(), &seqs, &small, &dir, serde_json::json!("t"), &mut |_| {}).unwrap();
-    let file: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.join("config.json")).unwrap()).unwrap();
+    let summary =
+        train_redrafter::<AB>(&model, &identity(), &seqs, &small, &dir, serde_json::json!("t"), &mut |_| {}).unwrap();
+    let file: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("config.json")).unwrap()).unwrap();
     let ids: Vec<u32> = serde_json::from_value(file["draft_vocab"].clone()).unwrap();
     assert!(ids.len() == 6 && ids.windows(2).all(|w| w[0] < w[1]), "{ids:?}");
     // Response tokens by frequency: the six most frequent must be the draft vocabulary (labels
     // are response tokens; a token's label count is its response count up to the edges).
     let mut counts = [0usize; 48];
-    seqs.iter().for_each(|s| s.tokens.iter().zip(&s.loss_mask).filter(|(_, &m)| m).for_each(|(&t, _)| counts[t as usize] += 1));
+    seqs.iter().for_each(|s| {
+        s.tokens.iter().zip(&s.loss_mask).filter(|(_, &m)| m).for_each(|(&t, _)| counts[t as usize] += 1)
+    });
     let top = *counts.iter().max().unwrap();
-    assert!(ids.contains(&(counts.iter().position(|&c| c == top).unwrap() as u32)), "the most frequent label is kept: {ids:?} {counts:?}");
+    assert!(
+        ids.contains(&(counts.iter().position(|&c| c == top).unwrap() as u32)),
+        "the most frequent label is kept: {ids:?} {counts:?}"
+    );
     let coverage = file["training"]["draft_vocab_label_coverage"].as_f64().unwrap();
     assert!(coverage > 0.3 && coverage < 1.0, "six of the labels' tokens cover part of them: {coverage}");
     assert!(summary.val_top1[0] > 0.3, "still learns: {:?}", summary.val_top1);
@@ -94,7 +121,8 @@ fn a_draft_vocabulary_keeps_the_most_frequent_labels() {
     let full = ReDrafterTrainConfig { head: HeadKind::Full, draft_vocab: 6, epochs: 1, ..cfg() };
     let dir_full = tmp("draft-vocab-full");
     train_redrafter::<AB>(&model, &identity(), &seqs, &full, &dir_full, serde_json::json!("t"), &mut |_| {}).unwrap();
-    let file: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir_full.join("config.json")).unwrap()).unwrap();
+    let file: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir_full.join("config.json")).unwrap()).unwrap();
     assert!(file.get("draft_vocab").is_none());
 }
 
@@ -124,9 +152,13 @@ fn a_killed_run_resumes_to_the_same_weights() {
     })
     .unwrap();
     assert_eq!(resumed_at, Some(20));
-    assert_eq!(std::fs::read(whole.join("drafter.safetensors")).unwrap(), std::fs::read(killed.join("drafter.safetensors")).unwrap());
+    assert_eq!(
+        std::fs::read(whole.join("drafter.safetensors")).unwrap(),
+        std::fs::read(killed.join("drafter.safetensors")).unwrap()
+    );
 
     let changed = ReDrafterTrainConfig { lr: 1e-2, ..cfg };
-    let err = train_redrafter::<AB>(&model, &identity(), &seqs, &changed, &killed, serde_json::json!("d"), &mut |_| {}).unwrap_err();
+    let err = train_redrafter::<AB>(&model, &identity(), &seqs, &changed, &killed, serde_json::json!("d"), &mut |_| {})
+        .unwrap_err();
     assert!(matches!(err, TrainError::ResumeMismatch { .. }), "{err}");
 }

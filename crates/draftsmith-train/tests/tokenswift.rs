@@ -12,7 +12,13 @@ type AB = Autodiff<Flex>;
 
 fn tiny() -> Model<B> {
     let config = ModelConfig::tiny(Architecture::Qwen2);
-    build_model::<B>(&config, &MemorySource::random(&config, 9), LoadOptions::new(MatmulWeights::Quantized), &Default::default()).unwrap()
+    build_model::<B>(
+        &config,
+        &MemorySource::random(&config, 9),
+        LoadOptions::new(MatmulWeights::Quantized),
+        &Default::default(),
+    )
+    .unwrap()
 }
 
 /// Streams that cycle through a fixed 12-token phrase, from different starting points: the
@@ -34,7 +40,17 @@ fn tmp(name: &str) -> std::path::PathBuf {
 }
 
 fn cfg() -> TokenSwiftTrainConfig {
-    TokenSwiftTrainConfig { seq_len: 24, batch_size: 4, steps: 60, warmup_steps: 5, lr: 1e-2, checkpoint_every: 20, log_every: 10, val_chunks: 6, ..Default::default() }
+    TokenSwiftTrainConfig {
+        seq_len: 24,
+        batch_size: 4,
+        steps: 60,
+        warmup_steps: 5,
+        lr: 1e-2,
+        checkpoint_every: 20,
+        log_every: 10,
+        val_chunks: 6,
+        ..Default::default()
+    }
 }
 
 #[test]
@@ -44,15 +60,20 @@ fn the_heads_learn_to_read_ahead() {
     let (val, train) = data.split_at(6);
     let dir = tmp("learn");
     let mut first_val = None;
-    let summary = train_tokenswift::<AB>(&model, &identity(), train, val, &cfg(), &dir, serde_json::json!("t"), &mut |e| {
-        if let TrainEvent::Validation { heads, .. } = &e {
-            first_val.get_or_insert(heads[0].top1_acc());
-        }
-    })
-    .unwrap();
+    let summary =
+        train_tokenswift::<AB>(&model, &identity(), train, val, &cfg(), &dir, serde_json::json!("t"), &mut |e| {
+            if let TrainEvent::Validation { heads, .. } = &e {
+                first_val.get_or_insert(heads[0].top1_acc());
+            }
+        })
+        .unwrap();
     assert_eq!(summary.val_top1.len(), 3, "three heads");
     let first = first_val.expect("validated at step 20");
-    assert!(summary.val_top1[0] > 0.5 && summary.val_top1[0] > first + 0.2, "validation top-1 of head 1 (token t+2): {first} at step 20, {:?} at the end", summary.val_top1);
+    assert!(
+        summary.val_top1[0] > 0.5 && summary.val_top1[0] > first + 0.2,
+        "validation top-1 of head 1 (token t+2): {first} at step 20, {:?} at the end",
+        summary.val_top1
+    );
     assert!(dir.join("drafter.safetensors").exists() && dir.join("config.json").exists());
     assert_eq!(draftsmith_heads::drafter_kind(&dir).unwrap(), "tokenswift");
     let csv = std::fs::read_to_string(dir.join("metrics.csv")).unwrap();
@@ -65,30 +86,86 @@ fn a_killed_run_resumes_to_the_same_weights_and_bad_settings_are_refused() {
     let data = chunks(&cyclic_streams(10, 24), 24);
     let cfg = TokenSwiftTrainConfig { steps: 40, ..cfg() };
     let whole = tmp("whole");
-    train_tokenswift::<AB>(&model, &identity(), &data[2..], &data[..2], &cfg, &whole, serde_json::json!("d"), &mut |_| {}).unwrap();
+    train_tokenswift::<AB>(
+        &model,
+        &identity(),
+        &data[2..],
+        &data[..2],
+        &cfg,
+        &whole,
+        serde_json::json!("d"),
+        &mut |_| {},
+    )
+    .unwrap();
     let killed = tmp("killed");
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        train_tokenswift::<AB>(&model, &identity(), &data[2..], &data[..2], &cfg, &killed, serde_json::json!("d"), &mut |e| {
-            if let TrainEvent::Checkpoint { step: 20 } = e {
-                panic!("simulated kill");
-            }
-        })
+        train_tokenswift::<AB>(
+            &model,
+            &identity(),
+            &data[2..],
+            &data[..2],
+            &cfg,
+            &killed,
+            serde_json::json!("d"),
+            &mut |e| {
+                if let TrainEvent::Checkpoint { step: 20 } = e {
+                    panic!("simulated kill");
+                }
+            },
+        )
     }));
     assert!(result.is_err());
     let mut resumed_at = None;
-    train_tokenswift::<AB>(&model, &identity(), &data[2..], &data[..2], &cfg, &killed, serde_json::json!("d"), &mut |e| {
-        if let TrainEvent::Start { resumed_at: r, .. } = e {
-            resumed_at = Some(r);
-        }
-    })
+    train_tokenswift::<AB>(
+        &model,
+        &identity(),
+        &data[2..],
+        &data[..2],
+        &cfg,
+        &killed,
+        serde_json::json!("d"),
+        &mut |e| {
+            if let TrainEvent::Start { resumed_at: r, .. } = e {
+                resumed_at = Some(r);
+            }
+        },
+    )
     .unwrap();
     assert_eq!(resumed_at, Some(20));
-    assert_eq!(std::fs::read(whole.join("drafter.safetensors")).unwrap(), std::fs::read(killed.join("drafter.safetensors")).unwrap());
+    assert_eq!(
+        std::fs::read(whole.join("drafter.safetensors")).unwrap(),
+        std::fs::read(killed.join("drafter.safetensors")).unwrap()
+    );
 
     let changed = TokenSwiftTrainConfig { lr: 1e-3, ..cfg.clone() };
-    let err = train_tokenswift::<AB>(&model, &identity(), &data[2..], &data[..2], &changed, &killed, serde_json::json!("d"), &mut |_| {}).unwrap_err();
+    let err = train_tokenswift::<AB>(
+        &model,
+        &identity(),
+        &data[2..],
+        &data[..2],
+        &changed,
+        &killed,
+        serde_json::json!("d"),
+        &mut |_| {},
+    )
+    .unwrap_err();
     assert!(matches!(err, TrainError::ResumeMismatch { .. }), "{err}");
     let short = TokenSwiftTrainConfig { seq_len: 4, ..cfg.clone() };
-    assert!(train_tokenswift::<AB>(&model, &identity(), &data, &[], &short, &tmp("short"), serde_json::json!("d"), &mut |_| {}).unwrap_err().to_string().contains("too short"));
-    assert!(matches!(train_tokenswift::<AB>(&model, &identity(), &[], &[], &cfg, &tmp("empty"), serde_json::json!("d"), &mut |_| {}), Err(TrainError::NoExamples(_))));
+    assert!(train_tokenswift::<AB>(
+        &model,
+        &identity(),
+        &data,
+        &[],
+        &short,
+        &tmp("short"),
+        serde_json::json!("d"),
+        &mut |_| {}
+    )
+    .unwrap_err()
+    .to_string()
+    .contains("too short"));
+    assert!(matches!(
+        train_tokenswift::<AB>(&model, &identity(), &[], &[], &cfg, &tmp("empty"), serde_json::json!("d"), &mut |_| {}),
+        Err(TrainError::NoExamples(_))
+    ));
 }

@@ -87,7 +87,8 @@ fn bench_ar<B: Backend>(args: &BenchArArgs, device: &B::Device) -> Result<()> {
         r.run(&prompts[0], 8)?;
     }
     let repeats = args.repeats.unwrap_or(if args.vs_llamacpp { 3 } else { 1 }).max(1);
-    let (mut decode_time, mut decode_tokens, mut prefill_time, mut prefill_tokens) = (Duration::ZERO, 0usize, Duration::ZERO, 0usize);
+    let (mut decode_time, mut decode_tokens, mut prefill_time, mut prefill_tokens) =
+        (Duration::ZERO, 0usize, Duration::ZERO, 0usize);
     let (mut lc_decode, mut lc_prefill, mut lc_tokens, mut ratios) = (0.0f64, 0.0f64, 0usize, Vec::new());
     for _ in 0..repeats {
         for prompt in &prompts {
@@ -147,7 +148,8 @@ fn bench_ar<B: Backend>(args: &BenchArArgs, device: &B::Device) -> Result<()> {
         // The engines alternate prompt by prompt: the median of the per-prompt ratios, with the
         // quartiles and the extremes as its spread.
         result["decode_ratio_vs_llamacpp"] = json!(at(0.5));
-        result["decode_ratio_spread"] = json!({"min": at(0.0), "q1": at(0.25), "q3": at(0.75), "max": at(1.0), "pairs": ratios.len()});
+        result["decode_ratio_spread"] =
+            json!({"min": at(0.0), "q1": at(0.25), "q3": at(0.75), "max": at(1.0), "pairs": ratios.len()});
     }
     if !args.json {
         eprintln!("{}", serde_json::to_string_pretty(&result)?);
@@ -190,7 +192,13 @@ impl Machine {
             kernel_peak_gmac_s: probe::kernel_peak(mode, draftsmith_kernels::QFormat::Q4_1),
             instruction_peak_gmac_s: probe::instruction_peak(mode),
         };
-        eprintln!("cpu: {} ({} threads; kernels {}; flags {})", m.cpu_model, m.threads, m.kernel_path, m.cpu_flags.join(" "));
+        eprintln!(
+            "cpu: {} ({} threads; kernels {}; flags {})",
+            m.cpu_model,
+            m.threads,
+            m.kernel_path,
+            m.cpu_flags.join(" ")
+        );
         eprintln!(
             "roofline inputs: {:.1} MB of matrix weights, {:.1} M multiply-adds per token; read bandwidth {:.1} GB/s at that size; kernel peak {:.0} GMAC/s ({:?} activations, Q4_1, 64 rows); instruction peak {:.0} GMAC/s",
             m.matrix_bytes as f64 / 1e6,
@@ -206,7 +214,8 @@ impl Machine {
     /// Milliseconds of a pass over `n` tokens at `peak` GMAC/s (NaN for an unprobed peak).
     fn roofline(&self, n: usize, peak: f64) -> f64 {
         let peak = if peak > 0.0 { peak } else { f64::NAN };
-        (self.matrix_bytes as f64 / (self.read_bandwidth_gb_s * 1e6)).max(n as f64 * self.macs_per_token as f64 / (peak * 1e6))
+        (self.matrix_bytes as f64 / (self.read_bandwidth_gb_s * 1e6))
+            .max(n as f64 * self.macs_per_token as f64 / (peak * 1e6))
     }
 }
 
@@ -226,7 +235,21 @@ fn verify_curve<B: Backend>(model: &Model<B>, args: &BenchArArgs, machine: &Mach
     let mut rows = Vec::new();
     eprintln!("verify cost curve (all logits; median of {} passes):", args.curve_runs);
     eprintln!("(roofline: max(bytes / bandwidth, n · MACs / peak) with the kernel's measured peak; isa: with the instruction peak)");
-    eprintln!("{:>7} {:>5} {:>4} {:>9} {:>7} {:>9} {:>9} {:>9} {:>9} {:>8} {:>8} {:>8}", "context", "shape", "n", "ms", "t(n)/t1", "matrices", "attention", "other", "roofline", "roof/r1", "isa", "isa/r1");
+    eprintln!(
+        "{:>7} {:>5} {:>4} {:>9} {:>7} {:>9} {:>9} {:>9} {:>9} {:>8} {:>8} {:>8}",
+        "context",
+        "shape",
+        "n",
+        "ms",
+        "t(n)/t1",
+        "matrices",
+        "attention",
+        "other",
+        "roofline",
+        "roof/r1",
+        "isa",
+        "isa/r1"
+    );
     for &context in &args.contexts {
         if context == 0 {
             bail!("--contexts: a context must hold at least one cached token");
@@ -364,8 +387,15 @@ impl LlamaCpp {
         let stdin = child.stdin.take().context("llama.cpp benchmark stdin")?;
         let stdout = std::io::BufReader::new(child.stdout.take().context("llama.cpp benchmark stdout")?);
         let mut lc = Self { child, stdin, stdout, info: Value::Null };
-        lc.info = lc.read_line().with_context(|| format!("{} did not start (install llama-cpp-python with `just install-llamacpp`)", script.display()))?;
-        eprintln!("llama.cpp: {} ({} threads): {}", lc.info["engine"], lc.info["threads"], lc.info["system_info"].as_str().unwrap_or("?"));
+        lc.info = lc.read_line().with_context(|| {
+            format!("{} did not start (install llama-cpp-python with `just install-llamacpp`)", script.display())
+        })?;
+        eprintln!(
+            "llama.cpp: {} ({} threads): {}",
+            lc.info["engine"],
+            lc.info["threads"],
+            lc.info["system_info"].as_str().unwrap_or("?")
+        );
         Ok(lc)
     }
 

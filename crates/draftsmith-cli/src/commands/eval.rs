@@ -139,7 +139,11 @@ pub struct LoadedDrafters<B: Backend> {
 
 impl<B: Backend> LoadedDrafters<B> {
     pub fn as_drafters(&self) -> Drafters<'_, B> {
-        Drafters { draft_model: self.draft_model.as_ref().map(|d| &d.model), redrafter: self.redrafter.as_ref(), tokenswift: self.tokenswift.as_ref() }
+        Drafters {
+            draft_model: self.draft_model.as_ref().map(|d| &d.model),
+            redrafter: self.redrafter.as_ref(),
+            tokenswift: self.tokenswift.as_ref(),
+        }
     }
 }
 
@@ -196,7 +200,12 @@ impl MethodParamArgs {
 
     /// Loads the drafters that are named: a draft model (checked to share the target's
     /// tokenizer) and a trained drafter (checked to be trained for this target).
-    pub fn load_drafters<B: Backend>(&self, target: &LoadedModel<B>, model: &ModelArgs, device: &B::Device) -> Result<LoadedDrafters<B>> {
+    pub fn load_drafters<B: Backend>(
+        &self,
+        target: &LoadedModel<B>,
+        model: &ModelArgs,
+        device: &B::Device,
+    ) -> Result<LoadedDrafters<B>> {
         let draft_model = match &self.draft_model {
             Some(spec) => {
                 let drafter = ModelArgs { model: spec.clone(), ..model.clone() }.load::<B>(device)?;
@@ -212,7 +221,10 @@ impl MethodParamArgs {
             match draftsmith_heads::drafter_kind(dir)?.as_str() {
                 "redrafter" => redrafter = Some(LoadedReDrafter::load(dir, &identity, device)?),
                 "tokenswift" => tokenswift = Some(LoadedTokenSwift::load(dir, &identity, device)?),
-                other => bail!("{}: unknown drafter kind `{other}` (redrafter, tokenswift)", dir.join("config.json").display()),
+                other => bail!(
+                    "{}: unknown drafter kind `{other}` (redrafter, tokenswift)",
+                    dir.join("config.json").display()
+                ),
             }
         }
         Ok(LoadedDrafters { draft_model, redrafter, tokenswift })
@@ -249,12 +261,26 @@ fn run_on<B: Backend>(args: &EvalArgs, device: &B::Device) -> Result<()> {
         prompts_sha256: set.sha256.clone(),
         limit: args.limit,
         chat_template: !args.no_chat_template,
-        drafter_sha256: args.params.drafter.as_deref().map(|d| draftsmith_eval::drafter_sha256(Path::new(d))).transpose()?,
+        drafter_sha256: args
+            .params
+            .drafter
+            .as_deref()
+            .map(|d| draftsmith_eval::drafter_sha256(Path::new(d)))
+            .transpose()?,
         command: command_line.clone(),
     };
-    let input = EvalInput { out_dir: &out, manifest: &manifest, prompts: &prompts, stop_tokens: loaded.tokenizer.eos_ids(), command_line: &command_line, reuse_ar_from: args.reuse_ar_from.as_deref() };
+    let input = EvalInput {
+        out_dir: &out,
+        manifest: &manifest,
+        prompts: &prompts,
+        stop_tokens: loaded.tokenizer.eos_ids(),
+        command_line: &command_line,
+        reuse_ar_from: args.reuse_ar_from.as_deref(),
+    };
     let bar = ProgressBar::new(0);
-    bar.set_style(ProgressStyle::with_template("{bar:30} {pos}/{len} pairs [{elapsed} < {eta}] {msg}").expect("valid template"));
+    bar.set_style(
+        ProgressStyle::with_template("{bar:30} {pos}/{len} pairs [{elapsed} < {eta}] {msg}").expect("valid template"),
+    );
     let outcome = draftsmith_eval::evaluate(&loaded.model, drafters.as_drafters(), &input, &mut |p| match p {
         Progress::Start { total, done } => {
             bar.set_length(total as u64);
@@ -279,24 +305,39 @@ fn resolve_prompts(spec: &str) -> Result<PathBuf> {
         return Ok(path.to_path_buf());
     }
     match draftsmith_fetch::find(spec) {
-        Ok(a) if a.kind == draftsmith_fetch::ArtifactKind::Dataset && a.output.ends_with(".jsonl") => fetch_with_progress(a),
+        Ok(a) if a.kind == draftsmith_fetch::ArtifactKind::Dataset && a.output.ends_with(".jsonl") => {
+            fetch_with_progress(a)
+        }
         _ => bail!("--prompts {spec}: no such file, and not a prompt dataset (mt-bench, humaneval)"),
     }
 }
 
 fn print_summary(summary: &Summary, out: &Path, json: bool) {
     if json {
-        println!("{}", json!({ "methods": summary.methods, "lossless": summary.lossless, "near_tie_bound": summary.near_tie_bound, "out": out.display().to_string() }));
+        println!(
+            "{}",
+            json!({ "methods": summary.methods, "lossless": summary.lossless, "near_tie_bound": summary.near_tie_bound, "out": out.display().to_string() })
+        );
         return;
     }
     let f = |v: Option<f64>| v.map_or_else(|| "–".into(), |v| format!("{v:.2}"));
     println!("{:<16} {:>8} {:>8} {:>8} {:>14} {:>9}", "method", "τ", "accept%", "speedup", "w/ prefill", "lossless");
     for (name, s) in summary.iter() {
-        println!("{name:<16} {:>8.3} {:>8} {:>8} {:>14} {:>9}", s.tokens_per_step, f(s.acceptance_pct), f(s.speedup), f(s.speedup_with_prefill), s.lossless);
+        println!(
+            "{name:<16} {:>8.3} {:>8} {:>8} {:>14} {:>9}",
+            s.tokens_per_step,
+            f(s.acceptance_pct),
+            f(s.speedup),
+            f(s.speedup_with_prefill),
+            s.lossless
+        );
     }
     if let Some(b) = &summary.near_tie_bound {
         let ties: usize = summary.methods.values().map(|s| s.near_ties).sum();
-        println!("near-tie check (kernels not batch-invariant): drift {:.2e}, bound {:.2e}, near-ties {ties}", b.drift, b.bound);
+        println!(
+            "near-tie check (kernels not batch-invariant): drift {:.2e}, bound {:.2e}, near-ties {ties}",
+            b.drift, b.bound
+        );
     }
     println!("records, summary.json, report.md and plot.svg in {}", out.display());
 }
@@ -311,7 +352,16 @@ fn check_lossless(summary: &Summary) -> Result<()> {
     let listed: Vec<String> = real
         .iter()
         .take(5)
-        .map(|m| format!("prompt `{}`, {}: position {}: ar {} vs {}", m.prompt_id, m.method, m.position, tok(m.ar_token), tok(m.method_token)))
+        .map(|m| {
+            format!(
+                "prompt `{}`, {}: position {}: ar {} vs {}",
+                m.prompt_id,
+                m.method,
+                m.position,
+                tok(m.ar_token),
+                tok(m.method_token)
+            )
+        })
         .collect();
     match listed.is_empty() {
         true => bail!("not lossless: some method has prompts without an ar record"),
@@ -329,7 +379,10 @@ fn command_line() -> String {
         }
     };
     let mut args = std::env::args();
-    let program = args.next().map(|p| Path::new(&p).file_name().map_or(p.clone(), |n| n.to_string_lossy().into_owned())).unwrap_or_default();
+    let program = args
+        .next()
+        .map(|p| Path::new(&p).file_name().map_or(p.clone(), |n| n.to_string_lossy().into_owned()))
+        .unwrap_or_default();
     std::iter::once(program).chain(args.map(quote)).collect::<Vec<_>>().join(" ")
 }
 

@@ -31,9 +31,17 @@ pub fn run(args: ExportArgs) -> Result<()> {
     let out = args.out.unwrap_or_else(|| args.run.join("export"));
     std::fs::create_dir_all(&out).with_context(|| format!("{}: cannot create", out.display()))?;
     for name in [WEIGHTS_FILE, CONFIG_FILE] {
-        std::fs::copy(source.join(name), out.join(name)).with_context(|| format!("copying {} to {}", source.join(name).display(), out.display()))?;
+        std::fs::copy(source.join(name), out.join(name))
+            .with_context(|| format!("copying {} to {}", source.join(name).display(), out.display()))?;
     }
-    let target = file.target.as_ref().map_or("unknown target".to_string(), |t| format!("{} (sha256 {}…)", t.name, &t.sha256[..12.min(t.sha256.len())]));
-    println!("exported a ReDrafter ({:?} head, {} ResBlocks) for {target} to {}", file.head, file.num_draft_layers, out.display());
+    let target = file.target.as_ref().map_or("unknown target".to_string(), |t| {
+        format!("{} (sha256 {}…)", t.name, &t.sha256[..12.min(t.sha256.len())])
+    });
+    println!(
+        "exported a ReDrafter ({:?} head, {} ResBlocks) for {target} to {}",
+        file.head,
+        file.num_draft_layers,
+        out.display()
+    );
     Ok(())
 }

@@ -23,7 +23,13 @@ pub fn run(args: FetchArgs) -> Result<()> {
     if args.list {
         let data = draftsmith_fetch::data_dir();
         for a in draftsmith_fetch::catalog() {
-            println!("{:<20} {:<8} {}  → {}", a.name, format!("{:?}", a.kind).to_lowercase(), a.description, draftsmith_fetch::artifact_path(&data, a).display());
+            println!(
+                "{:<20} {:<8} {}  → {}",
+                a.name,
+                format!("{:?}", a.kind).to_lowercase(),
+                a.description,
+                draftsmith_fetch::artifact_path(&data, a).display()
+            );
         }
         return Ok(());
     }

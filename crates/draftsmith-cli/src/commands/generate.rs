@@ -5,8 +5,8 @@ use std::path::PathBuf;
 
 use anyhow::{Context, Result};
 use burn::tensor::backend::Backend;
-use clap::Args;
 use clap::builder::PossibleValuesParser;
+use clap::Args;
 use draftsmith_decode::{build_proposer_with, Generation, Sampler, SamplingConfig, AR, METHODS};
 
 use crate::commands::eval::MethodParamArgs;
@@ -110,7 +110,10 @@ pub fn run(args: GenerateArgs) -> Result<()> {
 /// The prompt's token ids: chat template applied unless disabled.
 pub fn prompt_ids<B: Backend>(loaded: &LoadedModel<B>, args: &GenerateArgs) -> Result<Vec<u32>> {
     let from_file = match &args.prompt_file {
-        Some(path) => Some(std::fs::read_to_string(path).with_context(|| format!("{}: cannot read the prompt file", path.display()))?),
+        Some(path) => Some(
+            std::fs::read_to_string(path)
+                .with_context(|| format!("{}: cannot read the prompt file", path.display()))?,
+        ),
         None => None,
     };
     let prompt = from_file.or_else(|| args.prompt.clone());
@@ -118,8 +121,12 @@ pub fn prompt_ids<B: Backend>(loaded: &LoadedModel<B>, args: &GenerateArgs) -> R
         prompt.clone().context("--no-chat-template needs --prompt or --prompt-file")?
     } else {
         let mut messages: Vec<ChatMessage> = match &args.messages {
-            Some(path) => serde_json::from_str(&std::fs::read_to_string(path).with_context(|| format!("{}: cannot read", path.display()))?)
-                .with_context(|| format!("{}: expected a JSON list of {{\"role\", \"content\"}} objects", path.display()))?,
+            Some(path) => serde_json::from_str(
+                &std::fs::read_to_string(path).with_context(|| format!("{}: cannot read", path.display()))?,
+            )
+            .with_context(|| {
+                format!("{}: expected a JSON list of {{\"role\", \"content\"}} objects", path.display())
+            })?,
             None => Vec::new(),
         };
         if let Some(system) = &args.system {
@@ -158,36 +165,63 @@ fn run_on<B: Backend>(args: &GenerateArgs, device: &B::Device) -> Result<()> {
             // `--stats-out` for plain decoding: the same lines, timed from the first token.
             let mut stats = StatsLog::open(args.stats_out.as_deref(), args.stats_every)?;
             let (mut output, mut first) = (Vec::new(), None::<std::time::Instant>);
-            let generation = draftsmith_decode::generate(&loaded.model, &prompt, args.max_new_tokens, stop_tokens, &mut sampler, &mut |t| {
-                output.push(t);
-                let elapsed = first.get_or_insert_with(std::time::Instant::now).elapsed();
-                stats.maybe_write(output.len(), || ar_stats(&output, elapsed));
-                if !args.json {
-                    if let Ok(piece) = stream.push(&loaded.tokenizer, t) {
-                        let mut out = stdout.lock();
-                        let _ = out.write_all(piece.as_bytes());
-                        let _ = out.flush();
+            let generation = draftsmith_decode::generate(
+                &loaded.model,
+                &prompt,
+                args.max_new_tokens,
+                stop_tokens,
+                &mut sampler,
+                &mut |t| {
+                    output.push(t);
+                    let elapsed = first.get_or_insert_with(std::time::Instant::now).elapsed();
+                    stats.maybe_write(output.len(), || ar_stats(&output, elapsed));
+                    if !args.json {
+                        if let Ok(piece) = stream.push(&loaded.tokenizer, t) {
+                            let mut out = stdout.lock();
+                            let _ = out.write_all(piece.as_bytes());
+                            let _ = out.flush();
+                        }
                     }
-                }
-                true
-            })?;
+                    true
+                },
+            )?;
             stats.finish(|| ar_stats(&output, first.map_or(std::time::Duration::ZERO, |f| f.elapsed())));
             generation
         }
         Some(mut proposer) => {
             let bar = ProgressBar::new(args.max_new_tokens as u64);
-            bar.set_style(ProgressStyle::with_template("{bar:30} {pos}/{len} tokens [{elapsed} < {eta}] {msg}").expect("valid template"));
+            bar.set_style(
+                ProgressStyle::with_template("{bar:30} {pos}/{len} tokens [{elapsed} < {eta}] {msg}")
+                    .expect("valid template"),
+            );
             let mut stats = StatsLog::open(args.stats_out.as_deref(), args.stats_every)?;
-            let out = draftsmith_decode::generate_speculative_with(&loaded.model, &prompt, args.max_new_tokens, stop_tokens, proposer.as_mut(), &mut sampler, &mut |view| {
-                bar.set_position(view.output.len() as u64);
-                if view.steps.len() % 8 == 1 {
-                    let line = rate_stats(view.output, view.steps, view.elapsed, view.proposer);
-                    let f = |k: &str| line.get(k).and_then(|v| v.as_f64()).map_or("–".into(), |v| format!("{v:.2}"));
-                    bar.set_message(format!("{} tok/s, τ {}, α {}, β {}", f("tokens_per_s"), f("tokens_per_step"), f("alpha"), f("beta")));
-                }
-                stats.maybe_write(view.output.len(), || spec_stats(view.output, view.steps, view.elapsed, view.proposer));
-                true
-            })?;
+            let out = draftsmith_decode::generate_speculative_with(
+                &loaded.model,
+                &prompt,
+                args.max_new_tokens,
+                stop_tokens,
+                proposer.as_mut(),
+                &mut sampler,
+                &mut |view| {
+                    bar.set_position(view.output.len() as u64);
+                    if view.steps.len() % 8 == 1 {
+                        let line = rate_stats(view.output, view.steps, view.elapsed, view.proposer);
+                        let f =
+                            |k: &str| line.get(k).and_then(|v| v.as_f64()).map_or("–".into(), |v| format!("{v:.2}"));
+                        bar.set_message(format!(
+                            "{} tok/s, τ {}, α {}, β {}",
+                            f("tokens_per_s"),
+                            f("tokens_per_step"),
+                            f("alpha"),
+                            f("beta")
+                        ));
+                    }
+                    stats.maybe_write(view.output.len(), || {
+                        spec_stats(view.output, view.steps, view.elapsed, view.proposer)
+                    });
+                    true
+                },
+            )?;
             bar.finish_and_clear();
             stats.finish(|| spec_stats(&out.tokens, &out.steps, out.decode, proposer.as_ref()));
             if !args.json {
@@ -217,7 +251,11 @@ fn run_on<B: Backend>(args: &GenerateArgs, device: &B::Device) -> Result<()> {
         println!();
         eprintln!(
             "[{} prompt tokens, {:.1} tok/s prefill; {} new tokens, {:.1} tok/s decode; stop: {:?}]",
-            prompt.len(), prefill_tps, generation.tokens.len(), decode_tps, generation.stop
+            prompt.len(),
+            prefill_tps,
+            generation.tokens.len(),
+            decode_tps,
+            generation.stop
         );
     }
     Ok(())
@@ -246,7 +284,12 @@ fn common_stats(output: &[u32], steps: usize, elapsed: std::time::Duration) -> s
 
 /// The cheap statistics of a speculative generation so far (the progress bar's): the common
 /// ones, α and the method's extras, as one JSON object.
-fn rate_stats(output: &[u32], steps: &[draftsmith_decode::StepRecord], elapsed: std::time::Duration, proposer: &dyn draftsmith_decode::Proposer) -> serde_json::Value {
+fn rate_stats(
+    output: &[u32],
+    steps: &[draftsmith_decode::StepRecord],
+    elapsed: std::time::Duration,
+    proposer: &dyn draftsmith_decode::Proposer,
+) -> serde_json::Value {
     let accepted: usize = steps.iter().map(|s| s.accepted).sum();
     let mut v = common_stats(output, steps.len(), elapsed);
     v["alpha"] = json!(proposer.draft_len().map(|d| accepted as f64 / (d * steps.len()).max(1) as f64));
@@ -264,7 +307,12 @@ fn with_output_stats(mut v: serde_json::Value, output: &[u32]) -> serde_json::Va
 }
 
 /// A `--stats-out` line of a speculative generation.
-fn spec_stats(output: &[u32], steps: &[draftsmith_decode::StepRecord], elapsed: std::time::Duration, proposer: &dyn draftsmith_decode::Proposer) -> serde_json::Value {
+fn spec_stats(
+    output: &[u32],
+    steps: &[draftsmith_decode::StepRecord],
+    elapsed: std::time::Duration,
+    proposer: &dyn draftsmith_decode::Proposer,
+) -> serde_json::Value {
     with_output_stats(rate_stats(output, steps, elapsed, proposer), output)
 }
 
@@ -283,7 +331,13 @@ struct StatsLog {
 impl StatsLog {
     fn open(path: Option<&std::path::Path>, every: usize) -> Result<Self> {
         let file = match path {
-            Some(p) => Some(std::fs::OpenOptions::new().create(true).append(true).open(p).with_context(|| format!("{}: cannot open the stats file", p.display()))?),
+            Some(p) => Some(
+                std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(p)
+                    .with_context(|| format!("{}: cannot open the stats file", p.display()))?,
+            ),
             None => None,
         };
         Ok(Self { file, every: every.max(1), next: every.max(1) })

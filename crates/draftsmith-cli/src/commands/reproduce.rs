@@ -38,7 +38,12 @@ pub fn run(args: ReproduceArgs) -> Result<()> {
         points.iter().for_each(|p| println!("{}", p.label));
         return Ok(());
     }
-    let model = ModelArgs { model: recipe.model.clone().unwrap_or_else(|| DEFAULT_MODEL.to_string()), device: args.device, weights: None, activations: args.activations };
+    let model = ModelArgs {
+        model: recipe.model.clone().unwrap_or_else(|| DEFAULT_MODEL.to_string()),
+        device: args.device,
+        weights: None,
+        activations: args.activations,
+    };
     prepare_drafters(&recipe, &model)?;
     // Every point decodes the same prompts with the same baseline: unless the recipe says
     // otherwise, `ar` runs once, at the first point.
@@ -77,11 +82,25 @@ fn prepare_drafters(recipe: &Recipe, model: &ModelArgs) -> Result<()> {
         }
         let data = d.data_dir(&recipe.name);
         eprintln!("drafter `{}`: distilling {} conversations of {} into {}", d.name, d.limit, d.data, data.display());
-        distill::distill_job(&distill::DistillJob { model: model.clone(), data: d.data.clone(), limit: d.limit, out: data.clone(), config: d.distill.clone(), json: false })
-            .with_context(|| format!("drafter `{}`", d.name))?;
+        distill::distill_job(&distill::DistillJob {
+            model: model.clone(),
+            data: d.data.clone(),
+            limit: d.limit,
+            out: data.clone(),
+            config: d.distill.clone(),
+            json: false,
+        })
+        .with_context(|| format!("drafter `{}`", d.name))?;
         eprintln!("drafter `{}`: training into {}", d.name, run.display());
-        train::train_job(&train::TrainJob { model: model.clone(), data, out: run, config: d.train.clone(), limit: None, max_seq_len: d.distill.max_seq_len })
-            .with_context(|| format!("drafter `{}`", d.name))?;
+        train::train_job(&train::TrainJob {
+            model: model.clone(),
+            data,
+            out: run,
+            config: d.train.clone(),
+            limit: None,
+            max_seq_len: d.distill.max_seq_len,
+        })
+        .with_context(|| format!("drafter `{}`", d.name))?;
     }
     Ok(())
 }
@@ -89,15 +108,27 @@ fn prepare_drafters(recipe: &Recipe, model: &ModelArgs) -> Result<()> {
 /// One row per (grid point, method) with τ, speedup and the lossless check.
 fn combined_table(recipe: &Recipe, args: &ReproduceArgs, points: &[draftsmith_eval::GridPoint]) -> Result<String> {
     let mut t = String::new();
-    writeln!(t, "# {}\n\n{}\n\nCommand: `draftsmith reproduce {}`\n", recipe.name, recipe.description, args.recipe.display())?;
+    writeln!(
+        t,
+        "# {}\n\n{}\n\nCommand: `draftsmith reproduce {}`\n",
+        recipe.name,
+        recipe.description,
+        args.recipe.display()
+    )?;
     writeln!(t, "| grid point | method | τ (tokens/step) | acceptance % | MAT | Util % | draft calls/token | verify tokens/step (packed) | unpacked W×L | speedup vs ar | speedup with prefill | draft ms/step | verify ms/step | lossless |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")?;
     for point in points {
         let path = recipe.point_dir(&args.results, point).join(SUMMARY_FILE);
-        let summary: Summary = serde_json::from_str(&std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?)
-            .with_context(|| format!("{}: not a summary", path.display()))?;
+        let summary: Summary = serde_json::from_str(
+            &std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?,
+        )
+        .with_context(|| format!("{}: not a summary", path.display()))?;
         let opt = |v: Option<f64>, digits: usize| v.map_or("–".to_string(), |v| format!("{v:.digits$}"));
         for (name, m) in summary.iter() {
-            let unpacked = if name == "redrafter" { (point.params.beam_width * point.params.beam_length).to_string() } else { "–".into() };
+            let unpacked = if name == "redrafter" {
+                (point.params.beam_width * point.params.beam_length).to_string()
+            } else {
+                "–".into()
+            };
             writeln!(
                 t,
                 "| {} | {name} | {:.3} | {} | {} | {} | {} | {} | {unpacked} | {:.2}× | {:.2}× | {} | {} | {} |",

@@ -123,7 +123,14 @@ impl RedrafterArgs {
 pub fn run(cmd: TrainCommand) -> Result<()> {
     match cmd {
         TrainCommand::Redrafter(args) => {
-            let job = TrainJob { model: args.model.clone(), data: args.data.clone(), out: args.out.clone(), config: args.config(), limit: args.limit, max_seq_len: args.max_seq_len };
+            let job = TrainJob {
+                model: args.model.clone(),
+                data: args.data.clone(),
+                out: args.out.clone(),
+                config: args.config(),
+                limit: args.limit,
+                max_seq_len: args.max_seq_len,
+            };
             train_job(&job)
         }
         TrainCommand::Tokenswift(args) => crate::commands::train_tokenswift::run(&args),
@@ -145,7 +152,12 @@ pub fn train_job(job: &TrainJob) -> Result<()> {
 }
 
 /// Reads a distilled dataset into training sequences; checks it was distilled from `target_sha`.
-pub fn read_sequences(dir: &Path, target_sha: &str, limit: Option<usize>, max_len: usize) -> Result<(Vec<Sequence>, serde_json::Value)> {
+pub fn read_sequences(
+    dir: &Path,
+    target_sha: &str,
+    limit: Option<usize>,
+    max_len: usize,
+) -> Result<(Vec<Sequence>, serde_json::Value)> {
     let (manifest, records) = draftsmith_data::read_records(dir)?;
     if manifest.target.sha256 != target_sha {
         bail!(
@@ -189,14 +201,29 @@ fn redrafter<B: Backend>(args: &TrainJob, device: &B::Device) -> Result<()> {
     cfg.validate()?;
     let loaded = args.model.load::<B>(device)?;
     let identity = crate::model_arg::target_identity(&loaded)?;
-    let (seqs, fingerprint) = read_sequences(&args.data, &identity.sha256, args.limit, args.max_seq_len.min(loaded.model.config().max_position_embeddings))?;
+    let (seqs, fingerprint) = read_sequences(
+        &args.data,
+        &identity.sha256,
+        args.limit,
+        args.max_seq_len.min(loaded.model.config().max_position_embeddings),
+    )?;
     if cfg.labels == LabelSource::Teacher && seqs.iter().all(|s| s.teacher.is_none()) {
         bail!("{}: --labels teacher needs teacher continuations; distill with --teacher-len 5", args.data.display());
     }
     let tokens: usize = seqs.iter().map(|s| s.tokens.len()).sum();
-    eprintln!("training a ReDrafter ({:?} head) on {} sequences / {tokens} tokens from {} → {}", cfg.head, seqs.len(), args.data.display(), args.out.display());
+    eprintln!(
+        "training a ReDrafter ({:?} head) on {} sequences / {tokens} tokens from {} → {}",
+        cfg.head,
+        seqs.len(),
+        args.data.display(),
+        args.out.display()
+    );
     let mut display = TrainDisplay::new(Some(tokens));
-    let summary = train_redrafter::<Autodiff<B>>(&loaded.model, &identity, &seqs, &cfg, &args.out, fingerprint, &mut |event| display.on(event)).context("training failed")?;
+    let summary =
+        train_redrafter::<Autodiff<B>>(&loaded.model, &identity, &seqs, &cfg, &args.out, fingerprint, &mut |event| {
+            display.on(event)
+        })
+        .context("training failed")?;
     display.finish();
     let acc: Vec<String> = summary.val_top1.iter().map(|a| format!("{:.1}", a * 100.0)).collect();
     println!(
@@ -221,7 +248,12 @@ impl TrainDisplay {
     pub fn new(hidden_tokens: Option<usize>) -> Self {
         let hidden_bar = hidden_tokens.map(|tokens| {
             let bar = ProgressBar::new(tokens as u64);
-            bar.set_style(ProgressStyle::with_template("target hidden states {bar:30} {pos}/{len} tokens [{elapsed} < {eta}, {per_sec}]").expect("valid template"));
+            bar.set_style(
+                ProgressStyle::with_template(
+                    "target hidden states {bar:30} {pos}/{len} tokens [{elapsed} < {eta}, {per_sec}]",
+                )
+                .expect("valid template"),
+            );
             bar
         });
         Self { hidden_bar, steps_bar: None, started: std::time::Instant::now() }
@@ -241,9 +273,14 @@ impl TrainDisplay {
                 if resumed_at > 0 {
                     eprintln!("resuming at step {resumed_at} of {total_steps}");
                 }
-                eprintln!("{examples} training positions, {val_examples} validation positions, {params} trainable parameters");
+                eprintln!(
+                    "{examples} training positions, {val_examples} validation positions, {params} trainable parameters"
+                );
                 let b = ProgressBar::new(total_steps as u64);
-                b.set_style(ProgressStyle::with_template("train {bar:30} {pos}/{len} steps [{elapsed} < {eta}] {msg}").expect("valid template"));
+                b.set_style(
+                    ProgressStyle::with_template("train {bar:30} {pos}/{len} steps [{elapsed} < {eta}] {msg}")
+                        .expect("valid template"),
+                );
                 b.set_position(resumed_at as u64);
                 self.steps_bar = Some(b);
             }

@@ -116,7 +116,12 @@ fn train<B: Backend>(args: &TokenSwiftArgs, device: &B::Device) -> Result<()> {
     let sources = args.books.iter().map(|s| resolve_source(s)).collect::<Result<Vec<_>>>()?;
     let books = read_books(&sources, MIN_BOOK_CHARS)?;
     let (train_books, eval_books, split) = split_books(books, args.eval_books.as_deref())?;
-    let tokenize = |books: &[Book]| -> Result<Vec<Vec<u32>>> { books.iter().map(|b| loaded.tokenizer.encode(&b.text).with_context(|| format!("tokenizing {}", b.path.display()))).collect() };
+    let tokenize = |books: &[Book]| -> Result<Vec<Vec<u32>>> {
+        books
+            .iter()
+            .map(|b| loaded.tokenizer.encode(&b.text).with_context(|| format!("tokenizing {}", b.path.display())))
+            .collect()
+    };
     eprintln!("tokenizing {} training and {} held-out books …", train_books.len(), eval_books.len());
     let train_streams = tokenize(&train_books)?;
     let eval_streams = tokenize(&eval_books)?;
@@ -127,7 +132,14 @@ fn train<B: Backend>(args: &TokenSwiftArgs, device: &B::Device) -> Result<()> {
     let val: Vec<Vec<u32>> = held_out.into_iter().step_by(stride).take(cfg.val_chunks).collect();
     std::fs::create_dir_all(&args.out).with_context(|| format!("cannot create {}", args.out.display()))?;
     write_split(&args.out, &split, &train_streams, &eval_streams)?;
-    write_eval_prompts(&args.out.join("eval-prompts.jsonl"), &eval_books, &eval_streams, args.prompts_per_book, args.prompt_tokens, &loaded.tokenizer)?;
+    write_eval_prompts(
+        &args.out.join("eval-prompts.jsonl"),
+        &eval_books,
+        &eval_streams,
+        args.prompts_per_book,
+        args.prompt_tokens,
+        &loaded.tokenizer,
+    )?;
     let train_tokens: usize = train_streams.iter().map(Vec::len).sum();
     let fingerprint = serde_json::json!({ "split": split, "train_tokens": train_tokens, "sources": args.books });
     eprintln!(
@@ -139,7 +151,17 @@ fn train<B: Backend>(args: &TokenSwiftArgs, device: &B::Device) -> Result<()> {
         args.out.display()
     );
     let mut display = TrainDisplay::new(None);
-    let summary = train_tokenswift::<Autodiff<B>>(&loaded.model, &identity, &train_chunks, &val, &cfg, &args.out, fingerprint, &mut |e| display.on(e)).context("training failed")?;
+    let summary = train_tokenswift::<Autodiff<B>>(
+        &loaded.model,
+        &identity,
+        &train_chunks,
+        &val,
+        &cfg,
+        &args.out,
+        fingerprint,
+        &mut |e| display.on(e),
+    )
+    .context("training failed")?;
     display.finish();
     let acc: Vec<String> = summary.val_top1.iter().map(|a| format!("{:.1}", a * 100.0)).collect();
     println!(
@@ -156,12 +178,20 @@ fn write_split(dir: &Path, split: &BookSplit, train: &[Vec<u32>], eval: &[Vec<u3
     let tokens = |s: &[Vec<u32>]| s.iter().map(Vec::len).collect::<Vec<_>>();
     let value = serde_json::json!({ "train": split.train, "eval": split.eval, "train_tokens": tokens(train), "eval_tokens": tokens(eval) });
     let path = dir.join("split.json");
-    std::fs::write(&path, serde_json::to_string_pretty(&value)? + "\n").with_context(|| format!("cannot write {}", path.display()))
+    std::fs::write(&path, serde_json::to_string_pretty(&value)? + "\n")
+        .with_context(|| format!("cannot write {}", path.display()))
 }
 
 /// `per_book` prefixes of `tokens` tokens from each held-out book, evenly spaced through it:
 /// `{"id": "<book>@<token offset>", "prompt": <text>}` per line.
-fn write_eval_prompts(path: &Path, books: &[Book], streams: &[Vec<u32>], per_book: usize, tokens: usize, tokenizer: &draftsmith_model::TextTokenizer) -> Result<()> {
+fn write_eval_prompts(
+    path: &Path,
+    books: &[Book],
+    streams: &[Vec<u32>],
+    per_book: usize,
+    tokens: usize,
+    tokenizer: &draftsmith_model::TextTokenizer,
+) -> Result<()> {
     let mut out = String::new();
     for (book, ids) in books.iter().zip(streams) {
         if ids.len() < tokens {
@@ -171,7 +201,8 @@ fn write_eval_prompts(path: &Path, books: &[Book], streams: &[Vec<u32>], per_boo
         for k in 0..per_book {
             let start = room * k / per_book.max(1);
             let text = tokenizer.decode(&ids[start..start + tokens])?;
-            out += &serde_json::to_string(&serde_json::json!({ "id": format!("{}@{start}", book.name), "prompt": text }))?;
+            out +=
+                &serde_json::to_string(&serde_json::json!({ "id": format!("{}@{start}", book.name), "prompt": text }))?;
             out.push('\n');
         }
     }

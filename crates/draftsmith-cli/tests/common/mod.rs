@@ -16,7 +16,9 @@ pub fn bin() -> Command {
 
 /// A checked-in file of `tests/fixtures/`.
 pub fn fixture(name: &str) -> PathBuf {
-    PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").unwrap_or_else(|| env!("CARGO_MANIFEST_DIR").into())).join("../../tests/fixtures").join(name)
+    PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").unwrap_or_else(|| env!("CARGO_MANIFEST_DIR").into()))
+        .join("../../tests/fixtures")
+        .join(name)
 }
 
 /// A fresh, empty directory for one test (`group` keeps the test files apart).

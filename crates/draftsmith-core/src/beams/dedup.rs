@@ -39,24 +39,14 @@ mod tests {
         beams
             .iter()
             .map(|beam| {
-                (0..beam.len())
-                    .map(|d| {
-                        (0..beams.len())
-                            .find(|&k| beams[k][..=d] == beam[..=d])
-                            .unwrap()
-                    })
-                    .collect()
+                (0..beam.len()).map(|d| (0..beams.len()).find(|&k| beams[k][..=d] == beam[..=d]).unwrap()).collect()
             })
             .collect()
     }
 
     #[test]
     fn paper_worked_example() {
-        let beams = vec![
-            vec![91, 92, 93, 95],
-            vec![91, 92, 94, 96],
-            vec![91, 92, 93, 97],
-        ];
+        let beams = vec![vec![91, 92, 93, 95], vec![91, 92, 94, 96], vec![91, 92, 93, 97]];
         let expected = vec![vec![0, 0, 0, 0], vec![0, 0, 1, 1], vec![0, 0, 0, 2]];
         assert_eq!(dedup_prefix(&beams), expected);
         assert_eq!(brute_force(&beams), expected);
@@ -65,20 +55,14 @@ mod tests {
     #[test]
     fn empty_inputs() {
         assert!(dedup_prefix(&[]).is_empty());
-        assert_eq!(
-            dedup_prefix(&[vec![], vec![]]),
-            vec![Vec::<usize>::new(); 2]
-        );
+        assert_eq!(dedup_prefix(&[vec![], vec![]]), vec![Vec::<usize>::new(); 2]);
     }
 
     #[test]
     fn a_prefix_that_diverges_and_reconverges_is_not_shared() {
         // Same token at depth 1, different at depth 0: no sharing at depth 1.
         let beams = vec![vec![1, 5], vec![2, 5], vec![1, 5]];
-        assert_eq!(
-            dedup_prefix(&beams),
-            vec![vec![0, 0], vec![1, 1], vec![0, 0]]
-        );
+        assert_eq!(dedup_prefix(&beams), vec![vec![0, 0], vec![1, 1], vec![0, 0]]);
     }
 
     #[test]

@@ -41,8 +41,6 @@ impl XorShift {
 
     /// Random beams: `width` × `length` tokens from `0..vocab`.
     pub(crate) fn beams(&mut self, width: usize, length: usize, vocab: usize) -> Vec<Vec<u32>> {
-        (0..width)
-            .map(|_| (0..length).map(|_| self.range(0, vocab) as u32).collect())
-            .collect()
+        (0..width).map(|_| (0..length).map(|_| self.range(0, vocab) as u32).collect()).collect()
     }
 }

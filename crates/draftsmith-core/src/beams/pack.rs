@@ -65,25 +65,15 @@ mod tests {
     use std::collections::HashSet;
 
     fn tokens_on_path(tree: &DraftTree, node: usize) -> Vec<u32> {
-        tree.path_to(node)
-            .iter()
-            .map(|&n| tree.tokens()[n])
-            .collect()
+        tree.path_to(node).iter().map(|&n| tree.tokens()[n]).collect()
     }
 
     #[test]
     fn paper_worked_example() {
-        let beams = vec![
-            vec![91, 92, 93, 95],
-            vec![91, 92, 94, 96],
-            vec![91, 92, 93, 97],
-        ];
+        let beams = vec![vec![91, 92, 93, 95], vec![91, 92, 94, 96], vec![91, 92, 93, 97]];
         let p = pack_beams(&beams);
         assert_eq!(p.tree.tokens(), &[92, 93, 95, 94, 96, 97]);
-        assert_eq!(
-            p.tree.parents(),
-            &[None, Some(0), Some(1), Some(0), Some(3), Some(1)]
-        );
+        assert_eq!(p.tree.parents(), &[None, Some(0), Some(1), Some(0), Some(3), Some(1)]);
         assert_eq!(p.tree.depths(), &[1, 2, 3, 2, 3, 3]);
         assert_eq!(p.node, vec![vec![0, 1, 2], vec![0, 3, 4], vec![0, 1, 5]]);
         assert_eq!((unpacked_len(&beams), p.packed_len()), (12, 7));
@@ -94,8 +84,7 @@ mod tests {
     #[test]
     fn paper_figure_4_counts_15_tokens_before_and_8_after() {
         // "morning sipping coffee and {listening | watching}", "morning sipping coffee on her".
-        let (morning, sipping, coffee, and, listening, watching, on, her) =
-            (1, 2, 3, 4, 5, 6, 7, 8);
+        let (morning, sipping, coffee, and, listening, watching, on, her) = (1, 2, 3, 4, 5, 6, 7, 8);
         let beams = vec![
             vec![morning, sipping, coffee, and, listening],
             vec![morning, sipping, coffee, and, watching],
@@ -103,10 +92,7 @@ mod tests {
         ];
         let p = pack_beams(&beams);
         assert_eq!((unpacked_len(&beams), p.packed_len()), (15, 8));
-        assert_eq!(
-            p.tree.tokens(),
-            &[sipping, coffee, and, listening, watching, on, her]
-        );
+        assert_eq!(p.tree.tokens(), &[sipping, coffee, and, listening, watching, on, her]);
     }
 
     #[test]
@@ -119,11 +105,7 @@ mod tests {
         for q in 0..n {
             for k in 0..n {
                 let ancestor_or_self = p.tree.path_to(q).contains(&k);
-                assert_eq!(
-                    mask[q * (cached + n) + cached + k],
-                    ancestor_or_self,
-                    "({q},{k})"
-                );
+                assert_eq!(mask[q * (cached + n) + cached + k], ancestor_or_self, "({q},{k})");
             }
         }
     }
@@ -162,15 +144,9 @@ mod tests {
             let mut children = HashSet::new();
             for (i, parent) in t.parents().iter().enumerate() {
                 assert!(parent.is_none_or(|p| p < i), "parent-first order");
-                assert!(
-                    children.insert((*parent, t.tokens()[i])),
-                    "duplicate sibling"
-                );
+                assert!(children.insert((*parent, t.tokens()[i])), "duplicate sibling");
             }
-            let prefixes: HashSet<&[u32]> = beams
-                .iter()
-                .flat_map(|b| (2..=length).map(move |l| &b[..l]))
-                .collect();
+            let prefixes: HashSet<&[u32]> = beams.iter().flat_map(|b| (2..=length).map(move |l| &b[..l])).collect();
             assert_eq!(t.len(), prefixes.len(), "one node per distinct prefix");
             assert_eq!(unpacked_len(&beams), width * length);
         }

@@ -30,11 +30,7 @@ impl BeamSearchConfig {
 
     /// `width` × `length` beams with the reference's top-50 warp.
     pub fn new(width: usize, length: usize) -> Self {
-        Self {
-            width,
-            length,
-            top_k: Self::DEFAULT_TOP_K,
-        }
+        Self { width, length, top_k: Self::DEFAULT_TOP_K }
     }
 }
 
@@ -59,10 +55,7 @@ struct Candidate {
 
 /// Higher score first, then lower beam index, then lower token id.
 fn candidate_order(a: &Candidate, b: &Candidate) -> Ordering {
-    b.score
-        .total_cmp(&a.score)
-        .then(a.beam.cmp(&b.beam))
-        .then(a.token.cmp(&b.token))
+    b.score.total_cmp(&a.score).then(a.beam.cmp(&b.beam)).then(a.token.cmp(&b.token))
 }
 
 /// Keeps the best `width` candidates, sorted.
@@ -83,82 +76,48 @@ fn keep_best(mut candidates: Vec<Candidate>, width: usize) -> Vec<Candidate> {
 /// `length − 2` times, each with only the kept beams; with `length == 1` it is not called.
 /// A kept token has a −∞ log-prob only if its logit was −∞ and too few finite ones existed.
 pub fn beam_search(drafter: &mut dyn BeamDrafter, g0: u32, cfg: &BeamSearchConfig) -> Beams {
-    let BeamSearchConfig {
-        width,
-        length,
-        top_k,
-    } = *cfg;
-    assert!(
-        width >= 1 && length >= 1,
-        "beam_search: width {width} and length {length} must be ≥ 1"
-    );
+    let BeamSearchConfig { width, length, top_k } = *cfg;
+    assert!(width >= 1 && length >= 1, "beam_search: width {width} and length {length} must be ≥ 1");
     assert!(
         top_k >= width,
         "beam_search: top_k ({top_k}) must be ≥ width ({width}): step 1 draws all beams from the \
          top-k tokens after g0"
     );
     if length == 1 {
-        return Beams {
-            beams: vec![vec![g0]; width],
-            scores: vec![0.0; width],
-            log_probs: vec![vec![]; width],
-        };
+        return Beams { beams: vec![vec![g0]; width], scores: vec![0.0; width], log_probs: vec![vec![]; width] };
     }
     let first = drafter.start(g0);
     let vocab = first.len();
-    assert!(
-        vocab >= width,
-        "beam_search: vocab ({vocab}) must be ≥ width ({width})"
-    );
+    assert!(vocab >= width, "beam_search: vocab ({vocab}) must be ≥ width ({width})");
     // Live beams: the logits of the token after each, and their scores.
     let mut logits = vec![first];
-    let mut live = Beams {
-        beams: vec![vec![g0]],
-        scores: vec![0.0],
-        log_probs: vec![vec![]],
-    };
+    let mut live = Beams { beams: vec![vec![g0]], scores: vec![0.0], log_probs: vec![vec![]] };
     for step in 1..length {
         let candidates = logits
             .iter()
             .enumerate()
             .flat_map(|(beam, l)| {
-                assert_eq!(
-                    l.len(),
-                    vocab,
-                    "beam_search: drafter logits of beam {beam} at step {step}"
-                );
+                assert_eq!(l.len(), vocab, "beam_search: drafter logits of beam {beam} at step {step}");
                 let score = live.scores[beam];
-                top_k_log_probs(l, top_k)
-                    .into_iter()
-                    .map(move |(token, log_prob)| Candidate {
-                        beam,
-                        token,
-                        log_prob,
-                        score: score + log_prob,
-                    })
+                top_k_log_probs(l, top_k).into_iter().map(move |(token, log_prob)| Candidate {
+                    beam,
+                    token,
+                    log_prob,
+                    score: score + log_prob,
+                })
             })
             .collect();
         let kept = keep_best(candidates, width);
         live = Beams {
-            beams: kept
-                .iter()
-                .map(|c| extend(&live.beams[c.beam], c.token))
-                .collect(),
+            beams: kept.iter().map(|c| extend(&live.beams[c.beam], c.token)).collect(),
             scores: kept.iter().map(|c| c.score).collect(),
-            log_probs: kept
-                .iter()
-                .map(|c| extend(&live.log_probs[c.beam], c.log_prob))
-                .collect(),
+            log_probs: kept.iter().map(|c| extend(&live.log_probs[c.beam], c.log_prob)).collect(),
         };
         if step + 1 < length {
             let parents: Vec<usize> = kept.iter().map(|c| c.beam).collect();
             let tokens: Vec<u32> = kept.iter().map(|c| c.token).collect();
             logits = drafter.step(&parents, &tokens);
-            assert_eq!(
-                logits.len(),
-                width,
-                "beam_search: drafter.step must return one row per beam"
-            );
+            assert_eq!(logits.len(), width, "beam_search: drafter.step must return one row per beam");
         }
     }
     live

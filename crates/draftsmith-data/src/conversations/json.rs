@@ -26,10 +26,7 @@ pub(super) fn read(path: &Path, limit: usize) -> Result<ReadReport, DataError> {
             path: path.to_path_buf(),
             problem: format!("first non-blank character is {:?}", other as char),
         }),
-        None => Err(DataError::UnknownFormat {
-            path: path.to_path_buf(),
-            problem: "the file is empty".into(),
-        }),
+        None => Err(DataError::UnknownFormat { path: path.to_path_buf(), problem: "the file is empty".into() }),
     }
 }
 
@@ -67,20 +64,12 @@ fn read_array(path: &Path, reader: impl BufRead, limit: usize) -> Result<ReadRep
             Err(ScanError::Io(e)) => return Err(DataError::io(path)(e)),
             Err(ScanError::Syntax(problem)) => {
                 let location = format!("after record {index}");
-                return Err(DataError::BadRecord {
-                    path: path.to_path_buf(),
-                    location,
-                    problem,
-                });
+                return Err(DataError::BadRecord { path: path.to_path_buf(), location, problem });
             }
         };
         let conversation = parse_record(&record, index).map_err(|problem| {
             let location = format!("record {index} at byte {start}");
-            DataError::BadRecord {
-                path: path.to_path_buf(),
-                location,
-                problem,
-            }
+            DataError::BadRecord { path: path.to_path_buf(), location, problem }
         })?;
         collector.add(conversation);
         index += 1;
@@ -88,21 +77,13 @@ fn read_array(path: &Path, reader: impl BufRead, limit: usize) -> Result<ReadRep
     Ok(collector.report)
 }
 
-fn read_jsonl(
-    path: &Path,
-    mut reader: impl BufRead,
-    limit: usize,
-) -> Result<ReadReport, DataError> {
+fn read_jsonl(path: &Path, mut reader: impl BufRead, limit: usize) -> Result<ReadReport, DataError> {
     let mut collector = Collector::new(limit);
     let mut line = Vec::new();
     let (mut line_no, mut index) = (0, 0);
     while !collector.full() {
         line.clear();
-        if reader
-            .read_until(b'\n', &mut line)
-            .map_err(DataError::io(path))?
-            == 0
-        {
+        if reader.read_until(b'\n', &mut line).map_err(DataError::io(path))? == 0 {
             break;
         }
         line_no += 1;

@@ -87,7 +87,12 @@ impl<B: Backend> DraftModel<B> {
     /// A drafter; check its tokenizer against the target's with [`check_tokenizers`] first.
     pub fn new(model: Model<B>, config: DraftModelConfig) -> Result<Self, DecodeError> {
         if config.lambda == 0 {
-            return Err(DecodeError::Parameter { method: "draft-model", name: "lambda", value: "0".into(), bound: "must be at least 1" });
+            return Err(DecodeError::Parameter {
+                method: "draft-model",
+                name: "lambda",
+                value: "0".into(),
+                bound: "must be at least 1",
+            });
         }
         let precut = config.precut.map(PreCut::new).transpose()?;
         if let Some(reuse) = &config.reuse {
@@ -170,7 +175,8 @@ impl<B: Backend> DraftModel<B> {
         self.stats.calls += 1;
         self.cached.push(token);
         if phrases.is_empty() {
-            let out = self.model.forward(&[token], &[base], &AttentionMask::Causal, LogitsSelect::Last, &mut self.cache)?;
+            let out =
+                self.model.forward(&[token], &[base], &AttentionMask::Causal, LogitsSelect::Last, &mut self.cache)?;
             return Ok((Vec::new(), logits_row(out.logits.expect("logits requested"), 0)));
         }
         let mut full = DraftTree::new();
@@ -179,7 +185,8 @@ impl<B: Backend> DraftModel<B> {
             full.push(t, Some(phrases.parents()[i].map_or(0, |p| p + 1)));
         }
         let mask = AttentionMask::Visible(full.visibility(base));
-        let out = self.model.forward(full.tokens(), &full.positions(base - 1), &mask, LogitsSelect::All, &mut self.cache)?;
+        let out =
+            self.model.forward(full.tokens(), &full.positions(base - 1), &mask, LogitsSelect::All, &mut self.cache)?;
         let logits = out.logits.expect("logits requested");
         let [n, vocab] = logits.dims();
         let all = logits.into_data().convert::<f32>().to_vec::<f32>().expect("f32 logits");
@@ -241,7 +248,8 @@ impl<B: Backend> DraftModel<B> {
 
 /// The highest logit's id (the first on ties) and its softmax probability.
 fn argmax_confidence(row: &[f32]) -> (u32, f32) {
-    let (best, max) = row.iter().enumerate().fold((0, f32::NEG_INFINITY), |(bi, bv), (i, &v)| if v > bv { (i, v) } else { (bi, bv) });
+    let (best, max) =
+        row.iter().enumerate().fold((0, f32::NEG_INFINITY), |(bi, bv), (i, &v)| if v > bv { (i, v) } else { (bi, bv) });
     let sum: f64 = row.iter().map(|&v| ((v - max) as f64).exp()).sum();
     (best as u32, (1.0 / sum) as f32)
 }
@@ -263,7 +271,8 @@ impl<B: Backend> Proposer for DraftModel<B> {
         self.stats.rounds += 1;
         let calls_before = self.stats.calls;
         let drafted = self.draft(ctx.tokens);
-        self.last_cost = DraftCost { calls: self.stats.calls - calls_before, generated: drafted.as_ref().map_or(0, Vec::len) };
+        self.last_cost =
+            DraftCost { calls: self.stats.calls - calls_before, generated: drafted.as_ref().map_or(0, Vec::len) };
         match drafted {
             Ok(draft) => {
                 self.stats.drafted += draft.len();
@@ -315,11 +324,18 @@ pub fn check_tokenizers(target: &TextTokenizer, draft: &TextTokenizer) -> Result
         let (tt, dt) = (t.id_to_token(id), d.id_to_token(id));
         if tt != dt {
             let (target, draft) = paths();
-            return Err(DecodeError::VocabularyMismatch { target, draft, id, target_token: show(tt), draft_token: show(dt) });
+            return Err(DecodeError::VocabularyMismatch {
+                target,
+                draft,
+                id,
+                target_token: show(tt),
+                draft_token: show(dt),
+            });
         }
     }
     let special = |tok: &TextTokenizer| {
-        let mut ids: Vec<u32> = tok.inner().get_added_tokens_decoder().iter().filter(|(_, a)| a.special).map(|(&id, _)| id).collect();
+        let mut ids: Vec<u32> =
+            tok.inner().get_added_tokens_decoder().iter().filter(|(_, a)| a.special).map(|(&id, _)| id).collect();
         ids.sort_unstable();
         ids
     };
@@ -331,7 +347,13 @@ pub fn check_tokenizers(target: &TextTokenizer, draft: &TextTokenizer) -> Result
     for (what, target_value, draft_value) in checks {
         if target_value != draft_value {
             let (target, draft) = paths();
-            return Err(DecodeError::SpecialTokenMismatch { target, draft, what: what.to_string(), target_value, draft_value });
+            return Err(DecodeError::SpecialTokenMismatch {
+                target,
+                draft,
+                what: what.to_string(),
+                target_value,
+                draft_value,
+            });
         }
     }
     Ok(())

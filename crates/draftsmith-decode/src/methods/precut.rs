@@ -68,7 +68,18 @@ pub struct PreCutConfig {
 
 impl Default for PreCutConfig {
     fn default() -> Self {
-        Self { alpha: 0.1, gamma: 0.99, epsilon: 0.5, epsilon_decay: 0.95, epsilon_min: 0.01, continue_bias: 0.01, draft_cost: 0.3, max_calls: 32, benefit_bins: 10, seed: 0 }
+        Self {
+            alpha: 0.1,
+            gamma: 0.99,
+            epsilon: 0.5,
+            epsilon_decay: 0.95,
+            epsilon_min: 0.01,
+            continue_bias: 0.01,
+            draft_cost: 0.3,
+            max_calls: 32,
+            benefit_bins: 10,
+            seed: 0,
+        }
     }
 }
 
@@ -84,13 +95,21 @@ impl PreCutConfig {
             return bad("gamma", self.gamma.to_string(), "must be in [0, 1]");
         }
         if !unit(self.epsilon) || !unit(self.epsilon_decay) || !unit(self.epsilon_min) {
-            return bad("epsilon", format!("{} (decay {}, min {})", self.epsilon, self.epsilon_decay, self.epsilon_min), "epsilon, its decay and floor must be in [0, 1]");
+            return bad(
+                "epsilon",
+                format!("{} (decay {}, min {})", self.epsilon, self.epsilon_decay, self.epsilon_min),
+                "epsilon, its decay and floor must be in [0, 1]",
+            );
         }
         if !(self.draft_cost > 0.0) {
             return bad("draft_cost", self.draft_cost.to_string(), "must be positive");
         }
         if self.max_calls == 0 || self.benefit_bins == 0 {
-            return bad("max_calls/benefit_bins", format!("{}/{}", self.max_calls, self.benefit_bins), "must be at least 1");
+            return bad(
+                "max_calls/benefit_bins",
+                format!("{}/{}", self.max_calls, self.benefit_bins),
+                "must be at least 1",
+            );
         }
         Ok(())
     }
@@ -128,7 +147,13 @@ impl PreCut {
     pub fn new(config: PreCutConfig) -> Result<Self, DecodeError> {
         config.validate()?;
         let states = (config.max_calls + 1) * config.benefit_bins;
-        Ok(Self { config, q: vec![[config.continue_bias, 0.0]; states], visits: vec![[0, 0]; states], epsilon: config.epsilon, rng: StdRng::seed_from_u64(config.seed) })
+        Ok(Self {
+            config,
+            q: vec![[config.continue_bias, 0.0]; states],
+            visits: vec![[0, 0]; states],
+            epsilon: config.epsilon,
+            rng: StdRng::seed_from_u64(config.seed),
+        })
     }
 
     pub fn epsilon(&self) -> f32 {
@@ -153,14 +178,24 @@ impl PreCut {
     /// value rises from its first visit, CONTINUE's only once a draft went on past the state, so
     /// comparing the two before that locks rarely visited states into STOP.
     pub fn greedy(&self, state: usize) -> Action {
-        if self.visits[state][Action::Continue as usize] == 0 || self.q(state, Action::Continue) >= self.q(state, Action::Stop) { Action::Continue } else { Action::Stop }
+        if self.visits[state][Action::Continue as usize] == 0
+            || self.q(state, Action::Continue) >= self.q(state, Action::Stop)
+        {
+            Action::Continue
+        } else {
+            Action::Stop
+        }
     }
 
     /// ε-greedy decision after `calls` draft calls with confidence product `expected`.
     pub fn decide(&mut self, calls: usize, expected: f32) -> Action {
         let state = self.state(calls, expected);
         if self.rng.random::<f32>() < self.epsilon {
-            if self.rng.random::<bool>() { Action::Continue } else { Action::Stop }
+            if self.rng.random::<bool>() {
+                Action::Continue
+            } else {
+                Action::Stop
+            }
         } else {
             self.greedy(state)
         }
@@ -260,7 +295,8 @@ mod tests {
     fn a_well_accepted_drafter_learns_to_continue_and_a_useless_one_to_stop() {
         // Draft cost 0.3, λ = 6, no exploration; confidences 0.9 per token.
         let cfg = PreCutConfig { draft_cost: 0.3, epsilon: 0.0, ..PreCutConfig::default() };
-        let chain = |n: usize| (1..=n).map(|t| DraftStep { tokens: t, confidence: 0.9f32.powi(t as i32) }).collect::<Vec<_>>();
+        let chain =
+            |n: usize| (1..=n).map(|t| DraftStep { tokens: t, confidence: 0.9f32.powi(t as i32) }).collect::<Vec<_>>();
         let mut good = PreCut::new(cfg).unwrap();
         for _ in 0..20 {
             // Draft as the greedy policy would, then learn: every token is USEFUL.
@@ -270,7 +306,10 @@ mod tests {
             }
             good.learn(&chain(n), &vec![true; n], 6);
         }
-        assert!((1..6).all(|c| good.greedy(good.state(c, 0.9f32.powi(c as i32))) == Action::Continue), "keeps drafting while drafts pay");
+        assert!(
+            (1..6).all(|c| good.greedy(good.state(c, 0.9f32.powi(c as i32))) == Action::Continue),
+            "keeps drafting while drafts pay"
+        );
         let mut bad = PreCut::new(cfg).unwrap();
         for _ in 0..20 {
             let mut n = 1;

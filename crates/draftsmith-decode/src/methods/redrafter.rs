@@ -65,29 +65,55 @@ pub struct ReDrafterProposer<B: Backend> {
 }
 
 impl<B: Backend> ReDrafterProposer<B> {
-    pub fn new(target: &Model<B>, loaded: &LoadedReDrafter<B>, settings: ReDrafterSettings) -> Result<Self, DecodeError> {
-        let bad = |param: &'static str, value: usize, problem: &str| DecodeError::InvalidParam { method: "redrafter".into(), param, value: value.to_string(), problem: problem.into() };
+    pub fn new(
+        target: &Model<B>,
+        loaded: &LoadedReDrafter<B>,
+        settings: ReDrafterSettings,
+    ) -> Result<Self, DecodeError> {
+        let bad = |param: &'static str, value: usize, problem: &str| DecodeError::InvalidParam {
+            method: "redrafter".into(),
+            param,
+            value: value.to_string(),
+            problem: problem.into(),
+        };
         if settings.beam_width == 0 {
             return Err(bad("beam_width", 0, "must be at least 1"));
         }
         if settings.beam_length < 2 {
-            return Err(bad("beam_length", settings.beam_length, "must be at least 2 (it counts the target's guaranteed token)"));
+            return Err(bad(
+                "beam_length",
+                settings.beam_length,
+                "must be at least 2 (it counts the target's guaranteed token)",
+            ));
         }
         let c = target.config();
         if loaded.file.vocab_size != c.vocab_size || loaded.file.hidden_size != c.hidden_size {
-            return Err(DecodeError::Drafter(format!("drafter vocab {} / hidden {} do not fit the target (vocab {} / hidden {})", loaded.file.vocab_size, loaded.file.hidden_size, c.vocab_size, c.hidden_size)));
+            return Err(DecodeError::Drafter(format!(
+                "drafter vocab {} / hidden {} do not fit the target (vocab {} / hidden {})",
+                loaded.file.vocab_size, loaded.file.hidden_size, c.vocab_size, c.hidden_size
+            )));
         }
         let draft_vocab = match &loaded.file.draft_vocab {
             None => None,
             Some(ids) => Some(DraftVocab {
                 ids: ids.clone(),
                 rows: match loaded.file.head {
-                    HeadKind::Tied => Some(target.lm_head_rows(ids).map_err(|e| DecodeError::Drafter(format!("draft vocabulary: {e}")))?),
+                    HeadKind::Tied => Some(
+                        target.lm_head_rows(ids).map_err(|e| DecodeError::Drafter(format!("draft vocabulary: {e}")))?,
+                    ),
                     HeadKind::Full => None,
                 },
             }),
         };
-        Ok(Self { drafter: loaded.drafter.clone(), target: target.clone(), head: loaded.file.head, draft_vocab, settings, packing: PackingStats::default(), last_cost: DraftCost::default() })
+        Ok(Self {
+            drafter: loaded.drafter.clone(),
+            target: target.clone(),
+            head: loaded.file.head,
+            draft_vocab,
+            settings,
+            packing: PackingStats::default(),
+            last_cost: DraftCost::default(),
+        })
     }
 }
 

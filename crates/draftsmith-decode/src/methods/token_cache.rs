@@ -64,10 +64,21 @@ impl Default for TokenCacheConfig {
 impl TokenCacheConfig {
     /// Checks that every size is at least 1.
     pub fn validate(&self) -> Result<(), DecodeError> {
-        let sizes = [("beta", self.beta), ("kappa_phrase", self.kappa_phrase), ("kappa_pool", self.kappa_pool), ("anchors", self.anchors), ("per_anchor", self.per_anchor)];
+        let sizes = [
+            ("beta", self.beta),
+            ("kappa_phrase", self.kappa_phrase),
+            ("kappa_pool", self.kappa_pool),
+            ("anchors", self.anchors),
+            ("per_anchor", self.per_anchor),
+        ];
         for (name, value) in sizes {
             if value == 0 {
-                return Err(DecodeError::Parameter { method: "token-cache", name, value: value.to_string(), bound: "must be at least 1" });
+                return Err(DecodeError::Parameter {
+                    method: "token-cache",
+                    name,
+                    value: value.to_string(),
+                    bound: "must be at least 1",
+                });
             }
         }
         Ok(())
@@ -239,7 +250,14 @@ impl<P: Proposer> TokenCache<P> {
     pub fn new(inner: P, config: TokenCacheConfig) -> Result<Self, DecodeError> {
         config.validate()?;
         let name = format!("token-cache+{}", inner.name());
-        Ok(Self { inner, cache: PhraseCache::new(config), name, inner_tree: DraftTree::new(), added_keys: Vec::new(), stats: TokenCacheStats::default() })
+        Ok(Self {
+            inner,
+            cache: PhraseCache::new(config),
+            name,
+            inner_tree: DraftTree::new(),
+            added_keys: Vec::new(),
+            stats: TokenCacheStats::default(),
+        })
     }
 
     pub fn inner(&self) -> &P {
@@ -315,7 +333,8 @@ impl<P: Proposer> Proposer for TokenCache<P> {
     fn observe_verified(&mut self, ctx: &DraftContext<'_>, tree: &DraftTree, verified: &Verified<'_>) {
         let n = self.inner_tree.len();
         let inner_accepted: Vec<usize> = verified.accepted.iter().copied().take_while(|&i| i < n).collect();
-        let inner_verdict = Verified { accepted: &inner_accepted, root_next: verified.root_next, node_next: &verified.node_next[..n] };
+        let inner_verdict =
+            Verified { accepted: &inner_accepted, root_next: verified.root_next, node_next: &verified.node_next[..n] };
         self.inner.observe_verified(ctx, &self.inner_tree, &inner_verdict);
         let hits: Vec<u32> = verified.accepted.iter().filter(|&&i| i >= n).map(|&i| self.added_keys[i - n]).collect();
         if let Some(&key) = hits.first() {

@@ -67,7 +67,14 @@ pub fn generate_speculative<B: Backend>(
     stop_tokens: &[u32],
     proposer: &mut dyn Proposer,
 ) -> Result<SpecOutput, ModelError> {
-    generate_speculative_sampled(model, prompt, max_new_tokens, stop_tokens, proposer, &mut Sampler::new(SamplingConfig::default()))
+    generate_speculative_sampled(
+        model,
+        prompt,
+        max_new_tokens,
+        stop_tokens,
+        proposer,
+        &mut Sampler::new(SamplingConfig::default()),
+    )
 }
 
 /// Speculative generation with the target's sampling settings: greedy (raw argmax, or with a
@@ -112,7 +119,8 @@ pub fn generate_speculative_with<B: Backend>(
     let wants_cache = proposer.wants_target_cache();
     proposer.set_sampling(sampler.config());
     let started = crate::ar::start_inner(model, prompt, max_new_tokens + 64, wants_hidden)?;
-    let (mut cache, logits, prefill_time, mut hidden) = (started.cache, started.logits, started.prefill, started.hidden);
+    let (mut cache, logits, prefill_time, mut hidden) =
+        (started.cache, started.logits, started.prefill, started.hidden);
     let first = sampler.sample(&logits, prompt);
     let start = Instant::now();
     let mut tokens = prompt.to_vec();
@@ -121,8 +129,14 @@ pub fn generate_speculative_with<B: Backend>(
         Some(stop) => stop,
         None => loop {
             let t0 = Instant::now();
-            let ctx = DraftContext { tokens: &tokens, prompt_len: prompt.len(), hidden: wants_hidden.then_some(hidden.as_slice()), target_cache: None };
-            let mut tree = proposer.propose(&DraftContext { target_cache: wants_cache.then_some(&cache as &dyn std::any::Any), ..ctx });
+            let ctx = DraftContext {
+                tokens: &tokens,
+                prompt_len: prompt.len(),
+                hidden: wants_hidden.then_some(hidden.as_slice()),
+                target_cache: None,
+            };
+            let mut tree = proposer
+                .propose(&DraftContext { target_cache: wants_cache.then_some(&cache as &dyn std::any::Any), ..ctx });
             let cost = proposer.last_cost().unwrap_or(DraftCost { calls: 0, generated: tree.len() });
             let room = context_len.saturating_sub(tokens.len() + 1);
             if tree.depths().iter().any(|&d| d > room) {
@@ -132,13 +146,19 @@ pub fn generate_speculative_with<B: Backend>(
             let full = with_root(*tokens.last().expect("at least one token"), &tree);
             let cached = cache.len();
             let mask = AttentionMask::Visible(full.visibility(cached));
-            let out = model.forward(full.tokens(), &full.positions(cached - 1), &mask, LogitsSelect::All, &mut cache)?;
+            let out =
+                model.forward(full.tokens(), &full.positions(cached - 1), &mask, LogitsSelect::All, &mut cache)?;
             let (acceptance, next) = verify(&tree, &tokens, out.logits.expect("logits requested"), sampler);
             let t2 = Instant::now();
-            let next_hidden = wants_hidden.then(|| crate::ar::logits_row(out.hidden_final, acceptance.path.last().map_or(0, |&i| i + 1)));
+            let next_hidden = wants_hidden
+                .then(|| crate::ar::logits_row(out.hidden_final, acceptance.path.last().map_or(0, |&i| i + 1)));
             let keep: Vec<usize> = (0..=cached).chain(acceptance.path.iter().map(|&i| cached + 1 + i)).collect();
             cache.keep(&keep)?;
-            proposer.observe_verified(&ctx, &tree, &Verified { accepted: &acceptance.path, root_next: next[0], node_next: &next[1..] });
+            proposer.observe_verified(
+                &ctx,
+                &tree,
+                &Verified { accepted: &acceptance.path, root_next: next[0], node_next: &next[1..] },
+            );
             if let Some(h) = next_hidden {
                 hidden = h;
             }
@@ -159,18 +179,35 @@ pub fn generate_speculative_with<B: Backend>(
             if let Some(stop) = stop {
                 break stop;
             }
-            let view = StepView { step: steps.last().expect("pushed above"), steps: &steps, output: &tokens[prompt.len()..], elapsed: start.elapsed(), proposer: &*proposer };
+            let view = StepView {
+                step: steps.last().expect("pushed above"),
+                steps: &steps,
+                output: &tokens[prompt.len()..],
+                elapsed: start.elapsed(),
+                proposer: &*proposer,
+            };
             if !on_step(view) {
                 break StopReason::Callback;
             }
         },
     };
-    Ok(SpecOutput { tokens: tokens[prompt.len()..].to_vec(), steps, prefill: prefill_time, decode: start.elapsed(), stop })
+    Ok(SpecOutput {
+        tokens: tokens[prompt.len()..].to_vec(),
+        steps,
+        prefill: prefill_time,
+        decode: start.elapsed(),
+        stop,
+    })
 }
 
 /// Verifies `tree` against the target's logits (`[1 + tree.len(), vocab]`, row 0 after the
 /// root); returns the acceptance and each row's argmax (for proposers' feedback).
-fn verify<B: Backend>(tree: &DraftTree, context: &[u32], logits: Tensor<B, 2>, sampler: &mut Sampler) -> (Acceptance, Vec<u32>) {
+fn verify<B: Backend>(
+    tree: &DraftTree,
+    context: &[u32],
+    logits: Tensor<B, 2>,
+    sampler: &mut Sampler,
+) -> (Acceptance, Vec<u32>) {
     let cfg = sampler.config().clone();
     if cfg.is_greedy() && cfg.repetition_penalty == 1.0 {
         let next = row_argmax(logits);
@@ -183,7 +220,11 @@ fn verify<B: Backend>(tree: &DraftTree, context: &[u32], logits: Tensor<B, 2>, s
         let next: Vec<u32> = (0..=tree.len())
             .map(|row| {
                 // The penalty window ends with the node's own path.
-                let path: Vec<u32> = if row > 0 { tree.path_to(row - 1).iter().map(|&i| tree.tokens()[i]).collect() } else { Vec::new() };
+                let path: Vec<u32> = if row > 0 {
+                    tree.path_to(row - 1).iter().map(|&i| tree.tokens()[i]).collect()
+                } else {
+                    Vec::new()
+                };
                 let mut ctx = cfg.penalty_span(context).to_vec();
                 ctx.extend(path);
                 let mut l = rows[row * vocab..(row + 1) * vocab].to_vec();
@@ -198,7 +239,14 @@ fn verify<B: Backend>(tree: &DraftTree, context: &[u32], logits: Tensor<B, 2>, s
 }
 
 /// Appends `new` to `tokens` up to the first stop token or the length limits.
-fn emit(tokens: &mut Vec<u32>, new: &[u32], prompt_len: usize, max_new: usize, stop_tokens: &[u32], context_len: usize) -> Option<StopReason> {
+fn emit(
+    tokens: &mut Vec<u32>,
+    new: &[u32],
+    prompt_len: usize,
+    max_new: usize,
+    stop_tokens: &[u32],
+    context_len: usize,
+) -> Option<StopReason> {
     for &t in new {
         tokens.push(t);
         if stop_tokens.contains(&t) {

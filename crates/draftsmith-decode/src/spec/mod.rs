@@ -8,7 +8,9 @@ pub mod proposer;
 pub mod verify;
 pub mod verify_sampled;
 
-pub use driver::{generate_speculative, generate_speculative_sampled, generate_speculative_with, SpecOutput, StepRecord, StepView};
+pub use driver::{
+    generate_speculative, generate_speculative_sampled, generate_speculative_with, SpecOutput, StepRecord, StepView,
+};
 pub use policy::{Auto, CostModel, DraftPolicy};
 pub use proposer::{DraftContext, DraftCost, Proposer, Verified};
 pub use verify::{verify_greedy, Acceptance};

@@ -100,7 +100,11 @@ impl CostModel {
                     }
                     None => {
                         let (b, tb) = pts[pts.len() - 1];
-                        let slope = if pts.len() > 1 { (tb - pts[pts.len() - 2].1) / (b - pts[pts.len() - 2].0) as f64 } else { tb / b as f64 };
+                        let slope = if pts.len() > 1 {
+                            (tb - pts[pts.len() - 2].1) / (b - pts[pts.len() - 2].0) as f64
+                        } else {
+                            tb / b as f64
+                        };
                         tb + slope * (n - b) as f64
                     }
                 }
@@ -153,7 +157,10 @@ impl CostModel {
 fn measure<B: Backend>(model: &Model<B>) -> Option<Vec<(usize, f64)>> {
     use crate::cost::{cached_context, time_pass, DraftShape};
     let context = 64.min(model.config().max_position_embeddings / 4).max(1);
-    let sizes: Vec<usize> = [1, 2, 4, 8, 16, 32, 64].into_iter().filter(|&n| context + n + 1 < model.config().max_position_embeddings).collect();
+    let sizes: Vec<usize> = [1, 2, 4, 8, 16, 32, 64]
+        .into_iter()
+        .filter(|&n| context + n + 1 < model.config().max_position_embeddings)
+        .collect();
     let mut cache = cached_context(model, context, *sizes.last()?).ok()?;
     sizes.iter().map(|&n| time_pass(model, &mut cache, DraftShape::Chain, n, 2).ok().map(|t| (n, t.ms))).collect()
 }
@@ -323,7 +330,20 @@ pub struct Auto {
 impl Auto {
     pub fn new(inner: Box<dyn Proposer>, cost: CostModel) -> Self {
         let name = inner.name().to_string();
-        Self { inner, cost, accept: AcceptanceModel::default(), last: None, name, stats: PolicyStats::default(), learn_cost: true, draft_ms: None, template: DraftTree::new(), skipped: false, since_probe: 0, class: 0 }
+        Self {
+            inner,
+            cost,
+            accept: AcceptanceModel::default(),
+            last: None,
+            name,
+            stats: PolicyStats::default(),
+            learn_cost: true,
+            draft_ms: None,
+            template: DraftTree::new(),
+            skipped: false,
+            since_probe: 0,
+            class: 0,
+        }
     }
 
     /// With a cost model that measured times do not change (tests, what-if runs).
@@ -389,7 +409,9 @@ impl Proposer for Auto {
 
     fn propose(&mut self, ctx: &DraftContext<'_>) -> DraftTree {
         self.since_probe += 1;
-        let interval = self.draft_ms.map_or(PROBE_EVERY, |d| PROBE_EVERY.max((d / (PROBE_BUDGET * self.cost.predict(1))).ceil() as usize));
+        let interval = self
+            .draft_ms
+            .map_or(PROBE_EVERY, |d| PROBE_EVERY.max((d / (PROBE_BUDGET * self.cost.predict(1))).ceil() as usize));
         let probe = usize::from(self.since_probe >= interval);
         if probe == 1 {
             self.since_probe = 0;

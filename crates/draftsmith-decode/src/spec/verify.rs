@@ -29,7 +29,13 @@ pub fn verify_greedy(tree: &DraftTree, root_next: u32, node_next: &[u32]) -> Acc
 }
 
 /// The deepest accepted path below `parent` whose first token must be `want`.
-fn deepest(tree: &DraftTree, children: &[Vec<usize>], parent: Option<usize>, want: u32, node_next: &[u32]) -> Vec<usize> {
+fn deepest(
+    tree: &DraftTree,
+    children: &[Vec<usize>],
+    parent: Option<usize>,
+    want: u32,
+    node_next: &[u32],
+) -> Vec<usize> {
     let mut best: Vec<usize> = Vec::new();
     for &c in &children[parent.map_or(0, |p| p + 1)] {
         if tree.tokens()[c] != want {

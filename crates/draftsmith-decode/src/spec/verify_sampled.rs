@@ -19,7 +19,14 @@ use crate::sampling::{probabilities, sample_from, SamplingConfig};
 /// Verifies `tree` by rejection sampling. `rows` holds the target's logits, row 0 after the
 /// root and row `i + 1` after node `i` (`vocab` values each); `context` is every token up to and
 /// including the root (for repetition/contextual penalties).
-pub fn verify_sampled(tree: &DraftTree, context: &[u32], rows: &[f32], vocab: usize, cfg: &SamplingConfig, rng: &mut impl Rng) -> Acceptance {
+pub fn verify_sampled(
+    tree: &DraftTree,
+    context: &[u32],
+    rows: &[f32],
+    vocab: usize,
+    cfg: &SamplingConfig,
+    rng: &mut impl Rng,
+) -> Acceptance {
     let mut ctx = context.to_vec();
     let mut path = Vec::new();
     let mut parent: Option<usize> = None;

@@ -4,7 +4,9 @@
 
 use burn::backend::Flex;
 use draftsmith_decode::{generate, Sampler, SamplingConfig};
-use draftsmith_model::{build_model, Activations, Architecture, LoadOptions, MatmulWeights, MemorySource, Model, ModelConfig};
+use draftsmith_model::{
+    build_model, Activations, Architecture, LoadOptions, MatmulWeights, MemorySource, Model, ModelConfig,
+};
 
 pub type B = Flex;
 

@@ -35,9 +35,7 @@ fn super_blocks<'a>(
     out: &'a mut [f32],
 ) -> impl Iterator<Item = (&'a [u8], &'a mut [f32; QK_K])> {
     assert_blocks(dtype, bytes, out);
-    let outs = out
-        .chunks_exact_mut(QK_K)
-        .map(|y| <&mut [f32; QK_K]>::try_from(y).expect("QK_K values"));
+    let outs = out.chunks_exact_mut(QK_K).map(|y| <&mut [f32; QK_K]>::try_from(y).expect("QK_K values"));
     bytes.chunks_exact(dtype.type_size()).zip(outs)
 }
 
@@ -48,10 +46,7 @@ fn sub_block_affine(block: &[u8]) -> ([f32; 8], [f32; 8]) {
     let dmin = f16_at(block, 2);
     let packed: &[u8; 12] = block[4..16].try_into().expect("12 scale bytes");
     let (scales, mins) = scale_min_k4(packed);
-    (
-        scales.map(|s| d * f32::from(s)),
-        mins.map(|m| dmin * f32::from(m)),
-    )
+    (scales.map(|s| d * f32::from(s)), mins.map(|m| dmin * f32::from(m)))
 }
 
 /// Q4_K. Super-block: d, dmin (2 bytes each), scales (12), qs (128) = 144 bytes.

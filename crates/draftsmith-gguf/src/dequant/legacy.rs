@@ -19,9 +19,7 @@ fn blocks<'a>(
     out: &'a mut [f32],
 ) -> impl Iterator<Item = (&'a [u8], &'a mut [f32; QK])> {
     assert_blocks(dtype, bytes, out);
-    let outs = out
-        .chunks_exact_mut(QK)
-        .map(|y| <&mut [f32; QK]>::try_from(y).expect("QK values"));
+    let outs = out.chunks_exact_mut(QK).map(|y| <&mut [f32; QK]>::try_from(y).expect("QK values"));
     bytes.chunks_exact(dtype.type_size()).zip(outs)
 }
 

@@ -12,9 +12,7 @@ mod legacy;
 
 pub use float::{dequantize_bf16, dequantize_f16, dequantize_f32};
 pub use kquants::{dequantize_q4_k, dequantize_q5_k, dequantize_q6_k, scale_min_k4};
-pub use legacy::{
-    dequantize_q4_0, dequantize_q4_1, dequantize_q5_0, dequantize_q5_1, dequantize_q8_0,
-};
+pub use legacy::{dequantize_q4_0, dequantize_q4_1, dequantize_q5_0, dequantize_q5_1, dequantize_q8_0};
 
 pub use crate::error::DequantError;
 use crate::types::GgmlType;
@@ -28,21 +26,13 @@ pub fn byte_len(dtype: GgmlType, n_elements: usize) -> Result<usize, DequantErro
     }
     let block_size = dtype.block_size();
     if !n_elements.is_multiple_of(block_size) {
-        return Err(DequantError::PartialBlock {
-            dtype,
-            n_elements,
-            block_size,
-        });
+        return Err(DequantError::PartialBlock { dtype, n_elements, block_size });
     }
     Ok(n_elements / block_size * dtype.type_size())
 }
 
 /// Dequantizes `bytes`, holding exactly `n_elements` values of `dtype`, into a new vector.
-pub fn dequantize(
-    dtype: GgmlType,
-    bytes: &[u8],
-    n_elements: usize,
-) -> Result<Vec<f32>, DequantError> {
+pub fn dequantize(dtype: GgmlType, bytes: &[u8], n_elements: usize) -> Result<Vec<f32>, DequantError> {
     check_bytes(dtype, bytes, n_elements)?;
     let mut out = vec![0.0f32; n_elements];
     dequantize_into(dtype, bytes, &mut out)?;
@@ -74,12 +64,7 @@ pub fn dequantize_into(dtype: GgmlType, bytes: &[u8], out: &mut [f32]) -> Result
 fn check_bytes(dtype: GgmlType, bytes: &[u8], n_elements: usize) -> Result<(), DequantError> {
     let expected = byte_len(dtype, n_elements)?;
     if bytes.len() != expected {
-        return Err(DequantError::ByteLength {
-            dtype,
-            n_elements,
-            expected,
-            actual: bytes.len(),
-        });
+        return Err(DequantError::ByteLength { dtype, n_elements, expected, actual: bytes.len() });
     }
     Ok(())
 }
@@ -109,31 +94,18 @@ mod tests {
     #[test]
     fn length_errors() {
         let err = dequantize(GgmlType::Q4_0, &[0; 18], 16).unwrap_err();
-        assert!(
-            matches!(err, DequantError::PartialBlock { block_size: 32, .. }),
-            "{err}"
-        );
+        assert!(matches!(err, DequantError::PartialBlock { block_size: 32, .. }), "{err}");
         let err = dequantize(GgmlType::Q4_0, &[0; 17], 32).unwrap_err();
         assert_eq!(err.to_string(), "32 elements of Q4_0 need 18 bytes, got 17");
         let err = dequantize(GgmlType::Q2_K, &[0; 84], 256).unwrap_err();
         assert_eq!(err, DequantError::Unsupported(GgmlType::Q2_K));
         let err = dequantize_into(GgmlType::F32, &[0; 8], &mut [0.0; 3]).unwrap_err();
-        assert!(matches!(
-            err,
-            DequantError::ByteLength {
-                expected: 12,
-                actual: 8,
-                ..
-            }
-        ));
+        assert!(matches!(err, DequantError::ByteLength { expected: 12, actual: 8, .. }));
     }
 
     #[test]
     fn empty_input_is_fine() {
-        assert_eq!(
-            dequantize(GgmlType::Q6_K, &[], 0).unwrap(),
-            Vec::<f32>::new()
-        );
+        assert_eq!(dequantize(GgmlType::Q6_K, &[], 0).unwrap(), Vec::<f32>::new());
     }
 
     #[test]

@@ -107,12 +107,7 @@ pub struct GgufBuilder {
 impl GgufBuilder {
     /// An empty version-3 file with the default alignment.
     pub fn new() -> Self {
-        Self {
-            version: 3,
-            alignment: 32,
-            kvs: Vec::new(),
-            tensors: Vec::new(),
-        }
+        Self { version: 3, alignment: 32, kvs: Vec::new(), tensors: Vec::new() }
     }
 
     /// Adds a metadata entry.
@@ -123,13 +118,7 @@ impl GgufBuilder {
 
     /// Adds a tensor.
     pub fn tensor(mut self, name: &str, dims: &[u64], type_id: u32, data: Vec<u8>) -> Self {
-        let tensor = TestTensor {
-            name: name.into(),
-            dims: dims.to_vec(),
-            type_id,
-            data,
-            offset: None,
-        };
+        let tensor = TestTensor { name: name.into(), dims: dims.to_vec(), type_id, data, offset: None };
         self.tensors.push(tensor);
         self
     }
@@ -160,9 +149,7 @@ impl GgufBuilder {
         for (t, &offset) in self.tensors.iter().zip(&offsets) {
             write_str(&mut out, &t.name);
             out.extend_from_slice(&(t.dims.len() as u32).to_le_bytes());
-            t.dims
-                .iter()
-                .for_each(|d| out.extend_from_slice(&d.to_le_bytes()));
+            t.dims.iter().for_each(|d| out.extend_from_slice(&d.to_le_bytes()));
             out.extend_from_slice(&t.type_id.to_le_bytes());
             out.extend_from_slice(&t.offset.unwrap_or(offset).to_le_bytes());
         }
@@ -209,15 +196,15 @@ pub struct Fixture {
 /// sets it then too), so a test binary reused from another checkout through a shared target
 /// directory finds this checkout's files.
 pub fn fixtures_dir() -> PathBuf {
-    PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").unwrap_or_else(|| env!("CARGO_MANIFEST_DIR").into())).join("tests/fixtures")
+    PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").unwrap_or_else(|| env!("CARGO_MANIFEST_DIR").into()))
+        .join("tests/fixtures")
 }
 
 /// Loads `dequant_<name>.{bin,json}` (e.g. `name = "q4_k"`).
 pub fn load_fixture(name: &str) -> Fixture {
     let dir = fixtures_dir();
     let bytes = std::fs::read(dir.join(format!("dequant_{name}.bin"))).expect("fixture .bin");
-    let text =
-        std::fs::read_to_string(dir.join(format!("dequant_{name}.json"))).expect("fixture .json");
+    let text = std::fs::read_to_string(dir.join(format!("dequant_{name}.json"))).expect("fixture .json");
     let json: serde_json::Value = serde_json::from_str(&text).expect("fixture json parses");
     let expected: Vec<f32> = json["expected_bits"]
         .as_array()
@@ -237,11 +224,7 @@ pub fn load_fixture(name: &str) -> Fixture {
 /// Asserts `actual == expected` bit for bit, naming the first differing index.
 pub fn assert_bits_eq(what: &str, actual: &[f32], expected: &[f32]) {
     assert_eq!(actual.len(), expected.len(), "{what}: length");
-    let mismatches = actual
-        .iter()
-        .zip(expected)
-        .filter(|(a, e)| a.to_bits() != e.to_bits())
-        .count();
+    let mismatches = actual.iter().zip(expected).filter(|(a, e)| a.to_bits() != e.to_bits()).count();
     if let Some(i) = (0..actual.len()).find(|&i| actual[i].to_bits() != expected[i].to_bits()) {
         panic!(
             "{what}: {mismatches} of {} values differ; first at index {i}: got {:e}, expected {:e}",

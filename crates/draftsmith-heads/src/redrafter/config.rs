@@ -62,7 +62,10 @@ impl ReDrafterConfig {
     /// Checks the shape is one this implementation can build.
     pub fn validate(&self) -> Result<(), String> {
         if self.exit_dim != 2 * self.hidden_size {
-            return Err(format!("exit_dim {} must be 2 × hidden_size {} (no input projection is supported)", self.exit_dim, self.hidden_size));
+            return Err(format!(
+                "exit_dim {} must be 2 × hidden_size {} (no input projection is supported)",
+                self.exit_dim, self.hidden_size
+            ));
         }
         if self.vocab_size == 0 || self.hidden_size == 0 {
             return Err("vocab_size and hidden_size must be positive".into());
@@ -87,7 +90,9 @@ impl ReDrafterConfig {
         } else {
             (None, None)
         };
-        let blocks = (0..self.num_draft_layers).map(|_| ResBlock { linear: linear(&mut rng, self.exit_dim, self.exit_dim, true, device) }).collect();
+        let blocks = (0..self.num_draft_layers)
+            .map(|_| ResBlock { linear: linear(&mut rng, self.exit_dim, self.exit_dim, true, device) })
+            .collect();
         let out = linear(&mut rng, self.exit_dim, self.out_dim(), false, device);
         ReDrafter { rnn_w, rnn_u, blocks, out }
     }
@@ -97,6 +102,7 @@ fn linear<B: Backend>(rng: &mut StdRng, d_in: usize, d_out: usize, bias: bool, d
     let k = 1.0 / (d_in as f32).sqrt();
     let mut draw = |n: usize| (0..n).map(|_| rng.random_range(-k..k)).collect::<Vec<f32>>();
     let weight = Tensor::<B, 2>::from_data(TensorData::new(draw(d_in * d_out), [d_in, d_out]), device);
-    let bias = bias.then(|| Param::from_tensor(Tensor::<B, 1>::from_data(TensorData::new(draw(d_out), [d_out]), device)));
+    let bias =
+        bias.then(|| Param::from_tensor(Tensor::<B, 1>::from_data(TensorData::new(draw(d_out), [d_out]), device)));
     Linear { weight: Param::from_tensor(weight), bias }
 }

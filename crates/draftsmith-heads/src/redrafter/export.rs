@@ -95,8 +95,14 @@ pub fn read_drafter_file(dir: &Path) -> Result<DrafterFile, HeadsError> {
     let (path, file): (_, DrafterFile) = read_config(dir, "redrafter")?;
     file.config().validate().map_err(|problem| HeadsError::Config { path: path.clone(), problem })?;
     if let Some(ids) = &file.draft_vocab {
-        if ids.is_empty() || ids.windows(2).any(|w| w[0] >= w[1]) || ids.last().is_some_and(|&last| last as usize >= file.vocab_size) {
-            let problem = format!("draft_vocab must be a non-empty list of strictly increasing token ids below vocab_size {}", file.vocab_size);
+        if ids.is_empty()
+            || ids.windows(2).any(|w| w[0] >= w[1])
+            || ids.last().is_some_and(|&last| last as usize >= file.vocab_size)
+        {
+            let problem = format!(
+                "draft_vocab must be a non-empty list of strictly increasing token ids below vocab_size {}",
+                file.vocab_size
+            );
             return Err(HeadsError::Config { path, problem });
         }
     }
@@ -105,7 +111,11 @@ pub fn read_drafter_file(dir: &Path) -> Result<DrafterFile, HeadsError> {
 
 /// Loads an exported drafter. With `target`, refuses a drafter trained for another target
 /// (and one whose vocabulary or hidden size does not fit it).
-pub fn load_redrafter<B: Backend>(dir: &Path, target: Option<&TargetIdentity>, device: &B::Device) -> Result<(ReDrafter<B>, DrafterFile), HeadsError> {
+pub fn load_redrafter<B: Backend>(
+    dir: &Path,
+    target: Option<&TargetIdentity>,
+    device: &B::Device,
+) -> Result<(ReDrafter<B>, DrafterFile), HeadsError> {
     let file = read_drafter_file(dir)?;
     let config_path = dir.join(CONFIG_FILE);
     if let Some(given) = target {
@@ -116,14 +126,33 @@ pub fn load_redrafter<B: Backend>(dir: &Path, target: Option<&TargetIdentity>, d
     let mut reader = Reader::open(&path)?;
     let h = config.hidden_size;
     let (rnn_w, rnn_u) = if config.rnn {
-        (Some(reader.linear::<B>("rnn_w", h, h, false, device)?), Some(reader.linear::<B>("rnn_u", h, h, true, device)?))
+        (
+            Some(reader.linear::<B>("rnn_w", h, h, false, device)?),
+            Some(reader.linear::<B>("rnn_u", h, h, true, device)?),
+        )
     } else {
         (None, None)
     };
     let blocks = (0..config.num_draft_layers)
-        .map(|i| Ok(ResBlock { linear: reader.linear::<B>(&format!("lm_head.{i}.linear"), config.exit_dim, config.exit_dim, true, device)? }))
+        .map(|i| {
+            Ok(ResBlock {
+                linear: reader.linear::<B>(
+                    &format!("lm_head.{i}.linear"),
+                    config.exit_dim,
+                    config.exit_dim,
+                    true,
+                    device,
+                )?,
+            })
+        })
         .collect::<Result<Vec<_>, HeadsError>>()?;
-    let out = reader.linear::<B>(&format!("lm_head.{}", config.num_draft_layers), config.exit_dim, config.out_dim(), false, device)?;
+    let out = reader.linear::<B>(
+        &format!("lm_head.{}", config.num_draft_layers),
+        config.exit_dim,
+        config.out_dim(),
+        false,
+        device,
+    )?;
     reader.finish("ReDrafter")?;
     Ok((ReDrafter { rnn_w, rnn_u, blocks, out }, file))
 }

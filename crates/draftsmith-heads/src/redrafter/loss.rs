@@ -72,7 +72,9 @@ pub fn teacher_forced_loss<B: Backend>(
     let mut state = drafter.initial_state(rows, hidden, &device);
     let mut total = Tensor::<B, 1>::zeros([1], &device);
     let mut metrics = Vec::with_capacity(batch.inputs.len());
-    for (((input, label), weight), in_vocab) in batch.inputs.iter().zip(&batch.labels).zip(&batch.weights).zip(&batch.in_vocab) {
+    for (((input, label), weight), in_vocab) in
+        batch.inputs.iter().zip(&batch.labels).zip(&batch.weights).zip(&batch.in_vocab)
+    {
         state = drafter.next_state(state, embeddings.clone().select(0, input.clone()));
         let logits = drafter.logits(batch.hidden.clone(), state.clone(), vocab);
         let log_probs = activation::log_softmax(logits.clone(), 1);
@@ -84,14 +86,21 @@ pub fn teacher_forced_loss<B: Backend>(
         let step_loss = nll.clone().sum();
         total = total + step_loss.clone() / trained_count.max(1.0);
         // Hits and the loss cover the trained rows; accuracy is over every counted row.
-        let m = step_metrics(logits, label.clone(), trained, step_loss.into_scalar().elem::<f64>(), trained_count as usize);
+        let m =
+            step_metrics(logits, label.clone(), trained, step_loss.into_scalar().elem::<f64>(), trained_count as usize);
         metrics.push(StepMetrics { count: count as usize, ..m });
     }
     (total, metrics)
 }
 
 /// Top-1 / top-5 hits: a label ranks `r` when `r` logits are strictly larger than its own.
-pub(crate) fn step_metrics<B: Backend>(logits: Tensor<B, 2>, labels: Tensor<B, 1, Int>, weight: Tensor<B, 1>, loss_sum: f64, count: usize) -> StepMetrics {
+pub(crate) fn step_metrics<B: Backend>(
+    logits: Tensor<B, 2>,
+    labels: Tensor<B, 1, Int>,
+    weight: Tensor<B, 1>,
+    loss_sum: f64,
+    count: usize,
+) -> StepMetrics {
     let [rows, vocab] = logits.dims();
     let logits = logits.detach();
     let own = logits.clone().gather(1, labels.reshape([rows, 1]));

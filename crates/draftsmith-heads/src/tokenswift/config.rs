@@ -54,7 +54,12 @@ impl TokenSwiftConfig {
     /// than the LM head read through a unit-weight norm. On SmolLM2 the latter starts every
     /// head at a cross-entropy of ~16 nats, above uniform, because the pre-norm hidden state
     /// has outlier channels that the final norm scales down.
-    pub fn init_with_post_norm<B: Backend>(&self, device: &B::Device, seed: u64, post_norm: Option<Tensor<B, 1>>) -> TokenSwiftHeads<B> {
+    pub fn init_with_post_norm<B: Backend>(
+        &self,
+        device: &B::Device,
+        seed: u64,
+        post_norm: Option<Tensor<B, 1>>,
+    ) -> TokenSwiftHeads<B> {
         let mut rng = StdRng::seed_from_u64(seed);
         let h = self.hidden_size;
         let heads = (0..self.num_heads)

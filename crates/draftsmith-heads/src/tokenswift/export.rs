@@ -38,7 +38,9 @@ pub struct TokenSwiftFile {
 
 impl TokenSwiftFile {
     pub fn config(&self) -> TokenSwiftConfig {
-        TokenSwiftConfig::new(self.vocab_size, self.hidden_size).with_num_heads(self.num_heads).with_rms_norm_eps(self.rms_norm_eps)
+        TokenSwiftConfig::new(self.vocab_size, self.hidden_size)
+            .with_num_heads(self.num_heads)
+            .with_rms_norm_eps(self.rms_norm_eps)
     }
 }
 
@@ -53,7 +55,13 @@ fn push_norm<B: Backend>(out: &mut Named, name: String, norm: &RmsNorm<B>) {
 }
 
 /// Writes `dir/drafter.safetensors` and `dir/config.json` (each via a temporary file and rename).
-pub fn save_tokenswift<B: Backend>(dir: &Path, heads: &TokenSwiftHeads<B>, config: &TokenSwiftConfig, target: &TargetIdentity, training: serde_json::Value) -> Result<(), HeadsError> {
+pub fn save_tokenswift<B: Backend>(
+    dir: &Path,
+    heads: &TokenSwiftHeads<B>,
+    config: &TokenSwiftConfig,
+    target: &TargetIdentity,
+    training: serde_json::Value,
+) -> Result<(), HeadsError> {
     std::fs::create_dir_all(dir).map_err(HeadsError::io(dir))?;
     let mut named: Named = Vec::new();
     for (i, head) in heads.heads.iter().enumerate() {
@@ -82,7 +90,11 @@ pub fn read_tokenswift_file(dir: &Path) -> Result<TokenSwiftFile, HeadsError> {
 }
 
 /// Loads exported heads. With `target`, refuses heads trained for another target.
-pub fn load_tokenswift<B: Backend>(dir: &Path, target: Option<&TargetIdentity>, device: &B::Device) -> Result<(TokenSwiftHeads<B>, TokenSwiftFile), HeadsError> {
+pub fn load_tokenswift<B: Backend>(
+    dir: &Path,
+    target: Option<&TargetIdentity>,
+    device: &B::Device,
+) -> Result<(TokenSwiftHeads<B>, TokenSwiftFile), HeadsError> {
     let file = read_tokenswift_file(dir)?;
     let config_path = dir.join(CONFIG_FILE);
     if let Some(given) = target {

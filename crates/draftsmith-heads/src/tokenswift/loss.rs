@@ -20,19 +20,31 @@ pub struct TokenSwiftBatch<B: Backend> {
 }
 
 /// The summed loss and per-head metrics. `lm_head` is the target's `[hidden, vocab]` matrix.
-pub fn shifted_loss<B: Backend>(heads: &TokenSwiftHeads<B>, lm_head: &Tensor<B, 2>, batch: &TokenSwiftBatch<B>) -> (Tensor<B, 1>, Vec<StepMetrics>) {
+pub fn shifted_loss<B: Backend>(
+    heads: &TokenSwiftHeads<B>,
+    lm_head: &Tensor<B, 2>,
+    batch: &TokenSwiftBatch<B>,
+) -> (Tensor<B, 1>, Vec<StepMetrics>) {
     let [rows, _] = batch.hidden.dims();
     let device = batch.hidden.device();
     let mut total = Tensor::<B, 1>::zeros([1], &device);
     let mut metrics = Vec::with_capacity(heads.heads.len());
-    for ((logits, label), weight) in heads.logits(batch.hidden.clone(), lm_head).into_iter().zip(&batch.labels).zip(&batch.weights) {
+    for ((logits, label), weight) in
+        heads.logits(batch.hidden.clone(), lm_head).into_iter().zip(&batch.labels).zip(&batch.weights)
+    {
         let log_probs = activation::log_softmax(logits.clone(), 1);
         let picked = log_probs.gather(1, label.clone().reshape([rows, 1])).reshape([rows]);
         let nll = picked.neg() * weight.clone();
         let count = weight.clone().sum().into_scalar().elem::<f64>();
         let head_loss = nll.sum();
         total = total + head_loss.clone() / count.max(1.0);
-        metrics.push(step_metrics(logits, label.clone(), weight.clone(), head_loss.into_scalar().elem::<f64>(), count as usize));
+        metrics.push(step_metrics(
+            logits,
+            label.clone(),
+            weight.clone(),
+            head_loss.into_scalar().elem::<f64>(),
+            count as usize,
+        ));
     }
     (total, metrics)
 }

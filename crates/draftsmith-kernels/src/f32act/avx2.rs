@@ -55,12 +55,8 @@ pub(super) unsafe fn tile(f: QFormat, w: Weights<'_>, xs: &[&[f32]], out: &mut [
     let groups = w.groups;
     check(f, groups, xs, out);
     assert!(xs.len() <= 4, "AVX2 tile width is at most 4");
-    let mut panels = [Panel {
-        q: std::ptr::null(),
-        s: std::ptr::null(),
-        out: std::ptr::null_mut(),
-        half: 0,
-    }; 2 * MAX_GROUPS];
+    let mut panels =
+        [Panel { q: std::ptr::null(), s: std::ptr::null(), out: std::ptr::null_mut(), half: 0 }; 2 * MAX_GROUPS];
     for (i, ((quants, scales), res)) in groups.iter().zip(out.iter_mut()).enumerate() {
         for h in 0..2 {
             panels[2 * i + h] = Panel {
@@ -106,12 +102,7 @@ pub(super) unsafe fn tile(f: QFormat, w: Weights<'_>, xs: &[&[f32]], out: &mut [
 #[inline(always)]
 unsafe fn prefetch_half(p: &Panel, b: usize, f: QFormat, ahead: (usize, usize)) {
     if p.half == 0 {
-        prefetch(
-            p.q.add(b * tile_bytes(f)),
-            p.s.add(b * tile_scales(f)),
-            tile_bytes(f),
-            ahead,
-        );
+        prefetch(p.q.add(b * tile_bytes(f)), p.s.add(b * tile_scales(f)), tile_bytes(f), ahead);
     }
 }
 
@@ -127,12 +118,7 @@ unsafe fn store<const P: usize, const C: usize>(acc: &[[__m256; C]; P], p: &[Pan
 
 /// Q8_0: `P` panels × `C` activation rows, `nb` blocks.
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn q8_0<const P: usize, const C: usize>(
-    p: &[Panel],
-    nb: usize,
-    xs: &[&[f32]],
-    ahead: (usize, usize),
-) {
+unsafe fn q8_0<const P: usize, const C: usize>(p: &[Panel], nb: usize, xs: &[&[f32]], ahead: (usize, usize)) {
     let tb = tile_bytes(QFormat::Q8_0);
     let x: [*const f32; C] = std::array::from_fn(|c| xs[c].as_ptr());
     let (bias, unscale) = (_mm256_set1_epi8(-128), _mm256_set1_ps(1.0 / 16_777_216.0));
@@ -147,8 +133,7 @@ unsafe fn q8_0<const P: usize, const C: usize>(
             for i in 0..P {
                 let base = p[i].q.add(b * tb);
                 let v0 = _mm256_xor_si256(_mm256_loadu_si256(base.add(k * UNIT).cast()), bias);
-                let v1 =
-                    _mm256_xor_si256(_mm256_loadu_si256(base.add((k + 4) * UNIT).cast()), bias);
+                let v1 = _mm256_xor_si256(_mm256_loadu_si256(base.add((k + 4) * UNIT).cast()), bias);
                 for t in 0..4 {
                     let w0 = _mm256_cvtepi32_ps(_mm256_shuffle_epi8(v0, top_byte(t)));
                     let w1 = _mm256_cvtepi32_ps(_mm256_shuffle_epi8(v1, top_byte(t)));
@@ -173,12 +158,7 @@ unsafe fn q8_0<const P: usize, const C: usize>(
 
 /// Q4_1: `P` panels × `C` activation rows, `nb` blocks.
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn q4_1<const P: usize, const C: usize>(
-    p: &[Panel],
-    nb: usize,
-    xs: &[&[f32]],
-    ahead: (usize, usize),
-) {
+unsafe fn q4_1<const P: usize, const C: usize>(p: &[Panel], nb: usize, xs: &[&[f32]], ahead: (usize, usize)) {
     let (tb, ts) = (tile_bytes(QFormat::Q4_1), tile_scales(QFormat::Q4_1));
     let x: [*const f32; C] = std::array::from_fn(|c| xs[c].as_ptr());
     let mask = _mm256_set1_epi8(0x0F);

@@ -55,11 +55,7 @@ pub(super) unsafe fn tile(f: QFormat, w: Weights<'_>, xs: &[&[f32]], out: &mut [
     };
     let mut i = 0;
     while i < groups.len() {
-        let gn = if groups.len() - i >= per_call {
-            per_call
-        } else {
-            1
-        };
+        let gn = if groups.len() - i >= per_call { per_call } else { 1 };
         let (w, o) = (&groups[i..i + gn], &mut out[i..i + gn]);
         macro_rules! width {
             ($k:ident) => {
@@ -104,10 +100,7 @@ unsafe fn q8_0<const G: usize, const C: usize>(
     out: &mut [TileOut],
     ahead: (usize, usize),
 ) {
-    let (tb, nb) = (
-        tile_bytes(QFormat::Q8_0),
-        w[0].0.len() / tile_bytes(QFormat::Q8_0),
-    );
+    let (tb, nb) = (tile_bytes(QFormat::Q8_0), w[0].0.len() / tile_bytes(QFormat::Q8_0));
     let q: [*const u8; G] = std::array::from_fn(|g| w[g].0.as_ptr());
     let s: [*const u16; G] = std::array::from_fn(|g| w[g].1.as_ptr());
     let x: [*const f32; C] = std::array::from_fn(|c| xs[c].as_ptr());
@@ -123,8 +116,7 @@ unsafe fn q8_0<const G: usize, const C: usize>(
             for g in 0..G {
                 let base = q[g].add(b * tb);
                 let v0 = _mm512_xor_si512(_mm512_loadu_si512(base.add(k * UNIT).cast()), bias);
-                let v1 =
-                    _mm512_xor_si512(_mm512_loadu_si512(base.add((k + 4) * UNIT).cast()), bias);
+                let v1 = _mm512_xor_si512(_mm512_loadu_si512(base.add((k + 4) * UNIT).cast()), bias);
                 for t in 0..4 {
                     let w0 = _mm512_cvtepi32_ps(_mm512_shuffle_epi8(v0, top_byte(t)));
                     let w1 = _mm512_cvtepi32_ps(_mm512_shuffle_epi8(v1, top_byte(t)));

@@ -56,9 +56,7 @@ pub(crate) fn matmul_impl(m: &QMatrix, path: KernelPath, x: &[f32], n: usize, y:
         return;
     }
     let macs = m.groups() * GROUP * m.cols() * n;
-    run_groups(m.groups(), (macs, INLINE_MACS), y, |range, out| {
-        compute(m, path, x, n, range, out)
-    });
+    run_groups(m.groups(), (macs, INLINE_MACS), y, |range, out| compute(m, path, x, n, range, out));
 }
 
 /// Activation rows per kernel call on `path`. AVX-512 (32 registers) holds 8 rows × 3
@@ -99,15 +97,8 @@ fn compute(m: &QMatrix, path: KernelPath, x: &[f32], n: usize, range: Range<usiz
                 &x[c * cols..][..cols]
             });
             // Only the first pass over these groups prefetches the next ones.
-            let ahead = if i == 0 && next {
-                (gn * gq, gn * gs)
-            } else {
-                (0, 0)
-            };
-            let w = Weights {
-                groups: &groups[..gn],
-                ahead,
-            };
+            let ahead = if i == 0 && next { (gn * gq, gn * gs) } else { (0, 0) };
+            let w = Weights { groups: &groups[..gn], ahead };
             kernel(path, m.format(), w, &xs[..cn], &mut res[..gn]);
             for (k, tile) in res[..gn].iter().enumerate() {
                 let (r0, valid) = ((g0 + k) * GROUP, GROUP.min(rows - (g0 + k) * GROUP));
@@ -156,26 +147,13 @@ pub(crate) fn prefetch(q: *const u8, s: *const u16, bytes: usize, ahead: (usize,
 /// Asserts the slice lengths the SIMD kernels' unchecked pointer arithmetic relies on; returns
 /// the number of blocks per row.
 pub(crate) fn check(f: QFormat, groups: &[Packed<'_>], xs: &[&[f32]], out: &[TileOut]) -> usize {
-    assert!(
-        (1..=MAX_GROUPS).contains(&groups.len()),
-        "1..={MAX_GROUPS} groups per call"
-    );
-    assert!(
-        (1..=TILE).contains(&xs.len()),
-        "tile width must be 1..={TILE}"
-    );
+    assert!((1..=MAX_GROUPS).contains(&groups.len()), "1..={MAX_GROUPS} groups per call");
+    assert!((1..=TILE).contains(&xs.len()), "tile width must be 1..={TILE}");
     assert_eq!(out.len(), groups.len(), "one output tile per group");
     let nb = groups[0].0.len() / tile_bytes(f);
     for (quants, scales) in groups {
-        assert_eq!(
-            quants.len(),
-            nb * tile_bytes(f),
-            "packed quants are whole tiles"
-        );
-        assert!(
-            scales.len() >= nb * tile_scales(f),
-            "packed scales too short"
-        );
+        assert_eq!(quants.len(), nb * tile_bytes(f), "packed quants are whole tiles");
+        assert!(scales.len() >= nb * tile_scales(f), "packed scales too short");
     }
     for x in xs {
         assert!(x.len() >= nb * QK, "activation row too short");

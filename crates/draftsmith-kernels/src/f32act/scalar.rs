@@ -19,10 +19,7 @@ struct Decoded {
 /// Computes `out[g][t][j]` for every group `g`, activation row `t` and group row `j`.
 pub(super) fn tile(f: QFormat, groups: &[Packed<'_>], xs: &[&[f32]], out: &mut [TileOut]) {
     let nb = check(f, groups, xs, out);
-    let mut dec = Decoded {
-        w: [[0.0; QK]; GROUP],
-        d: [0.0; GROUP],
-    };
+    let mut dec = Decoded { w: [[0.0; QK]; GROUP], d: [0.0; GROUP] };
     for (&(quants, scales), res) in groups.iter().zip(out.iter_mut()) {
         res.iter_mut().for_each(|r| *r = [0.0; GROUP]);
         for b in 0..nb {

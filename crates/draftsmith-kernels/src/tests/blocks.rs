@@ -17,24 +17,10 @@ fn construction_errors() {
     let e = QMatrix::from_ggml_blocks(QFormat::Q8_0, &[0; 34], 1, 48).unwrap_err();
     assert_eq!(e, KernelError::ColsNotBlockMultiple { cols: 48 });
     let e = QMatrix::from_ggml_blocks(QFormat::Q4_1, &[0; 39], 1, 64).unwrap_err();
-    assert!(matches!(
-        e,
-        KernelError::ByteLength {
-            expected: 40,
-            actual: 39,
-            ..
-        }
-    ));
+    assert!(matches!(e, KernelError::ByteLength { expected: 40, actual: 39, .. }));
     assert!(e.to_string().contains("40"));
     let e = QMatrix::quantize_q8_0(&[0.0; 63], 2, 32).unwrap_err();
-    assert!(matches!(
-        e,
-        KernelError::ValueCount {
-            expected: 64,
-            actual: 63,
-            ..
-        }
-    ));
+    assert!(matches!(e, KernelError::ValueCount { expected: 64, actual: 63, .. }));
     let e = QMatrix::from_ggml_blocks(QFormat::Q8_0, &[], usize::MAX, 64).unwrap_err();
     assert!(matches!(e, KernelError::ShapeOverflow { .. }));
 }
@@ -47,11 +33,7 @@ fn dequantize_row_matches_ggml_decoding() {
             let bytes = random_blocks(format, rows, cols, &mut rng);
             let m = QMatrix::from_ggml_blocks(format, &bytes, rows, cols).unwrap();
             assert_eq!((m.rows(), m.cols(), m.format()), (rows, cols, format));
-            assert_eq!(
-                dequantize_all(&m),
-                ggml_dequantize(format, &bytes),
-                "{format:?} {rows}x{cols}"
-            );
+            assert_eq!(dequantize_all(&m), ggml_dequantize(format, &bytes), "{format:?} {rows}x{cols}");
         }
     }
 }
@@ -64,10 +46,7 @@ fn q4_1_nibble_order_hand_example() {
     let m = QMatrix::from_ggml_blocks(QFormat::Q4_1, &block, 1, 32).unwrap();
     let mut row = [0.0; 32];
     m.dequantize_row(0, &mut row);
-    let want: Vec<f32> = (0..16)
-        .chain((0..16).rev())
-        .map(|q| q as f32 - 8.0)
-        .collect();
+    let want: Vec<f32> = (0..16).chain((0..16).rev()).map(|q| q as f32 - 8.0).collect();
     assert_eq!(row.to_vec(), want);
 }
 
@@ -106,11 +85,7 @@ fn quantize_q8_0_follows_ggml_rule() {
         let id = if d == 0.0 { 0.0 } else { 1.0 / d };
         let dh = half::f16::from_f32(d).to_f32();
         for (&x, &g) in xb.iter().zip(gb) {
-            assert_eq!(
-                g,
-                dh * (x * id).round(),
-                "ggml: q = roundf(x / d), value = f16(d) * q"
-            );
+            assert_eq!(g, dh * (x * id).round(), "ggml: q = roundf(x / d), value = f16(d) * q");
         }
     }
 }
@@ -138,19 +113,13 @@ fn tricky_blocks(rng: &mut Rng) -> Vec<f32> {
     let mut x = rng.activations(32 * 64);
     for (i, v) in x.chunks_exact_mut(32).enumerate() {
         match i % 8 {
-            0 => v
-                .iter_mut()
-                .enumerate()
-                .for_each(|(k, e)| *e = k as f32 - 15.5),
+            0 => v.iter_mut().enumerate().for_each(|(k, e)| *e = k as f32 - 15.5),
             1 => v.fill(0.0),
             2 => v.iter_mut().for_each(|e| *e *= 1e-30),
             3 => v.iter_mut().for_each(|e| *e *= 1e30),
             4 => v[7] = f32::NAN,
             5 => v[3] = f32::INFINITY,
-            6 => v
-                .iter_mut()
-                .enumerate()
-                .for_each(|(k, e)| *e = (k as f32 - 16.0) * 0.5),
+            6 => v.iter_mut().enumerate().for_each(|(k, e)| *e = (k as f32 - 16.0) * 0.5),
             _ => {}
         }
     }

@@ -7,10 +7,7 @@ use crate::{Activations, KernelPath, QFormat, QMatrix};
 
 /// Every kernel path this CPU supports.
 fn supported_paths() -> Vec<KernelPath> {
-    KernelPath::ALL
-        .into_iter()
-        .filter(|p| p.is_supported())
-        .collect()
+    KernelPath::ALL.into_iter().filter(|p| p.is_supported()).collect()
 }
 
 /// f32 bits of `y`, for exact comparisons with a readable failure message.
@@ -39,10 +36,7 @@ fn f32_mode_matches_f64_reference_at_rounding_level() {
                     let mut y = vec![f32::NAN; n * rows];
                     m.matmul_f32_with(path, &x, n, &mut y);
                     let bad = worst_violation(&y, &want, &tol);
-                    assert!(
-                        bad.is_none(),
-                        "{path:?} {format:?} {rows}x{cols} n={n}: {bad:?}"
-                    );
+                    assert!(bad.is_none(), "{path:?} {format:?} {rows}x{cols} n={n}: {bad:?}");
                     for ((&g, &r), &s) in y.iter().zip(&want).zip(&mag) {
                         worst = worst.max((f64::from(g) - r).abs() / s.max(1e-30));
                     }
@@ -69,11 +63,7 @@ fn f32_simd_paths_are_bit_identical_to_scalar() {
                 for path in supported_paths() {
                     let mut y = vec![f32::NAN; n * rows];
                     m.matmul_f32_with(path, &x, n, &mut y);
-                    assert_eq!(
-                        bits(&y),
-                        bits(&want),
-                        "{path:?} {format:?} {rows}x{cols} n={n}"
-                    );
+                    assert_eq!(bits(&y), bits(&want), "{path:?} {format:?} {rows}x{cols} n={n}");
                 }
             }
         }

@@ -31,10 +31,7 @@ fn product_in_pool(
     x: &[f32],
     n: usize,
 ) -> Vec<f32> {
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(threads)
-        .build()
-        .unwrap();
+    let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
     pool.install(|| product(m, mode, path, x, n))
 }
 
@@ -46,19 +43,11 @@ fn check_invariance(m: &QMatrix, mode: Activations, path: KernelPath, x: &[f32])
     let full = product(m, mode, path, x, n);
     for t in 0..n {
         let one = product(m, mode, path, &x[t * cols..][..cols], 1);
-        assert_eq!(
-            bits(&one),
-            bits(&full[t * rows..][..rows]),
-            "{what}: token {t}, n=1 vs n={n}"
-        );
+        assert_eq!(bits(&one), bits(&full[t * rows..][..rows]), "{what}: token {t}, n=1 vs n={n}");
     }
     let (off, len) = (5, 17);
     let window = product(m, mode, path, &x[off * cols..][..len * cols], len);
-    assert_eq!(
-        bits(&window),
-        bits(&full[off * rows..][..len * rows]),
-        "{what}: window"
-    );
+    assert_eq!(bits(&window), bits(&full[off * rows..][..len * rows]), "{what}: window");
     for threads in [1, 3] {
         let pooled = product_in_pool(threads, m, (mode, path), x, n);
         assert_eq!(bits(&pooled), bits(&full), "{what}: {threads}-thread pool");
@@ -67,10 +56,7 @@ fn check_invariance(m: &QMatrix, mode: Activations, path: KernelPath, x: &[f32])
 
 #[test]
 fn batched_outputs_are_bit_identical_to_single_token_outputs() {
-    let paths: Vec<KernelPath> = KernelPath::ALL
-        .into_iter()
-        .filter(|p| p.is_supported())
-        .collect();
+    let paths: Vec<KernelPath> = KernelPath::ALL.into_iter().filter(|p| p.is_supported()).collect();
     eprintln!("batch invariance checked on {paths:?}, modes {MODES:?}");
     let mut rng = Rng::new(40);
     for format in [QFormat::Q8_0, QFormat::Q4_1] {

@@ -6,35 +6,19 @@ use super::{dequantize_all, quant_bound, random_blocks, reference, worst_violati
 use crate::{Activations, QFormat, QMatrix};
 
 /// `(rows, cols)`: odd row counts exercise the padded last group; cols span 1 to 48 blocks.
-pub(super) const SHAPES: [(usize, usize); 8] = [
-    (1, 32),
-    (7, 64),
-    (16, 96),
-    (33, 576),
-    (577, 576),
-    (7, 1536),
-    (40, 1536),
-    (1536, 576),
-];
+pub(super) const SHAPES: [(usize, usize); 8] =
+    [(1, 32), (7, 64), (16, 96), (33, 576), (577, 576), (7, 1536), (40, 1536), (1536, 576)];
 /// Activation row counts: single row, ragged tiles, and a full verify batch.
 pub(super) const NS: [usize; 4] = [1, 3, 17, 64];
 
 /// `|d·q| + |m|` per element from GGUF bytes: bounds the size of every term the kernels add up
 /// (Q4_1 splits `w·x` into `d·q·x + m·x`, whose parts can exceed `|w·x|`).
 pub(super) fn term_scale(format: QFormat, bytes: &[u8]) -> Vec<f32> {
-    let f16 = |b: &[u8]| {
-        half::f16::from_bits(u16::from_le_bytes([b[0], b[1]]))
-            .to_f32()
-            .abs()
-    };
+    let f16 = |b: &[u8]| half::f16::from_bits(u16::from_le_bytes([b[0], b[1]])).to_f32().abs();
     let mut out = Vec::new();
     for blk in bytes.chunks_exact(format.block_bytes()) {
         match format {
-            QFormat::Q8_0 => out.extend(
-                blk[2..]
-                    .iter()
-                    .map(|&q| f16(blk) * f32::from(q as i8).abs()),
-            ),
+            QFormat::Q8_0 => out.extend(blk[2..].iter().map(|&q| f16(blk) * f32::from(q as i8).abs())),
             QFormat::Q4_1 => {
                 let (d, m) = (f16(blk), f16(&blk[2..]));
                 out.extend(blk[4..].iter().map(|&q| d * f32::from(q & 15) + m));
@@ -48,10 +32,7 @@ pub(super) fn term_scale(format: QFormat, bytes: &[u8]) -> Vec<f32> {
 /// Rounding slack: `1e-5 · Σ (|d·q| + |m|) · |x|` (f32 accumulation over ≤ 48 blocks).
 fn slack(format: QFormat, bytes: &[u8], x: &[f32], rows: usize, cols: usize, n: usize) -> Vec<f64> {
     let t = term_scale(format, bytes);
-    super::magnitude(&t, x, rows, cols, n)
-        .into_iter()
-        .map(|v| 1e-5 * v + 1e-30)
-        .collect()
+    super::magnitude(&t, x, rows, cols, n).into_iter().map(|v| 1e-5 * v + 1e-30).collect()
 }
 
 /// Runs the int8 `matmul` and checks it against the f32 product of the dequantized weights:
@@ -68,10 +49,7 @@ fn check_against_f32(format: QFormat, rows: usize, cols: usize, n: usize, rng: &
     let bound = quant_bound(&w, &x, rows, cols, n);
     let tol: Vec<f64> = bound.iter().zip(&slack).map(|(b, s)| b + s).collect();
     if let Some((i, e)) = worst_violation(&y, &want, &tol) {
-        panic!(
-            "{format:?} {rows}x{cols} n={n}: y[{i}]={} want {} (excess {e:e})",
-            y[i], want[i]
-        );
+        panic!("{format:?} {rows}x{cols} n={n}: y[{i}]={} want {} (excess {e:e})", y[i], want[i]);
     }
 }
 
@@ -146,18 +124,10 @@ fn bound_detects_layout_bugs() {
     let q41 = random_blocks(QFormat::Q4_1, rows, cols, &mut rng);
     let swapped: Vec<u8> = q41
         .chunks_exact(20)
-        .flat_map(|b| {
-            b[..4]
-                .iter()
-                .copied()
-                .chain(b[4..].iter().map(|q| q.rotate_left(4)))
-        })
+        .flat_map(|b| b[..4].iter().copied().chain(b[4..].iter().map(|q| q.rotate_left(4))))
         .collect();
     let m = QMatrix::from_ggml_blocks(QFormat::Q4_1, &swapped, rows, cols).unwrap();
-    assert!(
-        violation_rate(&m, QFormat::Q4_1, &q41, &x, n) > 0.5,
-        "nibble swap undetected"
-    );
+    assert!(violation_rate(&m, QFormat::Q4_1, &q41, &x, n) > 0.5, "nibble swap undetected");
 
     let q80 = random_blocks(QFormat::Q8_0, rows, cols, &mut rng);
     let mut shifted = q80.clone();
@@ -165,20 +135,14 @@ fn bound_detects_layout_bugs() {
         row.rotate_left(34); // every block read one block off
     }
     let m = QMatrix::from_ggml_blocks(QFormat::Q8_0, &shifted, rows, cols).unwrap();
-    assert!(
-        violation_rate(&m, QFormat::Q8_0, &q80, &x, n) > 0.5,
-        "block offset undetected"
-    );
+    assert!(violation_rate(&m, QFormat::Q8_0, &q80, &x, n) > 0.5, "block offset undetected");
 
     let mut interleaved = q80.clone();
     for blk in interleaved.chunks_exact_mut(34) {
         blk[2..].chunks_exact_mut(4).for_each(|g| g.reverse());
     }
     let m = QMatrix::from_ggml_blocks(QFormat::Q8_0, &interleaved, rows, cols).unwrap();
-    assert!(
-        violation_rate(&m, QFormat::Q8_0, &q80, &x, n) > 0.5,
-        "byte order undetected"
-    );
+    assert!(violation_rate(&m, QFormat::Q8_0, &q80, &x, n) > 0.5, "byte order undetected");
 }
 
 #[test]

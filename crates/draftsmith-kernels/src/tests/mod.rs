@@ -103,11 +103,7 @@ pub(super) fn reference(w: &[f32], x: &[f32], rows: usize, cols: usize, n: usize
     for c in 0..n {
         for r in 0..rows {
             let (wr, xc) = (&w[r * cols..][..cols], &x[c * cols..][..cols]);
-            y[c * rows + r] = wr
-                .iter()
-                .zip(xc)
-                .map(|(&a, &b)| f64::from(a) * f64::from(b))
-                .sum();
+            y[c * rows + r] = wr.iter().zip(xc).map(|(&a, &b)| f64::from(a) * f64::from(b)).sum();
         }
     }
     y
@@ -146,13 +142,6 @@ pub(super) fn quant_bound(w: &[f32], x: &[f32], rows: usize, cols: usize, n: usi
 
 /// Index and size of the largest `|got − want| − tol`, or `None` when every entry is within.
 pub(super) fn worst_violation(got: &[f32], want: &[f64], tol: &[f64]) -> Option<(usize, f64)> {
-    let excess = got
-        .iter()
-        .zip(want)
-        .zip(tol)
-        .map(|((&g, &w), &t)| (f64::from(g) - w).abs() - t);
-    excess
-        .enumerate()
-        .filter(|(_, e)| *e > 0.0 || e.is_nan())
-        .max_by(|a, b| a.1.total_cmp(&b.1))
+    let excess = got.iter().zip(want).zip(tol).map(|((&g, &w), &t)| (f64::from(g) - w).abs() - t);
+    excess.enumerate().filter(|(_, e)| *e > 0.0 || e.is_nan()).max_by(|a, b| a.1.total_cmp(&b.1))
 }

@@ -8,14 +8,9 @@ use crate::{KernelPath, QFormat, QMatrix};
 /// scaling and accumulation differs, so paths agree to `1e-5 · Σ (|d·q| + |m|)·|x|`.
 #[test]
 fn simd_paths_agree_with_scalar() {
-    let paths: Vec<KernelPath> = KernelPath::ALL
-        .into_iter()
-        .filter(|p| *p != KernelPath::Scalar && p.is_supported())
-        .collect();
-    eprintln!(
-        "SIMD paths tested: {paths:?} (detected: {:?})",
-        KernelPath::detect()
-    );
+    let paths: Vec<KernelPath> =
+        KernelPath::ALL.into_iter().filter(|p| *p != KernelPath::Scalar && p.is_supported()).collect();
+    eprintln!("SIMD paths tested: {paths:?} (detected: {:?})", KernelPath::detect());
     let mut rng = Rng::new(20);
     for format in [QFormat::Q8_0, QFormat::Q4_1] {
         for (rows, cols) in SHAPES {
@@ -27,18 +22,13 @@ fn simd_paths_agree_with_scalar() {
                 m.matmul_with(KernelPath::Scalar, &x, n, &mut want);
                 let want: Vec<f64> = want.into_iter().map(f64::from).collect();
                 let scale = term_scale(format, &bytes);
-                let tol: Vec<f64> = magnitude(&scale, &x, rows, cols, n)
-                    .into_iter()
-                    .map(|v| 1e-5 * v + 1e-30)
-                    .collect();
+                let tol: Vec<f64> =
+                    magnitude(&scale, &x, rows, cols, n).into_iter().map(|v| 1e-5 * v + 1e-30).collect();
                 for &path in &paths {
                     let mut y = vec![f32::NAN; n * rows];
                     m.matmul_with(path, &x, n, &mut y);
                     let bad = worst_violation(&y, &want, &tol);
-                    assert!(
-                        bad.is_none(),
-                        "{path:?} {format:?} {rows}x{cols} n={n}: {bad:?}"
-                    );
+                    assert!(bad.is_none(), "{path:?} {format:?} {rows}x{cols} n={n}: {bad:?}");
                 }
             }
         }

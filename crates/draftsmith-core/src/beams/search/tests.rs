@@ -16,23 +16,13 @@ struct FakeDrafter {
 
 impl FakeDrafter {
     fn new(vocab: usize, seed: u64) -> Self {
-        Self {
-            vocab,
-            seed,
-            paths: vec![],
-            calls: vec![],
-            starts: 0,
-        }
+        Self { vocab, seed, paths: vec![], calls: vec![], starts: 0 }
     }
 
     fn logits(&self, path: &[u32]) -> Vec<f32> {
-        let h = path.iter().fold(self.seed, |h, &t| {
-            (h ^ u64::from(t) ^ 0xabcd).wrapping_mul(0x100_0000_01b3)
-        });
+        let h = path.iter().fold(self.seed, |h, &t| (h ^ u64::from(t) ^ 0xabcd).wrapping_mul(0x100_0000_01b3));
         let mut rng = XorShift::new(h);
-        (0..self.vocab)
-            .map(|_| (rng.next_u64() % 4001) as f32 / 1000.0 - 2.0)
-            .collect()
+        (0..self.vocab).map(|_| (rng.next_u64() % 4001) as f32 / 1000.0 - 2.0).collect()
     }
 }
 
@@ -45,11 +35,7 @@ impl BeamDrafter for FakeDrafter {
 
     fn step(&mut self, parents: &[usize], tokens: &[u32]) -> Vec<Vec<f32>> {
         self.calls.push((parents.to_vec(), tokens.to_vec()));
-        self.paths = parents
-            .iter()
-            .zip(tokens)
-            .map(|(&p, &t)| extend(&self.paths[p], t))
-            .collect();
+        self.paths = parents.iter().zip(tokens).map(|(&p, &t)| extend(&self.paths[p], t)).collect();
         self.paths.iter().map(|p| self.logits(p)).collect()
     }
 }
@@ -102,11 +88,7 @@ fn best(mut paths: Vec<(Vec<u32>, f32)>, n: usize) -> Vec<(Vec<u32>, f32)> {
 }
 
 fn cfg(width: usize, length: usize, top_k: usize) -> BeamSearchConfig {
-    BeamSearchConfig {
-        width,
-        length,
-        top_k,
-    }
+    BeamSearchConfig { width, length, top_k }
 }
 
 #[test]
@@ -126,9 +108,7 @@ fn width_one_is_the_greedy_chain() {
     let mut path = vec![2];
     for _ in 1..6 {
         let l = d.logits(&path);
-        let argmax = (0..l.len())
-            .max_by(|&a, &b| l[a].total_cmp(&l[b]).then(b.cmp(&a)))
-            .unwrap();
+        let argmax = (0..l.len()).max_by(|&a, &b| l[a].total_cmp(&l[b]).then(b.cmp(&a))).unwrap();
         path.push(argmax as u32);
     }
     assert_eq!(out.beams, vec![path]);
@@ -146,18 +126,11 @@ fn beam_search_finds_the_better_path_greedy_misses() {
         vec![0.0, 0.0, 0.0, 0.0],
     ];
     let mut greedy = TableDrafter(table.clone(), vec![]);
-    assert_eq!(
-        beam_search(&mut greedy, 0, &cfg(1, 3, 4)).beams[0],
-        vec![0, 1, 0]
-    );
+    assert_eq!(beam_search(&mut greedy, 0, &cfg(1, 3, 4)).beams[0], vec![0, 1, 0]);
     let mut d = TableDrafter(table, vec![]);
     let out = beam_search(&mut d, 0, &cfg(2, 3, 4));
     assert_eq!(out.beams, vec![vec![0, 2, 3], vec![0, 1, 0]]);
-    assert_eq!(
-        d.1,
-        vec![1, 2],
-        "step 2 was called with the step-1 beams, best first"
-    );
+    assert_eq!(d.1, vec![1, 2], "step 2 was called with the step-1 beams, best first");
 }
 
 #[test]
@@ -177,10 +150,7 @@ fn one_drafted_token_gives_the_top_width_tokens() {
     let mut d = FakeDrafter::new(6, 4);
     let out = beam_search(&mut d, 0, &cfg(3, 2, 6));
     let expected = best(all_paths(&d, 0, 2, 6), 3);
-    assert_eq!(
-        out.beams,
-        expected.iter().map(|p| p.0.clone()).collect::<Vec<_>>()
-    );
+    assert_eq!(out.beams, expected.iter().map(|p| p.0.clone()).collect::<Vec<_>>());
     assert_eq!(d.calls.len(), 0);
 }
 
@@ -194,12 +164,7 @@ fn uniform_logits_break_ties_by_beam_then_token() {
 #[test]
 fn top_k_warp_excludes_tokens_outside_the_top_k() {
     // Token 3 has the best continuation but is 3rd after g0; with top_k = 2 it never appears.
-    let table = vec![
-        vec![3.0, 2.0, -5.0, 1.0],
-        vec![0.0, 1.0, 2.0, 3.0],
-        vec![0.0; 4],
-        vec![9.0, 0.0, 0.0, 0.0],
-    ];
+    let table = vec![vec![3.0, 2.0, -5.0, 1.0], vec![0.0, 1.0, 2.0, 3.0], vec![0.0; 4], vec![9.0, 0.0, 0.0, 0.0]];
     let mut d = TableDrafter(table, vec![]);
     let out = beam_search(&mut d, 0, &cfg(2, 2, 2));
     let z = (3.0f32.exp() + 2.0f32.exp()).ln();
@@ -244,11 +209,7 @@ fn matches_a_naive_beam_search_on_random_drafters() {
                     next.push((s + lp[t], beam, t, extend(p, t as u32)));
                 }
             }
-            next.sort_by(|a, b| {
-                b.0.partial_cmp(&a.0)
-                    .unwrap()
-                    .then((a.1, a.2).cmp(&(b.1, b.2)))
-            });
+            next.sort_by(|a, b| b.0.partial_cmp(&a.0).unwrap().then((a.1, a.2).cmp(&(b.1, b.2))));
             kept = next.into_iter().take(width).map(|c| (c.3, c.0)).collect();
         }
         if length == 1 {
@@ -259,20 +220,13 @@ fn matches_a_naive_beam_search_on_random_drafters() {
         for (b, lps) in out.log_probs.iter().enumerate() {
             assert_eq!(lps.len(), length - 1);
             let sum: f32 = lps.iter().sum();
-            assert!(
-                (out.scores[b] - sum).abs() < 1e-5,
-                "score = sum of log-probs"
-            );
+            assert!((out.scores[b] - sum).abs() < 1e-5, "score = sum of log-probs");
             assert!((out.scores[b] - kept[b].1).abs() < 1e-4);
         }
         let steps = length.saturating_sub(2);
         assert_eq!(d.calls.len(), steps, "case {case}");
         for (parents, tokens) in &d.calls {
-            assert_eq!(
-                (parents.len(), tokens.len()),
-                (width, width),
-                "only kept beams are stepped"
-            );
+            assert_eq!((parents.len(), tokens.len()), (width, width), "only kept beams are stepped");
         }
     }
 }

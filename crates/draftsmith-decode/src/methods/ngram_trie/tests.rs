@@ -127,7 +127,8 @@ fn frequency_beats_preorder_and_ties_are_deterministic() {
 
 /// Brute force: all nodes below `path` ranked by (frequency desc, preorder asc).
 fn brute_top(trie: &Trie, path: &[u32], k: usize) -> DraftTree {
-    let below: Vec<(Vec<u32>, u64)> = dump(trie).into_iter().filter(|(p, _)| p.len() > path.len() && p.starts_with(path)).collect();
+    let below: Vec<(Vec<u32>, u64)> =
+        dump(trie).into_iter().filter(|(p, _)| p.len() > path.len() && p.starts_with(path)).collect();
     let mut order: Vec<usize> = (0..below.len()).collect();
     order.sort_by_key(|&i| (std::cmp::Reverse(below[i].1), i));
     let mut kept: Vec<usize> = order.into_iter().take(k).collect();
@@ -205,7 +206,10 @@ fn config_validation() {
     let bad = |c: NgramTrieConfig| NgramTrie::new(c).unwrap_err();
     assert_eq!(bad(NgramTrieConfig { prefix_len: 0, ..d }), NgramTrieError::ZeroPrefixLen);
     assert_eq!(bad(NgramTrieConfig { n: 3, ..d }), NgramTrieError::WindowNotLongerThanPrefix { n: 3, prefix_len: 3 });
-    assert_eq!(bad(NgramTrieConfig { n: 0, prefix_len: 1, ..d }), NgramTrieError::WindowNotLongerThanPrefix { n: 0, prefix_len: 1 });
+    assert_eq!(
+        bad(NgramTrieConfig { n: 0, prefix_len: 1, ..d }),
+        NgramTrieError::WindowNotLongerThanPrefix { n: 0, prefix_len: 1 }
+    );
     assert_eq!(bad(NgramTrieConfig { num_draft: 0, ..d }), NgramTrieError::ZeroNumDraft);
     assert_eq!(bad(NgramTrieConfig { max_depth: Some(0), ..d }), NgramTrieError::ZeroMaxDepth);
     assert!(NgramTrie::new(NgramTrieConfig { n: 2, prefix_len: 1, num_draft: 1, max_depth: Some(1), ..d }).is_ok());

@@ -60,7 +60,15 @@ pub fn importance(queries: &[f32], keys: &[f32], num_heads: usize, kv_heads: usi
             (0..len)
                 .map(|j| {
                     let k = &keys[(h * len + j) * head_dim..(h * len + j + 1) * head_dim];
-                    (0..group).map(|g| queries[(h * group + g) * head_dim..(h * group + g + 1) * head_dim].iter().zip(k).map(|(a, b)| a * b).sum::<f32>()).sum()
+                    (0..group)
+                        .map(|g| {
+                            queries[(h * group + g) * head_dim..(h * group + g + 1) * head_dim]
+                                .iter()
+                                .zip(k)
+                                .map(|(a, b)| a * b)
+                                .sum::<f32>()
+                        })
+                        .sum()
                 })
                 .collect()
         })
@@ -99,7 +107,17 @@ impl<B: Backend> DraftKv<B> {
     pub fn new(model: &Model<B>, mode: KvMode, budget: usize, sinks: usize) -> Self {
         let mut cache = model.new_cache(budget.min(4096) + 8);
         cache.capture_queries(true);
-        Self { mode, budget, sinks: sinks.min(budget), cache, mirrored: 0, selected_at: None, recent: 0, select_after_draft: false, reselections: 0 }
+        Self {
+            mode,
+            budget,
+            sinks: sinks.min(budget),
+            cache,
+            mirrored: 0,
+            selected_at: None,
+            recent: 0,
+            select_after_draft: false,
+            reselections: 0,
+        }
     }
 
     /// Forgets everything (a new generation).
@@ -185,7 +203,10 @@ impl<B: Backend> DraftKv<B> {
             let head_dim = q.len() / num_heads;
             let kv_heads = keys.len() / (len * head_dim);
             let scores = importance(q, &keys, num_heads, kv_heads, head_dim);
-            let (mut k_sel, mut v_sel) = (Vec::with_capacity(kv_heads * self.budget * head_dim), Vec::with_capacity(kv_heads * self.budget * head_dim));
+            let (mut k_sel, mut v_sel) = (
+                Vec::with_capacity(kv_heads * self.budget * head_dim),
+                Vec::with_capacity(kv_heads * self.budget * head_dim),
+            );
             for (h, s) in scores.iter().enumerate() {
                 for &j in &select(s, self.sinks, self.budget) {
                     k_sel.extend_from_slice(&keys[(h * len + j) * head_dim..(h * len + j + 1) * head_dim]);

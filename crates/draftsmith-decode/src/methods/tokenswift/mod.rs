@@ -33,8 +33,8 @@ use draftsmith_heads::tokenswift::{load_tokenswift, TokenSwiftFile, TokenSwiftHe
 use draftsmith_heads::TargetIdentity;
 use draftsmith_model::{AttentionMask, KvCache, LogitsSelect, Model, ModelError};
 
-pub use kv::KvMode;
 use kv::DraftKv;
+pub use kv::KvMode;
 use ngram::NgramTable;
 
 use super::token_cache::insert_branch;
@@ -83,7 +83,17 @@ pub struct TokenSwiftSettings {
 
 impl Default for TokenSwiftSettings {
     fn default() -> Self {
-        Self { tree: vec![1, 3, 3, 3], ngram_topk: 20, ngram_n: 4, ngram_lag: 0, kv_mode: KvMode::Dynamic, kv_budget: 1024, kv_sinks: 16, penalty: 1.0, penalty_window: 0 }
+        Self {
+            tree: vec![1, 3, 3, 3],
+            ngram_topk: 20,
+            ngram_n: 4,
+            ngram_lag: 0,
+            kv_mode: KvMode::Dynamic,
+            kv_budget: 1024,
+            kv_sinks: 16,
+            penalty: 1.0,
+            penalty_window: 0,
+        }
     }
 }
 
@@ -129,21 +139,41 @@ pub struct TokenSwiftProposer<B: Backend> {
 }
 
 impl<B: Backend> TokenSwiftProposer<B> {
-    pub fn new(target: &Model<B>, loaded: &LoadedTokenSwift<B>, settings: TokenSwiftSettings) -> Result<Self, DecodeError> {
-        let bad = |param: &'static str, value: String, problem: &str| DecodeError::InvalidParam { method: "tokenswift".into(), param, value, problem: problem.into() };
+    pub fn new(
+        target: &Model<B>,
+        loaded: &LoadedTokenSwift<B>,
+        settings: TokenSwiftSettings,
+    ) -> Result<Self, DecodeError> {
+        let bad = |param: &'static str, value: String, problem: &str| DecodeError::InvalidParam {
+            method: "tokenswift".into(),
+            param,
+            value,
+            problem: problem.into(),
+        };
         let heads = loaded.heads.heads.len();
         if settings.tree.len() != heads + 1 || settings.tree.contains(&0) {
-            return Err(bad("tree", format!("{:?}", settings.tree), &format!("needs {} positive entries: p0 and each of the {heads} heads", heads + 1)));
+            return Err(bad(
+                "tree",
+                format!("{:?}", settings.tree),
+                &format!("needs {} positive entries: p0 and each of the {heads} heads", heads + 1),
+            ));
         }
         if settings.ngram_n != settings.tree.len() {
-            return Err(bad("ngram_n", settings.ngram_n.to_string(), "n-gram chains must span the tree depth (n = number of heads + 1)"));
+            return Err(bad(
+                "ngram_n",
+                settings.ngram_n.to_string(),
+                "n-gram chains must span the tree depth (n = number of heads + 1)",
+            ));
         }
         if settings.kv_budget <= settings.kv_sinks {
             return Err(bad("kv_budget", settings.kv_budget.to_string(), "must exceed the sink tokens"));
         }
         let c = target.config();
         if loaded.file.vocab_size != c.vocab_size || loaded.file.hidden_size != c.hidden_size {
-            return Err(DecodeError::Drafter(format!("TokenSwift heads for vocab {} / hidden {} do not fit the target (vocab {} / hidden {})", loaded.file.vocab_size, loaded.file.hidden_size, c.vocab_size, c.hidden_size)));
+            return Err(DecodeError::Drafter(format!(
+                "TokenSwift heads for vocab {} / hidden {} do not fit the target (vocab {} / hidden {})",
+                loaded.file.vocab_size, loaded.file.hidden_size, c.vocab_size, c.hidden_size
+            )));
         }
         let kv = DraftKv::new(target, settings.kv_mode, settings.kv_budget, settings.kv_sinks);
         Ok(Self {
@@ -179,7 +209,13 @@ impl<B: Backend> TokenSwiftProposer<B> {
         self.kv.prepare(full);
         let before = self.kv.cache_mut().len();
         let root = *tokens.last().expect("a context has at least one token");
-        let out = self.target.forward(&[root], &[tokens.len() - 1], &AttentionMask::Causal, LogitsSelect::Last, self.kv.cache_mut());
+        let out = self.target.forward(
+            &[root],
+            &[tokens.len() - 1],
+            &AttentionMask::Causal,
+            LogitsSelect::Last,
+            self.kv.cache_mut(),
+        );
         self.kv.after_draft(before, full, self.target.config().num_heads);
         let out = out?;
         let mut rows = vec![logits_row(out.logits.expect("logits requested"), 0)];
@@ -221,7 +257,12 @@ impl<B: Backend> Proposer for TokenSwiftProposer<B> {
     fn extra_stats(&self) -> Vec<(&'static str, f64)> {
         let s = self.stats();
         let depth = self.settings.tree.len();
-        vec![("alpha", s.alpha(depth)), ("beta", s.beta(depth)), ("ngram_steps", s.ngram_steps as f64), ("kv_reselections", s.reselections as f64)]
+        vec![
+            ("alpha", s.alpha(depth)),
+            ("beta", s.beta(depth)),
+            ("ngram_steps", s.ngram_steps as f64),
+            ("kv_reselections", s.reselections as f64),
+        ]
     }
 
     /// Drafts use the target's contextual penalty (θ, W); with a penalty on, the n-gram table
@@ -266,7 +307,8 @@ impl<B: Backend> Proposer for TokenSwiftProposer<B> {
         if self.settings.ngram_topk > 0 {
             self.ngrams.follow(ctx.tokens, self.settings.ngram_lag);
             let key = candidates[0][0];
-            let chains: Vec<Vec<u32>> = self.ngrams.top_k(key, self.settings.ngram_topk).into_iter().map(<[u32]>::to_vec).collect();
+            let chains: Vec<Vec<u32>> =
+                self.ngrams.top_k(key, self.settings.ngram_topk).into_iter().map(<[u32]>::to_vec).collect();
             for chain in chains {
                 // Node 0 is p0's top candidate, the key: the chain continues below it.
                 insert_branch(&mut tree, Some(0), &chain);

@@ -24,10 +24,13 @@ pub fn cartesian(candidates: &[Vec<u32>], branching: &[usize]) -> DraftTree {
 
 /// Number of nodes of a cartesian tree: `b₀ + b₀b₁ + …`.
 pub fn size(branching: &[usize]) -> usize {
-    branching.iter().scan(1usize, |acc, &b| {
-        *acc *= b;
-        Some(*acc)
-    }).sum()
+    branching
+        .iter()
+        .scan(1usize, |acc, &b| {
+            *acc *= b;
+            Some(*acc)
+        })
+        .sum()
 }
 
 #[cfg(test)]
@@ -43,9 +46,15 @@ mod tests {
         let leaves = (0..tree.len()).filter(|&i| !tree.parents().contains(&Some(i))).count();
         assert_eq!(leaves, 27);
         assert_eq!(tree.tokens()[0], 10, "depth 1: the top-1 of p0 only");
-        assert!((0..tree.len()).all(|i| tree.tokens()[i] / 10 == tree.depths()[i] as u32), "depth d holds head d−1's candidates");
+        assert!(
+            (0..tree.len()).all(|i| tree.tokens()[i] / 10 == tree.depths()[i] as u32),
+            "depth d holds head d−1's candidates"
+        );
         // Every path is a distinct combination.
-        let mut paths: Vec<Vec<u32>> = (0..tree.len()).filter(|&i| tree.depths()[i] == 4).map(|i| tree.path_to(i).iter().map(|&j| tree.tokens()[j]).collect()).collect();
+        let mut paths: Vec<Vec<u32>> = (0..tree.len())
+            .filter(|&i| tree.depths()[i] == 4)
+            .map(|i| tree.path_to(i).iter().map(|&j| tree.tokens()[j]).collect())
+            .collect();
         paths.sort();
         paths.dedup();
         assert_eq!(paths.len(), 27);
