@@ -87,7 +87,12 @@ test:
     cargo build --release -p draftsmith-cli
     {{bin}} fetch {{model}}
     DRAFTSMITH_REQUIRE_MODELS=1 DRAFTSMITH_REQUIRE_WGPU=1 cargo test --workspace --release
-    just check-cuda
+    just check-cuda lint
+
+# Formatting (rustfmt.toml) and clippy with warnings as errors.
+lint:
+    cargo fmt --all -- --check
+    cargo clippy --workspace --release --all-targets -- -D warnings
 
 # SmolLM2 greedy on wgpu against the dense CPU path over MT-Bench first turns (minutes on
 # lavapipe); prints the table recorded in eval/results/wgpu/.

@@ -167,9 +167,12 @@ mod tests {
     #[test]
     fn a_missing_or_empty_source_names_the_path() {
         let empty = dir_with(&[]);
-        let err = read_books(&[empty.clone()], 1).unwrap_err().to_string();
+        let err = read_books(std::slice::from_ref(&empty), 1).unwrap_err().to_string();
         assert!(err.contains(&empty.display().to_string()) && err.contains("no .txt"), "{err}");
         let missing = empty.join("nope.txt");
-        assert!(read_books(&[missing.clone()], 1).unwrap_err().to_string().contains(&missing.display().to_string()));
+        assert!(read_books(std::slice::from_ref(&missing), 1)
+            .unwrap_err()
+            .to_string()
+            .contains(&missing.display().to_string()));
     }
 }

@@ -124,34 +124,6 @@ pub fn render_report(summary: &Summary, manifest: &Manifest, command_line: &str,
     md
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::records::tests::record;
-    use crate::summary::summarize;
-
-    #[test]
-    fn slower_methods_and_failures_are_spelled_out() {
-        let mut ar = record("p1", "ar", &[1, 2, 3], &[]);
-        ar.decode_ms = 10.0;
-        let mut pl = record("p1", "prompt-lookup", &[1, 2, 4], &[(0, 1), (0, 1)]);
-        pl.decode_ms = 20.0;
-        let summary = summarize(&[ar, pl], &["ar".into(), "prompt-lookup".into()]);
-        let manifest = crate::manifest::tests_support::manifest();
-        let md = render_report(&summary, &manifest, "draftsmith eval --methods ar,prompt-lookup", "plot.svg");
-        let resumed = render_report(&summary, &manifest, "draftsmith eval", "plot.svg");
-        assert!(md.contains("slower than ar: prompt-lookup (0.50×"), "{md}");
-        assert!(md.contains("prompt `p1`, prompt-lookup: position 2: ar 3 vs 4"), "{md}");
-        assert!(
-            md.contains("```sh\ndraftsmith eval\n```")
-                && md.contains("Last resumed by:\n\n```sh\ndraftsmith eval --methods"),
-            "{md}"
-        );
-        assert!(!resumed.contains("Last resumed by"), "{resumed}");
-        assert!(md.contains("| prompt-lookup | 1 | 3 | 1.000 | 0.0 | 0.00 | 4.0 | 0.0 | 1.33 | 0.50 |"), "{md}");
-    }
-}
-
 /// The parameters of the methods that ran (not every field of `MethodParams`).
 fn method_params(manifest: &Manifest) -> String {
     let p = &manifest.params;
@@ -187,5 +159,33 @@ fn method_params(manifest: &Manifest) -> String {
         "none".into()
     } else {
         parts.join("; ")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::records::tests::record;
+    use crate::summary::summarize;
+
+    #[test]
+    fn slower_methods_and_failures_are_spelled_out() {
+        let mut ar = record("p1", "ar", &[1, 2, 3], &[]);
+        ar.decode_ms = 10.0;
+        let mut pl = record("p1", "prompt-lookup", &[1, 2, 4], &[(0, 1), (0, 1)]);
+        pl.decode_ms = 20.0;
+        let summary = summarize(&[ar, pl], &["ar".into(), "prompt-lookup".into()]);
+        let manifest = crate::manifest::tests_support::manifest();
+        let md = render_report(&summary, &manifest, "draftsmith eval --methods ar,prompt-lookup", "plot.svg");
+        let resumed = render_report(&summary, &manifest, "draftsmith eval", "plot.svg");
+        assert!(md.contains("slower than ar: prompt-lookup (0.50×"), "{md}");
+        assert!(md.contains("prompt `p1`, prompt-lookup: position 2: ar 3 vs 4"), "{md}");
+        assert!(
+            md.contains("```sh\ndraftsmith eval\n```")
+                && md.contains("Last resumed by:\n\n```sh\ndraftsmith eval --methods"),
+            "{md}"
+        );
+        assert!(!resumed.contains("Last resumed by"), "{resumed}");
+        assert!(md.contains("| prompt-lookup | 1 | 3 | 1.000 | 0.0 | 0.00 | 4.0 | 0.0 | 1.33 | 0.50 |"), "{md}");
     }
 }

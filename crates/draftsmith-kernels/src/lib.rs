@@ -53,6 +53,9 @@
 //! scalar fallback (the f32 mode's AVX-512 kernels need only AVX-512 F/BW, but run on the
 //! `avx512vnni` path). `DRAFTSMITH_KERNEL_PATH=scalar|avx2|avx512vnni` forces a (supported) path.
 
+// Kernel loops index several lane arrays with one counter, as the SIMD code they mirror does.
+#![allow(clippy::needless_range_loop)]
+
 mod act;
 #[cfg(target_arch = "x86_64")]
 mod avx2;

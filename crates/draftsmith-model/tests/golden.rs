@@ -5,6 +5,7 @@
 //! - dense f32 weights and the quantized CPU path (GGUF blocks kept, f32 activations): ≤ 0.02
 //!   (only f32 rounding separates them from the reference; measured 1e-4);
 //! - Qwen with types the kernels re-quantize to Q8_0 (Q4_K, Q5_0, Q6_K): ≤ 0.25 (measured 0.15).
+//!
 //! For scale: llama.cpp quantizes activations to 8 bits and differs from the same reference by
 //! up to 1.8 on SmolLM2 (`scripts/reference/check_llamacpp.py`).
 //!

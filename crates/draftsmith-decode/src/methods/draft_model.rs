@@ -32,6 +32,9 @@ use crate::ar::logits_row;
 use crate::error::DecodeError;
 use crate::spec::{verify_greedy, DraftContext, DraftCost, Proposer, Verified};
 
+/// Phrase tokens kept with their confidences, and the drafter's logits after the last one.
+type Extension = (Vec<(u32, f32)>, Vec<f32>);
+
 /// Draft-model parameters.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct DraftModelConfig {
@@ -164,7 +167,7 @@ impl<B: Backend> DraftModel<B> {
     /// One draft call: feeds `token` (and cached phrases keyed by it, cut to `max_extra`
     /// tokens). Returns the phrase tokens the drafter agrees with, their confidences, and the
     /// drafter's logits after the last token kept.
-    fn extend(&mut self, token: u32, max_extra: usize) -> Result<(Vec<(u32, f32)>, Vec<f32>), ModelError> {
+    fn extend(&mut self, token: u32, max_extra: usize) -> Result<Extension, ModelError> {
         let mut phrases = DraftTree::new();
         if let Some(cache) = self.phrases.as_ref().filter(|_| max_extra > 0) {
             for p in cache.lookup(token, cache.config().per_anchor) {

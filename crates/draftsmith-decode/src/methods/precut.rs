@@ -101,7 +101,7 @@ impl PreCutConfig {
                 "epsilon, its decay and floor must be in [0, 1]",
             );
         }
-        if !(self.draft_cost > 0.0) {
+        if self.draft_cost.is_nan() || self.draft_cost <= 0.0 {
             return bad("draft_cost", self.draft_cost.to_string(), "must be positive");
         }
         if self.max_calls == 0 || self.benefit_bins == 0 {

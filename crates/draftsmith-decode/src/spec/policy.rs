@@ -141,7 +141,9 @@ impl CostModel {
     /// tokens after 64 cached tokens (chains), measured once per process, model shape and engine
     /// path.
     pub fn calibrate<B: Backend>(model: &Model<B>) -> Self {
-        static CACHE: OnceLock<Mutex<Vec<(String, Vec<(usize, f64)>)>>> = OnceLock::new();
+        /// Measured (tree size, ms) points per model shape and activation mode.
+        type Calibrations = Vec<(String, Vec<(usize, f64)>)>;
+        static CACHE: OnceLock<Mutex<Calibrations>> = OnceLock::new();
         let key = format!("{:?} {:?}", model.config(), model.activations());
         let cache = CACHE.get_or_init(|| Mutex::new(Vec::new()));
         if let Some((_, pts)) = cache.lock().expect("cost cache").iter().find(|(k, _)| *k == key) {
@@ -213,10 +215,10 @@ impl AcceptanceModel {
         let c = class.min(CLASSES - 1);
         let ranks = sibling_ranks(tree);
         let on_path = |i: usize| accepted.contains(&i);
-        for i in 0..tree.len() {
+        for (i, &rank) in ranks.iter().enumerate() {
             let parent_ok = tree.parents()[i].is_none_or(on_path);
             if parent_ok {
-                let n = &mut self.counts[c][tree.depths()[i].clamp(1, DEPTHS) - 1][ranks[i].min(RANKS - 1)];
+                let n = &mut self.counts[c][tree.depths()[i].clamp(1, DEPTHS) - 1][rank.min(RANKS - 1)];
                 n.1 += 1.0;
                 if on_path(i) {
                     n.0 += 1.0;

@@ -30,7 +30,7 @@ impl TokenSwiftConfig {
         if self.vocab_size == 0 || self.hidden_size == 0 || self.num_heads == 0 {
             return Err("vocab_size, hidden_size and num_heads must be positive".into());
         }
-        if !(self.rms_norm_eps > 0.0) {
+        if self.rms_norm_eps.is_nan() || self.rms_norm_eps <= 0.0 {
             return Err(format!("rms_norm_eps must be positive, got {}", self.rms_norm_eps));
         }
         Ok(())
