@@ -50,7 +50,6 @@ fn draft_model_and_token_cache_equal_autoregressive() {
             for config in configs(&mut rng, trial) {
                 let mut dm = DraftModel::for_target(&target, drafter.clone(), config).unwrap();
                 assert_eq!(spec(&target, &prompt, n, &mut dm).tokens, want, "{arch:?} trial {trial}: {config:?}");
-                assert!(dm.take_error().is_none());
                 let mut tc =
                     TokenCache::new(DraftModel::new(drafter.clone(), config).unwrap(), TokenCacheConfig::default())
                         .unwrap();

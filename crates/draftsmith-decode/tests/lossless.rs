@@ -7,7 +7,7 @@ mod common;
 use common::{ar, tiny, tiny_with, Lcg};
 use draftsmith_core::DraftTree;
 use draftsmith_decode::methods::{NgramTrie, NgramTrieConfig, PromptLookup};
-use draftsmith_decode::{generate_speculative, DraftContext, Proposer};
+use draftsmith_decode::{generate_speculative, DecodeError, DraftContext, Proposer};
 use draftsmith_model::{Activations, Architecture};
 
 /// Knows the AR continuation and drafts trees that contain a random-length prefix of it,
@@ -23,7 +23,7 @@ impl Proposer for Oracle {
         "oracle"
     }
 
-    fn propose(&mut self, ctx: &DraftContext<'_>) -> DraftTree {
+    fn propose(&mut self, ctx: &DraftContext<'_>) -> Result<DraftTree, DecodeError> {
         let done = ctx.tokens.len();
         let mut tree = DraftTree::new();
         let depth = self.rng.next(6);
@@ -37,7 +37,7 @@ impl Proposer for Oracle {
             let token = if self.rng.next(5) == 0 { (right + 1) % self.vocab as u32 } else { right };
             parent = Some(tree.push(token, parent));
         }
-        tree
+        Ok(tree)
     }
 }
 
@@ -117,4 +117,28 @@ fn ngram_trie_equals_autoregressive() {
         }
         assert!(accepted_total > 0, "{arch:?}: some n-gram trie drafts are accepted");
     }
+}
+
+/// A drafter that fails on its third call.
+struct Failing(usize);
+
+impl Proposer for Failing {
+    fn name(&self) -> &str {
+        "failing"
+    }
+
+    fn propose(&mut self, _ctx: &DraftContext<'_>) -> Result<DraftTree, DecodeError> {
+        self.0 += 1;
+        match self.0 {
+            3 => Err(DecodeError::Drafter("drafter forward failed".into())),
+            _ => Ok(DraftTree::new()),
+        }
+    }
+}
+
+#[test]
+fn a_drafter_error_ends_the_generation_instead_of_falling_back_to_ar() {
+    let model = tiny(Architecture::Llama, 3);
+    let err = generate_speculative(&model, &[1, 2, 3], 16, &[], &mut Failing(0)).unwrap_err();
+    assert!(err.to_string().contains("drafter forward failed"), "{err}");
 }

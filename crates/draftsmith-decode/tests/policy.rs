@@ -8,7 +8,7 @@ use common::{ar, tiny, Lcg};
 use draftsmith_core::DraftTree;
 use draftsmith_decode::spec::policy::PROBE_EVERY;
 use draftsmith_decode::spec::{Auto, CostModel};
-use draftsmith_decode::{generate_speculative, DraftContext, Proposer};
+use draftsmith_decode::{generate_speculative, DecodeError, DraftContext, Proposer};
 use draftsmith_model::Architecture;
 
 /// Drafts `len` tokens along `reference` (the full greedy sequence), or deliberately wrong ones.
@@ -24,7 +24,7 @@ impl Proposer for Scripted {
         "scripted"
     }
 
-    fn propose(&mut self, ctx: &DraftContext<'_>) -> DraftTree {
+    fn propose(&mut self, ctx: &DraftContext<'_>) -> Result<DraftTree, DecodeError> {
         let mut tree = DraftTree::new();
         let at = ctx.tokens.len();
         for i in 0..self.len.min(self.reference.len().saturating_sub(at)) {
@@ -32,7 +32,7 @@ impl Proposer for Scripted {
             let t = if self.wrong { (right + 1) % self.vocab as u32 } else { right };
             tree.push(t, i.checked_sub(1));
         }
-        tree
+        Ok(tree)
     }
 }
 
@@ -107,7 +107,7 @@ impl Proposer for Slow {
         "slow"
     }
 
-    fn propose(&mut self, ctx: &DraftContext<'_>) -> DraftTree {
+    fn propose(&mut self, ctx: &DraftContext<'_>) -> Result<DraftTree, DecodeError> {
         self.calls.set(self.calls.get() + 1);
         std::thread::sleep(std::time::Duration::from_millis(20));
         self.inner.propose(ctx)

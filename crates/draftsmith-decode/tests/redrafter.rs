@@ -153,9 +153,12 @@ impl<P: draftsmith_decode::Proposer> draftsmith_decode::Proposer for Recording<P
         self.inner.last_cost()
     }
 
-    fn propose(&mut self, ctx: &draftsmith_decode::DraftContext<'_>) -> draftsmith_core::DraftTree {
-        let tree = self.inner.propose(ctx);
+    fn propose(
+        &mut self,
+        ctx: &draftsmith_decode::DraftContext<'_>,
+    ) -> Result<draftsmith_core::DraftTree, draftsmith_decode::DecodeError> {
+        let tree = self.inner.propose(ctx)?;
         self.drafted.extend(tree.tokens());
-        tree
+        Ok(tree)
     }
 }

@@ -10,7 +10,7 @@ use common::{tiny, B};
 use draftsmith_core::DraftTree;
 use draftsmith_decode::sampling::probabilities;
 use draftsmith_decode::{
-    ar::prefill, generate, generate_speculative_sampled, DraftContext, Proposer, Sampler, SamplingConfig,
+    ar::prefill, generate, generate_speculative_sampled, DecodeError, DraftContext, Proposer, Sampler, SamplingConfig,
 };
 use draftsmith_model::{Architecture, Model};
 
@@ -26,18 +26,18 @@ impl Proposer for Fixed {
         "fixed"
     }
 
-    fn propose(&mut self, ctx: &DraftContext<'_>) -> DraftTree {
+    fn propose(&mut self, ctx: &DraftContext<'_>) -> Result<DraftTree, DecodeError> {
         let last = *ctx.tokens.last().unwrap() as usize;
         let (a, b) = (self.likely[last][0], self.likely[last][1]);
         if !self.tree {
-            return DraftTree::chain(&[a, b, 7]);
+            return Ok(DraftTree::chain(&[a, b, 7]));
         }
         let mut t = DraftTree::new();
         let x = t.push(b, None);
         t.push(a, None);
         t.push(a, Some(x));
         t.push(7, None);
-        t
+        Ok(t)
     }
 }
 

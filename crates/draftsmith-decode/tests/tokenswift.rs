@@ -52,7 +52,6 @@ fn greedy_tokenswift_equals_autoregressive_in_every_mode() {
                     let mut p = TokenSwiftProposer::new(&model, &heads, settings).unwrap();
                     let out = generate_speculative(&model, &prompt, n, &[], &mut p).unwrap();
                     assert_eq!(out.tokens, want, "{arch:?} trial {trial} {mode} k={ngram_topk}");
-                    assert!(p.take_error().is_none());
                     if mode == KvMode::Full {
                         assert!(
                             out.steps.iter().all(|s| s.accepted >= 1 || s.emitted < 2),

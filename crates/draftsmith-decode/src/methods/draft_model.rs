@@ -18,9 +18,8 @@
 //! phrases are not written back to the cache, which holds target-verified phrases only, filled
 //! from the target's verdicts as in [`super::token_cache`].
 //!
-//! `propose` cannot return an error: if a drafter forward fails, the draft is empty (the step
-//! falls back to one autoregressive token, output unchanged), the drafter's cache is reset, and
-//! the error is kept for [`DraftModel::take_error`].
+//! If a drafter forward fails, the drafter's cache is reset and `propose` returns the error,
+//! which ends the generation (it never degrades silently to autoregressive decoding).
 
 use burn::tensor::backend::Backend;
 use draftsmith_core::DraftTree;
@@ -83,7 +82,6 @@ pub struct DraftModel<B: Backend> {
     round_lambda: usize,
     stats: DraftModelStats,
     last_cost: DraftCost,
-    error: Option<ModelError>,
 }
 
 impl<B: Backend> DraftModel<B> {
@@ -115,7 +113,6 @@ impl<B: Backend> DraftModel<B> {
             round_lambda: 0,
             stats: DraftModelStats::default(),
             last_cost: DraftCost::default(),
-            error: None,
         })
     }
 
@@ -143,11 +140,6 @@ impl<B: Backend> DraftModel<B> {
 
     pub fn precut(&self) -> Option<&PreCut> {
         self.precut.as_ref()
-    }
-
-    /// The last drafter error, if a proposal failed since the previous call.
-    pub fn take_error(&mut self) -> Option<ModelError> {
-        self.error.take()
     }
 
     /// Brings the cache to `tokens` and returns the drafter's logits after the last one.
@@ -270,7 +262,7 @@ impl<B: Backend> Proposer for DraftModel<B> {
         Some(self.last_cost)
     }
 
-    fn propose(&mut self, ctx: &DraftContext<'_>) -> DraftTree {
+    fn propose(&mut self, ctx: &DraftContext<'_>) -> Result<DraftTree, crate::DecodeError> {
         self.stats.rounds += 1;
         let calls_before = self.stats.calls;
         let drafted = self.draft(ctx.tokens);
@@ -279,14 +271,13 @@ impl<B: Backend> Proposer for DraftModel<B> {
         match drafted {
             Ok(draft) => {
                 self.stats.drafted += draft.len();
-                DraftTree::chain(&draft)
+                Ok(DraftTree::chain(&draft))
             }
             Err(e) => {
                 self.cache.truncate(0);
                 self.cached.clear();
                 self.draft.clear();
-                self.error = Some(e);
-                DraftTree::new()
+                Err(e.into())
             }
         }
     }

@@ -56,8 +56,8 @@ impl Proposer for PromptLookup {
         Some(self.k)
     }
 
-    fn propose(&mut self, ctx: &DraftContext<'_>) -> DraftTree {
-        DraftTree::chain(&self.lookup(ctx.tokens))
+    fn propose(&mut self, ctx: &DraftContext<'_>) -> Result<DraftTree, crate::DecodeError> {
+        Ok(DraftTree::chain(&self.lookup(ctx.tokens)))
     }
 
     /// A longer matched n-gram makes a better draft: the draft policy learns each length apart.

@@ -206,9 +206,11 @@ impl<B: Backend> Proposer for ReDrafterProposer<B> {
         Some(self.last_cost)
     }
 
-    fn propose(&mut self, ctx: &DraftContext<'_>) -> DraftTree {
+    fn propose(&mut self, ctx: &DraftContext<'_>) -> Result<DraftTree, crate::DecodeError> {
         self.last_cost = DraftCost::default();
-        let Some(hidden) = ctx.hidden else { return DraftTree::new() };
+        let Some(hidden) = ctx.hidden else {
+            return Err(crate::DecodeError::Drafter("ReDrafter was given no target hidden state".into()));
+        };
         let device = self.target.device().clone();
         let h = hidden.len();
         let g0 = *ctx.tokens.last().expect("a context has at least one token");
@@ -241,6 +243,6 @@ impl<B: Backend> Proposer for ReDrafterProposer<B> {
         self.packing.packed_tokens += 1 + tree.len();
         // One drafter call for g0 and one per further beam step (beam_length counts g0).
         self.last_cost = DraftCost { calls: cfg.length - 1, generated: tree.len() };
-        tree
+        Ok(tree)
     }
 }

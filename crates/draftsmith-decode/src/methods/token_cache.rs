@@ -303,8 +303,8 @@ impl<P: Proposer> Proposer for TokenCache<P> {
         Some(self.inner.last_cost().unwrap_or(DraftCost { calls: 0, generated: self.inner_tree.len() }))
     }
 
-    fn propose(&mut self, ctx: &DraftContext<'_>) -> DraftTree {
-        self.inner_tree = self.inner.propose(ctx);
+    fn propose(&mut self, ctx: &DraftContext<'_>) -> Result<DraftTree, crate::DecodeError> {
+        self.inner_tree = self.inner.propose(ctx)?;
         let root = *ctx.tokens.last().expect("a context has at least one token");
         let mut tree = self.inner_tree.clone();
         self.added_keys.clear();
@@ -316,7 +316,7 @@ impl<P: Proposer> Proposer for TokenCache<P> {
             }
         }
         self.stats.offered_tokens += self.added_keys.len();
-        tree
+        Ok(tree)
     }
 
     fn pruned(&mut self, keep: &[usize]) {
@@ -427,8 +427,8 @@ mod tests {
         fn name(&self) -> &str {
             "fixed"
         }
-        fn propose(&mut self, _ctx: &DraftContext<'_>) -> DraftTree {
-            DraftTree::chain(&self.0)
+        fn propose(&mut self, _ctx: &DraftContext<'_>) -> Result<DraftTree, crate::DecodeError> {
+            Ok(DraftTree::chain(&self.0))
         }
     }
 
@@ -440,7 +440,7 @@ mod tests {
         tc.cache.insert(1, &[5]); // anchor 1 is not among the last 3 draft tokens
         let tokens = [0u32];
         let ctx = DraftContext { tokens: &tokens, prompt_len: 1, hidden: None, target_cache: None };
-        let tree = tc.propose(&ctx);
+        let tree = tc.propose(&ctx).unwrap();
         assert_eq!(tree.tokens(), &[1, 2, 3, 4, 9, 7, 8]);
         assert_eq!(tree.parents(), &[None, Some(0), Some(1), Some(2), Some(2), Some(3), Some(5)]);
         // Target accepts the draft and the cached [7, 8]: path 0,1,2,3,5,6.

@@ -4,7 +4,7 @@ use std::time::{Duration, Instant};
 
 use burn::tensor::{backend::Backend, Tensor};
 use draftsmith_core::DraftTree;
-use draftsmith_model::{AttentionMask, LogitsSelect, Model, ModelError};
+use draftsmith_model::{AttentionMask, LogitsSelect, Model};
 use serde::{Deserialize, Serialize};
 
 use super::proposer::{DraftContext, DraftCost, Proposer, Verified};
@@ -66,7 +66,7 @@ pub fn generate_speculative<B: Backend>(
     max_new_tokens: usize,
     stop_tokens: &[u32],
     proposer: &mut dyn Proposer,
-) -> Result<SpecOutput, ModelError> {
+) -> Result<SpecOutput, crate::DecodeError> {
     generate_speculative_sampled(
         model,
         prompt,
@@ -87,7 +87,7 @@ pub fn generate_speculative_sampled<B: Backend>(
     stop_tokens: &[u32],
     proposer: &mut dyn Proposer,
     sampler: &mut Sampler,
-) -> Result<SpecOutput, ModelError> {
+) -> Result<SpecOutput, crate::DecodeError> {
     generate_speculative_with(model, prompt, max_new_tokens, stop_tokens, proposer, sampler, &mut |_| true)
 }
 
@@ -113,7 +113,7 @@ pub fn generate_speculative_with<B: Backend>(
     proposer: &mut dyn Proposer,
     sampler: &mut Sampler,
     on_step: &mut dyn FnMut(StepView<'_>) -> bool,
-) -> Result<SpecOutput, ModelError> {
+) -> Result<SpecOutput, crate::DecodeError> {
     let context_len = model.config().max_position_embeddings;
     let wants_hidden = proposer.wants_hidden();
     let wants_cache = proposer.wants_target_cache();
@@ -136,7 +136,7 @@ pub fn generate_speculative_with<B: Backend>(
                 target_cache: None,
             };
             let mut tree = proposer
-                .propose(&DraftContext { target_cache: wants_cache.then_some(&cache as &dyn std::any::Any), ..ctx });
+                .propose(&DraftContext { target_cache: wants_cache.then_some(&cache as &dyn std::any::Any), ..ctx })?;
             let cost = proposer.last_cost().unwrap_or(DraftCost { calls: 0, generated: tree.len() });
             let room = context_len.saturating_sub(tokens.len() + 1);
             if tree.depths().iter().any(|&d| d > room) {

@@ -409,7 +409,7 @@ impl Proposer for Auto {
         self.inner.last_cost()
     }
 
-    fn propose(&mut self, ctx: &DraftContext<'_>) -> DraftTree {
+    fn propose(&mut self, ctx: &DraftContext<'_>) -> Result<DraftTree, crate::DecodeError> {
         self.since_probe += 1;
         let interval = self
             .draft_ms
@@ -425,10 +425,10 @@ impl Proposer for Auto {
         self.skipped = probe == 0 && !self.worth_drafting();
         if self.skipped {
             self.last = Some((self.cost.predict(1), Instant::now()));
-            return DraftTree::new();
+            return Ok(DraftTree::new());
         }
         let started = Instant::now();
-        let tree = self.inner.propose(ctx);
+        let tree = self.inner.propose(ctx)?;
         let ms = started.elapsed().as_secs_f64() * 1e3;
         self.draft_ms = Some(self.draft_ms.map_or(ms, |d| d + EMA * (ms - d)));
         self.template = tree.clone();
@@ -438,7 +438,7 @@ impl Proposer for Auto {
             self.inner.pruned(&keep);
         }
         self.last = Some((predicted, Instant::now()));
-        subtree(&tree, &keep)
+        Ok(subtree(&tree, &keep))
     }
 
     fn observe_verified(&mut self, ctx: &DraftContext<'_>, tree: &DraftTree, verified: &Verified<'_>) {

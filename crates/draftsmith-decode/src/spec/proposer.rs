@@ -67,8 +67,10 @@ pub trait Proposer {
     }
 
     /// Drafts a tree hanging below the last token of `ctx.tokens` (may be empty: the step then
-    /// degenerates to one autoregressive step).
-    fn propose(&mut self, ctx: &DraftContext<'_>) -> DraftTree;
+    /// degenerates to one autoregressive step). A drafter that fails (a forward error, a target
+    /// cache it cannot use) returns the error, which ends the generation: it never degrades
+    /// silently to `ar`.
+    fn propose(&mut self, ctx: &DraftContext<'_>) -> Result<DraftTree, crate::DecodeError>;
 
     /// A small number the method gives its draft for `ctx` (prompt lookup: the length of the
     /// matched n-gram), which a draft policy learns acceptance for separately; 0 when the

@@ -210,7 +210,7 @@ impl Proposer for NgramTrie {
         "ngram-trie"
     }
 
-    fn propose(&mut self, ctx: &DraftContext<'_>) -> DraftTree {
-        self.draft(ctx.tokens, ctx.prompt_len)
+    fn propose(&mut self, ctx: &DraftContext<'_>) -> Result<DraftTree, crate::DecodeError> {
+        Ok(self.draft(ctx.tokens, ctx.prompt_len))
     }
 }

@@ -135,7 +135,6 @@ pub struct TokenSwiftProposer<B: Backend> {
     from_ngram: Vec<bool>,
     stats: TokenSwiftStats,
     cost: DraftCost,
-    error: Option<ModelError>,
 }
 
 impl<B: Backend> TokenSwiftProposer<B> {
@@ -186,7 +185,6 @@ impl<B: Backend> TokenSwiftProposer<B> {
             from_ngram: Vec::new(),
             stats: TokenSwiftStats::default(),
             cost: DraftCost::default(),
-            error: None,
         })
     }
 
@@ -196,12 +194,6 @@ impl<B: Backend> TokenSwiftProposer<B> {
 
     pub fn settings(&self) -> &TokenSwiftSettings {
         &self.settings
-    }
-
-    /// The first draft-forward error since the last call, if any (drafting then proposes
-    /// nothing and decoding goes on autoregressively).
-    pub fn take_error(&mut self) -> Option<ModelError> {
-        self.error.take()
     }
 
     /// p0 and every head's logits after the last committed token, from a forward on the draft cache.
@@ -278,7 +270,7 @@ impl<B: Backend> Proposer for TokenSwiftProposer<B> {
         Some(self.cost)
     }
 
-    fn propose(&mut self, ctx: &DraftContext<'_>) -> DraftTree {
+    fn propose(&mut self, ctx: &DraftContext<'_>) -> Result<DraftTree, DecodeError> {
         self.cost = DraftCost::default();
         self.from_ngram.clear();
         if ctx.tokens[..ctx.prompt_len] != self.prompt[..] {
@@ -287,13 +279,16 @@ impl<B: Backend> Proposer for TokenSwiftProposer<B> {
             self.ngrams.clear();
             self.stats = TokenSwiftStats::default();
         }
-        let Some(full) = ctx.target_cache.and_then(|c| c.downcast_ref::<KvCache<B>>()) else { return DraftTree::new() };
+        let Some(full) = ctx.target_cache.and_then(|c| c.downcast_ref::<KvCache<B>>()) else {
+            return Err(crate::DecodeError::Drafter(
+                "TokenSwift needs the target's KV cache on the same backend".into(),
+            ));
+        };
         let mut rows = match self.distributions(ctx.tokens, full) {
             Ok(rows) => rows,
             Err(e) => {
                 self.kv.reset();
-                self.error = Some(e);
-                return DraftTree::new();
+                return Err(e.into());
             }
         };
         if self.settings.penalty != 1.0 {
@@ -316,7 +311,7 @@ impl<B: Backend> Proposer for TokenSwiftProposer<B> {
             }
         }
         self.cost = DraftCost { calls: 1, generated: tree.len() };
-        tree
+        Ok(tree)
     }
 
     fn pruned(&mut self, keep: &[usize]) {
