@@ -100,7 +100,7 @@ fn run_with<B: Backend>(
                 proposer.as_mut(),
                 &mut Sampler::new(spec.params.sampling()),
             )
-            .map_err(|e| fail(e.into()))?;
+            .map_err(fail)?;
             let calls = out.steps.len() + 1;
             let extra = proposer.extra_stats().into_iter().map(|(k, v)| (k.to_string(), v)).collect();
             record(out.tokens, out.stop, draft_len, out.prefill, out.decode, calls, out.steps, extra)

@@ -5,6 +5,8 @@
 //! a draft tree gets bit-identical outputs to the same token decoded alone. That is what makes
 //! greedy speculative decoding exactly lossless on the CPU.
 
+use draftsmith_kernels::KernelPath;
+
 /// Keys and values of all layers, `[kv_heads, capacity, head_dim]` per layer, in host memory.
 #[derive(Debug, Clone)]
 pub struct HostKv {
@@ -61,31 +63,18 @@ impl HostKv {
     }
 }
 
-/// Whether this machine has AVX2 + FMA (fixed for a process, so every row of every batch
-/// takes the same arithmetic path).
+/// Whether the kernels' dispatch chose a SIMD path (AVX2 + FMA at least). One dispatch for the
+/// whole engine ([`KernelPath::detect`], fixed for a process, so every row of every batch takes
+/// the same arithmetic path; `DRAFTSMITH_KERNEL_PATH` governs attention as it does matmuls).
 #[inline]
 fn simd_available() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        static FMA: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-        *FMA.get_or_init(|| is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma"))
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    false
+    KernelPath::detect() != KernelPath::Scalar
 }
 
-/// Whether AVX-512 F/VL is there too (fixed for a process).
+/// Whether that path has AVX-512 (32 vector registers: the three-row attention kernels).
 #[inline]
 fn wide_available() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        static WIDE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-        *WIDE.get_or_init(|| {
-            simd_available() && is_x86_feature_detected!("avx512f") && is_x86_feature_detected!("avx512vl")
-        })
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    false
+    KernelPath::detect() == KernelPath::Avx512Vnni
 }
 
 /// `o ← o + p·v`, elementwise (AVX2 + FMA with `simd`).
