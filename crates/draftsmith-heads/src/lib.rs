@@ -3,9 +3,11 @@
 
 pub mod error;
 pub mod identity;
+pub mod metrics;
 pub mod redrafter;
 mod tensors;
 pub mod tokenswift;
 
 pub use error::HeadsError;
 pub use identity::{drafter_kind, TargetIdentity};
+pub use metrics::StepMetrics;

@@ -8,10 +8,12 @@ pub mod examples;
 pub mod hidden;
 pub mod metrics;
 pub mod redrafter;
+pub mod run;
 pub mod schedule;
 pub mod tokenswift;
 
 pub use error::TrainError;
 pub use examples::{LabelSource, Sequence};
-pub use redrafter::{train_redrafter, ReDrafterTrainConfig, TrainEvent, TrainSummary};
+pub use redrafter::{train_redrafter, ReDrafterTrainConfig};
+pub use run::{TrainEvent, TrainSummary};
 pub use tokenswift::{chunks, train_tokenswift, TokenSwiftTrainConfig};

@@ -3,7 +3,7 @@
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use draftsmith_heads::redrafter::StepMetrics;
+use draftsmith_heads::StepMetrics;
 
 use crate::error::TrainError;
 

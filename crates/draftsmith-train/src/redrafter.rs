@@ -3,26 +3,23 @@
 use std::path::Path;
 use std::time::Instant;
 
-use burn::module::AutodiffModule;
-use burn::optim::{AdamWConfig, GradientsAccumulator, GradientsParams, Optimizer};
+use burn::optim::AdamWConfig;
 use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::{Int, Tensor, TensorData};
 use draftsmith_heads::redrafter::{
-    load_redrafter, save_redrafter, teacher_forced_loss, HeadKind, ReDrafter, ReDrafterConfig, StepMetrics, TrainBatch,
+    load_redrafter, save_redrafter, teacher_forced_loss, HeadKind, ReDrafter, ReDrafterConfig, TrainBatch,
     VocabProjection,
 };
-use draftsmith_heads::TargetIdentity;
+use draftsmith_heads::{StepMetrics, TargetIdentity};
 use draftsmith_model::Model;
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
 use serde::{Deserialize, Serialize};
 
-use crate::checkpoint::{resume, save_checkpoint, LoopState};
 use crate::error::TrainError;
 use crate::examples::{build_examples, example_steps, Example, LabelSource, Sequence};
 use crate::hidden::{compute_hidden, HiddenStore};
-use crate::metrics::MetricsCsv;
-use crate::schedule::cosine_with_warmup;
+use crate::run::{train_loop, DrafterTask, Epochs, LoopPlan, TrainEvent, TrainSummary};
 
 /// Training settings (recipe keys of `[train]`); defaults follow the reference where it has one.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -104,61 +101,6 @@ impl ReDrafterTrainConfig {
     }
 }
 
-/// Progress of a training run.
-#[derive(Debug, Clone)]
-pub enum TrainEvent {
-    /// Target hidden states: tokens done of total.
-    Hidden {
-        done: usize,
-        total: usize,
-    },
-    Start {
-        total_steps: usize,
-        resumed_at: usize,
-        examples: usize,
-        val_examples: usize,
-        params: usize,
-    },
-    Step {
-        step: usize,
-        total: usize,
-        loss: f64,
-        lr: f64,
-        top1: Vec<f64>,
-    },
-    Validation {
-        step: usize,
-        heads: Vec<StepMetrics>,
-    },
-    Checkpoint {
-        step: usize,
-    },
-}
-
-/// What a finished run reports (also written to `summary.json`).
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct TrainSummary {
-    pub steps: usize,
-    pub epochs: usize,
-    pub examples: usize,
-    pub train_sequences: usize,
-    pub val_sequences: usize,
-    pub params: usize,
-    pub seconds: f64,
-    /// Per head: validation (loss, top-1, top-5).
-    pub val_loss: Vec<f64>,
-    pub val_top1: Vec<f64>,
-    pub val_top5: Vec<f64>,
-}
-
-impl TrainSummary {
-    /// Writes `run/summary.json`.
-    pub(crate) fn write(&self, run: &Path) -> Result<(), TrainError> {
-        let path = run.join("summary.json");
-        std::fs::write(&path, serde_json::to_string_pretty(self).expect("serializable")).map_err(TrainError::io(&path))
-    }
-}
-
 /// Trains a drafter in `run_dir` (resuming from its checkpoint when there is one) and exports it
 /// there (`drafter.safetensors` + `config.json`).
 #[allow(clippy::too_many_arguments)]
@@ -208,19 +150,6 @@ pub fn train_redrafter<AB: AutodiffBackend>(
     let device = target.device().clone();
 
     let optim = AdamWConfig::new().with_weight_decay(cfg.weight_decay as f32).init::<AB, ReDrafter<AB>>();
-    let (mut drafter, mut optim, start) =
-        resume::<AB, _, _>(run_dir, &fingerprint, config.init::<AB>(&device, cfg.seed), optim, &device, |dir| {
-            load_redrafter::<AB::InnerBackend>(dir, Some(target_id), &device)?;
-            Ok(())
-        })?;
-    progress(TrainEvent::Start {
-        total_steps: total,
-        resumed_at: start,
-        examples: train.len(),
-        val_examples: val.len(),
-        params: config.num_params(),
-    });
-    let csv = MetricsCsv::open(&run_dir.join("metrics.csv"), start)?;
     // One transposed copy of the frozen embeddings, shared by training (as a constant of the
     // autodiff backend) and validation (on the inner backend).
     let inner_embeddings = target.embeddings().clone();
@@ -237,84 +166,48 @@ pub fn train_redrafter<AB: AutodiffBackend>(
             )
         }
     };
-    let embeddings = Tensor::<AB, 2>::from_inner(inner_embeddings.clone());
     let vocab = match &inner_vocab {
         VocabProjection::None => VocabProjection::None,
         VocabProjection::Embeddings(e) => VocabProjection::Embeddings(Tensor::from_inner(e.clone())),
     };
-    let training_info = |step: usize| {
-        let coverage = draft.as_ref().map(|d| d.coverage);
-        serde_json::json!({ "config": cfg, "steps": step, "total_steps": total, "examples": train.len(), "draft_vocab_label_coverage": coverage, "data": data_fingerprint })
+    let task = ReDrafterTask {
+        seqs,
+        hidden: &hidden,
+        cfg,
+        draft: draft.as_ref(),
+        val: &val,
+        embeddings: Tensor::<AB, 2>::from_inner(inner_embeddings.clone()),
+        vocab,
+        inner_embeddings,
+        inner_vocab,
+        device: device.clone(),
+        config: &config,
+        target_id,
+        info: &|step: usize| {
+            let coverage = draft.as_ref().map(|d| d.coverage);
+            serde_json::json!({ "config": cfg, "steps": step, "total_steps": total, "examples": train.len(), "draft_vocab_label_coverage": coverage, "data": data_fingerprint })
+        },
     };
-    let draft_ids = draft.as_ref().map(|d| d.ids.as_slice());
-
-    let mut order = Vec::new();
-    let mut order_epoch = usize::MAX;
-    let mut window = vec![StepMetrics::default(); cfg.horizon];
-    for step in start..total {
-        let epoch = step / steps_per_epoch;
-        if epoch != order_epoch {
-            order = train.clone();
-            order.shuffle(&mut rand::rngs::StdRng::seed_from_u64(cfg.seed.wrapping_add(1 + epoch as u64)));
-            order_epoch = epoch;
-        }
-        let lr = cosine_with_warmup(cfg.lr, step, total, warmup);
-        let mut accum = GradientsAccumulator::new();
-        let mut loss_sum = 0.0;
-        for micro in 0..cfg.grad_accum {
-            let index = (step % steps_per_epoch) * cfg.grad_accum + micro;
-            if index >= micro_per_epoch {
-                break;
-            }
-            let rows = &order[index * cfg.batch_size..((index + 1) * cfg.batch_size).min(order.len())];
-            let batch = make_batch::<AB>(rows, seqs, &hidden, cfg, draft.as_ref(), &device);
-            let (loss, metrics) = teacher_forced_loss(&drafter, &embeddings, &vocab, &batch);
-            // The loss is the sum of the steps' mean losses, already on the host in `metrics`.
-            loss_sum += metrics.iter().map(StepMetrics::mean_loss).sum::<f64>();
-            metrics.iter().zip(window.iter_mut()).for_each(|(m, w)| w.add(m));
-            accum.accumulate(&drafter, GradientsParams::from_grads(loss.backward(), &drafter));
-        }
-        drafter = optim.step(lr, drafter, accum.grads());
-        let done = step + 1;
-        if done % cfg.log_every == 0 || done == total {
-            csv.log(done, epoch, "train", lr, &window)?;
-            progress(TrainEvent::Step {
-                step: done,
-                total,
-                loss: loss_sum / cfg.grad_accum as f64,
-                lr,
-                top1: window.iter().map(|m| m.top1_acc()).collect(),
-            });
-            window = vec![StepMetrics::default(); cfg.horizon];
-        }
-        if done % cfg.checkpoint_every == 0 || done == total {
-            if !val.is_empty() {
-                let heads = validate(
-                    &drafter.valid(),
-                    &val,
-                    seqs,
-                    &hidden,
-                    cfg,
-                    draft.as_ref(),
-                    &inner_embeddings,
-                    &inner_vocab,
-                );
-                csv.log(done, epoch, "val", lr, &heads)?;
-                progress(TrainEvent::Validation { step: done, heads });
-            }
-            let state = LoopState { step: done, total_steps: total, fingerprint: fingerprint.clone() };
-            save_checkpoint(run_dir, &state, &drafter, &optim, |dir| {
-                Ok(save_redrafter(dir, &drafter, &config, target_id, draft_ids, training_info(done))?)
-            })?;
-            progress(TrainEvent::Checkpoint { step: done });
-        }
-    }
-    let heads = if val.is_empty() {
-        Vec::new()
-    } else {
-        validate(&drafter.valid(), &val, seqs, &hidden, cfg, draft.as_ref(), &inner_embeddings, &inner_vocab)
+    let plan = LoopPlan {
+        total_steps: total,
+        batch_size: cfg.batch_size,
+        grad_accum: cfg.grad_accum,
+        lr: cfg.lr,
+        warmup_steps: warmup,
+        log_every: cfg.log_every,
+        checkpoint_every: cfg.checkpoint_every,
+        seed: cfg.seed,
+        epochs: Epochs::Aligned,
+        examples: train.len(),
+        val_examples: val.len(),
+        params: config.num_params(),
     };
-    save_redrafter(run_dir, &drafter, &config, target_id, draft_ids, training_info(total))?;
+    let fresh = config.init::<AB>(&device, cfg.seed);
+    let check = |dir: &Path| {
+        load_redrafter::<AB::InnerBackend>(dir, Some(target_id), &device)?;
+        Ok(())
+    };
+    let (_, heads) = train_loop(&task, &train, &plan, run_dir, &fingerprint, fresh, optim, &device, check, progress)?;
     let summary = TrainSummary {
         steps: total,
         epochs: cfg.epochs,
@@ -323,12 +216,60 @@ pub fn train_redrafter<AB: AutodiffBackend>(
         val_sequences: val_idx.len(),
         params: config.num_params(),
         seconds: begin.elapsed().as_secs_f64(),
-        val_loss: heads.iter().map(|m| m.mean_loss()).collect(),
-        val_top1: heads.iter().map(|m| m.top1_acc()).collect(),
-        val_top5: heads.iter().map(|m| m.top5_acc()).collect(),
-    };
+        val_loss: Vec::new(),
+        val_top1: Vec::new(),
+        val_top5: Vec::new(),
+    }
+    .with_validation(&heads);
     summary.write(run_dir)?;
     Ok(summary)
+}
+
+/// ReDrafter's part of the training loop: teacher-forced batches of context positions over the
+/// cached target hidden states.
+struct ReDrafterTask<'a, AB: AutodiffBackend> {
+    seqs: &'a [Sequence],
+    hidden: &'a HiddenStore,
+    cfg: &'a ReDrafterTrainConfig,
+    draft: Option<&'a DraftVocab>,
+    val: &'a [Example],
+    embeddings: Tensor<AB, 2>,
+    vocab: VocabProjection<AB>,
+    inner_embeddings: Tensor<AB::InnerBackend, 2>,
+    inner_vocab: VocabProjection<AB::InnerBackend>,
+    device: AB::Device,
+    config: &'a ReDrafterConfig,
+    target_id: &'a TargetIdentity,
+    /// The `training` record of an export after `step` steps.
+    info: &'a dyn Fn(usize) -> serde_json::Value,
+}
+
+impl<AB: AutodiffBackend> DrafterTask<AB> for ReDrafterTask<'_, AB> {
+    type Module = ReDrafter<AB>;
+    type Item = Example;
+
+    fn metric_steps(&self) -> usize {
+        self.cfg.horizon
+    }
+
+    fn loss(&self, module: &ReDrafter<AB>, items: &[Example]) -> Result<(Tensor<AB, 1>, Vec<StepMetrics>), TrainError> {
+        let batch = make_batch::<AB>(items, self.seqs, self.hidden, self.cfg, self.draft, &self.device);
+        Ok(teacher_forced_loss(module, &self.embeddings, &self.vocab, &batch))
+    }
+
+    fn holds_out(&self) -> bool {
+        !self.val.is_empty()
+    }
+
+    fn validate(&self, module: &ReDrafter<AB::InnerBackend>) -> Result<Vec<StepMetrics>, TrainError> {
+        let (embeddings, vocab) = (&self.inner_embeddings, &self.inner_vocab);
+        Ok(validate(module, self.val, self.seqs, self.hidden, self.cfg, self.draft, embeddings, vocab))
+    }
+
+    fn export(&self, dir: &Path, module: &ReDrafter<AB>, step: usize) -> Result<(), TrainError> {
+        let draft_ids = self.draft.map(|d| d.ids.as_slice());
+        Ok(save_redrafter(dir, module, self.config, self.target_id, draft_ids, (self.info)(step))?)
+    }
 }
 
 /// A seeded split of sequence indices into (train, validation).

@@ -10,25 +10,18 @@ use std::path::Path;
 use std::time::Instant;
 
 use burn::grad_clipping::GradientClippingConfig;
-use burn::module::AutodiffModule;
-use burn::optim::{AdamWConfig, GradientsAccumulator, GradientsParams, Optimizer};
+use burn::optim::AdamWConfig;
 use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::{Int, Tensor, TensorData};
-use draftsmith_heads::redrafter::StepMetrics;
 use draftsmith_heads::tokenswift::{
     load_tokenswift, save_tokenswift, shifted_loss, TokenSwiftBatch, TokenSwiftConfig, TokenSwiftHeads,
 };
-use draftsmith_heads::TargetIdentity;
+use draftsmith_heads::{StepMetrics, TargetIdentity};
 use draftsmith_model::{AttentionMask, LogitsSelect, Model};
-use rand::seq::SliceRandom;
-use rand::SeedableRng;
 use serde::{Deserialize, Serialize};
 
-use crate::checkpoint::{resume, save_checkpoint, LoopState};
 use crate::error::TrainError;
-use crate::metrics::MetricsCsv;
-use crate::schedule::cosine_with_warmup;
-use crate::{TrainEvent, TrainSummary};
+use crate::run::{train_loop, DrafterTask, Epochs, LoopPlan, TrainEvent, TrainSummary};
 
 /// Training settings (recipe keys); defaults are the reference's where it has one, except the
 /// sequence length and batch, which are sized for a CPU (reference: 8192 tokens × 120 sequences).
@@ -147,76 +140,41 @@ pub fn train_tokenswift<AB: AutodiffBackend>(
         .init::<AB, TokenSwiftHeads<AB>>();
     let post_norm = (!cfg.reference_init).then(|| Tensor::<AB, 1>::from_inner(target.final_norm_weight()));
     let fresh = config.init_with_post_norm::<AB>(&device, cfg.seed, post_norm);
-    let (mut heads, mut optim, start) = resume::<AB, _, _>(run_dir, &fingerprint, fresh, optim, &device, |dir| {
-        load_tokenswift::<AB::InnerBackend>(dir, Some(target_id), &device)?;
-        Ok(())
-    })?;
-    progress(TrainEvent::Start {
-        total_steps: cfg.steps,
-        resumed_at: start,
-        examples: train.len() * cfg.seq_len,
-        val_examples: val.len() * cfg.seq_len,
-        params: config.num_params(),
-    });
-    let csv = MetricsCsv::open(&run_dir.join("metrics.csv"), start)?;
     // The target's LM head, once: `[hidden, vocab]`, contiguous, a constant of the graph.
     let inner_lm = target.lm_head_matrix();
     let inner_lm = Tensor::<AB::InnerBackend, 2>::from_data(inner_lm.into_data(), &device);
-    let lm = Tensor::<AB, 2>::from_inner(inner_lm.clone());
-    let training_info = |step: usize| serde_json::json!({ "config": cfg, "steps": step, "data": data_fingerprint });
-
-    let mut order: Vec<usize> = Vec::new();
-    let mut order_epoch = usize::MAX;
-    let mut window = vec![StepMetrics::default(); cfg.num_heads];
-    for step in start..cfg.steps {
-        let lr = cosine_with_warmup(cfg.lr, step, cfg.steps, cfg.warmup_steps);
-        let mut accum = GradientsAccumulator::new();
-        let mut loss_sum = 0.0;
-        for micro in 0..cfg.grad_accum {
-            let index = step * cfg.grad_accum + micro;
-            let epoch = index / micro_per_epoch;
-            if epoch != order_epoch {
-                order = (0..train.len()).collect();
-                order.shuffle(&mut rand::rngs::StdRng::seed_from_u64(cfg.seed.wrapping_add(1 + epoch as u64)));
-                order_epoch = epoch;
-            }
-            let at = (index % micro_per_epoch) * cfg.batch_size;
-            let picked: Vec<&[u32]> =
-                order[at..(at + cfg.batch_size).min(order.len())].iter().map(|&i| train[i].as_slice()).collect();
-            let batch = make_batch::<AB>(target, &picked, cfg.num_heads)?;
-            let (loss, metrics) = shifted_loss(&heads, &lm, &batch);
-            loss_sum += metrics.iter().map(StepMetrics::mean_loss).sum::<f64>();
-            metrics.iter().zip(window.iter_mut()).for_each(|(m, w)| w.add(m));
-            accum.accumulate(&heads, GradientsParams::from_grads(loss.backward(), &heads));
-        }
-        heads = optim.step(lr, heads, accum.grads());
-        let done = step + 1;
-        if done % cfg.log_every == 0 || done == cfg.steps {
-            csv.log(done, 0, "train", lr, &window)?;
-            progress(TrainEvent::Step {
-                step: done,
-                total: cfg.steps,
-                loss: loss_sum / cfg.grad_accum as f64,
-                lr,
-                top1: window.iter().map(|m| m.top1_acc()).collect(),
-            });
-            window = vec![StepMetrics::default(); cfg.num_heads];
-        }
-        if done % cfg.checkpoint_every == 0 || done == cfg.steps {
-            if !val.is_empty() {
-                let metrics = validate(target, &heads.valid(), &inner_lm, &val, cfg)?;
-                csv.log(done, 0, "val", lr, &metrics)?;
-                progress(TrainEvent::Validation { step: done, heads: metrics });
-            }
-            let state = LoopState { step: done, total_steps: cfg.steps, fingerprint: fingerprint.clone() };
-            save_checkpoint(run_dir, &state, &heads, &optim, |dir| {
-                Ok(save_tokenswift(dir, &heads, &config, target_id, training_info(done))?)
-            })?;
-            progress(TrainEvent::Checkpoint { step: done });
-        }
-    }
-    let metrics = if val.is_empty() { Vec::new() } else { validate(target, &heads.valid(), &inner_lm, &val, cfg)? };
-    save_tokenswift(run_dir, &heads, &config, target_id, training_info(cfg.steps))?;
+    let task = TokenSwiftTask {
+        target,
+        train,
+        val: &val,
+        cfg,
+        lm: Tensor::<AB, 2>::from_inner(inner_lm.clone()),
+        inner_lm,
+        config: &config,
+        target_id,
+        info: &|step: usize| serde_json::json!({ "config": cfg, "steps": step, "data": data_fingerprint }),
+    };
+    let plan = LoopPlan {
+        total_steps: cfg.steps,
+        batch_size: cfg.batch_size,
+        grad_accum: cfg.grad_accum,
+        lr: cfg.lr,
+        warmup_steps: cfg.warmup_steps,
+        log_every: cfg.log_every,
+        checkpoint_every: cfg.checkpoint_every,
+        seed: cfg.seed,
+        epochs: Epochs::Continuous,
+        examples: train.len() * cfg.seq_len,
+        val_examples: val.len() * cfg.seq_len,
+        params: config.num_params(),
+    };
+    let check = |dir: &Path| {
+        load_tokenswift::<AB::InnerBackend>(dir, Some(target_id), &device)?;
+        Ok(())
+    };
+    let chunk_ids: Vec<usize> = (0..train.len()).collect();
+    let (_, metrics) =
+        train_loop(&task, &chunk_ids, &plan, run_dir, &fingerprint, fresh, optim, &device, check, progress)?;
     let summary = TrainSummary {
         steps: cfg.steps,
         epochs: (cfg.steps * cfg.grad_accum).div_ceil(micro_per_epoch),
@@ -225,12 +183,60 @@ pub fn train_tokenswift<AB: AutodiffBackend>(
         val_sequences: val.len(),
         params: config.num_params(),
         seconds: begin.elapsed().as_secs_f64(),
-        val_loss: metrics.iter().map(|m| m.mean_loss()).collect(),
-        val_top1: metrics.iter().map(|m| m.top1_acc()).collect(),
-        val_top5: metrics.iter().map(|m| m.top5_acc()).collect(),
-    };
+        val_loss: Vec::new(),
+        val_top1: Vec::new(),
+        val_top5: Vec::new(),
+    }
+    .with_validation(&metrics);
     summary.write(run_dir)?;
     Ok(summary)
+}
+
+/// TokenSwift's part of the training loop: chunks run through the frozen target, the heads
+/// trained on the tokens `2 + i` positions ahead.
+struct TokenSwiftTask<'a, AB: AutodiffBackend> {
+    target: &'a Model<AB::InnerBackend>,
+    train: &'a [Vec<u32>],
+    val: &'a [Vec<u32>],
+    cfg: &'a TokenSwiftTrainConfig,
+    lm: Tensor<AB, 2>,
+    inner_lm: Tensor<AB::InnerBackend, 2>,
+    config: &'a TokenSwiftConfig,
+    target_id: &'a TargetIdentity,
+    /// The `training` record of an export after `step` steps.
+    info: &'a dyn Fn(usize) -> serde_json::Value,
+}
+
+impl<AB: AutodiffBackend> DrafterTask<AB> for TokenSwiftTask<'_, AB> {
+    type Module = TokenSwiftHeads<AB>;
+    /// An index into the training chunks.
+    type Item = usize;
+
+    fn metric_steps(&self) -> usize {
+        self.cfg.num_heads
+    }
+
+    fn loss(
+        &self,
+        module: &TokenSwiftHeads<AB>,
+        items: &[usize],
+    ) -> Result<(Tensor<AB, 1>, Vec<StepMetrics>), TrainError> {
+        let picked: Vec<&[u32]> = items.iter().map(|&i| self.train[i].as_slice()).collect();
+        let batch = make_batch::<AB>(self.target, &picked, self.cfg.num_heads)?;
+        Ok(shifted_loss(module, &self.lm, &batch))
+    }
+
+    fn holds_out(&self) -> bool {
+        !self.val.is_empty()
+    }
+
+    fn validate(&self, module: &TokenSwiftHeads<AB::InnerBackend>) -> Result<Vec<StepMetrics>, TrainError> {
+        validate(self.target, module, &self.inner_lm, self.val, self.cfg)
+    }
+
+    fn export(&self, dir: &Path, module: &TokenSwiftHeads<AB>, step: usize) -> Result<(), TrainError> {
+        Ok(save_tokenswift(dir, module, self.config, self.target_id, (self.info)(step))?)
+    }
 }
 
 /// [`inner_batch`] over `chunks`, concatenated and lifted onto the autodiff backend (as

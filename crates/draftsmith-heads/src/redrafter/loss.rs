@@ -6,6 +6,7 @@
 use burn::tensor::{activation, backend::Backend, ElementConversion, Int, Tensor};
 
 use super::model::{ReDrafter, VocabProjection};
+use crate::metrics::{step_metrics, StepMetrics};
 
 /// One batch of context positions.
 #[derive(Debug, Clone)]
@@ -21,42 +22,6 @@ pub struct TrainBatch<B: Backend> {
     /// Per step: `[rows]` 1 where the label is in the vocabulary the logits cover (a draft
     /// vocabulary may not hold every label), else 0: such a row adds no loss and counts as a miss.
     pub in_vocab: Vec<Tensor<B, 1>>,
-}
-
-/// Loss and accuracy of one draft step over a batch.
-#[derive(Debug, Clone, Copy, Default, PartialEq)]
-pub struct StepMetrics {
-    /// Sum over counted rows of the cross-entropy.
-    pub loss_sum: f64,
-    pub top1: usize,
-    pub top5: usize,
-    /// Rows that counted.
-    pub count: usize,
-    /// Rows whose label the logits cover (all of `count` without a draft vocabulary): the
-    /// loss is averaged over these.
-    pub trained: usize,
-}
-
-impl StepMetrics {
-    pub fn add(&mut self, other: &StepMetrics) {
-        self.loss_sum += other.loss_sum;
-        self.top1 += other.top1;
-        self.top5 += other.top5;
-        self.count += other.count;
-        self.trained += other.trained;
-    }
-
-    pub fn mean_loss(&self) -> f64 {
-        self.loss_sum / self.trained.max(1) as f64
-    }
-
-    pub fn top1_acc(&self) -> f64 {
-        self.top1 as f64 / self.count.max(1) as f64
-    }
-
-    pub fn top5_acc(&self) -> f64 {
-        self.top5 as f64 / self.count.max(1) as f64
-    }
 }
 
 /// The summed loss (a scalar to back-propagate) and per-step metrics. With a draft vocabulary,
@@ -91,27 +56,4 @@ pub fn teacher_forced_loss<B: Backend>(
         metrics.push(StepMetrics { count: count as usize, ..m });
     }
     (total, metrics)
-}
-
-/// Top-1 / top-5 hits: a label ranks `r` when `r` logits are strictly larger than its own.
-pub(crate) fn step_metrics<B: Backend>(
-    logits: Tensor<B, 2>,
-    labels: Tensor<B, 1, Int>,
-    weight: Tensor<B, 1>,
-    loss_sum: f64,
-    count: usize,
-) -> StepMetrics {
-    let [rows, vocab] = logits.dims();
-    let logits = logits.detach();
-    let own = logits.clone().gather(1, labels.reshape([rows, 1]));
-    let rank = logits.greater(own.expand([rows, vocab])).int().sum_dim(1).reshape([rows]);
-    let ranks: Vec<i64> = rank.into_data().convert::<i64>().to_vec().expect("int ranks");
-    let weights: Vec<f32> = weight.into_data().convert::<f32>().to_vec().expect("f32 weights");
-    let counted = ranks.iter().zip(&weights).filter(|(_, &w)| w > 0.0);
-    let (mut top1, mut top5) = (0, 0);
-    for (&r, _) in counted {
-        top1 += usize::from(r < 1);
-        top5 += usize::from(r < 5);
-    }
-    StepMetrics { loss_sum, top1, top5, count, trained: count }
 }

@@ -8,5 +8,5 @@ pub mod model;
 
 pub use config::{HeadKind, ReDrafterConfig};
 pub use export::{load_redrafter, read_drafter_file, save_redrafter, DrafterFile, CONFIG_FILE, WEIGHTS_FILE};
-pub use loss::{teacher_forced_loss, StepMetrics, TrainBatch};
+pub use loss::{teacher_forced_loss, TrainBatch};
 pub use model::{ReDrafter, VocabProjection};

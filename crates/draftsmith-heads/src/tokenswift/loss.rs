@@ -5,8 +5,7 @@
 use burn::tensor::{activation, backend::Backend, ElementConversion, Int, Tensor};
 
 use super::model::TokenSwiftHeads;
-use crate::redrafter::loss::step_metrics;
-use crate::redrafter::StepMetrics;
+use crate::metrics::{step_metrics, StepMetrics};
 
 /// Rows of (pre-norm hidden state, the tokens each head must predict).
 #[derive(Debug, Clone)]

@@ -1,0 +1,232 @@
+//! The one training loop every drafter runs: seeded shuffling per epoch, warm-up + cosine
+//! learning rate, gradient accumulation, metric logs, validation and checkpoints (resumed
+//! bit-exactly), over a small [`DrafterTask`] that knows its own batches, loss and export.
+//! Also the run's shared types: [`TrainEvent`] (progress) and [`TrainSummary`].
+
+use std::path::Path;
+
+use burn::module::AutodiffModule;
+use burn::optim::{GradientsAccumulator, GradientsParams, Optimizer};
+use burn::tensor::backend::AutodiffBackend;
+use burn::tensor::Tensor;
+use draftsmith_heads::StepMetrics;
+use rand::seq::SliceRandom;
+use rand::SeedableRng;
+use serde::{Deserialize, Serialize};
+
+use crate::checkpoint::{resume, save_checkpoint, LoopState};
+use crate::error::TrainError;
+use crate::metrics::MetricsCsv;
+use crate::schedule::cosine_with_warmup;
+
+/// Progress of a training run.
+#[derive(Debug, Clone)]
+pub enum TrainEvent {
+    /// Target hidden states: tokens done of total.
+    Hidden {
+        done: usize,
+        total: usize,
+    },
+    Start {
+        total_steps: usize,
+        resumed_at: usize,
+        examples: usize,
+        val_examples: usize,
+        params: usize,
+    },
+    Step {
+        step: usize,
+        total: usize,
+        loss: f64,
+        lr: f64,
+        top1: Vec<f64>,
+    },
+    Validation {
+        step: usize,
+        heads: Vec<StepMetrics>,
+    },
+    Checkpoint {
+        step: usize,
+    },
+}
+
+/// What a finished run reports (also written to `summary.json`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct TrainSummary {
+    pub steps: usize,
+    pub epochs: usize,
+    pub examples: usize,
+    pub train_sequences: usize,
+    pub val_sequences: usize,
+    pub params: usize,
+    pub seconds: f64,
+    /// Per head: validation (loss, top-1, top-5).
+    pub val_loss: Vec<f64>,
+    pub val_top1: Vec<f64>,
+    pub val_top5: Vec<f64>,
+}
+
+impl TrainSummary {
+    /// The validation columns from the final held-out metrics (empty without a held-out set).
+    pub(crate) fn with_validation(self, heads: &[StepMetrics]) -> Self {
+        Self {
+            val_loss: heads.iter().map(StepMetrics::mean_loss).collect(),
+            val_top1: heads.iter().map(StepMetrics::top1_acc).collect(),
+            val_top5: heads.iter().map(StepMetrics::top5_acc).collect(),
+            ..self
+        }
+    }
+
+    /// Writes `run/summary.json`.
+    pub(crate) fn write(&self, run: &Path) -> Result<(), TrainError> {
+        let path = run.join("summary.json");
+        std::fs::write(&path, serde_json::to_string_pretty(self).expect("serializable")).map_err(TrainError::io(&path))
+    }
+}
+
+/// What one kind of drafter brings to the loop.
+pub(crate) trait DrafterTask<AB: AutodiffBackend> {
+    type Module: AutodiffModule<AB>;
+    /// One training item (a context position, a chunk); a micro-batch is a slice of them.
+    type Item: Clone;
+    /// Prediction steps per item, the metric columns (ReDrafter's horizon, TokenSwift's heads).
+    fn metric_steps(&self) -> usize;
+    /// The loss to back-propagate and per-step metrics of one micro-batch.
+    fn loss(
+        &self,
+        module: &Self::Module,
+        items: &[Self::Item],
+    ) -> Result<(Tensor<AB, 1>, Vec<StepMetrics>), TrainError>;
+    /// Whether anything is held out for validation.
+    fn holds_out(&self) -> bool;
+    /// Metrics over the held-out set.
+    fn validate(
+        &self,
+        module: &<Self::Module as AutodiffModule<AB>>::InnerModule,
+    ) -> Result<Vec<StepMetrics>, TrainError>;
+    /// Writes the drafter in its export layout into `dir`, as trained for `step` steps.
+    fn export(&self, dir: &Path, module: &Self::Module, step: usize) -> Result<(), TrainError>;
+}
+
+/// How micro-batches follow one another across epochs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Epochs {
+    /// Every epoch starts a new optimiser step (its last step may hold fewer micro-batches).
+    Aligned,
+    /// Micro-batches run on across epoch boundaries (a run sized in steps, not epochs: the
+    /// metric log's epoch column stays 0).
+    Continuous,
+}
+
+/// The loop's schedule and sizes.
+#[derive(Debug, Clone)]
+pub(crate) struct LoopPlan {
+    pub total_steps: usize,
+    pub batch_size: usize,
+    pub grad_accum: usize,
+    pub lr: f64,
+    pub warmup_steps: usize,
+    pub log_every: usize,
+    pub checkpoint_every: usize,
+    /// Epoch `e` is shuffled with seed `seed + 1 + e`.
+    pub seed: u64,
+    pub epochs: Epochs,
+    /// For the start event: training and held-out examples, trainable parameters.
+    pub examples: usize,
+    pub val_examples: usize,
+    pub params: usize,
+}
+
+/// Trains `fresh` (or the run's checkpoint of it, after `check_export` accepted the exported
+/// drafter there) on `items` for `plan.total_steps` steps; returns the module and its final
+/// held-out metrics (empty without a held-out set).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn train_loop<AB, T, O>(
+    task: &T,
+    items: &[T::Item],
+    plan: &LoopPlan,
+    run_dir: &Path,
+    fingerprint: &serde_json::Value,
+    fresh: T::Module,
+    optim: O,
+    device: &AB::Device,
+    check_export: impl FnOnce(&Path) -> Result<(), TrainError>,
+    progress: &mut dyn FnMut(TrainEvent),
+) -> Result<(T::Module, Vec<StepMetrics>), TrainError>
+where
+    AB: AutodiffBackend,
+    T: DrafterTask<AB>,
+    O: Optimizer<T::Module, AB>,
+{
+    let total = plan.total_steps;
+    let (mut module, mut optim, start) = resume::<AB, _, _>(run_dir, fingerprint, fresh, optim, device, check_export)?;
+    progress(TrainEvent::Start {
+        total_steps: total,
+        resumed_at: start,
+        examples: plan.examples,
+        val_examples: plan.val_examples,
+        params: plan.params,
+    });
+    let csv = MetricsCsv::open(&run_dir.join("metrics.csv"), start)?;
+    let micro_per_epoch = items.len().div_ceil(plan.batch_size);
+    let steps_per_epoch = micro_per_epoch.div_ceil(plan.grad_accum);
+    let (mut order, mut order_epoch) = (Vec::new(), usize::MAX);
+    let mut window = vec![StepMetrics::default(); task.metric_steps()];
+    for step in start..total {
+        let lr = cosine_with_warmup(plan.lr, step, total, plan.warmup_steps);
+        let mut accum = GradientsAccumulator::new();
+        let (mut loss_sum, mut epoch) = (0.0, 0);
+        for micro in 0..plan.grad_accum {
+            let (e, index) = match plan.epochs {
+                Epochs::Aligned => (step / steps_per_epoch, (step % steps_per_epoch) * plan.grad_accum + micro),
+                Epochs::Continuous => {
+                    let at = step * plan.grad_accum + micro;
+                    (at / micro_per_epoch, at % micro_per_epoch)
+                }
+            };
+            if index >= micro_per_epoch {
+                break;
+            }
+            if plan.epochs == Epochs::Aligned {
+                epoch = e;
+            }
+            if e != order_epoch {
+                order = items.to_vec();
+                order.shuffle(&mut rand::rngs::StdRng::seed_from_u64(plan.seed.wrapping_add(1 + e as u64)));
+                order_epoch = e;
+            }
+            let rows = &order[index * plan.batch_size..((index + 1) * plan.batch_size).min(order.len())];
+            let (loss, metrics) = task.loss(&module, rows)?;
+            // The loss is the sum of the steps' mean losses, already on the host in `metrics`.
+            loss_sum += metrics.iter().map(StepMetrics::mean_loss).sum::<f64>();
+            metrics.iter().zip(window.iter_mut()).for_each(|(m, w)| w.add(m));
+            accum.accumulate(&module, GradientsParams::from_grads(loss.backward(), &module));
+        }
+        module = optim.step(lr, module, accum.grads());
+        let done = step + 1;
+        if done % plan.log_every == 0 || done == total {
+            csv.log(done, epoch, "train", lr, &window)?;
+            progress(TrainEvent::Step {
+                step: done,
+                total,
+                loss: loss_sum / plan.grad_accum as f64,
+                lr,
+                top1: window.iter().map(StepMetrics::top1_acc).collect(),
+            });
+            window = vec![StepMetrics::default(); task.metric_steps()];
+        }
+        if done % plan.checkpoint_every == 0 || done == total {
+            if task.holds_out() {
+                let heads = task.validate(&module.valid())?;
+                csv.log(done, epoch, "val", lr, &heads)?;
+                progress(TrainEvent::Validation { step: done, heads });
+            }
+            let state = LoopState { step: done, total_steps: total, fingerprint: fingerprint.clone() };
+            save_checkpoint(run_dir, &state, &module, &optim, |dir| task.export(dir, &module, done))?;
+            progress(TrainEvent::Checkpoint { step: done });
+        }
+    }
+    let heads = if task.holds_out() { task.validate(&module.valid())? } else { Vec::new() };
+    task.export(run_dir, &module, total)?;
+    Ok((module, heads))
+}
