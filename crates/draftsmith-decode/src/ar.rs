@@ -46,7 +46,7 @@ pub fn logits_row<B: Backend>(logits: Tensor<B, 2>, row: usize) -> Vec<f32> {
 
 /// Prefills `prompt` into a fresh cache and returns the last position's logits.
 pub fn prefill<B: Backend>(model: &Model<B>, prompt: &[u32], cache: &mut KvCache<B>) -> Result<Vec<f32>, ModelError> {
-    Ok(logits_row(prefill_forward(model, prompt, cache)?.logits.expect("logits requested"), 0))
+    Ok(logits_row(prefill_forward(model, prompt, cache)?.logits, 0))
 }
 
 /// [`prefill`], also returning the last position's final hidden state (after the final norm).
@@ -57,7 +57,7 @@ pub fn prefill_with_hidden<B: Backend>(
 ) -> Result<(Vec<f32>, Vec<f32>), ModelError> {
     let out = prefill_forward(model, prompt, cache)?;
     let hidden = logits_row(out.hidden_final, prompt.len() - 1);
-    Ok((logits_row(out.logits.expect("logits requested"), 0), hidden))
+    Ok((logits_row(out.logits, 0), hidden))
 }
 
 fn prefill_forward<B: Backend>(
@@ -149,7 +149,7 @@ pub fn generate<B: Backend>(
         }
         let out =
             model.forward(&[next], &[context.len() - 1], &AttentionMask::Causal, LogitsSelect::Last, &mut cache)?;
-        logits = logits_row(out.logits.expect("logits requested"), 0);
+        logits = logits_row(out.logits, 0);
     };
     Ok(Generation { tokens, prefill, decode: start.elapsed(), stop })
 }

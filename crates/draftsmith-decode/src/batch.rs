@@ -107,7 +107,7 @@ pub fn generate_batch<B: Backend>(
             let positions: Vec<usize> = (0..n).collect();
             let out =
                 model.forward(prompt, &positions, &AttentionMask::Visible(mask), LogitsSelect::Last, &mut cache)?;
-            let logits = logits_row(out.logits.expect("logits requested"), 0);
+            let logits = logits_row(out.logits, 0);
             let mut seq = Live { input, slots: (base..base + n).collect(), context: prompt.clone(), prompt_len: n };
             let token = samplers[input].sample(&logits, &seq.context);
             match seq.push(token, max_new_tokens, stop_tokens, context_len) {
@@ -135,8 +135,7 @@ pub fn generate_batch<B: Backend>(
             row[base + r] = true;
         }
         let out = model.forward(&tokens, &positions, &AttentionMask::Visible(mask), LogitsSelect::All, &mut cache)?;
-        let logits =
-            out.logits.expect("logits requested").into_data().convert::<f32>().to_vec::<f32>().expect("f32 logits");
+        let logits = out.logits.into_data().convert::<f32>().to_vec::<f32>().expect("f32 logits");
         let vocab = logits.len() / n;
         let mut still = Vec::with_capacity(n);
         for (r, mut seq) in live.drain(..).enumerate() {

@@ -71,10 +71,7 @@ fn run<B: Backend>(
     for start in (0..n).step_by(MAX_ROWS_PER_PASS) {
         let chunk = &tokens[start..n.min(start + MAX_ROWS_PER_PASS)];
         let positions: Vec<usize> = (start..start + chunk.len()).collect();
-        let logits = model
-            .forward(chunk, &positions, &AttentionMask::Causal, LogitsSelect::All, cache)?
-            .logits
-            .expect("logits requested");
+        let logits = model.forward(chunk, &positions, &AttentionMask::Causal, LogitsSelect::All, cache)?.logits;
         for row in host_rows(logits).chunks_exact(model.config().vocab_size) {
             first.push(argmax(row));
             if topk > 0 {
@@ -128,10 +125,8 @@ fn continuations<B: Backend>(
             }
             let inputs: Vec<u32> = chunk.iter().map(|&t| teacher[t * t_len + k - 2]).collect();
             let positions: Vec<usize> = chunk.iter().map(|&t| t + k - 1).collect();
-            let logits = model
-                .forward(&inputs, &positions, &AttentionMask::Visible(mask), LogitsSelect::All, cache)?
-                .logits
-                .expect("logits requested");
+            let logits =
+                model.forward(&inputs, &positions, &AttentionMask::Visible(mask), LogitsSelect::All, cache)?.logits;
             for ((r, &t), row) in
                 chunk.iter().enumerate().zip(host_rows(logits).chunks_exact(model.config().vocab_size))
             {

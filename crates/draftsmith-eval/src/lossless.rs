@@ -80,13 +80,7 @@ pub fn measure_bound<B: Backend>(
         let err = |e| EvalError::Prompt { id: p.id.clone(), source: Box::new(e) };
         let capacity = p.ids.len() + tail.len();
         let prefill = |cache: &mut KvCache<B>| {
-            model.forward(
-                &p.ids,
-                &(0..p.ids.len()).collect::<Vec<_>>(),
-                &AttentionMask::Causal,
-                LogitsSelect::None,
-                cache,
-            )
+            model.forward_hidden(&p.ids, &(0..p.ids.len()).collect::<Vec<_>>(), &AttentionMask::Causal, cache)
         };
         let positions: Vec<usize> = (p.ids.len()..capacity).collect();
 
@@ -167,8 +161,8 @@ pub fn classify(
     Ok(())
 }
 
-fn host_logits<B: Backend>(logits: Option<burn::tensor::Tensor<B, 2>>) -> Vec<f32> {
-    logits.expect("logits were asked for").into_data().convert::<f32>().to_vec::<f32>().expect("f32 logits")
+fn host_logits<B: Backend>(logits: burn::tensor::Tensor<B, 2>) -> Vec<f32> {
+    logits.into_data().convert::<f32>().to_vec::<f32>().expect("f32 logits")
 }
 
 #[cfg(test)]

@@ -20,22 +20,30 @@ pub enum AttentionMask {
     Visible(Vec<bool>),
 }
 
-/// Which positions get logits.
+/// Which positions get logits ([`Model::forward`]; [`Model::forward_hidden`] computes none).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum LogitsSelect {
     All,
     Last,
-    None,
 }
 
-/// What one forward pass returns; rows follow the input tokens.
+/// What [`Model::forward`] returns; rows follow the input tokens.
 #[derive(Debug, Clone)]
 pub struct ForwardOutput<B: Backend> {
-    /// `[n, vocab]` (`[1, vocab]` with [`LogitsSelect::Last`]); `None` with [`LogitsSelect::None`].
-    pub logits: Option<Tensor<B, 2>>,
+    /// `[n, vocab]` (`[1, vocab]` with [`LogitsSelect::Last`]).
+    pub logits: Tensor<B, 2>,
     /// Last decoder layer output before the final norm, `[n, hidden]` (TokenSwift heads).
     pub hidden_prenorm: Tensor<B, 2>,
     /// After the final norm, `[n, hidden]` (ReDrafter).
+    pub hidden_final: Tensor<B, 2>,
+}
+
+/// What [`Model::forward_hidden`] returns: hidden states only, rows following the input tokens.
+#[derive(Debug, Clone)]
+pub struct HiddenOutput<B: Backend> {
+    /// Last decoder layer output before the final norm, `[n, hidden]`.
+    pub hidden_prenorm: Tensor<B, 2>,
+    /// After the final norm, `[n, hidden]`.
     pub hidden_final: Tensor<B, 2>,
 }
 
@@ -223,7 +231,7 @@ impl<B: Backend> Model<B> {
     }
 
     /// Runs `tokens` at `positions` against the cached prefix, appends their keys/values to
-    /// `cache`, and returns logits and hidden states for the new positions.
+    /// `cache`, and returns logits (`select`) and hidden states for the new positions.
     pub fn forward(
         &self,
         tokens: &[u32],
@@ -232,6 +240,31 @@ impl<B: Backend> Model<B> {
         select: LogitsSelect,
         cache: &mut KvCache<B>,
     ) -> Result<ForwardOutput<B>, ModelError> {
+        let (logits, hidden) = self.pass(tokens, positions, mask, Some(select), cache)?;
+        let logits = logits.expect("logits were selected");
+        Ok(ForwardOutput { logits, hidden_prenorm: hidden.hidden_prenorm, hidden_final: hidden.hidden_final })
+    }
+
+    /// [`Model::forward`] without the LM head: fills the cache and returns hidden states only.
+    pub fn forward_hidden(
+        &self,
+        tokens: &[u32],
+        positions: &[usize],
+        mask: &AttentionMask,
+        cache: &mut KvCache<B>,
+    ) -> Result<HiddenOutput<B>, ModelError> {
+        Ok(self.pass(tokens, positions, mask, None, cache)?.1)
+    }
+
+    /// One pass: logits for `select` (none without), and the hidden states.
+    fn pass(
+        &self,
+        tokens: &[u32],
+        positions: &[usize],
+        mask: &AttentionMask,
+        select: Option<LogitsSelect>,
+        cache: &mut KvCache<B>,
+    ) -> Result<(Option<Tensor<B, 2>>, HiddenOutput<B>), ModelError> {
         self.check_input(tokens, positions, mask, cache)?;
         let n = tokens.len();
         cache.reserve(n);
@@ -251,12 +284,11 @@ impl<B: Backend> Model<B> {
         }
         cache.advance(n);
         let hidden_final = self.norm.forward(x.clone());
-        let logits = match select {
-            LogitsSelect::All => Some(self.lm_head.forward(hidden_final.clone())),
-            LogitsSelect::Last => Some(self.lm_head.forward(hidden_final.clone().narrow(0, n - 1, 1))),
-            LogitsSelect::None => None,
-        };
-        Ok(ForwardOutput { logits, hidden_prenorm: x, hidden_final })
+        let logits = select.map(|select| match select {
+            LogitsSelect::All => self.lm_head.forward(hidden_final.clone()),
+            LogitsSelect::Last => self.lm_head.forward(hidden_final.clone().narrow(0, n - 1, 1)),
+        });
+        Ok((logits, HiddenOutput { hidden_prenorm: x, hidden_final }))
     }
 
     fn check_input(
@@ -337,9 +369,9 @@ impl<B: Backend> Model<B> {
         tokens: &[u32],
         positions: &[usize],
         mask: &AttentionMask,
-        select: LogitsSelect,
+        select: Option<LogitsSelect>,
         cache: &mut KvCache<B>,
-    ) -> ForwardOutput<B> {
+    ) -> (Option<Tensor<B, 2>>, HiddenOutput<B>) {
         let (n, d) = (tokens.len(), self.config.hidden_size);
         let (cos, sin) = self.rope.host_tables(positions);
         let mut x = self.embed_tokens(tokens).into_data().convert::<f32>().to_vec::<f32>().expect("f32 embeddings");
@@ -359,11 +391,10 @@ impl<B: Backend> Model<B> {
         cache.advance(n);
         let mut normed = vec![0.0f32; x.len()];
         draftsmith_kernels::rowops::rms_norm(&x, &stack.final_norm, stack.dims.eps, &mut normed);
-        let rows = match select {
-            LogitsSelect::All => Some(0..n),
-            LogitsSelect::Last => Some(n - 1..n),
-            LogitsSelect::None => None,
-        };
+        let rows = select.map(|select| match select {
+            LogitsSelect::All => 0..n,
+            LogitsSelect::Last => n - 1..n,
+        });
         let logits = rows.map(|rows| {
             let LinearWeight::Quant(head) = &self.lm_head.weight else {
                 unreachable!("the host path has a quantized LM head")
@@ -376,7 +407,7 @@ impl<B: Backend> Model<B> {
             Tensor::from_data(TensorData::new(out, [count, head.rows()]), &self.device)
         });
         let tensor = |v: Vec<f32>| Tensor::from_data(TensorData::new(v, [n, d]), &self.device);
-        ForwardOutput { logits, hidden_prenorm: tensor(x), hidden_final: tensor(normed) }
+        (logits, HiddenOutput { hidden_prenorm: tensor(x), hidden_final: tensor(normed) })
     }
 }
 

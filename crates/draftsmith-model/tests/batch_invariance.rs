@@ -41,13 +41,13 @@ fn tree_rows_are_bit_identical_to_sequential_decoding() {
             }
             let mut cache = model.new_cache(8);
             let pos: Vec<usize> = (0..prefix.len()).collect();
-            model.forward(&prefix, &pos, &AttentionMask::Causal, LogitsSelect::None, &mut cache).unwrap();
+            model.forward_hidden(&prefix, &pos, &AttentionMask::Causal, &mut cache).unwrap();
             let base = cache.clone();
             let mask = AttentionMask::Visible(tree.visibility(prefix.len()));
             let out = model
                 .forward(tree.tokens(), &tree.positions(prefix.len() - 1), &mask, LogitsSelect::All, &mut cache)
                 .unwrap();
-            let tree_logits = to_vec(out.logits.unwrap());
+            let tree_logits = to_vec(out.logits);
             for node in 0..tree.len() {
                 let mut seq_cache = base.clone();
                 let mut logits = Vec::new();
@@ -61,7 +61,7 @@ fn tree_rows_are_bit_identical_to_sequential_decoding() {
                             &mut seq_cache,
                         )
                         .unwrap();
-                    logits = to_vec(out.logits.unwrap());
+                    logits = to_vec(out.logits);
                 }
                 assert_eq!(
                     bits(&logits),

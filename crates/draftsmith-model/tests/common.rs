@@ -127,7 +127,7 @@ pub fn check_model<Bk: Backend>(
         let mut cache = model.new_cache(prompt.len() + 16);
         let pos: Vec<usize> = (0..prompt.len()).collect();
         let out = model.forward(&prompt, &pos, &AttentionMask::Causal, LogitsSelect::Last, &mut cache).unwrap();
-        let ours = host_vec(out.logits.unwrap());
+        let ours = host_vec(out.logits);
         let index = p["logits_index"].as_u64().unwrap() as usize;
         let reference = &golden.logits[index * golden.vocab..(index + 1) * golden.vocab];
         let d = max_abs_diff(&ours, reference);
@@ -144,7 +144,7 @@ pub fn check_model<Bk: Backend>(
             let position = prompt.len() + step;
             let out =
                 model.forward(&[want], &[position], &AttentionMask::Causal, LogitsSelect::Last, &mut cache).unwrap();
-            logits = host_vec(out.logits.unwrap());
+            logits = host_vec(out.logits);
         }
     }
     eprintln!("{label}: worst max |Δlogit| = {worst:.4}");

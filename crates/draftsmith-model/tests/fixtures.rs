@@ -35,7 +35,7 @@ fn check_against_reference(loaded: &LoadedModel<B>, reference: &Value, label: &s
         let mut cache = loaded.model.new_cache(8);
         let pos: Vec<usize> = (0..tokens.len()).collect();
         let out = loaded.model.forward(&tokens, &pos, &AttentionMask::Causal, LogitsSelect::All, &mut cache).unwrap();
-        let ours = to_vec(out.logits.unwrap());
+        let ours = to_vec(out.logits);
         let want: Vec<f32> = seq["logits_gguf"]
             .as_array()
             .unwrap()

@@ -13,7 +13,7 @@ const TOL: f32 = 1e-4;
 fn run_all(model: &Model<B>, tokens: &[u32]) -> Vec<f32> {
     let mut cache = model.new_cache(64);
     let pos: Vec<usize> = (0..tokens.len()).collect();
-    to_vec(model.forward(tokens, &pos, &AttentionMask::Causal, LogitsSelect::All, &mut cache).unwrap().logits.unwrap())
+    to_vec(model.forward(tokens, &pos, &AttentionMask::Causal, LogitsSelect::All, &mut cache).unwrap().logits)
 }
 
 fn random_tree(rng: &mut Lcg, size: usize, vocab: usize) -> DraftTree {
@@ -37,12 +37,12 @@ fn tree_branch_logits_equal_the_branch_run_alone() {
             let tree = random_tree(&mut rng, size, vocab);
             let mut cache = model.new_cache(8);
             let pos: Vec<usize> = (0..prefix.len()).collect();
-            model.forward(&prefix, &pos, &AttentionMask::Causal, LogitsSelect::None, &mut cache).unwrap();
+            model.forward_hidden(&prefix, &pos, &AttentionMask::Causal, &mut cache).unwrap();
             let mask = AttentionMask::Visible(tree.visibility(prefix.len()));
             let out = model
                 .forward(tree.tokens(), &tree.positions(prefix.len() - 1), &mask, LogitsSelect::All, &mut cache)
                 .unwrap();
-            let tree_logits = to_vec(out.logits.unwrap());
+            let tree_logits = to_vec(out.logits);
             for node in 0..tree.len() {
                 let path = tree.path_to(node);
                 let mut seq = prefix.clone();
@@ -65,14 +65,14 @@ fn truncate_then_continue_equals_recompute() {
     let full = run_all(&model, &tokens);
     let mut cache = model.new_cache(4); // small on purpose: the cache must grow
     let pos: Vec<usize> = (0..12).collect();
-    model.forward(&tokens[..12], &pos, &AttentionMask::Causal, LogitsSelect::None, &mut cache).unwrap();
+    model.forward_hidden(&tokens[..12], &pos, &AttentionMask::Causal, &mut cache).unwrap();
     // Feed junk, roll it back, then continue with the real tokens one at a time.
-    model.forward(&[1, 2, 3], &[12, 13, 14], &AttentionMask::Causal, LogitsSelect::None, &mut cache).unwrap();
+    model.forward_hidden(&[1, 2, 3], &[12, 13, 14], &AttentionMask::Causal, &mut cache).unwrap();
     cache.truncate(12);
     for i in 12..20 {
         let out =
             model.forward(&tokens[i..i + 1], &[i], &AttentionMask::Causal, LogitsSelect::All, &mut cache).unwrap();
-        let d = max_abs_diff(&to_vec(out.logits.unwrap()), &full[i * vocab..(i + 1) * vocab]);
+        let d = max_abs_diff(&to_vec(out.logits), &full[i * vocab..(i + 1) * vocab]);
         assert!(d < TOL, "position {i}: max |Δlogit| {d}");
     }
 }
@@ -86,9 +86,9 @@ fn keep_accepted_path_then_continue_equals_recompute() {
         let prefix: Vec<u32> = (0..5).map(|_| rng.next(vocab) as u32).collect();
         let tree = random_tree(&mut rng, 10, vocab);
         let mut cache = model.new_cache(16);
-        model.forward(&prefix, &[0, 1, 2, 3, 4], &AttentionMask::Causal, LogitsSelect::None, &mut cache).unwrap();
+        model.forward_hidden(&prefix, &[0, 1, 2, 3, 4], &AttentionMask::Causal, &mut cache).unwrap();
         let mask = AttentionMask::Visible(tree.visibility(prefix.len()));
-        model.forward(tree.tokens(), &tree.positions(prefix.len() - 1), &mask, LogitsSelect::None, &mut cache).unwrap();
+        model.forward_hidden(tree.tokens(), &tree.positions(prefix.len() - 1), &mask, &mut cache).unwrap();
         // Accept the path to a random node: keep the prefix and that path's entries.
         let path = tree.path_to(rng.next(tree.len()));
         let keep: Vec<usize> = (0..prefix.len()).chain(path.iter().map(|&i| prefix.len() + i)).collect();
@@ -100,7 +100,7 @@ fn keep_accepted_path_then_continue_equals_recompute() {
         let out = model.forward(&[next], &[seq.len()], &AttentionMask::Causal, LogitsSelect::All, &mut cache).unwrap();
         seq.push(next);
         let full = run_all(&model, &seq);
-        let d = max_abs_diff(&to_vec(out.logits.unwrap()), &full[(seq.len() - 1) * vocab..]);
+        let d = max_abs_diff(&to_vec(out.logits), &full[(seq.len() - 1) * vocab..]);
         assert!(d < TOL, "max |Δlogit| {d}");
     }
 }
@@ -109,7 +109,7 @@ fn keep_accepted_path_then_continue_equals_recompute() {
 fn keep_rejects_unsorted_or_out_of_range_indices() {
     let model = tiny_model(Architecture::Llama, 1);
     let mut cache = model.new_cache(8);
-    model.forward(&[1, 2, 3], &[0, 1, 2], &AttentionMask::Causal, LogitsSelect::None, &mut cache).unwrap();
+    model.forward_hidden(&[1, 2, 3], &[0, 1, 2], &AttentionMask::Causal, &mut cache).unwrap();
     assert!(cache.keep(&[0, 2, 1]).unwrap_err().to_string().contains("strictly increasing"));
     assert!(cache.keep(&[0, 3]).unwrap_err().to_string().contains("beyond the cache length"));
 }
@@ -120,7 +120,7 @@ fn hidden_states_are_consistent_with_logits() {
     let mut cache = model.new_cache(8);
     let out = model.forward(&[4, 5, 6], &[0, 1, 2], &AttentionMask::Causal, LogitsSelect::All, &mut cache).unwrap();
     let again = to_vec(model.logits_from_prenorm(out.hidden_prenorm.clone()));
-    assert!(max_abs_diff(&again, &to_vec(out.logits.unwrap())) < 1e-5);
+    assert!(max_abs_diff(&again, &to_vec(out.logits)) < 1e-5);
     assert_ne!(to_vec(out.hidden_prenorm), to_vec(out.hidden_final), "pre-norm and post-norm states differ");
 }
 
@@ -164,13 +164,8 @@ fn copied_rows_and_captured_queries() {
         let mut full = model.new_cache(4);
         full.capture_queries(true);
         let pos: Vec<usize> = (0..tokens.len()).collect();
-        let want = to_vec(
-            model
-                .forward(&tokens, &pos, &AttentionMask::Causal, LogitsSelect::Last, &mut full)
-                .unwrap()
-                .logits
-                .unwrap(),
-        );
+        let want =
+            to_vec(model.forward(&tokens, &pos, &AttentionMask::Causal, LogitsSelect::Last, &mut full).unwrap().logits);
         let queries = full.last_queries().unwrap().to_vec();
         assert_eq!(queries.len(), c.num_layers);
         assert!(queries.iter().all(|q| q.len() == c.num_heads * c.head_dim && q.iter().any(|&x| x != 0.0)));
@@ -187,11 +182,7 @@ fn copied_rows_and_captured_queries() {
         }
         copy.set_len(n);
         let got = to_vec(
-            model
-                .forward(&tokens[n..], &[n], &AttentionMask::Causal, LogitsSelect::Last, &mut copy)
-                .unwrap()
-                .logits
-                .unwrap(),
+            model.forward(&tokens[n..], &[n], &AttentionMask::Causal, LogitsSelect::Last, &mut copy).unwrap().logits,
         );
         let d = max_abs_diff(&want, &got);
         assert!(d < TOL, "{matmul:?}: max |Δlogit| {d}");

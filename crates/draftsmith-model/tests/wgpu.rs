@@ -61,9 +61,7 @@ fn load(path: &Path) -> LoadedModel<G> {
 fn all_logits(model: &Model<G>, tokens: &[u32]) -> Vec<f32> {
     let mut cache = model.new_cache(tokens.len());
     let pos: Vec<usize> = (0..tokens.len()).collect();
-    host_vec(
-        model.forward(tokens, &pos, &AttentionMask::Causal, LogitsSelect::All, &mut cache).unwrap().logits.unwrap(),
-    )
+    host_vec(model.forward(tokens, &pos, &AttentionMask::Causal, LogitsSelect::All, &mut cache).unwrap().logits)
 }
 
 #[test]
@@ -124,12 +122,12 @@ fn tree_branches_match_the_branch_run_alone_on_wgpu() {
             }
             let mut cache = model.new_cache(8);
             let pos: Vec<usize> = (0..prefix.len()).collect();
-            model.forward(&prefix, &pos, &AttentionMask::Causal, LogitsSelect::None, &mut cache).unwrap();
+            model.forward_hidden(&prefix, &pos, &AttentionMask::Causal, &mut cache).unwrap();
             let mask = AttentionMask::Visible(tree.visibility(prefix.len()));
             let out = model
                 .forward(tree.tokens(), &tree.positions(prefix.len() - 1), &mask, LogitsSelect::All, &mut cache)
                 .unwrap();
-            let in_tree = host_vec(out.logits.unwrap());
+            let in_tree = host_vec(out.logits);
             for node in 0..tree.len() {
                 let mut seq = prefix.clone();
                 seq.extend(tree.path_to(node).iter().map(|&i| tree.tokens()[i]));
@@ -217,9 +215,8 @@ fn greedy_logits<Bk: burn::tensor::backend::Backend>(
 ) -> Vec<Vec<f32>> {
     let mut cache = model.new_cache(prompt.len() + max_new);
     let pos: Vec<usize> = (0..prompt.len()).collect();
-    let mut logits = host_vec(
-        model.forward(prompt, &pos, &AttentionMask::Causal, LogitsSelect::Last, &mut cache).unwrap().logits.unwrap(),
-    );
+    let mut logits =
+        host_vec(model.forward(prompt, &pos, &AttentionMask::Causal, LogitsSelect::Last, &mut cache).unwrap().logits);
     let mut rows = Vec::new();
     for step in 0..max_new {
         let next = argmax(&logits) as u32;
@@ -231,8 +228,7 @@ fn greedy_logits<Bk: burn::tensor::backend::Backend>(
             model
                 .forward(&[next], &[prompt.len() + step], &AttentionMask::Causal, LogitsSelect::Last, &mut cache)
                 .unwrap()
-                .logits
-                .unwrap(),
+                .logits,
         );
     }
     rows

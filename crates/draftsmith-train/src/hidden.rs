@@ -2,7 +2,7 @@
 //! sequence, computed once on the inner backend.
 
 use burn::tensor::backend::Backend;
-use draftsmith_model::{AttentionMask, LogitsSelect, Model};
+use draftsmith_model::{AttentionMask, Model};
 
 use crate::error::TrainError;
 use crate::examples::Sequence;
@@ -43,7 +43,7 @@ pub fn compute_hidden<B: Backend>(
         offsets.push(done);
         let mut cache = model.new_cache(seq.tokens.len());
         let positions: Vec<usize> = (0..seq.tokens.len()).collect();
-        let out = model.forward(&seq.tokens, &positions, &AttentionMask::Causal, LogitsSelect::None, &mut cache)?;
+        let out = model.forward_hidden(&seq.tokens, &positions, &AttentionMask::Causal, &mut cache)?;
         data.extend(out.hidden_final.into_data().convert::<f32>().to_vec::<f32>().expect("f32 hidden states"));
         done += seq.tokens.len();
         progress(done);

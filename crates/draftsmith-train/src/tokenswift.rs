@@ -17,7 +17,7 @@ use draftsmith_heads::tokenswift::{
     load_tokenswift, save_tokenswift, shifted_loss, TokenSwiftBatch, TokenSwiftConfig, TokenSwiftHeads,
 };
 use draftsmith_heads::{StepMetrics, TargetIdentity};
-use draftsmith_model::{AttentionMask, LogitsSelect, Model};
+use draftsmith_model::{AttentionMask, Model};
 use serde::{Deserialize, Serialize};
 
 use crate::error::TrainError;
@@ -283,7 +283,7 @@ fn inner_batch<B: Backend>(
     let device = target.device().clone();
     let mut cache = target.new_cache(chunk.len());
     let positions: Vec<usize> = (0..chunk.len()).collect();
-    let out = target.forward(chunk, &positions, &AttentionMask::Causal, LogitsSelect::None, &mut cache)?;
+    let out = target.forward_hidden(chunk, &positions, &AttentionMask::Causal, &mut cache)?;
     let n = chunk.len();
     let label = |i: usize| -> (Tensor<B, 1, Int>, Tensor<B, 1>) {
         let ids: Vec<i32> = (0..n).map(|t| chunk.get(t + 2 + i).map_or(0, |&l| l as i32)).collect();

@@ -44,7 +44,7 @@ fn self_distilled(model: &Model<B>, n: usize) -> Vec<Sequence> {
                 let out =
                     model.forward(&feed, &positions, &AttentionMask::Causal, LogitsSelect::Last, &mut cache).unwrap();
                 pos += feed.len();
-                let row: Vec<f32> = out.logits.unwrap().into_data().to_vec().unwrap();
+                let row: Vec<f32> = out.logits.into_data().to_vec().unwrap();
                 let next = row.iter().enumerate().max_by(|a, b| a.1.total_cmp(b.1)).unwrap().0 as u32;
                 tokens.push(next);
                 feed = vec![next];

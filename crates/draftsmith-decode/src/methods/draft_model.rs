@@ -153,7 +153,7 @@ impl<B: Backend> DraftModel<B> {
         let out = self.model.forward(feed, &positions, &AttentionMask::Causal, LogitsSelect::Last, &mut self.cache)?;
         self.cached.extend_from_slice(feed);
         self.stats.calls += 1;
-        Ok(logits_row(out.logits.expect("logits requested"), 0))
+        Ok(logits_row(out.logits, 0))
     }
 
     /// One draft call: feeds `token` (and cached phrases keyed by it, cut to `max_extra`
@@ -172,7 +172,7 @@ impl<B: Backend> DraftModel<B> {
         if phrases.is_empty() {
             let out =
                 self.model.forward(&[token], &[base], &AttentionMask::Causal, LogitsSelect::Last, &mut self.cache)?;
-            return Ok((Vec::new(), logits_row(out.logits.expect("logits requested"), 0)));
+            return Ok((Vec::new(), logits_row(out.logits, 0)));
         }
         let mut full = DraftTree::new();
         full.push(token, None);
@@ -182,7 +182,7 @@ impl<B: Backend> DraftModel<B> {
         let mask = AttentionMask::Visible(full.visibility(base));
         let out =
             self.model.forward(full.tokens(), &full.positions(base - 1), &mask, LogitsSelect::All, &mut self.cache)?;
-        let logits = out.logits.expect("logits requested");
+        let logits = out.logits;
         let [n, vocab] = logits.dims();
         let all = logits.into_data().convert::<f32>().to_vec::<f32>().expect("f32 logits");
         let rows: Vec<&[f32]> = (0..n).map(|r| &all[r * vocab..(r + 1) * vocab]).collect();

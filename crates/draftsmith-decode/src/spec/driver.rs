@@ -148,7 +148,7 @@ pub fn generate_speculative_with<B: Backend>(
             let mask = AttentionMask::Visible(full.visibility(cached));
             let out =
                 model.forward(full.tokens(), &full.positions(cached - 1), &mask, LogitsSelect::All, &mut cache)?;
-            let (acceptance, next) = verify(&tree, &tokens, out.logits.expect("logits requested"), sampler);
+            let (acceptance, next) = verify(&tree, &tokens, out.logits, sampler);
             let t2 = Instant::now();
             let next_hidden = wants_hidden
                 .then(|| crate::ar::logits_row(out.hidden_final, acceptance.path.last().map_or(0, |&i| i + 1)));

@@ -210,7 +210,7 @@ impl<B: Backend> TokenSwiftProposer<B> {
         );
         self.kv.after_draft(before, full, self.target.config().num_heads);
         let out = out?;
-        let mut rows = vec![logits_row(out.logits.expect("logits requested"), 0)];
+        let mut rows = vec![logits_row(out.logits, 0)];
         for state in self.heads.states(out.hidden_prenorm) {
             rows.push(logits_row(self.target.project_to_vocab(state), 0));
         }
