@@ -9,13 +9,7 @@ use common::{bin, err, fixture, last_json, ok, scratch};
 #[test]
 fn train_eval_and_generate_tokenswift() {
     let dir = scratch("cli-tokenswift", "run");
-    let books = dir.join("books");
-    std::fs::create_dir_all(&books).unwrap();
-    let words = ["the", "cat", "sat", "on", "a", "mat", "and", "the", "dog", "ran", "to", "sea"];
-    for (b, name) in ["alpha_gut.txt", "beta_gut.txt", "gamma_gut.txt"].iter().enumerate() {
-        let text: Vec<&str> = (0..3000).map(|i| words[(i * (b + 2) + i / 7) % words.len()]).collect();
-        std::fs::write(books.join(name), text.join(" ")).unwrap();
-    }
+    let books = common::books(&dir);
     let tiny = fixture("tiny-llama.gguf");
     let run = dir.join("tokenswift-run");
     let train = |extra: &[&str]| {

@@ -183,13 +183,7 @@ fn tokenswift_trains_and_evaluates_on_wgpu() {
         return;
     }
     let dir = scratch("cli-wgpu", "tokenswift");
-    let books = dir.join("books");
-    std::fs::create_dir_all(&books).unwrap();
-    let words = ["the", "cat", "sat", "on", "a", "mat", "and", "the", "dog", "ran", "to", "sea"];
-    for (b, name) in ["alpha_gut.txt", "beta_gut.txt", "gamma_gut.txt"].iter().enumerate() {
-        let text: Vec<&str> = (0..3000).map(|i| words[(i * (b + 2) + i / 7) % words.len()]).collect();
-        std::fs::write(books.join(name), text.join(" ")).unwrap();
-    }
+    let books = common::books(&dir);
     let tiny = fixture("tiny-llama.gguf");
     let run = dir.join("run");
     let train = || {

@@ -58,6 +58,16 @@ pub fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
     a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0, f32::max)
 }
 
+/// A random draft tree of `size` nodes over `vocab` (each node a root or below an earlier one).
+pub fn random_tree(rng: &mut Lcg, size: usize, vocab: usize) -> draftsmith_core::DraftTree {
+    let mut tree = draftsmith_core::DraftTree::new();
+    for i in 0..size {
+        let parent = if i == 0 || rng.next(4) == 0 { None } else { Some(rng.next(i)) };
+        tree.push(rng.next(vocab) as u32, parent);
+    }
+    tree
+}
+
 /// Deterministic pseudo-random stream for tests.
 pub struct Lcg(pub u64);
 impl Lcg {

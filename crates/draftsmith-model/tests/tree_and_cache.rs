@@ -5,7 +5,6 @@
 mod common;
 
 use common::*;
-use draftsmith_core::DraftTree;
 use draftsmith_model::{Architecture, AttentionMask, LogitsSelect, Model};
 
 const TOL: f32 = 1e-4;
@@ -14,15 +13,6 @@ fn run_all(model: &Model<B>, tokens: &[u32]) -> Vec<f32> {
     let mut cache = model.new_cache(64);
     let pos: Vec<usize> = (0..tokens.len()).collect();
     to_vec(model.forward(tokens, &pos, &AttentionMask::Causal, LogitsSelect::All, &mut cache).unwrap().logits)
-}
-
-fn random_tree(rng: &mut Lcg, size: usize, vocab: usize) -> DraftTree {
-    let mut tree = DraftTree::new();
-    for i in 0..size {
-        let parent = if i == 0 || rng.next(4) == 0 { None } else { Some(rng.next(i)) };
-        tree.push(rng.next(vocab) as u32, parent);
-    }
-    tree
 }
 
 #[test]

@@ -18,7 +18,6 @@ use std::path::{Path, PathBuf};
 use burn::backend::wgpu::WgpuDevice;
 use burn::backend::Wgpu;
 use common::*;
-use draftsmith_core::DraftTree;
 use draftsmith_model::{
     load_model, Architecture, AttentionMask, LoadOptions, LoadedModel, LogitsSelect, MatmulWeights, Model,
 };
@@ -115,11 +114,8 @@ fn tree_branches_match_the_branch_run_alone_on_wgpu() {
         let mut rng = Lcg(5);
         for _ in 0..4 {
             let prefix: Vec<u32> = (0..3 + rng.next(6)).map(|_| rng.next(vocab) as u32).collect();
-            let mut tree = DraftTree::new();
-            for i in 0..2 + rng.next(10) {
-                let parent = if i == 0 || rng.next(4) == 0 { None } else { Some(rng.next(i)) };
-                tree.push(rng.next(vocab) as u32, parent);
-            }
+            let size = 2 + rng.next(10);
+            let tree = random_tree(&mut rng, size, vocab);
             let mut cache = model.new_cache(8);
             let pos: Vec<usize> = (0..prefix.len()).collect();
             model.forward_hidden(&prefix, &pos, &AttentionMask::Causal, &mut cache).unwrap();

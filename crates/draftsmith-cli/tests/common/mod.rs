@@ -48,3 +48,15 @@ pub fn last_json(out: &Output) -> Value {
     assert!(out.status.success(), "failed: {}\n{stdout}", String::from_utf8_lossy(&out.stderr));
     serde_json::from_str(stdout.lines().last().expect("some output")).expect("last line is JSON")
 }
+
+/// Three small Gutenberg-named books (`alpha`, `beta`, `gamma`) of repeating words in `dir/books`.
+pub fn books(dir: &std::path::Path) -> PathBuf {
+    let books = dir.join("books");
+    std::fs::create_dir_all(&books).unwrap();
+    let words = ["the", "cat", "sat", "on", "a", "mat", "and", "the", "dog", "ran", "to", "sea"];
+    for (b, name) in ["alpha_gut.txt", "beta_gut.txt", "gamma_gut.txt"].iter().enumerate() {
+        let text: Vec<&str> = (0..3000).map(|i| words[(i * (b + 2) + i / 7) % words.len()]).collect();
+        std::fs::write(books.join(name), text.join(" ")).unwrap();
+    }
+    books
+}
