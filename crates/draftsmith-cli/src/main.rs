@@ -2,7 +2,9 @@
 
 mod backend;
 mod commands;
+mod method_args;
 mod model_arg;
+mod progress;
 
 use std::process::ExitCode;
 

@@ -8,7 +8,7 @@ use clap::Args;
 use draftsmith_model::{load_model, Activations, LoadOptions, LoadedModel, MatmulWeights};
 
 use crate::backend::DeviceKind;
-use crate::commands::fetch::fetch_with_progress;
+use crate::progress::fetch_with_progress;
 
 /// The model every command uses when `--model` is not given.
 pub const DEFAULT_MODEL: &str = "smollm2-135m";

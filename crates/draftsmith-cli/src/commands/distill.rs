@@ -12,8 +12,8 @@ use draftsmith_model::load_model;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::json;
 
-use crate::commands::fetch::fetch_with_progress;
 use crate::model_arg::ModelArgs;
+use crate::progress::fetch_with_progress;
 
 /// Distill the target into a training dataset for drafters: self-distilled responses and/or
 /// ground-truth conversations, with per-position greedy teacher continuations.

@@ -9,7 +9,7 @@ use clap::builder::PossibleValuesParser;
 use clap::Args;
 use draftsmith_decode::{build_proposer_with, Generation, Sampler, SamplingConfig, AR, METHODS};
 
-use crate::commands::eval::MethodParamArgs;
+use crate::method_args::MethodParamArgs;
 use draftsmith_model::{ChatMessage, LoadedModel, TextStream};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::json;

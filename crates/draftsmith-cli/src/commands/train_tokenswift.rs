@@ -12,9 +12,9 @@ use clap::Args;
 use draftsmith_data::books::{read_books, split_books, Book, BookSplit};
 use draftsmith_train::{chunks, train_tokenswift, TokenSwiftTrainConfig};
 
-use crate::commands::fetch::fetch_with_progress;
-use crate::commands::train::TrainDisplay;
 use crate::model_arg::ModelArgs;
+use crate::progress::fetch_with_progress;
+use crate::progress::TrainDisplay;
 
 /// Books shorter than this (characters) are skipped.
 const MIN_BOOK_CHARS: usize = 10_000;

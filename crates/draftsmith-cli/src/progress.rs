@@ -1,0 +1,104 @@
+//! Progress display shared by the subcommands: artifact downloads and training runs.
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+
+use anyhow::Result;
+use draftsmith_fetch::{Artifact, FetchEvent};
+use draftsmith_train::TrainEvent;
+use indicatif::{ProgressBar, ProgressStyle};
+
+/// Fetches an artifact, rendering progress on stderr.
+pub fn fetch_with_progress(artifact: &Artifact) -> Result<PathBuf> {
+    let spinner = ProgressBar::new_spinner();
+    spinner.set_style(ProgressStyle::with_template("{spinner} {msg} [{elapsed}]").expect("valid template"));
+    spinner.enable_steady_tick(std::time::Duration::from_millis(200));
+    let name = artifact.name;
+    let path = draftsmith_fetch::fetch(artifact, &draftsmith_fetch::data_dir(), &mut |event| match event {
+        FetchEvent::AlreadyPresent(p) => spinner.set_message(format!("{name}: already present at {}", p.display())),
+        FetchEvent::Done(p) => spinner.set_message(format!("{name}: ready at {}", p.display())),
+        other => spinner.set_message(format!("{name}: {other:?}")),
+    })?;
+    spinner.finish_and_clear();
+    eprintln!("{name}: {}", path.display());
+    Ok(path)
+}
+
+/// Renders training progress on stderr: bars on a terminal, a line every 100 steps otherwise.
+pub struct TrainDisplay {
+    hidden_bar: Option<ProgressBar>,
+    steps_bar: Option<ProgressBar>,
+    started: std::time::Instant,
+}
+
+impl TrainDisplay {
+    /// `hidden_tokens`: the target tokens whose hidden states are computed before training, if any.
+    pub fn new(hidden_tokens: Option<usize>) -> Self {
+        let hidden_bar = hidden_tokens.map(|tokens| {
+            let bar = ProgressBar::new(tokens as u64);
+            bar.set_style(
+                ProgressStyle::with_template(
+                    "target hidden states {bar:30} {pos}/{len} tokens [{elapsed} < {eta}, {per_sec}]",
+                )
+                .expect("valid template"),
+            );
+            bar
+        });
+        Self { hidden_bar, steps_bar: None, started: std::time::Instant::now() }
+    }
+
+    pub fn on(&mut self, event: TrainEvent) {
+        match event {
+            TrainEvent::Hidden { done, .. } => {
+                if let Some(bar) = &self.hidden_bar {
+                    bar.set_position(done as u64);
+                }
+            }
+            TrainEvent::Start { total_steps, resumed_at, examples, val_examples, params } => {
+                if let Some(bar) = self.hidden_bar.take() {
+                    bar.finish();
+                }
+                if resumed_at > 0 {
+                    eprintln!("resuming at step {resumed_at} of {total_steps}");
+                }
+                eprintln!(
+                    "{examples} training positions, {val_examples} validation positions, {params} trainable parameters"
+                );
+                let b = ProgressBar::new(total_steps as u64);
+                b.set_style(
+                    ProgressStyle::with_template("train {bar:30} {pos}/{len} steps [{elapsed} < {eta}] {msg}")
+                        .expect("valid template"),
+                );
+                b.set_position(resumed_at as u64);
+                self.steps_bar = Some(b);
+            }
+            TrainEvent::Step { step, total, loss, lr, top1 } => {
+                let acc: Vec<String> = top1.iter().map(|a| format!("{:.0}", a * 100.0)).collect();
+                let msg = format!("loss {loss:.3} lr {lr:.1e} top-1 % per head {}", acc.join("/"));
+                if let Some(b) = &self.steps_bar {
+                    b.set_position(step as u64);
+                    b.set_message(msg.clone());
+                }
+                // Without a terminal the bar is invisible: log a line now and then instead.
+                if !std::io::stderr().is_terminal() && (step % 100 == 0 || step == total) {
+                    eprintln!("step {step}/{total} [{:.0} s]: {msg}", self.started.elapsed().as_secs_f64());
+                }
+            }
+            TrainEvent::Validation { step, heads } => {
+                let acc: Vec<String> = heads.iter().map(|m| format!("{:.1}", m.top1_acc() * 100.0)).collect();
+                let line = format!("step {step}: validation top-1 % per head {}", acc.join(" / "));
+                match &self.steps_bar {
+                    Some(b) => b.println(line),
+                    None => eprintln!("{line}"),
+                }
+            }
+            TrainEvent::Checkpoint { .. } => {}
+        }
+    }
+
+    pub fn finish(self) {
+        if let Some(b) = self.steps_bar {
+            b.finish();
+        }
+    }
+}
