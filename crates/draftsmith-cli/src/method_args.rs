@@ -1,11 +1,12 @@
 //! The method-parameter flags shared by `generate` and `eval` (the recipe keys), and the
 //! drafters they name, loaded and checked against the target.
 
-use anyhow::{bail, Result};
+use anyhow::Result;
 use burn::tensor::backend::Backend;
 use clap::Args;
 use draftsmith_decode::methods::{KvMode, LoadedReDrafter, LoadedTokenSwift};
 use draftsmith_decode::{DraftPolicy, Drafters, MethodParams};
+use draftsmith_heads::DrafterKind;
 use draftsmith_model::LoadedModel;
 
 use crate::model_arg::ModelArgs;
@@ -167,13 +168,9 @@ impl MethodParamArgs {
         if let Some(dir) = &self.drafter {
             let dir = std::path::Path::new(dir);
             let identity = crate::model_arg::target_identity(target)?;
-            match draftsmith_heads::drafter_kind(dir)?.as_str() {
-                "redrafter" => redrafter = Some(LoadedReDrafter::load(dir, &identity, device)?),
-                "tokenswift" => tokenswift = Some(LoadedTokenSwift::load(dir, &identity, device)?),
-                other => bail!(
-                    "{}: unknown drafter kind `{other}` (redrafter, tokenswift)",
-                    dir.join("config.json").display()
-                ),
+            match draftsmith_heads::drafter_kind(dir)? {
+                DrafterKind::ReDrafter => redrafter = Some(LoadedReDrafter::load(dir, &identity, device)?),
+                DrafterKind::TokenSwift => tokenswift = Some(LoadedTokenSwift::load(dir, &identity, device)?),
             }
         }
         Ok(LoadedDrafters { draft_model, redrafter, tokenswift })

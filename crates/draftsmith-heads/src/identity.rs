@@ -56,12 +56,48 @@ pub fn check_target(
     Ok(())
 }
 
-/// The `drafter` field of `dir/config.json` (`redrafter`, `tokenswift`).
-pub fn drafter_kind(dir: &Path) -> Result<String, HeadsError> {
+/// The kinds of trained drafter, as the `drafter` field of an export's `config.json` names them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DrafterKind {
+    ReDrafter,
+    TokenSwift,
+}
+
+impl DrafterKind {
+    pub const ALL: [DrafterKind; 2] = [DrafterKind::ReDrafter, DrafterKind::TokenSwift];
+
+    /// The name in `config.json` (and of the decoding method).
+    pub fn name(self) -> &'static str {
+        match self {
+            DrafterKind::ReDrafter => "redrafter",
+            DrafterKind::TokenSwift => "tokenswift",
+        }
+    }
+
+    fn parse(name: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|k| k.name() == name)
+    }
+}
+
+impl std::fmt::Display for DrafterKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The `drafter` field of `dir/config.json`; an unknown or missing kind is an error naming the
+/// file.
+pub fn drafter_kind(dir: &Path) -> Result<DrafterKind, HeadsError> {
     let (path, value) = crate::tensors::read_config_value(dir)?;
-    value
-        .get("drafter")
-        .and_then(|v| v.as_str())
-        .map(str::to_string)
-        .ok_or(HeadsError::Config { path, problem: "no `drafter` field (expected `redrafter` or `tokenswift`)".into() })
+    match value.get("drafter").and_then(|v| v.as_str()) {
+        Some(name) => DrafterKind::parse(name).ok_or_else(|| HeadsError::Config {
+            path,
+            problem: format!("unknown drafter kind `{name}` (redrafter, tokenswift)"),
+        }),
+        None => Err(HeadsError::Config {
+            path,
+            problem: "no `drafter` field (expected `redrafter` or `tokenswift`)".into(),
+        }),
+    }
 }

@@ -9,5 +9,5 @@ mod tensors;
 pub mod tokenswift;
 
 pub use error::HeadsError;
-pub use identity::{drafter_kind, TargetIdentity};
+pub use identity::{drafter_kind, DrafterKind, TargetIdentity};
 pub use metrics::StepMetrics;

@@ -65,11 +65,11 @@ pub(crate) fn read_config_value(dir: &Path) -> Result<(std::path::PathBuf, serde
 /// Reads `dir/config.json` as a drafter of `kind` (its `drafter` field), typed as `T`.
 pub(crate) fn read_config<T: serde::de::DeserializeOwned>(
     dir: &Path,
-    kind: &str,
+    kind: crate::DrafterKind,
 ) -> Result<(std::path::PathBuf, T), HeadsError> {
     let (path, value) = read_config_value(dir)?;
     let found = value.get("drafter").and_then(|v| v.as_str()).unwrap_or("");
-    if found != kind {
+    if found != kind.name() {
         return Err(HeadsError::Config {
             path,
             problem: format!(

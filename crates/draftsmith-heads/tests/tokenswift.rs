@@ -8,7 +8,7 @@ use burn::optim::{AdamWConfig, GradientsParams, Optimizer};
 use burn::tensor::{Distribution, Int, Tensor, TensorData};
 use draftsmith_heads::redrafter::{save_redrafter, HeadKind, ReDrafterConfig};
 use draftsmith_heads::tokenswift::{load_tokenswift, save_tokenswift, shifted_loss, TokenSwiftBatch, TokenSwiftConfig};
-use draftsmith_heads::{drafter_kind, HeadsError, TargetIdentity};
+use draftsmith_heads::{drafter_kind, DrafterKind, HeadsError, TargetIdentity};
 
 type B = Flex;
 type AB = Autodiff<Flex>;
@@ -84,7 +84,7 @@ fn export_import_gives_identical_logits_and_reference_names() {
     let before: Vec<Vec<f32>> = heads.logits(h0.clone(), &lm).into_iter().map(values).collect();
     let dir = tmpdir("rt");
     save_tokenswift(&dir, &heads, &cfg, &target(30, 8), serde_json::json!({"steps": 0})).unwrap();
-    assert_eq!(drafter_kind(&dir).unwrap(), "tokenswift");
+    assert_eq!(drafter_kind(&dir).unwrap(), DrafterKind::TokenSwift);
     let (back, file) = load_tokenswift::<B>(&dir, Some(&target(30, 8)), &dev).unwrap();
     assert_eq!(file.config(), cfg);
     let after: Vec<Vec<f32>> = back.logits(h0, &lm).into_iter().map(values).collect();

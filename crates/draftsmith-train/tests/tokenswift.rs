@@ -75,7 +75,7 @@ fn the_heads_learn_to_read_ahead() {
         summary.val_top1
     );
     assert!(dir.join("drafter.safetensors").exists() && dir.join("config.json").exists());
-    assert_eq!(draftsmith_heads::drafter_kind(&dir).unwrap(), "tokenswift");
+    assert_eq!(draftsmith_heads::drafter_kind(&dir).unwrap(), draftsmith_heads::DrafterKind::TokenSwift);
     let csv = std::fs::read_to_string(dir.join("metrics.csv")).unwrap();
     assert_eq!(csv.lines().filter(|l| l.starts_with("60,0,train,")).count(), 3, "one row per head at the last step");
 }

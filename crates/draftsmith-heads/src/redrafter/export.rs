@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize};
 use super::config::{HeadKind, ReDrafterConfig};
 use super::model::{ReDrafter, ResBlock};
 use crate::error::HeadsError;
-use crate::identity::TargetIdentity;
+use crate::identity::{DrafterKind, TargetIdentity};
 use crate::tensors::{push_linear, read_config, write, write_config, Named, Reader};
 
 pub const WEIGHTS_FILE: &str = "drafter.safetensors";
@@ -76,7 +76,7 @@ pub fn save_redrafter<B: Backend>(
     push_linear(&mut named, &format!("lm_head.{}", drafter.blocks.len()), &drafter.out);
     write(&dir.join(WEIGHTS_FILE), &named, None)?;
     let file = DrafterFile {
-        drafter: "redrafter".into(),
+        drafter: DrafterKind::ReDrafter.name().into(),
         vocab_size: config.vocab_size,
         hidden_size: config.hidden_size,
         exit_dim: config.exit_dim,
@@ -92,7 +92,7 @@ pub fn save_redrafter<B: Backend>(
 
 /// Reads `dir/config.json` alone.
 pub fn read_drafter_file(dir: &Path) -> Result<DrafterFile, HeadsError> {
-    let (path, file): (_, DrafterFile) = read_config(dir, "redrafter")?;
+    let (path, file): (_, DrafterFile) = read_config(dir, DrafterKind::ReDrafter)?;
     file.config().validate().map_err(|problem| HeadsError::Config { path: path.clone(), problem })?;
     if let Some(ids) = &file.draft_vocab {
         if ids.is_empty()

@@ -13,12 +13,12 @@ use serde::{Deserialize, Serialize};
 use super::config::TokenSwiftConfig;
 use super::model::{TokenSwiftHead, TokenSwiftHeads};
 use crate::error::HeadsError;
-use crate::identity::TargetIdentity;
+use crate::identity::{DrafterKind, TargetIdentity};
 use crate::redrafter::{CONFIG_FILE, WEIGHTS_FILE};
 use crate::tensors::{push_linear, read_config, write, write_config, Named, Reader};
 
 /// The `drafter` field of a TokenSwift `config.json`.
-pub const KIND: &str = "tokenswift";
+pub const KIND: DrafterKind = DrafterKind::TokenSwift;
 
 /// `config.json` of exported TokenSwift heads.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -71,7 +71,7 @@ pub fn save_tokenswift<B: Backend>(
     }
     write(&dir.join(WEIGHTS_FILE), &named, None)?;
     let file = TokenSwiftFile {
-        drafter: KIND.into(),
+        drafter: KIND.name().into(),
         vocab_size: config.vocab_size,
         hidden_size: config.hidden_size,
         num_heads: config.num_heads,
