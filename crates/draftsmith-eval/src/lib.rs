@@ -16,6 +16,7 @@ pub mod recipe;
 pub mod records;
 pub mod report;
 pub mod runner;
+pub mod stats;
 pub mod summary;
 
 pub use error::EvalError;
@@ -27,4 +28,5 @@ pub use prompts::{encode_prompts, read_prompts, EncodedPrompt, Prompt, PromptSet
 pub use recipe::{DrafterRecipe, GridPoint, Recipe};
 pub use records::{read_records, Record, RECORDS_FILE};
 pub use runner::{Progress, RunSpec};
-pub use summary::{distinct_n, summarize, MethodSummary, Mismatch, Summary};
+pub use stats::{peak_rss_mb, StatsLog};
+pub use summary::{alpha, distinct_n, summarize, tokens_per_step, MethodSummary, Mismatch, Summary};

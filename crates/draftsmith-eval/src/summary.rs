@@ -128,6 +128,16 @@ fn ratio(num: f64, den: f64) -> Option<f64> {
     (den > 0.0).then(|| num / den)
 }
 
+/// τ: output tokens ÷ target calls (prefill included; `ar` = 1).
+pub fn tokens_per_step(tokens: usize, target_calls: usize) -> f64 {
+    ratio(tokens as f64, target_calls as f64).unwrap_or(0.0)
+}
+
+/// α: draft tokens accepted ÷ (draft length × steps); `None` before any step.
+pub fn alpha(accepted: usize, draft_len: usize, steps: usize) -> Option<f64> {
+    ratio(accepted as f64, (draft_len * steps) as f64)
+}
+
 /// (decode ms/token, with-prefill ms/token) over `records`.
 fn ms_per_token<'a>(records: impl Iterator<Item = &'a Record> + Clone) -> (Option<f64>, Option<f64>) {
     let decode: f64 = records.clone().map(|r| r.decode_ms).sum();
@@ -183,7 +193,7 @@ fn method_summary(own: &[&Record], paired: &[(&Record, &Record)], lossless: bool
     let accepted: usize = steps.iter().map(|s| s.accepted).sum();
     let drafted: usize = steps.iter().map(|s| s.drafted).sum();
     let draft_calls: usize = steps.iter().map(|s| s.draft_calls).sum();
-    let tau = ratio(output_tokens as f64, target_calls as f64).unwrap_or(0.0);
+    let tau = tokens_per_step(output_tokens, target_calls);
     let draft_len = own.iter().find_map(|r| r.draft_len).filter(|&d| d > 0);
     let (decode, with_prefill) = ms_per_token(own.iter().copied());
     let (ar_decode, ar_with) = ms_per_token(paired.iter().map(|(a, _)| *a));
@@ -197,7 +207,7 @@ fn method_summary(own: &[&Record], paired: &[(&Record, &Record)], lossless: bool
         tokens_per_step: tau,
         draft_len,
         acceptance_pct: draft_len.map(|d| 100.0 * (tau - 1.0) / d as f64),
-        alpha: draft_len.and_then(|d| ratio(accepted as f64, (d * steps.len()) as f64)),
+        alpha: draft_len.and_then(|d| alpha(accepted, d, steps.len())),
         mean_accepted: ratio(accepted as f64, n),
         mean_tree_size: per_step(&|s| s.tree_size as f64),
         utilization: ratio(accepted as f64, drafted as f64),

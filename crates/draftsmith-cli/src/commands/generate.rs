@@ -163,7 +163,7 @@ fn run_on<B: Backend>(args: &GenerateArgs, device: &B::Device) -> Result<()> {
     let generation = match proposer {
         None => {
             // `--stats-out` for plain decoding: the same lines, timed from the first token.
-            let mut stats = StatsLog::open(args.stats_out.as_deref(), args.stats_every)?;
+            let mut stats = draftsmith_eval::StatsLog::open(args.stats_out.as_deref(), args.stats_every)?;
             let (mut output, mut first) = (Vec::new(), None::<std::time::Instant>);
             let generation = draftsmith_decode::generate(
                 &loaded.model,
@@ -174,7 +174,7 @@ fn run_on<B: Backend>(args: &GenerateArgs, device: &B::Device) -> Result<()> {
                 &mut |t| {
                     output.push(t);
                     let elapsed = first.get_or_insert_with(std::time::Instant::now).elapsed();
-                    stats.maybe_write(output.len(), || ar_stats(&output, elapsed));
+                    stats.maybe_write(output.len(), || draftsmith_eval::stats::ar_stats(&output, elapsed));
                     if !args.json {
                         if let Ok(piece) = stream.push(&loaded.tokenizer, t) {
                             let mut out = stdout.lock();
@@ -185,7 +185,9 @@ fn run_on<B: Backend>(args: &GenerateArgs, device: &B::Device) -> Result<()> {
                     true
                 },
             )?;
-            stats.finish(|| ar_stats(&output, first.map_or(std::time::Duration::ZERO, |f| f.elapsed())));
+            stats.finish(|| {
+                draftsmith_eval::stats::ar_stats(&output, first.map_or(std::time::Duration::ZERO, |f| f.elapsed()))
+            });
             generation
         }
         Some(mut proposer) => {
@@ -194,7 +196,7 @@ fn run_on<B: Backend>(args: &GenerateArgs, device: &B::Device) -> Result<()> {
                 ProgressStyle::with_template("{bar:30} {pos}/{len} tokens [{elapsed} < {eta}] {msg}")
                     .expect("valid template"),
             );
-            let mut stats = StatsLog::open(args.stats_out.as_deref(), args.stats_every)?;
+            let mut stats = draftsmith_eval::StatsLog::open(args.stats_out.as_deref(), args.stats_every)?;
             let out = draftsmith_decode::generate_speculative_with(
                 &loaded.model,
                 &prompt,
@@ -205,7 +207,8 @@ fn run_on<B: Backend>(args: &GenerateArgs, device: &B::Device) -> Result<()> {
                 &mut |view| {
                     bar.set_position(view.output.len() as u64);
                     if view.steps.len() % 8 == 1 {
-                        let line = rate_stats(view.output, view.steps, view.elapsed, view.proposer);
+                        let line =
+                            draftsmith_eval::stats::rate_stats(view.output, view.steps, view.elapsed, view.proposer);
                         let f =
                             |k: &str| line.get(k).and_then(|v| v.as_f64()).map_or("–".into(), |v| format!("{v:.2}"));
                         bar.set_message(format!(
@@ -217,13 +220,13 @@ fn run_on<B: Backend>(args: &GenerateArgs, device: &B::Device) -> Result<()> {
                         ));
                     }
                     stats.maybe_write(view.output.len(), || {
-                        spec_stats(view.output, view.steps, view.elapsed, view.proposer)
+                        draftsmith_eval::stats::spec_stats(view.output, view.steps, view.elapsed, view.proposer)
                     });
                     true
                 },
             )?;
             bar.finish_and_clear();
-            stats.finish(|| spec_stats(&out.tokens, &out.steps, out.decode, proposer.as_ref()));
+            stats.finish(|| draftsmith_eval::stats::spec_stats(&out.tokens, &out.steps, out.decode, proposer.as_ref()));
             if !args.json {
                 print!("{}", loaded.tokenizer.decode(&out.tokens)?);
             }
@@ -244,7 +247,7 @@ fn run_on<B: Backend>(args: &GenerateArgs, device: &B::Device) -> Result<()> {
                 "decode_tokens_per_s": decode_tps, "prefill_tokens_per_s": prefill_tps,
                 "prefill_ms": generation.prefill.as_secs_f64() * 1e3, "decode_ms": generation.decode.as_secs_f64() * 1e3,
                 "distinct_n": (1..=4).map(|n| draftsmith_eval::distinct_n(&generation.tokens, n)).collect::<Vec<_>>(),
-                "peak_rss_mb": peak_rss_mb(),
+                "peak_rss_mb": draftsmith_eval::peak_rss_mb(),
             })
         );
     } else {
@@ -259,114 +262,4 @@ fn run_on<B: Backend>(args: &GenerateArgs, device: &B::Device) -> Result<()> {
         );
     }
     Ok(())
-}
-
-/// Peak resident memory of this process in MiB (`VmHWM`; Linux only).
-pub fn peak_rss_mb() -> Option<f64> {
-    let status = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
-    let kb: f64 = line.split_whitespace().nth(1)?.parse().ok()?;
-    Some(kb / 1024.0)
-}
-
-/// The statistics every `--stats-out` line starts with: tokens, seconds, tokens/s, target
-/// steps after the first token and τ (tokens per target call).
-fn common_stats(output: &[u32], steps: usize, elapsed: std::time::Duration) -> serde_json::Value {
-    let secs = elapsed.as_secs_f64();
-    json!({
-        "tokens": output.len(),
-        "seconds": secs,
-        "tokens_per_s": output.len().saturating_sub(1) as f64 / secs.max(1e-9),
-        "steps": steps,
-        "tokens_per_step": output.len() as f64 / (steps + 1) as f64,
-    })
-}
-
-/// The cheap statistics of a speculative generation so far (the progress bar's): the common
-/// ones, α and the method's extras, as one JSON object.
-fn rate_stats(
-    output: &[u32],
-    steps: &[draftsmith_decode::StepRecord],
-    elapsed: std::time::Duration,
-    proposer: &dyn draftsmith_decode::Proposer,
-) -> serde_json::Value {
-    let accepted: usize = steps.iter().map(|s| s.accepted).sum();
-    let mut v = common_stats(output, steps.len(), elapsed);
-    v["alpha"] = json!(proposer.draft_len().map(|d| accepted as f64 / (d * steps.len()).max(1) as f64));
-    for (k, x) in proposer.extra_stats() {
-        v[k] = json!(x);
-    }
-    v
-}
-
-/// Adds Distinct-1..4 of the whole output and the peak RSS (`--stats-out` lines).
-fn with_output_stats(mut v: serde_json::Value, output: &[u32]) -> serde_json::Value {
-    v["distinct_n"] = json!((1..=4).map(|n| draftsmith_eval::distinct_n(output, n)).collect::<Vec<_>>());
-    v["peak_rss_mb"] = json!(peak_rss_mb());
-    v
-}
-
-/// A `--stats-out` line of a speculative generation.
-fn spec_stats(
-    output: &[u32],
-    steps: &[draftsmith_decode::StepRecord],
-    elapsed: std::time::Duration,
-    proposer: &dyn draftsmith_decode::Proposer,
-) -> serde_json::Value {
-    with_output_stats(rate_stats(output, steps, elapsed, proposer), output)
-}
-
-/// A `--stats-out` line of plain decoding: one target call per token.
-fn ar_stats(output: &[u32], elapsed: std::time::Duration) -> serde_json::Value {
-    with_output_stats(common_stats(output, output.len().saturating_sub(1), elapsed), output)
-}
-
-/// `--stats-out`: a JSON line every `every` generated tokens (flushed), and one at the end.
-struct StatsLog {
-    file: Option<std::fs::File>,
-    every: usize,
-    next: usize,
-}
-
-impl StatsLog {
-    fn open(path: Option<&std::path::Path>, every: usize) -> Result<Self> {
-        let file = match path {
-            Some(p) => Some(
-                std::fs::OpenOptions::new()
-                    .create(true)
-                    .append(true)
-                    .open(p)
-                    .with_context(|| format!("{}: cannot open the stats file", p.display()))?,
-            ),
-            None => None,
-        };
-        Ok(Self { file, every: every.max(1), next: every.max(1) })
-    }
-
-    fn write(&mut self, value: serde_json::Value) {
-        if let Some(f) = &mut self.file {
-            let _ = writeln!(f, "{value}");
-            let _ = f.flush();
-        }
-    }
-
-    /// Writes `line()` once `tokens` reaches the next multiple of `every` (the line is only
-    /// built then).
-    fn maybe_write(&mut self, tokens: usize, line: impl FnOnce() -> serde_json::Value) {
-        if self.file.is_some() && tokens >= self.next {
-            self.write(line());
-            while self.next <= tokens {
-                self.next += self.every;
-            }
-        }
-    }
-
-    /// The last line, marked `"final": true`.
-    fn finish(&mut self, line: impl FnOnce() -> serde_json::Value) {
-        if self.file.is_some() {
-            let mut v = line();
-            v["final"] = json!(true);
-            self.write(v);
-        }
-    }
 }
