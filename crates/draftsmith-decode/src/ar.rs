@@ -41,7 +41,7 @@ impl Generation {
 /// Copies a `[1, vocab]` or `[vocab]`-like logits row to the host.
 pub fn logits_row<B: Backend>(logits: Tensor<B, 2>, row: usize) -> Vec<f32> {
     let [_, v] = logits.dims();
-    logits.slice([row..row + 1, 0..v]).into_data().convert::<f32>().to_vec::<f32>().expect("f32 logits")
+    draftsmith_model::host_f32(logits.slice([row..row + 1, 0..v]))
 }
 
 /// Prefills `prompt` into a fresh cache and returns the last position's logits.

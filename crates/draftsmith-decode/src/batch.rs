@@ -135,7 +135,7 @@ pub fn generate_batch<B: Backend>(
             row[base + r] = true;
         }
         let out = model.forward(&tokens, &positions, &AttentionMask::Visible(mask), LogitsSelect::All, &mut cache)?;
-        let logits = out.logits.into_data().convert::<f32>().to_vec::<f32>().expect("f32 logits");
+        let logits = draftsmith_model::host_f32(out.logits);
         let vocab = logits.len() / n;
         let mut still = Vec::with_capacity(n);
         for (r, mut seq) in live.drain(..).enumerate() {

@@ -14,7 +14,7 @@
 //! Passes are split into chunks of at most [`MAX_ROWS_PER_PASS`] new tokens to bound the mask
 //! and logits. The cache is truncated back to its entry length afterwards.
 
-use burn::tensor::{backend::Backend, Tensor};
+use burn::tensor::backend::Backend;
 use draftsmith_data::NO_TOKEN;
 use draftsmith_decode::sampling::argmax;
 use draftsmith_model::{AttentionMask, KvCache, LogitsSelect, Model, ModelError};
@@ -72,7 +72,7 @@ fn run<B: Backend>(
         let chunk = &tokens[start..n.min(start + MAX_ROWS_PER_PASS)];
         let positions: Vec<usize> = (start..start + chunk.len()).collect();
         let logits = model.forward(chunk, &positions, &AttentionMask::Causal, LogitsSelect::All, cache)?.logits;
-        for row in host_rows(logits).chunks_exact(model.config().vocab_size) {
+        for row in draftsmith_model::host_f32(logits).chunks_exact(model.config().vocab_size) {
             first.push(argmax(row));
             if topk > 0 {
                 top_logprobs(row, topk, &mut ids, &mut logprobs);
@@ -128,7 +128,7 @@ fn continuations<B: Backend>(
             let logits =
                 model.forward(&inputs, &positions, &AttentionMask::Visible(mask), LogitsSelect::All, cache)?.logits;
             for ((r, &t), row) in
-                chunk.iter().enumerate().zip(host_rows(logits).chunks_exact(model.config().vocab_size))
+                chunk.iter().enumerate().zip(draftsmith_model::host_f32(logits).chunks_exact(model.config().vocab_size))
             {
                 teacher[t * t_len + k - 1] = argmax(row);
                 appended[t].push(cached + r);
@@ -137,11 +137,6 @@ fn continuations<B: Backend>(
         }
     }
     Ok(teacher)
-}
-
-/// A `[rows, vocab]` logits tensor as one host vector.
-fn host_rows<B: Backend>(logits: Tensor<B, 2>) -> Vec<f32> {
-    logits.into_data().convert::<f32>().to_vec::<f32>().expect("f32 logits")
 }
 
 /// Appends the `k` largest log-softmax entries of `row` (ties: lower id first) to `ids` and

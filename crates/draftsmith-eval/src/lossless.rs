@@ -15,7 +15,7 @@
 //!   (counted and reported); any other is a real mismatch and fails the run.
 
 use burn::tensor::backend::Backend;
-use draftsmith_model::{AttentionMask, KvCache, LogitsSelect, Model};
+use draftsmith_model::{host_f32, AttentionMask, KvCache, LogitsSelect, Model};
 use serde::{Deserialize, Serialize};
 
 use crate::error::EvalError;
@@ -90,13 +90,13 @@ pub fn measure_bound<B: Backend>(
         for (t, &pos) in tail.iter().zip(&positions) {
             let out =
                 model.forward(&[*t], &[pos], &AttentionMask::Causal, LogitsSelect::All, &mut cache).map_err(err)?;
-            sequential.extend(host_logits(out.logits));
+            sequential.extend(host_f32(out.logits));
         }
         let mut cache = model.new_cache(capacity);
         prefill(&mut cache).map_err(err)?;
         let out =
             model.forward(&tail, &positions, &AttentionMask::Causal, LogitsSelect::All, &mut cache).map_err(err)?;
-        let batched = host_logits(out.logits);
+        let batched = host_f32(out.logits);
         drift = sequential.iter().zip(&batched).map(|(a, b)| (a - b).abs()).fold(drift, f32::max);
         rows += tail.len();
     }
@@ -118,7 +118,7 @@ pub fn ar_margin<B: Backend>(
     let out = model
         .forward(&ids, &positions, &AttentionMask::Causal, LogitsSelect::Last, &mut cache)
         .map_err(|e| EvalError::Prompt { id: prompt.id.clone(), source: Box::new(e) })?;
-    Ok(top2_margin(&host_logits(out.logits)))
+    Ok(top2_margin(&host_f32(out.logits)))
 }
 
 /// Largest minus second-largest value (infinite with fewer than two).
@@ -159,10 +159,6 @@ pub fn classify(
     summary.lossless = summary.methods.values().all(|s| s.lossless);
     summary.near_tie_bound = Some(bound);
     Ok(())
-}
-
-fn host_logits<B: Backend>(logits: burn::tensor::Tensor<B, 2>) -> Vec<f32> {
-    logits.into_data().convert::<f32>().to_vec::<f32>().expect("f32 logits")
 }
 
 #[cfg(test)]

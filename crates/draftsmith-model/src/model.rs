@@ -47,6 +47,12 @@ pub struct HiddenOutput<B: Backend> {
     pub hidden_final: Tensor<B, 2>,
 }
 
+/// A tensor's values on the host as f32, on any backend: the one device → host copy of logits
+/// and hidden states that decoding, distillation and the eval read.
+pub fn host_f32<B: Backend, const D: usize>(t: Tensor<B, D>) -> Vec<f32> {
+    t.into_data().convert::<f32>().to_vec::<f32>().expect("a float tensor")
+}
+
 /// See [`Model::matrix_footprint`].
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct MatrixFootprint {

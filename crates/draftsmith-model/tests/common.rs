@@ -50,7 +50,7 @@ pub fn to_vec(t: Tensor<B, 2>) -> Vec<f32> {
 
 /// A tensor of any backend read back as f32 values.
 pub fn host_vec<Bk: Backend>(t: Tensor<Bk, 2>) -> Vec<f32> {
-    t.into_data().convert::<f32>().to_vec::<f32>().unwrap()
+    draftsmith_model::host_f32(t)
 }
 
 pub fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
@@ -66,6 +66,41 @@ pub fn random_tree(rng: &mut Lcg, size: usize, vocab: usize) -> draftsmith_core:
         tree.push(rng.next(vocab) as u32, parent);
     }
     tree
+}
+
+/// Largest |Δlogit| over every node of `trials` random draft trees (up to `1 + max_extra`
+/// nodes, below a 3–8 token random prefix): the node's logits when its tree is verified in one
+/// pass against its branch run alone from scratch.
+pub fn worst_tree_vs_alone<Bk: Backend>(model: &Model<Bk>, rng: &mut Lcg, trials: usize, max_extra: usize) -> f32 {
+    let vocab = model.config().vocab_size;
+    let run_alone = |tokens: &[u32]| {
+        let mut cache = model.new_cache(tokens.len());
+        let pos: Vec<usize> = (0..tokens.len()).collect();
+        let all = host_vec(
+            model.forward(tokens, &pos, &AttentionMask::Causal, LogitsSelect::All, &mut cache).unwrap().logits,
+        );
+        all[(tokens.len() - 1) * vocab..].to_vec()
+    };
+    let mut worst = 0.0f32;
+    for _ in 0..trials {
+        let prefix: Vec<u32> = (0..3 + rng.next(6)).map(|_| rng.next(vocab) as u32).collect();
+        let size = 2 + rng.next(max_extra);
+        let tree = random_tree(rng, size, vocab);
+        let mut cache = model.new_cache(8);
+        let pos: Vec<usize> = (0..prefix.len()).collect();
+        model.forward_hidden(&prefix, &pos, &AttentionMask::Causal, &mut cache).unwrap();
+        let mask = AttentionMask::Visible(tree.visibility(prefix.len()));
+        let out = model
+            .forward(tree.tokens(), &tree.positions(prefix.len() - 1), &mask, LogitsSelect::All, &mut cache)
+            .unwrap();
+        let in_tree = host_vec(out.logits);
+        for node in 0..tree.len() {
+            let mut seq = prefix.clone();
+            seq.extend(tree.path_to(node).iter().map(|&i| tree.tokens()[i]));
+            worst = worst.max(max_abs_diff(&run_alone(&seq), &in_tree[node * vocab..(node + 1) * vocab]));
+        }
+    }
+    worst
 }
 
 /// Deterministic pseudo-random stream for tests.

@@ -107,32 +107,10 @@ fn tree_branches_match_the_branch_run_alone_on_wgpu() {
     if !have_adapter() {
         return;
     }
-    let mut worst = 0.0f32;
-    for arch in [Architecture::Llama, Architecture::Qwen2] {
-        let model = tiny_model_on::<G>(arch, 11, &device());
-        let vocab = model.config().vocab_size;
-        let mut rng = Lcg(5);
-        for _ in 0..4 {
-            let prefix: Vec<u32> = (0..3 + rng.next(6)).map(|_| rng.next(vocab) as u32).collect();
-            let size = 2 + rng.next(10);
-            let tree = random_tree(&mut rng, size, vocab);
-            let mut cache = model.new_cache(8);
-            let pos: Vec<usize> = (0..prefix.len()).collect();
-            model.forward_hidden(&prefix, &pos, &AttentionMask::Causal, &mut cache).unwrap();
-            let mask = AttentionMask::Visible(tree.visibility(prefix.len()));
-            let out = model
-                .forward(tree.tokens(), &tree.positions(prefix.len() - 1), &mask, LogitsSelect::All, &mut cache)
-                .unwrap();
-            let in_tree = host_vec(out.logits);
-            for node in 0..tree.len() {
-                let mut seq = prefix.clone();
-                seq.extend(tree.path_to(node).iter().map(|&i| tree.tokens()[i]));
-                let alone = all_logits(&model, &seq);
-                worst = worst
-                    .max(max_abs_diff(&alone[(seq.len() - 1) * vocab..], &in_tree[node * vocab..(node + 1) * vocab]));
-            }
-        }
-    }
+    let worst = [Architecture::Llama, Architecture::Qwen2]
+        .map(|arch| worst_tree_vs_alone(&tiny_model_on::<G>(arch, 11, &device()), &mut Lcg(5), 4, 10))
+        .into_iter()
+        .fold(0.0f32, f32::max);
     eprintln!("wgpu tree vs alone: max |Δlogit| {worst:.2e}");
     assert!(worst <= TREE_TOL, "max |Δlogit| {worst} > {TREE_TOL}");
 }

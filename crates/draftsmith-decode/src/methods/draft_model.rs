@@ -184,7 +184,7 @@ impl<B: Backend> DraftModel<B> {
             self.model.forward(full.tokens(), &full.positions(base - 1), &mask, LogitsSelect::All, &mut self.cache)?;
         let logits = out.logits;
         let [n, vocab] = logits.dims();
-        let all = logits.into_data().convert::<f32>().to_vec::<f32>().expect("f32 logits");
+        let all = draftsmith_model::host_f32(logits);
         let rows: Vec<&[f32]> = (0..n).map(|r| &all[r * vocab..(r + 1) * vocab]).collect();
         let best: Vec<(u32, f32)> = rows.iter().map(|r| argmax_confidence(r)).collect();
         let next: Vec<u32> = best.iter().map(|b| b.0).collect();

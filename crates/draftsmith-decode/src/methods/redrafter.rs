@@ -130,11 +130,13 @@ impl<B: Backend> DraftVocab<B> {
     /// `out` is `[n, hidden]` for a tied head (projected onto the vocabulary's rows) or already
     /// `[n, vocab]` logits for a full head.
     fn logits(&self, out: Tensor<B, 2>, vocab: usize) -> Vec<Vec<f32>> {
-        let host = |t: Tensor<B, 2>| t.into_data().convert::<f32>().to_vec::<f32>().expect("f32 logits");
         // `[n, ids.len()]`, in `ids` order.
         let kept: Vec<f32> = match &self.rows {
-            Some(rows) => host(rows.forward(out)),
-            None => host(out).chunks(vocab).flat_map(|row| self.ids.iter().map(move |&t| row[t as usize])).collect(),
+            Some(rows) => draftsmith_model::host_f32(rows.forward(out)),
+            None => draftsmith_model::host_f32(out)
+                .chunks(vocab)
+                .flat_map(|row| self.ids.iter().map(move |&t| row[t as usize]))
+                .collect(),
         };
         kept.chunks(self.ids.len())
             .map(|row| {
@@ -174,7 +176,7 @@ impl<B: Backend> Search<'_, B> {
             HeadKind::Tied => self.p.target.project_to_vocab(out),
         };
         let vocab = logits.dims()[1];
-        let flat = logits.into_data().convert::<f32>().to_vec::<f32>().expect("f32 logits");
+        let flat = draftsmith_model::host_f32(logits);
         flat.chunks(vocab).map(<[f32]>::to_vec).collect()
     }
 }

@@ -214,7 +214,7 @@ fn verify<B: Backend>(
         return (verify_greedy(tree, next[0], &next[1..]), next);
     }
     let [_, vocab] = logits.dims();
-    let rows = logits.into_data().convert::<f32>().to_vec::<f32>().expect("f32 logits");
+    let rows = draftsmith_model::host_f32(logits);
     if cfg.is_greedy() {
         // Penalized greedy: each node's choice depends on its own path.
         let next: Vec<u32> = (0..=tree.len())
