@@ -83,11 +83,20 @@ pipeline-gpu *args="": build-cuda
     {{bin}} reproduce recipes/redrafter-full.toml --device cuda {{args}}
 
 # Run the test suite (fetches the default model first; real-model tests need it).
-test:
+test: install-lavapipe
     cargo build --release -p draftsmith-cli
     {{bin}} fetch {{model}}
     DRAFTSMITH_REQUIRE_MODELS=1 DRAFTSMITH_REQUIRE_WGPU=1 cargo test --workspace --release
     just check-cuda lint
+
+# Install Mesa's software Vulkan driver (lavapipe) for the wgpu tests, if missing (apt).
+install-lavapipe:
+    #!/usr/bin/env bash
+    set -euo pipefail
+    if ls /usr/share/vulkan/icd.d/lvp_icd.*.json >/dev/null 2>&1; then exit 0; fi
+    sudo=""; [ "$(id -u)" = 0 ] || sudo="sudo"
+    $sudo apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq mesa-vulkan-drivers libvulkan1 >/dev/null
 
 # Formatting (rustfmt.toml) and clippy with warnings as errors.
 lint:
