@@ -253,12 +253,17 @@ pub fn attend_into(
             attend_unit(q, keys, values, &shape, g, tokens, visibility, dst);
         }
     };
-    if n * heads * total >= 1 << 12 && units > 1 {
+    if n * heads * total >= PARALLEL_SCORES && units > 1 {
         pool.run(&work);
     } else {
         work(0, 1);
     }
 }
+
+/// From this many (query row × head × visible key) scores on, an attention call splits its units
+/// over the worker pool: a one-token step over 64 cached keys already takes several microseconds
+/// per layer, against about one to start and join the pool.
+const PARALLEL_SCORES: usize = 1 << 9;
 
 /// Keys per block of [`attend_into`]'s walk (128 × head_dim 64 × 4 bytes = 32 KB of keys).
 const KEY_BLOCK: usize = 128;
@@ -293,23 +298,83 @@ fn attend_unit(
     let (hd, group, span) = (sh.head_dim, sh.group, sh.group * sh.head_dim);
     let kv = g * sh.capacity * hd..(g + 1) * sh.capacity * hd;
     let (keys, values) = (&keys[kv.clone()], &values[kv]);
-    let visible: Vec<Vec<usize>> = tokens
-        .clone()
-        .map(|i| {
-            let mut v = Vec::new();
-            visibility.keys(i, &mut v);
-            v
-        })
-        .collect();
-    let mut weights: Vec<Vec<f32>> = visible.iter().map(|v| vec![0.0f32; group * v.len()]).collect();
-    let qs = |i: usize| &q[(i * sh.heads + g * group) * hd..][..span];
-    // Each token's visible keys cut at the key-block boundaries: in block `b`, token `k` sees
-    // `visible[k][cuts[k][b]..cuts[k][b + 1]]`. Both walks below go block by block, every token
-    // of the unit within a block, so a block of keys or values serves them all while cached.
-    let end = visible.iter().filter_map(|v| v.last()).max().map_or(0, |&j| j + 1);
-    let blocks = end.div_ceil(KEY_BLOCK);
-    let cuts: Vec<Vec<usize>> =
-        visible.iter().map(|v| (0..=blocks).map(|b| v.partition_point(|&j| j < b * KEY_BLOCK)).collect()).collect();
+    UNIT_SCRATCH.with(|cell| {
+        let mut fresh = UnitScratch::default();
+        let mut guard = cell.try_borrow_mut();
+        let s = match guard.as_deref_mut() {
+            Ok(s) => s,
+            Err(_) => &mut fresh,
+        };
+        s.prepare(tokens.clone(), visibility, group);
+        let UnitScratch { visible, weights, cuts, sums } = s;
+        let rows = tokens.len();
+        let (visible, weights) = (&visible[..rows], &mut weights[..rows]);
+        let qs = |i: usize| &q[(i * sh.heads + g * group) * hd..][..span];
+        // Each token's visible keys cut at the key-block boundaries: in block `b`, token `k` sees
+        // `visible[k][cuts[k][b]..cuts[k][b + 1]]`. Both walks below go block by block, every token
+        // of the unit within a block, so a block of keys or values serves them all while cached.
+        let end = visible.iter().filter_map(|v| v.last()).max().map_or(0, |&j| j + 1);
+        let blocks = end.div_ceil(KEY_BLOCK);
+        for (c, v) in cuts.iter_mut().zip(visible) {
+            c.clear();
+            c.extend((0..=blocks).map(|b| v.partition_point(|&j| j < b * KEY_BLOCK)));
+        }
+        let cuts = &cuts[..rows];
+        unit_body(qs, keys, values, sh, g, tokens, (visible, weights, cuts, sums), blocks, dst);
+    });
+}
+
+/// Per-thread buffers of [`attend_unit`], reused between calls (a decoding step makes a few
+/// dozen attention calls per layer stack, each of which would otherwise allocate its lists).
+#[derive(Default)]
+struct UnitScratch {
+    visible: Vec<Vec<usize>>,
+    weights: Vec<Vec<f32>>,
+    cuts: Vec<Vec<usize>>,
+    sums: Vec<f32>,
+}
+
+impl UnitScratch {
+    /// Fills the visible keys of `tokens` and sizes the score rows (`group` per token).
+    fn prepare(&mut self, tokens: std::ops::Range<usize>, visibility: &Visibility<'_>, group: usize) {
+        let rows = tokens.len();
+        for list in [&mut self.visible, &mut self.cuts] {
+            if list.len() < rows {
+                list.resize_with(rows, Vec::new);
+            }
+        }
+        if self.weights.len() < rows {
+            self.weights.resize_with(rows, Vec::new);
+        }
+        for (k, i) in tokens.enumerate() {
+            visibility.keys(i, &mut self.visible[k]);
+            let w = &mut self.weights[k];
+            w.clear();
+            w.resize(group * self.visible[k].len(), 0.0);
+        }
+        self.sums.clear();
+        self.sums.resize(rows * group, 0.0);
+    }
+}
+
+thread_local! {
+    static UNIT_SCRATCH: std::cell::RefCell<UnitScratch> = std::cell::RefCell::new(UnitScratch::default());
+}
+
+/// The arithmetic of [`attend_unit`] on its prepared lists.
+#[allow(clippy::too_many_arguments, clippy::type_complexity)]
+fn unit_body<'q>(
+    qs: impl Fn(usize) -> &'q [f32],
+    keys: &[f32],
+    values: &[f32],
+    sh: &AttendShape,
+    g: usize,
+    tokens: std::ops::Range<usize>,
+    (visible, weights, cuts, sums): (&[Vec<usize>], &mut [Vec<f32>], &[Vec<usize>], &mut [f32]),
+    blocks: usize,
+    dst: &RowsPtr<'_>,
+) {
+    let (hd, group, span) = (sh.head_dim, sh.group, sh.group * sh.head_dim);
     let segments = || {
         (0..blocks)
             .flat_map(|b| tokens.clone().enumerate().map(move |(k, i)| (k, i, b)))
@@ -321,7 +386,6 @@ fn attend_unit(
         scores(qs(i), keys, &visible[k][lo..hi], sh, &mut weights[k][lo..], visible[k].len());
     }
     // Softmax numerators per row, and their sums.
-    let mut sums = vec![0.0f32; visible.len() * group];
     for (k, w) in weights.iter_mut().enumerate() {
         let m = visible[k].len().max(1);
         for (r, row) in w.chunks_mut(m).enumerate() {
