@@ -149,20 +149,33 @@ unsafe fn peak_loop(mode: Activations, iters: u64) -> f32 {
     let mut i = [_mm512_set1_epi32(1); 12];
     let (a, b) = (std::hint::black_box(_mm512_set1_epi8(3)), std::hint::black_box(_mm512_set1_epi8(5)));
     let (x, y) = (std::hint::black_box(_mm512_set1_ps(0.999_99)), std::hint::black_box(_mm512_set1_ps(1e-6)));
-    for _ in 0..iters {
-        if mode == Activations::Int8 {
+    // Every accumulator passes through an empty `asm!` each iteration: the compiler must issue
+    // each multiply-add as written (with loop-invariant operands it could otherwise fold the
+    // chain into fewer instructions, and the probe would report more than the core can do).
+    macro_rules! keep {
+        ($v:expr) => {
+            std::arch::asm!("/* {0} */", inout(zmm_reg) $v, options(nomem, nostack, preserves_flags))
+        };
+    }
+    if mode == Activations::Int8 {
+        for _ in 0..iters {
             for acc in &mut i {
                 *acc = _mm512_dpbusd_epi32(*acc, a, b);
-            }
-        } else {
-            for acc in &mut f {
-                *acc = _mm512_fmadd_ps(*acc, x, y);
+                keep!(*acc);
             }
         }
-        // Keeps the loop from being folded without forcing the accumulators through memory.
-        std::arch::asm!("", options(nomem, nostack, preserves_flags));
+    } else {
+        for _ in 0..iters {
+            for acc in &mut f {
+                *acc = _mm512_fmadd_ps(*acc, x, y);
+                keep!(*acc);
+            }
+        }
     }
-    let mut s = _mm512_reduce_add_epi32(i[0]) as f32;
+    let mut s = 0.0;
+    for acc in &i {
+        s += _mm512_reduce_add_epi32(*acc) as f32;
+    }
     for acc in &f {
         s += _mm512_reduce_add_ps(*acc);
     }

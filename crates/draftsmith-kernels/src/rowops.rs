@@ -87,6 +87,37 @@ pub fn exp_shifted(x: &mut [f32], shift: f32) {
     x.iter_mut().for_each(|v| *v = exp_scalar(*v - shift));
 }
 
+/// Softmax numerators in place, `x ← exp(x − max x)`, returning their sum `Σ x`: the max is
+/// exact whatever the order, the numerators are [`exp_shifted`]'s, and the sum is taken with
+/// eight interleaved partial sums (lane `l` takes elements `l, l + 8, …`) combined pairwise,
+/// then the tail in order — one fixed sequence for a given length, on both paths.
+pub fn softmax_numerators(x: &mut [f32]) -> f32 {
+    let max = row_max(x);
+    exp_shifted(x, max);
+    let mut acc = [0.0f32; 8];
+    let chunks = x.chunks_exact(8);
+    let tail: f32 = chunks.remainder().iter().sum();
+    for c in chunks {
+        for l in 0..8 {
+            acc[l] += c[l];
+        }
+    }
+    reduce8(acc) + tail
+}
+
+/// The largest value of `x` (−∞ when empty); NaN-free input assumed, as for scores.
+pub fn row_max(x: &[f32]) -> f32 {
+    let mut acc = [f32::NEG_INFINITY; 8];
+    let chunks = x.chunks_exact(8);
+    let tail = chunks.remainder().iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    for c in chunks {
+        for l in 0..8 {
+            acc[l] = acc[l].max(c[l]);
+        }
+    }
+    acc.iter().copied().fold(tail, f32::max)
+}
+
 /// `exp` on the scalar path (the platform's `expf`).
 fn exp_scalar(v: f32) -> f32 {
     v.exp()
@@ -177,6 +208,23 @@ mod avx2 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn softmax_numerators_sum_and_max() {
+        for len in [1usize, 7, 8, 9, 64, 203] {
+            let x: Vec<f32> = (0..len).map(|i| ((i * 7919 % 1013) as f32 - 506.0) / 97.0).collect();
+            let max = x.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+            assert_eq!(row_max(&x).to_bits(), max.to_bits(), "len {len}");
+            let mut got = x.clone();
+            let sum = softmax_numerators(&mut got);
+            let mut want = x.clone();
+            exp_shifted(&mut want, max);
+            assert!(got.iter().zip(&want).all(|(a, b)| a.to_bits() == b.to_bits()), "len {len}");
+            let exact: f64 = want.iter().map(|&v| v as f64).sum();
+            assert!((sum as f64 - exact).abs() <= 1e-6 * exact, "len {len}: {sum} vs {exact}");
+        }
+        assert_eq!(row_max(&[]), f32::NEG_INFINITY);
+    }
 
     #[test]
     fn rms_norm_matches_f64() {

@@ -389,9 +389,7 @@ fn unit_body<'q>(
     for (k, w) in weights.iter_mut().enumerate() {
         let m = visible[k].len().max(1);
         for (r, row) in w.chunks_mut(m).enumerate() {
-            let max = row.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-            draftsmith_kernels::rowops::exp_shifted(row, max);
-            sums[k * group + r] = row.iter().sum();
+            sums[k * group + r] = draftsmith_kernels::rowops::softmax_numerators(row);
         }
     }
     // Weighted sums of the values (the accumulators wait in the output rows between blocks).
@@ -562,9 +560,7 @@ fn attend_group(
         }
     }
     for (w, oh) in weights.chunks_mut(m.max(1)).zip(o.chunks_mut(head_dim)) {
-        let max = w.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-        draftsmith_kernels::rowops::exp_shifted(w, max);
-        let sum: f32 = w.iter().sum();
+        let sum = draftsmith_kernels::rowops::softmax_numerators(w);
         if fused {
             #[cfg(target_arch = "x86_64")]
             // SAFETY: as above.
@@ -830,9 +826,7 @@ mod tests {
             attend_group(&q, &keys, &values, d, scale, &visible, &mut fused, true);
             // The generic path: dot + axpy per key, as for other head sizes.
             let mut w: Vec<f32> = visible.iter().map(|&j| dot(&q, &keys[j * d..][..d]) * scale).collect();
-            let max = w.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-            draftsmith_kernels::rowops::exp_shifted(&mut w, max);
-            let sum: f32 = w.iter().sum();
+            let sum = draftsmith_kernels::rowops::softmax_numerators(&mut w);
             for (&j, &p) in visible.iter().zip(&w) {
                 axpy(&mut generic, p, &values[j * d..][..d], true);
             }
