@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use draftsmith_gguf::{GgmlType, GgufFile};
+use draftsmith_gguf::{dequant, GgmlType, GgufFile};
 use draftsmith_kernels::{QFormat, QMatrix};
 use memmap2::Mmap;
 use safetensors::{Dtype, SafeTensors};
@@ -24,7 +24,7 @@ pub trait WeightSource {
     /// Tensor values as f32, row-major in HF order.
     fn load_f32(&self, name: &str) -> Result<Vec<f32>, ModelError>;
     /// A 2-D weight as a quantized CPU matrix: the file's own blocks when the kernels support
-    /// them, otherwise re-quantized to Q8_0.
+    /// them, otherwise re-quantized to Q8_0 (GGUF files rewrite some block formats instead).
     fn load_quant(&self, name: &str) -> Result<QMatrix, ModelError> {
         let shape = self.shape(name).unwrap_or_default();
         let values = self.load_f32(name)?;
@@ -134,9 +134,15 @@ impl WeightSource for GgufSource {
 
     fn load_quant(&self, name: &str) -> Result<QMatrix, ModelError> {
         let info = self.info(name)?;
-        let format = match info.dtype {
-            GgmlType::Q8_0 => QFormat::Q8_0,
-            GgmlType::Q4_1 => QFormat::Q4_1,
+        // Formats the kernels multiply natively are kept; Q4_0 / Q5_0 become Q8_0 exactly and
+        // Q4_K becomes Q4_1 (same nibbles, sub-block scales rounded to f16) without a detour
+        // through f32; the rest is re-quantized to Q8_0 from its values.
+        let (format, repack): (QFormat, Option<fn(&[u8]) -> Vec<u8>>) = match info.dtype {
+            GgmlType::Q8_0 => (QFormat::Q8_0, None),
+            GgmlType::Q4_1 => (QFormat::Q4_1, None),
+            GgmlType::Q4_0 => (QFormat::Q8_0, Some(dequant::q4_0_as_q8_0)),
+            GgmlType::Q5_0 => (QFormat::Q8_0, Some(dequant::q5_0_as_q8_0)),
+            GgmlType::Q4_K => (QFormat::Q4_1, Some(dequant::q4_k_as_q4_1)),
             _ => {
                 let shape = self.shape(name).unwrap_or_default();
                 return quantize(self.path(), name, &self.load_f32(name)?, &shape);
@@ -150,6 +156,17 @@ impl WeightSource for GgufSource {
         let bytes = match self.permuted_heads(name) {
             Some(heads) => unpermute_rows(bytes, rows, heads),
             None => bytes.to_vec(),
+        };
+        let bytes = match repack {
+            Some(repack) if bytes.len().is_multiple_of(info.dtype.type_size()) => repack(&bytes),
+            Some(_) => {
+                return Err(tensor_err(
+                    self.path(),
+                    name,
+                    format!("{} bytes are not whole {} blocks", bytes.len(), info.dtype),
+                ))
+            }
+            None => bytes,
         };
         QMatrix::from_ggml_blocks(format, &bytes, rows, cols).map_err(|e| tensor_err(self.path(), name, e.to_string()))
     }

@@ -4,7 +4,9 @@
 //! position of every prompt):
 //! - dense f32 weights and the quantized CPU path (GGUF blocks kept, f32 activations): ≤ 0.02
 //!   (only f32 rounding separates them from the reference; measured 1e-4);
-//! - Qwen with types the kernels re-quantize to Q8_0 (Q4_K, Q5_0, Q6_K): ≤ 0.25 (measured 0.15).
+//! - Qwen, whose Q4_K blocks load as Q4_1 with f16-rounded sub-block scales, Q5_0 as Q8_0
+//!   exactly and Q6_K re-quantized to Q8_0: ≤ 0.1 (measured 0.056; 0.15 when Q4_K and Q5_0 were
+//!   re-quantized to Q8_0 too). int8 activations: measured 0.31 (was 0.41).
 //!
 //! For scale: llama.cpp quantizes activations to 8 bits and differs from the same reference by
 //! up to 1.8 on SmolLM2 (`scripts/reference/check_llamacpp.py`).
@@ -75,11 +77,16 @@ fn qwen05_logits_match_the_numpy_reference() {
     let Some(path) = model_file("qwen2.5-coder-0.5b") else { return };
     let golden = read_golden("qwen2.5-coder-0.5b");
     check_model(&load(&path, MatmulWeights::Dense), &golden, (0.02, MARGIN), "qwen dense f32");
-    check_model(&load_f32(&path), &golden, (0.25, MARGIN), "qwen quantized (re-quantized to Q8_0), f32 activations");
+    check_model(
+        &load_f32(&path),
+        &golden,
+        (0.1, MARGIN),
+        "qwen quantized (Q4_K as Q4_1, Q5_0 as Q8_0, Q6_K re-quantized), f32 activations",
+    );
     check_model(
         &load_int8(&path),
         &golden,
         (INT8_TOLERANCE, INT8_MARGIN),
-        "qwen quantized (re-quantized to Q8_0), int8 activations",
+        "qwen quantized (Q4_K as Q4_1, Q5_0 as Q8_0, Q6_K re-quantized), int8 activations",
     );
 }

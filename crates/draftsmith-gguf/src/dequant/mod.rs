@@ -9,10 +9,12 @@
 mod float;
 mod kquants;
 mod legacy;
+mod repack;
 
 pub use float::{dequantize_bf16, dequantize_f16, dequantize_f32};
 pub use kquants::{dequantize_q4_k, dequantize_q5_k, dequantize_q6_k, scale_min_k4};
 pub use legacy::{dequantize_q4_0, dequantize_q4_1, dequantize_q5_0, dequantize_q5_1, dequantize_q8_0};
+pub use repack::{q4_0_as_q8_0, q4_k_as_q4_1, q5_0_as_q8_0};
 
 pub use crate::error::DequantError;
 use crate::types::GgmlType;
@@ -79,6 +81,12 @@ fn assert_blocks(dtype: GgmlType, bytes: &[u8], out: &[f32]) {
         bytes.len(),
         out.len()
     );
+}
+
+/// Panics unless `bytes` is a whole number of `dtype` blocks.
+fn assert_block_bytes(dtype: GgmlType, bytes: &[u8]) {
+    let size = dtype.type_size();
+    assert!(bytes.len().is_multiple_of(size), "{dtype}: {} bytes are not whole {size}-byte blocks", bytes.len());
 }
 
 /// Reads the little-endian f16 at `bytes[at..at + 2]` as f32.
