@@ -195,13 +195,7 @@ impl HostStack {
         kv: &mut HostKv,
         query: &mut dyn FnMut(usize, &[f32]),
     ) {
-        SCRATCH.with(|cell| {
-            let mut fresh = Scratch::default();
-            let mut guard = cell.try_borrow_mut();
-            let s = match guard.as_deref_mut() {
-                Ok(s) => s,
-                Err(_) => &mut fresh,
-            };
+        host::with_scratch(&SCRATCH, |s| {
             for (i, layer) in self.layers.iter().enumerate() {
                 self.layer(i, layer, x, n, input, kv, query, s);
             }

@@ -39,6 +39,9 @@ fn quantize(path: &Path, name: &str, values: &[f32], shape: &[usize]) -> Result<
     QMatrix::quantize_q8_0(values, *rows, *cols).map_err(|e| tensor_err(path, name, e.to_string()))
 }
 
+/// Rewrites a tensor's GGUF blocks into a block format the kernels multiply natively.
+type Repack = fn(&[u8]) -> Vec<u8>;
+
 fn tensor_err(path: &Path, name: &str, problem: String) -> ModelError {
     ModelError::Tensor { path: path.to_path_buf(), name: name.to_string(), problem }
 }
@@ -137,7 +140,7 @@ impl WeightSource for GgufSource {
         // Formats the kernels multiply natively are kept; Q4_0 / Q5_0 become Q8_0 exactly and
         // Q4_K becomes Q4_1 (same nibbles, sub-block scales rounded to f16) without a detour
         // through f32; the rest is re-quantized to Q8_0 from its values.
-        let (format, repack): (QFormat, Option<fn(&[u8]) -> Vec<u8>>) = match info.dtype {
+        let (format, repack): (QFormat, Option<Repack>) = match info.dtype {
             GgmlType::Q8_0 => (QFormat::Q8_0, None),
             GgmlType::Q4_1 => (QFormat::Q4_1, None),
             GgmlType::Q4_0 => (QFormat::Q8_0, Some(dequant::q4_0_as_q8_0)),
