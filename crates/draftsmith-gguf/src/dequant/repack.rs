@@ -6,7 +6,7 @@
 //! * [`q4_k_as_q4_1`]: each 32-value sub-block of a Q4_K super-block becomes one Q4_1 block with
 //!   the same nibbles, scale `d·scale` and minimum `−dmin·min` rounded to f16 (relative error at
 //!   most 2⁻¹¹ on each; the values themselves are not re-quantized). 20 bytes per 32 values
-//!   instead of the 34 of a Q8_0 re-quantization, and about 8× closer to the Q4_K values.
+//!   instead of the 34 of a Q8_0 re-quantization, which is also off by up to half a Q8_0 step.
 
 use super::{assert_block_bytes, f16_at};
 use crate::types::{GgmlType, QK_K};
