@@ -112,15 +112,6 @@ thread_local! {
     static SCRATCH: RefCell<ActQuant> = RefCell::new(ActQuant::default());
 }
 
-/// Runs `f` with this thread's activation scratch (a fresh one if it is already in use, which
-/// happens when rayon runs a nested `matmul` on a thread that is waiting inside another).
-fn with_scratch<R>(f: impl FnOnce(&mut ActQuant) -> R) -> R {
-    SCRATCH.with(|cell| match cell.try_borrow_mut() {
-        Ok(mut act) => f(&mut act),
-        Err(_) => f(&mut ActQuant::default()),
-    })
-}
-
 /// `y[n, rows] = x[n, cols] · Wᵀ` on `path`, which the caller has checked is supported.
 pub(crate) fn matmul_impl(m: &QMatrix, path: KernelPath, x: &[f32], n: usize, y: &mut [f32]) {
     assert_eq!(x.len(), n * m.cols(), "x must hold n * cols values");
@@ -128,7 +119,7 @@ pub(crate) fn matmul_impl(m: &QMatrix, path: KernelPath, x: &[f32], n: usize, y:
     if n == 0 || m.rows() == 0 {
         return;
     }
-    with_scratch(|act| {
+    crate::pool::with_thread_scratch(&SCRATCH, |act: &mut ActQuant| {
         act.quantize(x, n, m.cols(), path);
         run(m, path, act, y);
     });

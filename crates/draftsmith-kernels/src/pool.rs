@@ -156,6 +156,20 @@ impl Pool {
     }
 }
 
+/// Runs `f` with this thread's scratch from `key`, or a fresh default one when it is already in
+/// use (a call nested inside another on the same thread, e.g. an operation run inline by a busy
+/// pool from inside a job). The kernels' activation buffers and the model's per-pass and
+/// attention buffers all live this way.
+pub fn with_thread_scratch<T: Default + 'static, R>(
+    key: &'static std::thread::LocalKey<std::cell::RefCell<T>>,
+    f: impl FnOnce(&mut T) -> R,
+) -> R {
+    key.with(|cell| match cell.try_borrow_mut() {
+        Ok(mut s) => f(&mut s),
+        Err(_) => f(&mut T::default()),
+    })
+}
+
 /// One exclusively borrowed slice shared by threads that each write their own, disjoint parts
 /// of it (row ranges of a product, the rows of one attention unit, one tile's activations).
 pub struct DisjointSlice<'a, T> {

@@ -195,7 +195,7 @@ impl HostStack {
         kv: &mut HostKv,
         query: &mut dyn FnMut(usize, &[f32]),
     ) {
-        host::with_scratch(&SCRATCH, |s| {
+        draftsmith_kernels::pool::with_thread_scratch(&SCRATCH, |s: &mut Scratch| {
             for (i, layer) in self.layers.iter().enumerate() {
                 self.layer(i, layer, x, n, input, kv, query, s);
             }

@@ -298,7 +298,7 @@ fn attend_unit(
     let (hd, group, span) = (sh.head_dim, sh.group, sh.group * sh.head_dim);
     let kv = g * sh.capacity * hd..(g + 1) * sh.capacity * hd;
     let (keys, values) = (&keys[kv.clone()], &values[kv]);
-    with_scratch(&UNIT_SCRATCH, |s| {
+    draftsmith_kernels::pool::with_thread_scratch(&UNIT_SCRATCH, |s: &mut UnitScratch| {
         s.prepare(tokens.clone(), visibility, group);
         let UnitScratch { visible, weights, cuts, sums } = s;
         let rows = tokens.len();
@@ -353,18 +353,6 @@ impl UnitScratch {
 
 thread_local! {
     static UNIT_SCRATCH: std::cell::RefCell<UnitScratch> = std::cell::RefCell::new(UnitScratch::default());
-}
-
-/// Runs `f` with this thread's scratch from `key`, or a fresh one when it is already in use (a
-/// call nested inside another on the same thread).
-pub(crate) fn with_scratch<T: Default + 'static, R>(
-    key: &'static std::thread::LocalKey<std::cell::RefCell<T>>,
-    f: impl FnOnce(&mut T) -> R,
-) -> R {
-    key.with(|cell| match cell.try_borrow_mut() {
-        Ok(mut s) => f(&mut s),
-        Err(_) => f(&mut T::default()),
-    })
 }
 
 /// The arithmetic of [`attend_unit`] on its prepared lists.

@@ -25,7 +25,7 @@ fn blocks<'a>(
 
 /// Splits the 16 packed nibble bytes at `at` of `block`.
 #[inline(always)]
-fn nibbles(block: &[u8], at: usize) -> &[u8; NIBBLES] {
+pub(super) fn nibbles(block: &[u8], at: usize) -> &[u8; NIBBLES] {
     block[at..at + NIBBLES].try_into().expect("16 nibble bytes")
 }
 
@@ -56,7 +56,7 @@ pub fn dequantize_q4_1(bytes: &[u8], out: &mut [f32]) {
 
 /// The 5-bit values of a Q5 block: nibbles from `qs`, fifth bits from `qh`.
 #[inline(always)]
-fn five_bit_values(qh: u32, qs: &[u8; NIBBLES]) -> [u8; QK] {
+pub(super) fn five_bit_values(qh: u32, qs: &[u8; NIBBLES]) -> [u8; QK] {
     let mut q = [0u8; QK];
     for j in 0..NIBBLES {
         let high_lo = (((qh >> j) & 1) << 4) as u8;
@@ -69,7 +69,7 @@ fn five_bit_values(qh: u32, qs: &[u8; NIBBLES]) -> [u8; QK] {
 
 /// Reads the little-endian `u32` at `block[at..at + 4]`.
 #[inline(always)]
-fn u32_at(block: &[u8], at: usize) -> u32 {
+pub(super) fn u32_at(block: &[u8], at: usize) -> u32 {
     u32::from_le_bytes([block[at], block[at + 1], block[at + 2], block[at + 3]])
 }
 

@@ -8,6 +8,7 @@
 //!   most 2⁻¹¹ on each; the values themselves are not re-quantized). 20 bytes per 32 values
 //!   instead of the 34 of a Q8_0 re-quantization, which is also off by up to half a Q8_0 step.
 
+use super::legacy::{five_bit_values, nibbles, u32_at};
 use super::{assert_block_bytes, f16_at};
 use crate::types::{GgmlType, QK_K};
 
@@ -28,14 +29,9 @@ pub fn q5_0_as_q8_0(bytes: &[u8]) -> Vec<u8> {
     assert_block_bytes(GgmlType::Q5_0, bytes);
     let mut out = Vec::with_capacity(bytes.len() / GgmlType::Q5_0.type_size() * Q8_0_BYTES);
     for block in bytes.chunks_exact(GgmlType::Q5_0.type_size()) {
-        let qh = u32::from_le_bytes([block[2], block[3], block[4], block[5]]);
         out.extend_from_slice(&block[..2]);
-        let qs = &block[6..22];
-        let value = |j: usize| {
-            let (nibble, bit) = if j < 16 { (qs[j] & 0x0F, (qh >> j) & 1) } else { (qs[j - 16] >> 4, (qh >> j) & 1) };
-            (i16::from(nibble | (bit as u8) << 4) - 16) as i8 as u8
-        };
-        out.extend((0..32).map(value));
+        let q = five_bit_values(u32_at(block, 2), nibbles(block, 6));
+        out.extend(q.iter().map(|&v| (v as i8 - 16) as u8));
     }
     out
 }
@@ -49,11 +45,10 @@ pub fn q4_0_as_q8_0(bytes: &[u8]) -> Vec<u8> {
     let mut out = Vec::with_capacity(bytes.len() / GgmlType::Q4_0.type_size() * Q8_0_BYTES);
     for block in bytes.chunks_exact(GgmlType::Q4_0.type_size()) {
         out.extend_from_slice(&block[..2]);
-        let qs = &block[2..18];
-        out.extend((0..32).map(|j| {
-            let nibble = if j < 16 { qs[j] & 0x0F } else { qs[j - 16] >> 4 };
-            (nibble as i8 - 8) as u8
-        }));
+        let qs = nibbles(block, 2);
+        // Elements 0..16 are the low nibbles, 16..32 the high ones.
+        out.extend(qs.iter().map(|&b| ((b & 0x0F) as i8 - 8) as u8));
+        out.extend(qs.iter().map(|&b| ((b >> 4) as i8 - 8) as u8));
     }
     out
 }
