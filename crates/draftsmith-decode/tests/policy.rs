@@ -8,7 +8,7 @@ use common::{ar, tiny, Lcg};
 use draftsmith_core::DraftTree;
 use draftsmith_decode::spec::policy::PROBE_EVERY;
 use draftsmith_decode::spec::{Auto, CostModel};
-use draftsmith_decode::{generate_speculative, DecodeError, DraftContext, Proposer};
+use draftsmith_decode::{generate_speculative, DecodeError, DraftContext, DraftCost, Proposer};
 use draftsmith_model::Architecture;
 
 /// Drafts `len` tokens along `reference` (the full greedy sequence), or deliberately wrong ones.
@@ -128,4 +128,90 @@ fn a_drafter_slower_than_what_it_saves_is_not_called() {
     // The first call, then only probes, spaced so they cost at most 2 % of the plain steps: with
     // 20 ms drafts against 0.01 ms steps, none fits in 64 steps.
     assert!(calls.get() <= 2, "{} calls in {} steps", calls.get(), got.steps.len());
+}
+
+/// A drafter whose time grows with its depth, told the depth before drafting (a draft model):
+/// one forward call per drafted token, each taking `call_ms`, right for the first `right`
+/// tokens of each draft and wrong after them.
+struct Deep {
+    inner: Scripted,
+    right: usize,
+    call_ms: f64,
+    limit: Option<usize>,
+    calls: std::rc::Rc<std::cell::Cell<usize>>,
+    last: usize,
+}
+
+impl Proposer for Deep {
+    fn name(&self) -> &str {
+        "deep"
+    }
+
+    fn depth_range(&self) -> Option<usize> {
+        Some(self.inner.len)
+    }
+
+    fn limit_depth(&mut self, depth: usize) {
+        self.limit = Some(depth);
+    }
+
+    fn last_cost(&self) -> Option<DraftCost> {
+        Some(DraftCost { calls: self.last, generated: self.last })
+    }
+
+    fn propose(&mut self, ctx: &DraftContext<'_>) -> Result<DraftTree, DecodeError> {
+        let depth = self.limit.take().unwrap_or(self.inner.len);
+        let full = self.inner.propose(ctx)?;
+        let mut tree = DraftTree::new();
+        for (i, &t) in full.tokens().iter().take(depth).enumerate() {
+            let t = if i < self.right { t } else { (t + 1) % self.inner.vocab as u32 };
+            tree.push(t, i.checked_sub(1));
+        }
+        self.last = tree.len();
+        self.calls.set(self.calls.get() + tree.len());
+        std::thread::sleep(std::time::Duration::from_secs_f64(self.call_ms * tree.len() as f64 / 1e3));
+        Ok(tree)
+    }
+}
+
+/// Steps of 5 ms (a pass over n tokens costs 5 · (1 + 0.2 (n − 1)) ms), drafter calls of 0.5 ms.
+const STEP_MS: f64 = 5.0;
+const CALL_MS: f64 = 0.5;
+
+fn deep_run(right: usize, seed: u64) -> (Vec<draftsmith_decode::StepRecord>, usize, usize) {
+    let Case { model, prompt, want, reference } = case(Architecture::Llama, seed, 12, 160);
+    let (vocab, n) = (model.config().vocab_size, want.len());
+    let calls = std::rc::Rc::new(std::cell::Cell::new(0));
+    let inner = Scripted { reference, len: 8, wrong: false, vocab };
+    let deep = Deep { inner, right, call_ms: CALL_MS, limit: None, calls: calls.clone(), last: 0 };
+    let cost = CostModel::from_points(&[(1, STEP_MS * units(1)), (2, STEP_MS * units(2)), (64, STEP_MS * units(64))]);
+    let mut auto = Auto::with_fixed_cost(Box::new(deep), cost);
+    let got = generate_speculative(&model, &prompt, n, &[], &mut auto).unwrap();
+    assert_eq!(got.tokens, want, "lossless");
+    (got.steps, calls.get(), n)
+}
+
+#[test]
+fn a_drafter_told_its_depth_drafts_only_as_deep_as_pays() {
+    // Right for 3 tokens, wrong after: depth 3 is the best rate (4 tokens for 3 calls and a
+    // 4-token pass); drafting 8 would cost 5 more calls for nothing.
+    let (steps, calls, _) = deep_run(3, 5);
+    let late = &steps[steps.len() / 2..steps.len() - 1];
+    let sizes: Vec<usize> = late.iter().map(|s| s.tree_size).collect();
+    assert!(sizes.iter().all(|&d| d <= 4), "late draft depths {sizes:?}");
+    assert!(sizes.iter().filter(|&&d| d == 3).count() * 4 >= 3 * sizes.len(), "late draft depths {sizes:?}");
+    // The depth is chosen before drafting: no calls are spent on tokens pruned afterwards (the
+    // first two drafts go full depth, before the drafter's time per call is known).
+    let drafted = steps.iter().filter(|s| s.tree_size > 0).count();
+    assert!(calls <= 4 * drafted + 8, "{calls} drafter calls for {drafted} drafts");
+}
+
+#[test]
+fn a_useless_drafter_told_its_depth_costs_at_most_five_percent_over_ar() {
+    // Counted cost: target passes in steps plus drafter calls, never wall time.
+    let (steps, calls, n) = deep_run(0, 6);
+    let passes: f64 = steps.iter().map(|s| STEP_MS * units(s.tree_size + 1)).sum::<f64>() + STEP_MS;
+    let cost = passes + CALL_MS * calls as f64;
+    let ar_cost = STEP_MS * n as f64;
+    assert!(cost <= 1.05 * ar_cost, "auto {cost:.1} ms vs ar {ar_cost} ({calls} drafter calls)");
 }

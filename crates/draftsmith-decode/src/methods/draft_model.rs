@@ -80,6 +80,8 @@ pub struct DraftModel<B: Backend> {
     confidences: Vec<f32>,
     steps: Vec<DraftStep>,
     round_lambda: usize,
+    /// A draft policy's limit on the next round's λ ([`Proposer::limit_depth`]).
+    depth_limit: Option<usize>,
     stats: DraftModelStats,
     last_cost: DraftCost,
 }
@@ -111,6 +113,7 @@ impl<B: Backend> DraftModel<B> {
             confidences: Vec::new(),
             steps: Vec::new(),
             round_lambda: 0,
+            depth_limit: None,
             stats: DraftModelStats::default(),
             last_cost: DraftCost::default(),
         })
@@ -208,7 +211,8 @@ impl<B: Backend> DraftModel<B> {
         self.confidences.clear();
         self.steps.clear();
         let room = self.model.config().max_position_embeddings.saturating_sub(tokens.len() + 1);
-        self.round_lambda = self.config.lambda.min(room);
+        let limit = self.depth_limit.take().unwrap_or(usize::MAX);
+        self.round_lambda = self.config.lambda.min(room).min(limit);
         if self.round_lambda == 0 {
             return Ok(Vec::new());
         }
@@ -256,6 +260,14 @@ impl<B: Backend> Proposer for DraftModel<B> {
 
     fn draft_len(&self) -> Option<usize> {
         Some(self.config.lambda)
+    }
+
+    fn depth_range(&self) -> Option<usize> {
+        Some(self.config.lambda)
+    }
+
+    fn limit_depth(&mut self, depth: usize) {
+        self.depth_limit = Some(depth.max(1));
     }
 
     fn last_cost(&self) -> Option<DraftCost> {

@@ -299,6 +299,14 @@ impl<P: Proposer> Proposer for TokenCache<P> {
         self.inner.set_sampling(cfg);
     }
 
+    fn depth_range(&self) -> Option<usize> {
+        self.inner.depth_range()
+    }
+
+    fn limit_depth(&mut self, depth: usize) {
+        self.inner.limit_depth(depth);
+    }
+
     fn last_cost(&self) -> Option<DraftCost> {
         Some(self.inner.last_cost().unwrap_or(DraftCost { calls: 0, generated: self.inner_tree.len() }))
     }

@@ -327,6 +327,9 @@ pub struct Auto {
     since_probe: usize,
     /// The draft class of the last proposal.
     class: usize,
+    /// Running average of the drafter's time per forward call, ms, for methods that are told
+    /// their depth before drafting ([`Proposer::depth_range`]); `None` before it is measured.
+    call_ms: Option<f64>,
 }
 
 impl Auto {
@@ -345,6 +348,7 @@ impl Auto {
             skipped: false,
             since_probe: 0,
             class: 0,
+            call_ms: None,
         }
     }
 
@@ -365,6 +369,26 @@ impl Auto {
         let (keep, verify_ms) = choose(&self.template, &p, &self.cost, 0);
         let gain = 1.0 + keep.iter().map(|&i| p[i]).sum::<f64>();
         gain / (draft_ms + verify_ms) > 1.0 / self.cost.predict(1)
+    }
+
+    /// The depth to draft at for a method whose drafting time grows with the depth (up to
+    /// `max`): the depth `d` with the best `(1 + Σ_{j ≤ d} p_j) / (d · call + t(1 + d))`, where
+    /// `p_j` is the path probability at depth `j` and `call` the drafter's time per forward;
+    /// 0 (a plain step) when no depth beats `1 / t(1)`, at least 1 on a probe step. The full
+    /// depth until the drafter's time per call has been measured.
+    fn choose_depth(&self, max: usize, probe: bool) -> usize {
+        let Some(call_ms) = self.call_ms else { return max };
+        let chain = DraftTree::chain(&vec![0; max]);
+        let p = self.accept.path_probabilities_class(self.class, &chain);
+        let (mut best, mut best_rate, mut gain) = (0, 1.0 / self.cost.predict(1), 1.0);
+        for d in 1..=max {
+            gain += p[d - 1];
+            let rate = gain / (call_ms * d as f64 + self.cost.predict(1 + d));
+            if rate > best_rate || (probe && best == 0) {
+                (best, best_rate) = (d, rate);
+            }
+        }
+        best
     }
 
     /// Draft sizes chosen and predicted against measured verify time so far.
@@ -411,8 +435,10 @@ impl Proposer for Auto {
 
     fn propose(&mut self, ctx: &DraftContext<'_>) -> Result<DraftTree, crate::DecodeError> {
         self.since_probe += 1;
-        let interval = self
-            .draft_ms
+        let depth_range = self.inner.depth_range();
+        // A probe of a method told its depth drafts one token: one drafter call.
+        let probe_ms = if depth_range.is_some() { self.call_ms } else { self.draft_ms };
+        let interval = probe_ms
             .map_or(PROBE_EVERY, |d| PROBE_EVERY.max((d / (PROBE_BUDGET * self.cost.predict(1))).ceil() as usize));
         let probe = usize::from(self.since_probe >= interval);
         if probe == 1 {
@@ -421,8 +447,19 @@ impl Proposer for Auto {
         // The method's own signal for this draft (cheap, known before it drafts).
         self.class = self.inner.draft_class(ctx);
         // A drafter whose time is not paid back even by the best part of a draft like its last
-        // one is not called at all: the step is a plain `ar` step (probe steps still draft).
-        self.skipped = probe == 0 && !self.worth_drafting();
+        // one (or, for a method told its depth, by the best depth) is not called at all: the
+        // step is a plain `ar` step (probe steps still draft).
+        let worth = match depth_range {
+            Some(max) => {
+                let depth = self.choose_depth(max, probe == 1);
+                if depth > 0 {
+                    self.inner.limit_depth(depth);
+                }
+                depth > 0
+            }
+            None => probe == 1 || self.worth_drafting(),
+        };
+        let was_skipped = std::mem::replace(&mut self.skipped, !worth);
         if self.skipped {
             self.last = Some((self.cost.predict(1), Instant::now()));
             return Ok(DraftTree::new());
@@ -430,6 +467,13 @@ impl Proposer for Auto {
         let started = Instant::now();
         let tree = self.inner.propose(ctx)?;
         let ms = started.elapsed().as_secs_f64() * 1e3;
+        // Per-call time, from proposals whose catch-up fed only the last step's tokens (not the
+        // first one, which feeds the prompt, nor one after plain steps).
+        let calls = self.inner.last_cost().map_or(0, |c| c.calls);
+        if depth_range.is_some() && self.draft_ms.is_some() && !was_skipped && calls > 0 {
+            let per_call = ms / calls as f64;
+            self.call_ms = Some(self.call_ms.map_or(per_call, |c| c + EMA * (per_call - c)));
+        }
         self.draft_ms = Some(self.draft_ms.map_or(ms, |d| d + EMA * (ms - d)));
         self.template = tree.clone();
         let p = self.accept.path_probabilities_class(self.class, &tree);
@@ -442,7 +486,7 @@ impl Proposer for Auto {
     }
 
     fn observe_verified(&mut self, ctx: &DraftContext<'_>, tree: &DraftTree, verified: &Verified<'_>) {
-        let skipped = std::mem::take(&mut self.skipped);
+        let skipped = self.skipped;
         if let Some((predicted, at)) = self.last.take() {
             let measured = at.elapsed().as_secs_f64() * 1e3;
             if self.learn_cost {

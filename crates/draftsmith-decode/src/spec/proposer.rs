@@ -51,6 +51,18 @@ pub trait Proposer {
         false
     }
 
+    /// The deepest draft the method can make, when its drafting time grows with the depth
+    /// (a draft model: one forward per drafted token) and it can be told the depth before it
+    /// drafts ([`Proposer::limit_depth`]); `None` for methods whose drafts cost about the same
+    /// whatever is kept of them (those a policy prunes after drafting).
+    fn depth_range(&self) -> Option<usize> {
+        None
+    }
+
+    /// Limits the next [`Proposer::propose`] to paths of at most `depth` tokens (`1 ..=`
+    /// [`Proposer::depth_range`]); later proposals draft their full depth again unless limited.
+    fn limit_depth(&mut self, _depth: usize) {}
+
     /// Method-specific statistics of the generation so far, by name (TokenSwift: `beta`).
     fn extra_stats(&self) -> Vec<(&'static str, f64)> {
         Vec::new()
