@@ -215,3 +215,42 @@ fn a_useless_drafter_told_its_depth_costs_at_most_five_percent_over_ar() {
     let ar_cost = STEP_MS * n as f64;
     assert!(cost <= 1.05 * ar_cost, "auto {cost:.1} ms vs ar {ar_cost} ({calls} drafter calls)");
 }
+
+/// A right drafter whose first proposal of each generation is slow (a draft model's prefill of
+/// the prompt), the rest free.
+struct SlowStart {
+    inner: Scripted,
+    first: bool,
+}
+
+impl Proposer for SlowStart {
+    fn name(&self) -> &str {
+        "slow-start"
+    }
+
+    fn set_sampling(&mut self, _cfg: &draftsmith_decode::SamplingConfig) {
+        self.first = true;
+    }
+
+    fn propose(&mut self, ctx: &DraftContext<'_>) -> Result<DraftTree, DecodeError> {
+        if std::mem::take(&mut self.first) {
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        }
+        self.inner.propose(ctx)
+    }
+}
+
+#[test]
+fn a_slow_first_draft_does_not_stop_the_drafting() {
+    let Case { model, prompt, want, reference } = case(Architecture::Qwen2, 8, 10, 64);
+    let (vocab, n) = (model.config().vocab_size, want.len());
+    let inner = SlowStart { inner: Scripted { reference, len: 4, wrong: false, vocab }, first: true };
+    // Steps of 5 ms: the 100 ms first draft is 20 steps, which later drafts never pay back if
+    // it were taken for the drafter's usual time.
+    let cost = CostModel::from_points(&[(1, 5.0), (64, 5.0 * units(64))]);
+    let mut auto = Auto::with_fixed_cost(Box::new(inner), cost);
+    let got = generate_speculative(&model, &prompt, n, &[], &mut auto).unwrap();
+    assert_eq!(got.tokens, want, "lossless");
+    let drafted = got.steps.iter().filter(|s| s.tree_size > 0).count();
+    assert!(drafted + 1 >= got.steps.len(), "{drafted} of {} steps drafted", got.steps.len());
+}

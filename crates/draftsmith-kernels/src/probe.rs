@@ -117,28 +117,90 @@ pub fn kernel_peak(mode: Activations, format: QFormat) -> f64 {
 }
 
 /// The instruction throughput limit in GMAC/s for `mode` on all the pool's threads: twelve
-/// independent chains of the widest multiply-add the kernels use (`vpdpbusd` zmm: 64 int8 MACs
-/// for int8 on the AVX-512 VNNI path; `vfmadd` zmm: 16 f32 MACs for f32), timed on every thread
-/// at once. What no kernel can exceed; other paths report 0 (not probed).
+/// independent chains of the widest multiply-add the kernels use, timed on every thread at
+/// once. On the AVX-512 VNNI path `vpdpbusd` zmm (64 int8 MACs) for int8 and `vfmadd` zmm (16
+/// f32 MACs) for f32; on the AVX2 path `vpmaddubsw` ymm (32 int8 products, summed in pairs)
+/// and `vfmadd` ymm (8 f32 MACs). What no kernel can exceed; the scalar path reports 0 (not
+/// probed).
 pub fn instruction_peak(mode: Activations) -> f64 {
     #[cfg(target_arch = "x86_64")]
-    if KernelPath::detect() == KernelPath::Avx512Vnni {
+    {
+        let path = KernelPath::detect();
+        let per_instr = match (path, mode) {
+            (KernelPath::Avx512Vnni, Activations::Int8) => 64.0,
+            (KernelPath::Avx512Vnni, Activations::F32) => 16.0,
+            (KernelPath::Avx2, Activations::Int8) => 32.0,
+            (KernelPath::Avx2, Activations::F32) => 8.0,
+            _ => return 0.0,
+        };
         let iters = 2_000_000u64;
         let mut best = f64::INFINITY;
         for _ in 0..3 {
             let start = Instant::now();
             Pool::global().run(&|_, _| {
-                // SAFETY: the AVX-512 VNNI path is supported (checked above).
-                let r = unsafe { peak_loop(mode, iters) };
+                // SAFETY: the path's instructions are supported (`detect` checked them).
+                let r = unsafe {
+                    match path {
+                        KernelPath::Avx512Vnni => peak_loop(mode, iters),
+                        _ => peak_loop_avx2(mode, iters),
+                    }
+                };
                 std::hint::black_box(r);
             });
             best = best.min(start.elapsed().as_secs_f64());
         }
-        let per_instr = if mode == Activations::Int8 { 64.0 } else { 16.0 };
+        #[allow(clippy::needless_return)]
         return 12.0 * iters as f64 * per_instr * Pool::global().threads() as f64 / best / 1e9;
     }
-    let _ = mode;
-    0.0
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = mode;
+        0.0
+    }
+}
+
+/// [`peak_loop`] with AVX2 instructions: `vpmaddubsw` ymm (int8) or `vfmadd` ymm (f32).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+unsafe fn peak_loop_avx2(mode: Activations, iters: u64) -> f32 {
+    use std::arch::x86_64::*;
+    let mut f = [_mm256_set1_ps(1.0); 12];
+    let mut i = [_mm256_set1_epi16(1); 12];
+    let b = std::hint::black_box(_mm256_set1_epi8(5));
+    let (x, y) = (std::hint::black_box(_mm256_set1_ps(0.999_99)), std::hint::black_box(_mm256_set1_ps(1e-6)));
+    // As in `peak_loop`: the empty `asm!` keeps every instruction of every chain.
+    macro_rules! keep {
+        ($v:expr) => {
+            std::arch::asm!("/* {0} */", inout(ymm_reg) $v, options(nomem, nostack, preserves_flags))
+        };
+    }
+    if mode == Activations::Int8 {
+        for _ in 0..iters {
+            for acc in &mut i {
+                *acc = _mm256_maddubs_epi16(*acc, b);
+                keep!(*acc);
+            }
+        }
+    } else {
+        for _ in 0..iters {
+            for acc in &mut f {
+                *acc = _mm256_fmadd_ps(*acc, x, y);
+                keep!(*acc);
+            }
+        }
+    }
+    let mut lanes = [0i16; 16];
+    let mut s = 0.0;
+    for acc in &i {
+        _mm256_storeu_si256(lanes.as_mut_ptr().cast(), *acc);
+        s += lanes.iter().map(|&v| v as f32).sum::<f32>();
+    }
+    let mut fl = [0f32; 8];
+    for acc in &f {
+        _mm256_storeu_ps(fl.as_mut_ptr(), *acc);
+        s += fl.iter().sum::<f32>();
+    }
+    s
 }
 
 #[cfg(target_arch = "x86_64")]

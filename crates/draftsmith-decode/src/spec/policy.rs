@@ -11,9 +11,14 @@
 //!   first), as Beta counts. A node's path probability is the product along its path.
 //! * **Choice** ([`choose`]): nodes sorted by path probability (a parent never follows its
 //!   child), and the prefix of that order with the best `(1 + Σ p) / cost(1 + size)`; the empty
-//!   prefix is a plain autoregressive step. Every `PROBE_EVERY`-th step keeps at least the best
-//!   node, so a method that went cold can prove itself again; that costs at most one small pass
-//!   in `PROBE_EVERY` steps.
+//!   prefix is a plain autoregressive step.
+//! * **Drafting time**: a method whose drafts are not expected to pay back their drafting time
+//!   (measured per draft, or per drafter call for a method told its depth before drafting, a
+//!   draft model: [`Proposer::depth_range`]) is not called; such a method gets the depth with
+//!   the best expected rate. After at least `PROBE_EVERY` plain steps a probe drafts (one token
+//!   for a method told its depth) and keeps its best node, so a method that went cold can prove
+//!   itself again; probes are spaced by their measured cost (catch-up included) to stay within
+//!   [`PROBE_BUDGET`] of the plain steps' time.
 //!
 //! Pruning only removes nodes (with their subtrees) from a tree, so any choice is lossless.
 
@@ -330,6 +335,10 @@ pub struct Auto {
     /// Running average of the drafter's time per forward call, ms, for methods that are told
     /// their depth before drafting ([`Proposer::depth_range`]); `None` before it is measured.
     call_ms: Option<f64>,
+    /// Running average of what a probe's drafting took, ms (catch-up included).
+    probe_ms: Option<f64>,
+    /// Whether the method has drafted in this generation (its next drafting time is steady).
+    drafted_before: bool,
 }
 
 impl Auto {
@@ -349,6 +358,8 @@ impl Auto {
             since_probe: 0,
             class: 0,
             call_ms: None,
+            drafted_before: false,
+            probe_ms: None,
         }
     }
 
@@ -374,9 +385,9 @@ impl Auto {
     /// The depth to draft at for a method whose drafting time grows with the depth (up to
     /// `max`): the depth `d` with the best `(1 + Σ_{j ≤ d} p_j) / (d · call + t(1 + d))`, where
     /// `p_j` is the path probability at depth `j` and `call` the drafter's time per forward;
-    /// 0 (a plain step) when no depth beats `1 / t(1)`, at least 1 on a probe step. The full
-    /// depth until the drafter's time per call has been measured.
-    fn choose_depth(&self, max: usize, probe: bool) -> usize {
+    /// 0 (a plain step) when no depth beats `1 / t(1)`. The full depth until the drafter's
+    /// time per call has been measured.
+    fn choose_depth(&self, max: usize) -> usize {
         let Some(call_ms) = self.call_ms else { return max };
         let chain = DraftTree::chain(&vec![0; max]);
         let p = self.accept.path_probabilities_class(self.class, &chain);
@@ -384,11 +395,19 @@ impl Auto {
         for d in 1..=max {
             gain += p[d - 1];
             let rate = gain / (call_ms * d as f64 + self.cost.predict(1 + d));
-            if rate > best_rate || (probe && best == 0) {
+            if rate > best_rate {
                 (best, best_rate) = (d, rate);
             }
         }
         best
+    }
+
+    /// Plain steps between probes of a method that is not paying: probes may cost at most
+    /// [`PROBE_BUDGET`] of the plain steps' time, at the measured cost of a probe (or, before
+    /// one was measured, of a drafter call for a method told its depth, or of a draft).
+    fn probe_interval(&self, told_depth: bool) -> usize {
+        let typical = self.probe_ms.or(if told_depth { self.call_ms } else { self.draft_ms });
+        typical.map_or(PROBE_EVERY, |d| PROBE_EVERY.max((d / (PROBE_BUDGET * self.cost.predict(1))).ceil() as usize))
     }
 
     /// Draft sizes chosen and predicted against measured verify time so far.
@@ -426,55 +445,67 @@ impl Proposer for Auto {
     }
 
     fn set_sampling(&mut self, cfg: &crate::sampling::SamplingConfig) {
+        // Called once at the start of each generation: the next drafting time may include
+        // the drafter's prefill of the new prompt.
+        self.drafted_before = false;
         self.inner.set_sampling(cfg);
     }
 
     fn last_cost(&self) -> Option<DraftCost> {
+        // A plain step did not call the method: its own last cost is a step older.
+        if self.skipped {
+            return Some(DraftCost::default());
+        }
         self.inner.last_cost()
     }
 
     fn propose(&mut self, ctx: &DraftContext<'_>) -> Result<DraftTree, crate::DecodeError> {
-        self.since_probe += 1;
         let depth_range = self.inner.depth_range();
-        // A probe of a method told its depth drafts one token: one drafter call.
-        let probe_ms = if depth_range.is_some() { self.call_ms } else { self.draft_ms };
-        let interval = probe_ms
-            .map_or(PROBE_EVERY, |d| PROBE_EVERY.max((d / (PROBE_BUDGET * self.cost.predict(1))).ceil() as usize));
-        let probe = usize::from(self.since_probe >= interval);
-        if probe == 1 {
-            self.since_probe = 0;
-        }
         // The method's own signal for this draft (cheap, known before it drafts).
         self.class = self.inner.draft_class(ctx);
         // A drafter whose time is not paid back even by the best part of a draft like its last
         // one (or, for a method told its depth, by the best depth) is not called at all: the
-        // step is a plain `ar` step (probe steps still draft).
-        let worth = match depth_range {
-            Some(max) => {
-                let depth = self.choose_depth(max, probe == 1);
-                if depth > 0 {
-                    self.inner.limit_depth(depth);
-                }
-                depth > 0
-            }
-            None => probe == 1 || self.worth_drafting(),
+        // step is a plain `ar` step, except for a probe once enough such steps have passed.
+        let depth = match depth_range {
+            Some(max) => self.choose_depth(max),
+            None => usize::from(self.worth_drafting()),
         };
-        let was_skipped = std::mem::replace(&mut self.skipped, !worth);
+        self.since_probe += 1;
+        let probing = depth == 0 && self.since_probe >= self.probe_interval(depth_range.is_some());
+        let was_skipped = std::mem::replace(&mut self.skipped, depth == 0 && !probing);
         if self.skipped {
             self.last = Some((self.cost.predict(1), Instant::now()));
             return Ok(DraftTree::new());
         }
+        self.since_probe = 0;
+        if depth_range.is_some() {
+            // A probe of a method told its depth drafts one token.
+            self.inner.limit_depth(depth.max(1));
+        }
         let started = Instant::now();
         let tree = self.inner.propose(ctx)?;
         let ms = started.elapsed().as_secs_f64() * 1e3;
-        // Per-call time, from proposals whose catch-up fed only the last step's tokens (not the
-        // first one, which feeds the prompt, nor one after plain steps).
+        if probing {
+            // What a probe really costs (a draft model's catch-up on the tokens of the plain
+            // steps before it, the prompt's prefill in a new generation): spaces the next ones.
+            self.probe_ms = Some(self.probe_ms.map_or(ms, |d| d + EMA * (ms - d)));
+        }
+        // Drafting times are learned from proposals that follow a drafted step: the first one
+        // may include the drafter's own prefill of the prompt (a draft model's catch-up), and
+        // one after plain steps its catch-up on the tokens they added; counted as steady-state
+        // drafting time, either would keep the policy from drafting for the rest of the
+        // generation.
+        let steady = self.drafted_before && !was_skipped;
+        self.drafted_before = true;
         let calls = self.inner.last_cost().map_or(0, |c| c.calls);
-        if depth_range.is_some() && self.draft_ms.is_some() && !was_skipped && calls > 0 {
+        if steady && depth_range.is_some() && calls > 0 {
             let per_call = ms / calls as f64;
             self.call_ms = Some(self.call_ms.map_or(per_call, |c| c + EMA * (per_call - c)));
         }
-        self.draft_ms = Some(self.draft_ms.map_or(ms, |d| d + EMA * (ms - d)));
+        if steady {
+            self.draft_ms = Some(self.draft_ms.map_or(ms, |d| d + EMA * (ms - d)));
+        }
+        let probe = usize::from(probing);
         self.template = tree.clone();
         let p = self.accept.path_probabilities_class(self.class, &tree);
         let (keep, predicted) = choose(&tree, &p, &self.cost, probe);
