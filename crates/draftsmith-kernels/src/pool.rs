@@ -9,7 +9,9 @@
 //!
 //! [`Pool::run`] calls `f(thread, threads)` once on every thread (the caller is thread 0) and
 //! returns when all have finished. Work is split by the caller's own rule (usually contiguous
-//! ranges of output rows), so how many threads run never changes any result. When the pool is
+//! ranges of output rows), so how many threads run never changes any result. Waits spin while
+//! short and yield the core once they have lasted `YIELD_AFTER`, so a machine shared with other
+//! work slows the pool down by its share, not by scheduler time slices. When the pool is
 //! busy (another thread is inside `run`, or `run` is called from inside a job), the call runs
 //! `f(0, 1)` inline instead: same results, no deadlock.
 
@@ -119,8 +121,9 @@ impl Pool {
         }
         // A panic in the caller's share must not leave workers reading a dead job.
         let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(0, self.threads)));
+        let mut wait = Backoff::new();
         while s.done.load(Ordering::Acquire) < self.threads - 1 {
-            std::hint::spin_loop();
+            wait.pause();
         }
         if let Err(panic) = outcome {
             std::panic::resume_unwind(panic);
@@ -209,6 +212,7 @@ fn worker(s: &'static Shared, thread: usize, threads: usize) {
     loop {
         let start = Instant::now();
         let mut spins = 0u32;
+        let mut wait = Backoff::new();
         let epoch = loop {
             let e = s.epoch.load(Ordering::Acquire);
             if e != seen {
@@ -223,7 +227,7 @@ fn worker(s: &'static Shared, thread: usize, threads: usize) {
                 }
                 *parked -= 1;
             } else {
-                std::hint::spin_loop();
+                wait.pause();
             }
         };
         seen = epoch;
@@ -236,6 +240,41 @@ fn worker(s: &'static Shared, thread: usize, threads: usize) {
             std::process::abort();
         }
         s.done.fetch_add(1, Ordering::AcqRel);
+    }
+}
+
+/// A wait that spins while it is short and yields the core once it is not: on a machine whose
+/// cores are shared with other work, the thread being waited for may be descheduled, and a
+/// waiter that only spins keeps it off the core for the rest of a scheduler time slice
+/// (milliseconds, against operations of microseconds: a SmolLM2 step went from 7 ms to ~80 ms
+/// with one compiler process beside it). Yielding costs a system call, and only once a wait has
+/// already lasted [`YIELD_AFTER`].
+struct Backoff {
+    start: Option<Instant>,
+    spins: u32,
+}
+
+/// How long a wait spins before it starts yielding the core between checks.
+const YIELD_AFTER: Duration = Duration::from_micros(20);
+
+impl Backoff {
+    fn new() -> Self {
+        Self { start: None, spins: 0 }
+    }
+
+    /// One round of waiting: a spin-loop hint, or a yield once the wait is long.
+    fn pause(&mut self) {
+        self.spins += 1;
+        if self.spins < 64 {
+            std::hint::spin_loop();
+            return;
+        }
+        let start = *self.start.get_or_insert_with(Instant::now);
+        if start.elapsed() > YIELD_AFTER {
+            std::thread::yield_now();
+        } else {
+            std::hint::spin_loop();
+        }
     }
 }
 
