@@ -7,7 +7,7 @@ mod common;
 use burn::backend::Autodiff;
 use common::{ar, tiny, Lcg, B};
 use draftsmith_decode::methods::{LoadedReDrafter, ReDrafterProposer, ReDrafterSettings};
-use draftsmith_decode::{build_proposer_with, generate_speculative, Drafters, MethodParams};
+use draftsmith_decode::{build_proposer_with, generate_speculative, DraftContext, Drafters, MethodParams, Proposer};
 use draftsmith_heads::TargetIdentity;
 use draftsmith_model::{Architecture, Model};
 use draftsmith_train::{train_redrafter, ReDrafterTrainConfig, Sequence};
@@ -74,6 +74,25 @@ fn redrafter_is_lossless_for_every_beam_shape_and_gets_drafts_accepted() {
                 );
                 accepted += out.steps.iter().map(|s| s.accepted).sum::<usize>();
                 assert!(out.steps.iter().all(|s| s.tree_size <= width * (length - 1)));
+                // A draft policy's depth limit shortens the beams of the next proposal only.
+                let mut limited = ReDrafterProposer::new(&model, &loaded, settings).unwrap();
+                let mut steps = 0;
+                let out = draftsmith_decode::generate_speculative_with(
+                    &model,
+                    &prompt,
+                    24,
+                    &[],
+                    &mut DepthOne(&mut limited),
+                    &mut draftsmith_decode::Sampler::new(Default::default()),
+                    &mut |v| {
+                        steps += 1;
+                        v.step.tree_size <= width
+                    },
+                )
+                .unwrap();
+                assert_eq!(out.stop, draftsmith_decode::StopReason::MaxTokens, "case {case}: depth-1 drafts only");
+                assert_eq!(out.tokens, expected, "case {case}: depth-limited, width {width} length {length}");
+                assert!(steps > 0);
                 if tree_attention && width > 1 {
                     assert!(proposer.packing.packed_tokens <= proposer.packing.unpacked_tokens);
                 }
@@ -160,5 +179,27 @@ impl<P: draftsmith_decode::Proposer> draftsmith_decode::Proposer for Recording<P
         let tree = self.inner.propose(ctx)?;
         self.drafted.extend(tree.tokens());
         Ok(tree)
+    }
+}
+
+/// Limits its inner proposer to one drafted token per beam before every proposal.
+struct DepthOne<'a>(&'a mut dyn Proposer);
+
+impl Proposer for DepthOne<'_> {
+    fn name(&self) -> &str {
+        "depth-one"
+    }
+
+    fn wants_hidden(&self) -> bool {
+        self.0.wants_hidden()
+    }
+
+    fn propose(
+        &mut self,
+        ctx: &DraftContext<'_>,
+    ) -> Result<draftsmith_core::DraftTree, draftsmith_decode::DecodeError> {
+        assert_eq!(self.0.depth_range().map(|d| d >= 1), Some(true));
+        self.0.limit_depth(1);
+        self.0.propose(ctx)
     }
 }

@@ -62,6 +62,9 @@ pub struct ReDrafterProposer<B: Backend> {
     settings: ReDrafterSettings,
     pub packing: PackingStats,
     last_cost: DraftCost,
+    /// A draft policy's limit on the next proposal's drafted tokens per beam
+    /// ([`Proposer::limit_depth`]).
+    depth_limit: Option<usize>,
 }
 
 impl<B: Backend> ReDrafterProposer<B> {
@@ -113,6 +116,7 @@ impl<B: Backend> ReDrafterProposer<B> {
             settings,
             packing: PackingStats::default(),
             last_cost: DraftCost::default(),
+            depth_limit: None,
         })
     }
 }
@@ -200,6 +204,15 @@ impl<B: Backend> Proposer for ReDrafterProposer<B> {
         Some(self.settings.beam_length - 1)
     }
 
+    fn depth_range(&self) -> Option<usize> {
+        // One drafter step per drafted token of a beam.
+        Some(self.settings.beam_length - 1)
+    }
+
+    fn limit_depth(&mut self, depth: usize) {
+        self.depth_limit = Some(depth.max(1));
+    }
+
     fn wants_hidden(&self) -> bool {
         true
     }
@@ -219,7 +232,8 @@ impl<B: Backend> Proposer for ReDrafterProposer<B> {
         // The reference warps to the top 50 tokens; wider beams widen the warp so that every
         // beam can hold a distinct candidate.
         let top_k = BeamSearchConfig::DEFAULT_TOP_K.max(self.settings.beam_width);
-        let cfg = BeamSearchConfig { width: self.settings.beam_width, length: self.settings.beam_length, top_k };
+        let length = self.settings.beam_length.min(self.depth_limit.take().map_or(usize::MAX, |d| d + 1));
+        let cfg = BeamSearchConfig { width: self.settings.beam_width, length, top_k };
         let beams = {
             let mut search = Search {
                 p: self,
