@@ -142,8 +142,9 @@ fn every_drafter_method_of_the_registry_equals_autoregressive() {
             let out = spec(&target, &prompt, n, proposer.as_mut());
             assert_eq!(out.tokens, want, "{name}, trial {trial}, λ = {}", params.draft_len);
             assert!(
-                out.steps.iter().all(|s| s.drafted <= params.draft_len && s.draft_calls >= 1),
-                "{name}: at most λ generated, at least one drafter call per step"
+                out.steps.iter().all(|s| s.drafted <= params.draft_len && (s.draft_calls >= 1 || s.tree_size == 0)),
+                "{name}: at most λ generated, at least one drafter call per drafted step (the `auto` policy's \
+                 plain steps call none)"
             );
         }
     }
