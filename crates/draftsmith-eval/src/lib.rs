@@ -6,6 +6,7 @@
 //! the summaries computed from the records alone: `summary.json`, `report.md`, `plot.svg`.
 //! The library prints nothing; progress goes to a callback.
 
+pub mod bench;
 pub mod error;
 pub mod evaluate;
 pub mod lossless;
