@@ -3,6 +3,7 @@
 //! is trained and checkpointed.
 
 pub mod checkpoint;
+pub mod distilled;
 pub mod error;
 pub mod examples;
 pub mod hidden;
@@ -12,6 +13,7 @@ pub mod run;
 pub mod schedule;
 pub mod tokenswift;
 
+pub use distilled::{read_sequences, DistilledSequences};
 pub use error::TrainError;
 pub use examples::{LabelSource, Sequence};
 pub use redrafter::{train_redrafter, ReDrafterTrainConfig};
