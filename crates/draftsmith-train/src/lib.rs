@@ -6,6 +6,7 @@ pub mod checkpoint;
 pub mod distilled;
 pub mod error;
 pub mod examples;
+pub mod heldout;
 pub mod hidden;
 pub mod metrics;
 pub mod redrafter;

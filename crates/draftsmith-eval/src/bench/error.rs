@@ -15,9 +15,9 @@ pub enum BenchError {
     #[error("--contexts: a context must hold at least one cached token")]
     EmptyContext,
     #[error(transparent)]
-    Model(#[from] ModelError),
+    Model(Box<ModelError>),
     #[error(transparent)]
-    Decode(#[from] DecodeError),
+    Decode(Box<DecodeError>),
     /// llama.cpp reads GGUF files only.
     #[error("--vs-llamacpp needs a GGUF model file, got {}", path.display())]
     NotGguf { path: PathBuf },
@@ -39,4 +39,16 @@ pub enum BenchError {
     Io(#[from] std::io::Error),
     #[error(transparent)]
     Json(#[from] serde_json::Error),
+}
+
+impl From<ModelError> for BenchError {
+    fn from(e: ModelError) -> Self {
+        Self::Model(Box::new(e))
+    }
+}
+
+impl From<DecodeError> for BenchError {
+    fn from(e: DecodeError) -> Self {
+        Self::Decode(Box::new(e))
+    }
 }
