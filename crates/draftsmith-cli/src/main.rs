@@ -2,9 +2,13 @@
 
 mod backend;
 mod commands;
+mod eval_args;
+mod jobs;
 mod method_args;
 mod model_arg;
 mod progress;
+mod prompt_args;
+mod sampling_args;
 
 use std::process::ExitCode;
 

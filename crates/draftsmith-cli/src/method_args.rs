@@ -4,9 +4,8 @@
 use anyhow::Result;
 use burn::tensor::backend::Backend;
 use clap::Args;
-use draftsmith_decode::methods::{KvMode, LoadedReDrafter, LoadedTokenSwift};
-use draftsmith_decode::{DraftPolicy, Drafters, MethodParams};
-use draftsmith_heads::DrafterKind;
+use draftsmith_decode::methods::KvMode;
+use draftsmith_decode::{DraftPolicy, LoadedDrafters, MethodParams};
 use draftsmith_model::LoadedModel;
 
 use crate::model_arg::ModelArgs;
@@ -80,23 +79,6 @@ pub struct MethodParamArgs {
     pub draft_policy: DraftPolicy,
 }
 
-/// Drafters loaded for a run.
-pub struct LoadedDrafters<B: Backend> {
-    pub draft_model: Option<LoadedModel<B>>,
-    pub redrafter: Option<LoadedReDrafter<B>>,
-    pub tokenswift: Option<LoadedTokenSwift<B>>,
-}
-
-impl<B: Backend> LoadedDrafters<B> {
-    pub fn as_drafters(&self) -> Drafters<'_, B> {
-        Drafters {
-            draft_model: self.draft_model.as_ref().map(|d| &d.model),
-            redrafter: self.redrafter.as_ref(),
-            tokenswift: self.tokenswift.as_ref(),
-        }
-    }
-}
-
 impl From<&MethodParams> for MethodParamArgs {
     fn from(p: &MethodParams) -> Self {
         Self {
@@ -149,7 +131,7 @@ impl MethodParamArgs {
     }
 
     /// Loads the drafters that are named: a draft model (checked to share the target's
-    /// tokenizer) and a trained drafter (checked to be trained for this target).
+    /// tokenizer) and a trained drafter (checked to be trained for this target; [`LoadedDrafters::load`]).
     pub fn load_drafters<B: Backend>(
         &self,
         target: &LoadedModel<B>,
@@ -157,22 +139,9 @@ impl MethodParamArgs {
         device: &B::Device,
     ) -> Result<LoadedDrafters<B>> {
         let draft_model = match &self.draft_model {
-            Some(spec) => {
-                let drafter = ModelArgs { model: spec.clone(), ..model.clone() }.load::<B>(device)?;
-                draftsmith_decode::methods::check_tokenizers(&target.tokenizer, &drafter.tokenizer)?;
-                Some(drafter)
-            }
+            Some(spec) => Some(ModelArgs { model: spec.clone(), ..model.clone() }.load::<B>(device)?),
             None => None,
         };
-        let (mut redrafter, mut tokenswift) = (None, None);
-        if let Some(dir) = &self.drafter {
-            let dir = std::path::Path::new(dir);
-            let identity = crate::model_arg::target_identity(target)?;
-            match draftsmith_heads::drafter_kind(dir)? {
-                DrafterKind::ReDrafter => redrafter = Some(LoadedReDrafter::load(dir, &identity, device)?),
-                DrafterKind::TokenSwift => tokenswift = Some(LoadedTokenSwift::load(dir, &identity, device)?),
-            }
-        }
-        Ok(LoadedDrafters { draft_model, redrafter, tokenswift })
+        Ok(LoadedDrafters::load(target, draft_model, self.drafter.as_deref().map(std::path::Path::new), device)?)
     }
 }

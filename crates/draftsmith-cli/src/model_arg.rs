@@ -188,18 +188,3 @@ fn shard_names(index: &Path) -> Result<Vec<String>> {
     shards.dedup();
     Ok(shards)
 }
-
-/// The identity drafters are checked against: file name, weights fingerprint and shape.
-pub fn target_identity<B: burn::tensor::backend::Backend>(
-    loaded: &LoadedModel<B>,
-) -> Result<draftsmith_heads::TargetIdentity> {
-    let c = loaded.model.config();
-    let name =
-        loaded.path.file_name().map_or_else(|| loaded.path.display().to_string(), |n| n.to_string_lossy().into_owned());
-    Ok(draftsmith_heads::TargetIdentity {
-        name,
-        sha256: draftsmith_model::weights_sha256(&loaded.path)?,
-        vocab_size: c.vocab_size,
-        hidden_size: c.hidden_size,
-    })
-}

@@ -102,3 +102,13 @@ impl TrainDisplay {
         }
     }
 }
+
+/// Validation top-1 accuracy per head as `61.2 / 40.3 / …` percent (`n/a` without validation).
+pub fn top1_percents(top1: &[f64]) -> String {
+    let acc: Vec<String> = top1.iter().map(|a| format!("{:.1}", a * 100.0)).collect();
+    if acc.is_empty() {
+        "n/a".into()
+    } else {
+        acc.join(" / ")
+    }
+}

@@ -4,6 +4,7 @@
 pub mod ar;
 pub mod batch;
 pub mod cost;
+pub mod drafters;
 pub mod error;
 pub mod methods;
 pub mod registry;
@@ -11,6 +12,7 @@ pub mod sampling;
 pub mod spec;
 
 pub use ar::{generate, prefill, Generation, StopReason};
+pub use drafters::{target_identity, LoadedDrafters};
 pub use error::DecodeError;
 pub use registry::{
     build_proposer, build_proposer_with, validate_method, Drafters, MethodParams, AR, DRAFTER_METHODS, METHODS,

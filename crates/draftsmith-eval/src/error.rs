@@ -33,6 +33,8 @@ pub enum EvalError {
     NoManifest { dir: PathBuf, records: PathBuf },
     #[error("{path}: recipe: {problem}")]
     Recipe { path: std::path::PathBuf, problem: String },
+    #[error("{}: not a summary: {problem}", path.display())]
+    Summary { path: PathBuf, problem: String },
     #[error("plot: {problem}")]
     Plot { problem: String },
 }

@@ -6,6 +6,7 @@
 //! the summaries computed from the records alone: `summary.json`, `report.md`, `plot.svg`.
 //! The library prints nothing; progress goes to a callback.
 
+pub mod bench;
 pub mod error;
 pub mod evaluate;
 pub mod lossless;
@@ -15,6 +16,7 @@ pub mod prompts;
 pub mod recipe;
 pub mod records;
 pub mod report;
+pub mod reproduce;
 pub mod runner;
 pub mod stats;
 pub mod summary;
@@ -27,6 +29,7 @@ pub use plot::PLOT_FILE;
 pub use prompts::{encode_prompts, read_prompts, EncodedPrompt, Prompt, PromptSet};
 pub use recipe::{DrafterRecipe, GridPoint, Recipe};
 pub use records::{read_records, Record, RECORDS_FILE};
+pub use reproduce::{combined_table, run_recipe, RecipeEvent, RecipeStages};
 pub use runner::{Progress, RunSpec};
 pub use stats::{peak_rss_mb, StatsLog};
 pub use summary::{alpha, distinct_n, summarize, tokens_per_step, MethodSummary, Mismatch, Summary};

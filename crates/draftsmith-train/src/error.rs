@@ -18,6 +18,17 @@ pub enum TrainError {
     NoExamples(String),
     #[error("invalid training config: {0}")]
     Config(String),
+    #[error(transparent)]
+    Data(#[from] draftsmith_data::DataError),
+    /// The distilled dataset was made with another target than the one being trained for.
+    #[error("{}: this dataset was distilled from `{name}` (sha256 {sha256}), not from the target being trained for (sha256 {target_sha}); distill it again with this --model", dir.display())]
+    WrongTarget { dir: PathBuf, name: String, sha256: String, target_sha: String },
+    /// No held-out book is long enough for one eval prompt.
+    #[error("no held-out book has {tokens} tokens: no eval prompts written")]
+    NoEvalPrompts { tokens: usize },
+    /// Teacher labels asked for, but the dataset has no teacher continuations.
+    #[error("{}: --labels teacher needs teacher continuations; distill with --teacher-len 5", dir.display())]
+    NoTeacher { dir: PathBuf },
 }
 
 impl TrainError {

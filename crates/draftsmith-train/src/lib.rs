@@ -3,8 +3,10 @@
 //! is trained and checkpointed.
 
 pub mod checkpoint;
+pub mod distilled;
 pub mod error;
 pub mod examples;
+pub mod heldout;
 pub mod hidden;
 pub mod metrics;
 pub mod redrafter;
@@ -12,6 +14,7 @@ pub mod run;
 pub mod schedule;
 pub mod tokenswift;
 
+pub use distilled::{read_sequences, DistilledSequences};
 pub use error::TrainError;
 pub use examples::{LabelSource, Sequence};
 pub use redrafter::{train_redrafter, ReDrafterTrainConfig};

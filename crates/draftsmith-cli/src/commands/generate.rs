@@ -3,14 +3,16 @@
 use std::io::Write;
 use std::path::PathBuf;
 
-use anyhow::{Context, Result};
+use anyhow::Result;
 use burn::tensor::backend::Backend;
 use clap::builder::PossibleValuesParser;
 use clap::Args;
-use draftsmith_decode::{build_proposer_with, Generation, Sampler, SamplingConfig, AR, METHODS};
+use draftsmith_decode::{build_proposer_with, Generation, Sampler, AR, METHODS};
 
 use crate::method_args::MethodParamArgs;
-use draftsmith_model::{ChatMessage, LoadedModel, TextStream};
+use crate::prompt_args::PromptArgs;
+use crate::sampling_args::SamplingArgs;
+use draftsmith_model::TextStream;
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::json;
 
@@ -21,21 +23,8 @@ use crate::model_arg::ModelArgs;
 pub struct GenerateArgs {
     #[command(flatten)]
     pub model: ModelArgs,
-    /// The prompt (the user message unless --no-chat-template).
-    #[arg(long, short = 'p', required_unless_present_any = ["messages", "prompt_file"])]
-    pub prompt: Option<String>,
-    /// Read the prompt from a text file (e.g. a long book prefix).
-    #[arg(long, conflicts_with = "prompt")]
-    pub prompt_file: Option<PathBuf>,
-    /// A JSON file with chat messages: `[{"role": "user", "content": "…"}, …]`.
-    #[arg(long, conflicts_with = "prompt")]
-    pub messages: Option<PathBuf>,
-    /// A system message placed before the prompt.
-    #[arg(long)]
-    pub system: Option<String>,
-    /// Tokenize the prompt as raw text instead of applying the model's chat template.
-    #[arg(long)]
-    pub no_chat_template: bool,
+    #[command(flatten)]
+    pub prompt: PromptArgs,
     #[arg(long, default_value_t = 256)]
     pub max_new_tokens: usize,
     /// Do not stop at the end-of-sequence token: generate exactly --max-new-tokens (or up to
@@ -62,90 +51,14 @@ pub struct GenerateArgs {
     pub stats_every: usize,
 }
 
-/// Sampling flags shared by the commands that decode.
-#[derive(Debug, Clone, Args)]
-pub struct SamplingArgs {
-    /// 0 = greedy.
-    #[arg(long, default_value_t = 0.0)]
-    pub temperature: f32,
-    /// Keep the k most likely tokens (0 = off).
-    #[arg(long, default_value_t = 0)]
-    pub top_k: usize,
-    /// Nucleus sampling threshold (1 = off).
-    #[arg(long, default_value_t = 1.0)]
-    pub top_p: f32,
-    /// Drop tokens below min-p × the top probability (0 = off).
-    #[arg(long, default_value_t = 0.0)]
-    pub min_p: f32,
-    /// Penalty on tokens already in the context (1 = off); the same as --penalty.
-    #[arg(long, default_value_t = 1.0)]
-    pub repetition_penalty: f32,
-    /// η-sampling threshold (0 = off).
-    #[arg(long, default_value_t = 0.0)]
-    pub eta: f32,
-    #[arg(long, default_value_t = 0)]
-    pub seed: u64,
-}
-
-impl SamplingArgs {
-    pub fn config(&self) -> SamplingConfig {
-        SamplingConfig {
-            temperature: self.temperature,
-            top_k: self.top_k,
-            top_p: self.top_p,
-            min_p: self.min_p,
-            repetition_penalty: self.repetition_penalty,
-            eta: self.eta,
-            penalty_window: 0,
-            seed: self.seed,
-        }
-    }
-}
-
 pub fn run(args: GenerateArgs) -> Result<()> {
     args.sampling.config().validate()?;
     crate::with_backend!(args.model.device, |B, device| run_on::<B>(&args, &device))
 }
 
-/// The prompt's token ids: chat template applied unless disabled.
-pub fn prompt_ids<B: Backend>(loaded: &LoadedModel<B>, args: &GenerateArgs) -> Result<Vec<u32>> {
-    let from_file = match &args.prompt_file {
-        Some(path) => Some(
-            std::fs::read_to_string(path)
-                .with_context(|| format!("{}: cannot read the prompt file", path.display()))?,
-        ),
-        None => None,
-    };
-    let prompt = from_file.or_else(|| args.prompt.clone());
-    let text = if args.no_chat_template {
-        prompt.clone().context("--no-chat-template needs --prompt or --prompt-file")?
-    } else {
-        let mut messages: Vec<ChatMessage> = match &args.messages {
-            Some(path) => serde_json::from_str(
-                &std::fs::read_to_string(path).with_context(|| format!("{}: cannot read", path.display()))?,
-            )
-            .with_context(|| {
-                format!("{}: expected a JSON list of {{\"role\", \"content\"}} objects", path.display())
-            })?,
-            None => Vec::new(),
-        };
-        if let Some(system) = &args.system {
-            messages.insert(0, ChatMessage::new("system", system));
-        }
-        if let Some(prompt) = &prompt {
-            messages.push(ChatMessage::new("user", prompt));
-        }
-        let template = loaded.tokenizer.chat_template().with_context(|| {
-            format!("{}: the model has no chat template; pass --no-chat-template", loaded.path.display())
-        })?;
-        template.render(&messages, true)?
-    };
-    Ok(loaded.tokenizer.encode(&text)?)
-}
-
 fn run_on<B: Backend>(args: &GenerateArgs, device: &B::Device) -> Result<()> {
     let loaded = args.model.load::<B>(device)?;
-    let prompt = prompt_ids(&loaded, args)?;
+    let prompt = args.prompt.ids(&loaded)?;
     let params = args.params.params();
     let mut config = args.sampling.config();
     // --penalty / --penalty-window (method parameters, shared with eval) set the same penalty.

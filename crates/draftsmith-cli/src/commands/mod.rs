@@ -8,4 +8,3 @@ pub mod fetch;
 pub mod generate;
 pub mod reproduce;
 pub mod train;
-pub mod train_tokenswift;

@@ -1,15 +1,14 @@
-//! `draftsmith reproduce <recipe.toml>`: one eval per grid point of a recipe (each resumable,
-//! so finished points are skipped), then `eval/results/<name>/table.md` across the points.
+//! `draftsmith reproduce <recipe.toml>`: the recipe runner ([`draftsmith_eval::reproduce`])
+//! with the distill, train and eval stages of the other subcommands ([`crate::jobs`]).
 
-use std::fmt::Write as _;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
 use clap::Args;
-use draftsmith_eval::{Recipe, Summary, SUMMARY_FILE};
+use draftsmith_eval::{run_recipe, DrafterRecipe, GridPoint, Recipe, RecipeEvent, RecipeStages};
 
-use crate::commands::eval::{self, EvalArgs};
-use crate::commands::{distill, train};
+use crate::eval_args::EvalArgs;
+use crate::jobs::{distill::DistillJob, train::TrainJob};
 use crate::model_arg::{ModelArgs, DEFAULT_MODEL};
 
 /// Run a recipe.
@@ -44,108 +43,72 @@ pub fn run(args: ReproduceArgs) -> Result<()> {
         weights: None,
         activations: args.activations,
     };
-    prepare_drafters(&recipe, &model)?;
-    // Every point decodes the same prompts with the same baseline: unless the recipe says
-    // otherwise, `ar` runs once, at the first point.
-    let first_records = points.first().map(|p| recipe.point_dir(&args.results, p).join(draftsmith_eval::RECORDS_FILE));
-    for (i, point) in points.iter().enumerate() {
-        eprintln!("[{}/{}] {}", i + 1, points.len(), point.label);
-        let out = recipe.point_dir(&args.results, point);
-        eval::run(EvalArgs {
-            model: model.clone(),
+    let mut stages = Stages { recipe: &recipe, model };
+    let table = run_recipe(&recipe, &args.recipe, &points, &args.results, &mut stages, &mut |event| match event {
+        RecipeEvent::Trained { drafter, run } => eprintln!("drafter `{drafter}`: trained ({})", run.display()),
+        RecipeEvent::Distilling { drafter: d, data } => {
+            eprintln!(
+                "drafter `{}`: distilling {} conversations of {} into {}",
+                d.name,
+                d.limit,
+                d.data,
+                data.display()
+            )
+        }
+        RecipeEvent::Training { drafter, run } => eprintln!("drafter `{drafter}`: training into {}", run.display()),
+        RecipeEvent::Point { index, total, label } => eprintln!("[{index}/{total}] {label}"),
+    })?;
+    println!("{}", table.display());
+    Ok(())
+}
+
+/// The recipe's stages, run as the `distill`, `train redrafter` and `eval` subcommands would.
+struct Stages<'a> {
+    recipe: &'a Recipe,
+    model: ModelArgs,
+}
+
+impl RecipeStages for Stages<'_> {
+    type Error = anyhow::Error;
+
+    fn distill(&mut self, d: &DrafterRecipe, data: &Path) -> Result<()> {
+        let job = DistillJob {
+            model: self.model.clone(),
+            data: d.data.clone(),
+            limit: d.limit,
+            out: data.to_path_buf(),
+            config: d.distill.clone(),
+            json: false,
+        };
+        crate::jobs::distill::run(&job).with_context(|| format!("drafter `{}`", d.name))
+    }
+
+    fn train(&mut self, d: &DrafterRecipe, data: &Path, run: &Path) -> Result<()> {
+        let job = TrainJob {
+            model: self.model.clone(),
+            data: data.to_path_buf(),
+            out: run.to_path_buf(),
+            config: d.train.clone(),
+            limit: None,
+            max_seq_len: d.distill.max_seq_len,
+        };
+        crate::jobs::train::run(&job).with_context(|| format!("drafter `{}`", d.name))
+    }
+
+    fn eval(&mut self, point: &GridPoint, out: &Path, reuse_ar_from: Option<&Path>) -> Result<()> {
+        let recipe = self.recipe;
+        let args = EvalArgs {
+            model: self.model.clone(),
             methods: recipe.methods.clone(),
             prompts: recipe.prompts.clone(),
             limit: recipe.limit,
             max_new_tokens: recipe.max_new_tokens,
             no_chat_template: !recipe.chat_template,
-            out: Some(out.clone()),
+            out: Some(out.to_path_buf()),
             json: false,
-            reuse_ar_from: if i == 0 || !recipe.share_ar { None } else { first_records.clone() },
+            reuse_ar_from: reuse_ar_from.map(Path::to_path_buf),
             params: (&point.params).into(),
-        })
-        .with_context(|| format!("grid point {}", point.label))?;
+        };
+        crate::jobs::eval::run(&args).with_context(|| format!("grid point {}", point.label))
     }
-    let table = combined_table(&recipe, &args, &points)?;
-    let path = args.results.join(&recipe.name).join("table.md");
-    std::fs::write(&path, table).with_context(|| format!("cannot write {}", path.display()))?;
-    println!("{}", path.display());
-    Ok(())
-}
-
-/// Distils and trains the recipe's drafters that are not trained yet (both stages resume).
-fn prepare_drafters(recipe: &Recipe, model: &ModelArgs) -> Result<()> {
-    for d in recipe.drafters.iter().filter(|d| d.path.is_none()) {
-        let run = d.run_dir(&recipe.name);
-        if run.join("summary.json").is_file() && run.join("drafter.safetensors").is_file() {
-            eprintln!("drafter `{}`: trained ({})", d.name, run.display());
-            continue;
-        }
-        let data = d.data_dir(&recipe.name);
-        eprintln!("drafter `{}`: distilling {} conversations of {} into {}", d.name, d.limit, d.data, data.display());
-        distill::distill_job(&distill::DistillJob {
-            model: model.clone(),
-            data: d.data.clone(),
-            limit: d.limit,
-            out: data.clone(),
-            config: d.distill.clone(),
-            json: false,
-        })
-        .with_context(|| format!("drafter `{}`", d.name))?;
-        eprintln!("drafter `{}`: training into {}", d.name, run.display());
-        train::train_job(&train::TrainJob {
-            model: model.clone(),
-            data,
-            out: run,
-            config: d.train.clone(),
-            limit: None,
-            max_seq_len: d.distill.max_seq_len,
-        })
-        .with_context(|| format!("drafter `{}`", d.name))?;
-    }
-    Ok(())
-}
-
-/// One row per (grid point, method) with τ, speedup and the lossless check.
-fn combined_table(recipe: &Recipe, args: &ReproduceArgs, points: &[draftsmith_eval::GridPoint]) -> Result<String> {
-    let mut t = String::new();
-    writeln!(
-        t,
-        "# {}\n\n{}\n\nCommand: `draftsmith reproduce {}`\n",
-        recipe.name,
-        recipe.description,
-        args.recipe.display()
-    )?;
-    writeln!(t, "| grid point | method | τ (tokens/step) | acceptance % | MAT | Util % | draft calls/token | verify tokens/step (packed) | unpacked W×L | speedup vs ar | speedup with prefill | draft ms/step | verify ms/step | lossless |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")?;
-    for point in points {
-        let path = recipe.point_dir(&args.results, point).join(SUMMARY_FILE);
-        let summary: Summary = serde_json::from_str(
-            &std::fs::read_to_string(&path).with_context(|| format!("cannot read {}", path.display()))?,
-        )
-        .with_context(|| format!("{}: not a summary", path.display()))?;
-        let opt = |v: Option<f64>, digits: usize| v.map_or("–".to_string(), |v| format!("{v:.digits$}"));
-        for (name, m) in summary.iter() {
-            let unpacked = if name == "redrafter" {
-                (point.params.beam_width * point.params.beam_length).to_string()
-            } else {
-                "–".into()
-            };
-            writeln!(
-                t,
-                "| {} | {name} | {:.3} | {} | {} | {} | {} | {} | {unpacked} | {:.2}× | {:.2}× | {} | {} | {} |",
-                point.label,
-                m.tokens_per_step,
-                opt(m.acceptance_pct, 1),
-                opt(m.mean_accepted, 2),
-                opt(m.utilization.map(|u| 100.0 * u), 1),
-                if m.draft_calls > 0 { opt(m.draft_calls_per_token, 2) } else { "–".into() },
-                opt(m.mean_tree_size.map(|s| 1.0 + s), 1),
-                m.speedup.unwrap_or(f64::NAN),
-                m.speedup_with_prefill.unwrap_or(f64::NAN),
-                opt(m.mean_draft_ms, 2),
-                opt(m.mean_verify_ms, 2),
-                if m.lossless { "yes" } else { "**no**" }
-            )?;
-        }
-    }
-    Ok(t)
 }

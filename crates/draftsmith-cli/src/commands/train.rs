@@ -1,24 +1,23 @@
 //! `draftsmith train redrafter`: trains a drafter on a distilled dataset over the frozen target
-//! (`train tokenswift` is in [`super::train_tokenswift`]).
+//! (`train tokenswift` is in [`tokenswift`]).
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
-use anyhow::{bail, Context, Result};
-use burn::backend::Autodiff;
-use burn::tensor::backend::Backend;
+use anyhow::Result;
 use clap::{Args, Subcommand, ValueEnum};
 use draftsmith_heads::redrafter::HeadKind;
-use draftsmith_train::{train_redrafter, LabelSource, ReDrafterTrainConfig, Sequence};
+use draftsmith_train::{LabelSource, ReDrafterTrainConfig};
 
 use crate::model_arg::ModelArgs;
-use crate::progress::TrainDisplay;
+
+pub mod tokenswift;
 
 #[derive(Debug, Subcommand)]
 pub enum TrainCommand {
     /// Train a ReDrafter RNN drafter (the target stays frozen; only the drafter is saved).
     Redrafter(RedrafterArgs),
     /// Train TokenSwift's chained linear heads on long texts (the target stays frozen).
-    Tokenswift(crate::commands::train_tokenswift::TokenSwiftArgs),
+    Tokenswift(tokenswift::TokenSwiftArgs),
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -122,7 +121,7 @@ impl RedrafterArgs {
 pub fn run(cmd: TrainCommand) -> Result<()> {
     match cmd {
         TrainCommand::Redrafter(args) => {
-            let job = TrainJob {
+            let job = crate::jobs::train::TrainJob {
                 model: args.model.clone(),
                 data: args.data.clone(),
                 out: args.out.clone(),
@@ -130,107 +129,8 @@ pub fn run(cmd: TrainCommand) -> Result<()> {
                 limit: args.limit,
                 max_seq_len: args.max_seq_len,
             };
-            train_job(&job)
+            crate::jobs::train::run(&job)
         }
-        TrainCommand::Tokenswift(args) => crate::commands::train_tokenswift::run(&args),
+        TrainCommand::Tokenswift(args) => tokenswift::run(&args),
     }
-}
-
-/// One ReDrafter training run, resolved (also run by `reproduce` for a recipe's drafters).
-pub struct TrainJob {
-    pub model: ModelArgs,
-    pub data: PathBuf,
-    pub out: PathBuf,
-    pub config: ReDrafterTrainConfig,
-    pub limit: Option<usize>,
-    pub max_seq_len: usize,
-}
-
-pub fn train_job(job: &TrainJob) -> Result<()> {
-    crate::with_backend!(job.model.device, |B, device| redrafter::<B>(job, &device))
-}
-
-/// Reads a distilled dataset into training sequences; checks it was distilled from `target_sha`.
-pub fn read_sequences(
-    dir: &Path,
-    target_sha: &str,
-    limit: Option<usize>,
-    max_len: usize,
-) -> Result<(Vec<Sequence>, serde_json::Value)> {
-    let (manifest, records) = draftsmith_data::read_records(dir)?;
-    if manifest.target.sha256 != target_sha {
-        bail!(
-            "{}: this dataset was distilled from `{}` (sha256 {}), not from the target being trained for (sha256 {}); distill it again with this --model",
-            dir.display(),
-            manifest.target.name,
-            manifest.target.sha256,
-            target_sha
-        );
-    }
-    if !manifest.complete {
-        tracing::warn!(dir = %dir.display(), "the distilled dataset is incomplete (distill was interrupted); training on the finished shards");
-    }
-    let teacher_len = manifest.params.teacher_len.unwrap_or(0);
-    let mut seqs: Vec<Sequence> = records
-        .into_iter()
-        .map(|r| {
-            let n = r.tokens.len().min(max_len);
-            Sequence {
-                tokens: r.tokens[..n].to_vec(),
-                loss_mask: r.loss_mask[..n].to_vec(),
-                teacher: r.teacher.map(|t| t[..n * teacher_len].to_vec()),
-                teacher_len,
-            }
-        })
-        .collect();
-    if let Some(k) = limit {
-        seqs.truncate(k);
-    }
-    let fingerprint = serde_json::json!({
-        "shards": manifest.shards.iter().map(|s| s.sha256.clone()).collect::<Vec<_>>(),
-        "params": manifest.params.settings,
-        "limit": limit,
-        "max_seq_len": max_len,
-    });
-    Ok((seqs, fingerprint))
-}
-
-fn redrafter<B: Backend>(args: &TrainJob, device: &B::Device) -> Result<()> {
-    let cfg = args.config.clone();
-    cfg.validate()?;
-    let loaded = args.model.load::<B>(device)?;
-    let identity = crate::model_arg::target_identity(&loaded)?;
-    let (seqs, fingerprint) = read_sequences(
-        &args.data,
-        &identity.sha256,
-        args.limit,
-        args.max_seq_len.min(loaded.model.config().max_position_embeddings),
-    )?;
-    if cfg.labels == LabelSource::Teacher && seqs.iter().all(|s| s.teacher.is_none()) {
-        bail!("{}: --labels teacher needs teacher continuations; distill with --teacher-len 5", args.data.display());
-    }
-    let tokens: usize = seqs.iter().map(|s| s.tokens.len()).sum();
-    eprintln!(
-        "training a ReDrafter ({:?} head) on {} sequences / {tokens} tokens from {} → {}",
-        cfg.head,
-        seqs.len(),
-        args.data.display(),
-        args.out.display()
-    );
-    let mut display = TrainDisplay::new(Some(tokens));
-    let summary =
-        train_redrafter::<Autodiff<B>>(&loaded.model, &identity, &seqs, &cfg, &args.out, fingerprint, &mut |event| {
-            display.on(event)
-        })
-        .context("training failed")?;
-    display.finish();
-    let acc: Vec<String> = summary.val_top1.iter().map(|a| format!("{:.1}", a * 100.0)).collect();
-    println!(
-        "done: {} steps (this run: {:.0} s); validation top-1 % per head: {}; drafter exported to {}",
-        summary.steps,
-        summary.seconds,
-        if acc.is_empty() { "n/a".into() } else { acc.join(" / ") },
-        args.out.display()
-    );
-    Ok(())
 }

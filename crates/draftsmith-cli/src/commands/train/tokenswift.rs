@@ -9,8 +9,8 @@ use anyhow::{bail, Context, Result};
 use burn::backend::Autodiff;
 use burn::tensor::backend::Backend;
 use clap::Args;
-use draftsmith_data::books::{read_books, split_books, Book, BookSplit};
-use draftsmith_train::{chunks, train_tokenswift, TokenSwiftTrainConfig};
+use draftsmith_data::books::{read_books, split_books, Book};
+use draftsmith_train::{chunks, heldout, train_tokenswift, TokenSwiftTrainConfig};
 
 use crate::model_arg::ModelArgs;
 use crate::progress::fetch_with_progress;
@@ -112,7 +112,7 @@ fn train<B: Backend>(args: &TokenSwiftArgs, device: &B::Device) -> Result<()> {
     let cfg = args.config();
     cfg.validate()?;
     let loaded = args.model.load::<B>(device)?;
-    let identity = crate::model_arg::target_identity(&loaded)?;
+    let identity = draftsmith_decode::target_identity(&loaded)?;
     let sources = args.books.iter().map(|s| resolve_source(s)).collect::<Result<Vec<_>>>()?;
     let books = read_books(&sources, MIN_BOOK_CHARS)?;
     let (train_books, eval_books, split) = split_books(books, args.eval_books.as_deref())?;
@@ -131,8 +131,8 @@ fn train<B: Backend>(args: &TokenSwiftArgs, device: &B::Device) -> Result<()> {
     let stride = (held_out.len() / cfg.val_chunks.max(1)).max(1);
     let val: Vec<Vec<u32>> = held_out.into_iter().step_by(stride).take(cfg.val_chunks).collect();
     std::fs::create_dir_all(&args.out).with_context(|| format!("cannot create {}", args.out.display()))?;
-    write_split(&args.out, &split, &train_streams, &eval_streams)?;
-    write_eval_prompts(
+    heldout::write_split(&args.out, &split, &train_streams, &eval_streams)?;
+    heldout::write_eval_prompts(
         &args.out.join("eval-prompts.jsonl"),
         &eval_books,
         &eval_streams,
@@ -163,51 +163,12 @@ fn train<B: Backend>(args: &TokenSwiftArgs, device: &B::Device) -> Result<()> {
     )
     .context("training failed")?;
     display.finish();
-    let acc: Vec<String> = summary.val_top1.iter().map(|a| format!("{:.1}", a * 100.0)).collect();
     println!(
         "done: {} steps (this run: {:.0} s); held-out top-1 % per head (tokens t+2, t+3, …): {}; heads exported to {}",
         summary.steps,
         summary.seconds,
-        if acc.is_empty() { "n/a".into() } else { acc.join(" / ") },
+        crate::progress::top1_percents(&summary.val_top1),
         args.out.display()
     );
     Ok(())
-}
-
-fn write_split(dir: &Path, split: &BookSplit, train: &[Vec<u32>], eval: &[Vec<u32>]) -> Result<()> {
-    let tokens = |s: &[Vec<u32>]| s.iter().map(Vec::len).collect::<Vec<_>>();
-    let value = serde_json::json!({ "train": split.train, "eval": split.eval, "train_tokens": tokens(train), "eval_tokens": tokens(eval) });
-    let path = dir.join("split.json");
-    std::fs::write(&path, serde_json::to_string_pretty(&value)? + "\n")
-        .with_context(|| format!("cannot write {}", path.display()))
-}
-
-/// `per_book` prefixes of `tokens` tokens from each held-out book, evenly spaced through it:
-/// `{"id": "<book>@<token offset>", "prompt": <text>}` per line.
-fn write_eval_prompts(
-    path: &Path,
-    books: &[Book],
-    streams: &[Vec<u32>],
-    per_book: usize,
-    tokens: usize,
-    tokenizer: &draftsmith_model::TextTokenizer,
-) -> Result<()> {
-    let mut out = String::new();
-    for (book, ids) in books.iter().zip(streams) {
-        if ids.len() < tokens {
-            continue;
-        }
-        let room = ids.len() - tokens;
-        for k in 0..per_book {
-            let start = room * k / per_book.max(1);
-            let text = tokenizer.decode(&ids[start..start + tokens])?;
-            out +=
-                &serde_json::to_string(&serde_json::json!({ "id": format!("{}@{start}", book.name), "prompt": text }))?;
-            out.push('\n');
-        }
-    }
-    if out.is_empty() {
-        bail!("no held-out book has {tokens} tokens: no eval prompts written");
-    }
-    std::fs::write(path, out).with_context(|| format!("cannot write {}", path.display()))
 }

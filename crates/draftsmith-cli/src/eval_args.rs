@@ -1,0 +1,54 @@
+//! The flags of `draftsmith eval` (also filled in by `reproduce` for each grid point).
+
+use std::path::PathBuf;
+
+use clap::builder::PossibleValuesParser;
+use clap::Args;
+use draftsmith_decode::METHODS;
+
+use crate::method_args::MethodParamArgs;
+use crate::model_arg::ModelArgs;
+
+/// Compare decoding methods with the autoregressive baseline on a prompt set (greedy).
+///
+/// Every prompt runs `ar` first, then each method, on the same loaded model; any output that
+/// differs from `ar`'s fails the run (exit code 1) after all records are written. Rerunning
+/// with the same `--out` skips the (prompt, method) pairs already recorded.
+#[derive(Debug, Args)]
+pub struct EvalArgs {
+    #[command(flatten)]
+    pub model: ModelArgs,
+    /// Methods, comma-separated; `ar` (the baseline) always runs, first.
+    #[arg(long, required = true, value_delimiter = ',', value_parser = PossibleValuesParser::new(METHODS))]
+    pub methods: Vec<String>,
+    /// A JSONL file with one object per line: an id (`id`, `question_id` or `task_id`) and
+    /// `prompt` (a string) or `turns` (user messages; the first is used). Or a dataset name:
+    /// `mt-bench` (first turns) or `humaneval` (the function stubs); both are fetched on first use.
+    /// Each prompt is the user message of the chat template unless --no-chat-template (for
+    /// humaneval that gives raw code completion).
+    #[arg(long)]
+    pub prompts: String,
+    /// Use only the first K prompts.
+    #[arg(long, value_name = "K")]
+    pub limit: Option<usize>,
+    /// New tokens per prompt at most (generation also stops at the model's end-of-turn token).
+    #[arg(long, default_value_t = 128)]
+    pub max_new_tokens: usize,
+    /// Tokenize each prompt as raw text instead of applying the model's chat template.
+    #[arg(long)]
+    pub no_chat_template: bool,
+    /// Output directory (resumed when it holds the same eval). Default: eval/runs/<UTC time>
+    /// (git-ignored; recorded results go under eval/results/ by an explicit --out).
+    #[arg(long)]
+    pub out: Option<PathBuf>,
+    /// Reuse the `ar` records of an earlier eval's `records.jsonl` (same model, prompts and
+    /// --max-new-tokens; records whose prompt ids differ are ignored) instead of decoding the
+    /// baseline again.
+    #[arg(long)]
+    pub reuse_ar_from: Option<PathBuf>,
+    /// Print the per-method summary as one JSON object on the last stdout line.
+    #[arg(long)]
+    pub json: bool,
+    #[command(flatten)]
+    pub params: MethodParamArgs,
+}

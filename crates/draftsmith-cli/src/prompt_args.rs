@@ -1,0 +1,67 @@
+//! The prompt flags of `generate`: a prompt, a prompt file or chat messages, rendered through
+//! the model's chat template unless told otherwise.
+
+use std::path::PathBuf;
+
+use anyhow::{Context, Result};
+use burn::tensor::backend::Backend;
+use clap::Args;
+use draftsmith_model::{ChatMessage, LoadedModel};
+
+/// What to generate from.
+#[derive(Debug, Args)]
+pub struct PromptArgs {
+    /// The prompt (the user message unless --no-chat-template).
+    #[arg(long, short = 'p', required_unless_present_any = ["messages", "prompt_file"])]
+    pub prompt: Option<String>,
+    /// Read the prompt from a text file (e.g. a long book prefix).
+    #[arg(long, conflicts_with = "prompt")]
+    pub prompt_file: Option<PathBuf>,
+    /// A JSON file with chat messages: `[{"role": "user", "content": "…"}, …]`.
+    #[arg(long, conflicts_with = "prompt")]
+    pub messages: Option<PathBuf>,
+    /// A system message placed before the prompt.
+    #[arg(long)]
+    pub system: Option<String>,
+    /// Tokenize the prompt as raw text instead of applying the model's chat template.
+    #[arg(long)]
+    pub no_chat_template: bool,
+}
+
+impl PromptArgs {
+    /// The prompt's token ids: chat template applied unless disabled.
+    pub fn ids<B: Backend>(&self, loaded: &LoadedModel<B>) -> Result<Vec<u32>> {
+        let from_file = match &self.prompt_file {
+            Some(path) => Some(
+                std::fs::read_to_string(path)
+                    .with_context(|| format!("{}: cannot read the prompt file", path.display()))?,
+            ),
+            None => None,
+        };
+        let prompt = from_file.or_else(|| self.prompt.clone());
+        let text = if self.no_chat_template {
+            prompt.clone().context("--no-chat-template needs --prompt or --prompt-file")?
+        } else {
+            let mut messages: Vec<ChatMessage> = match &self.messages {
+                Some(path) => serde_json::from_str(
+                    &std::fs::read_to_string(path).with_context(|| format!("{}: cannot read", path.display()))?,
+                )
+                .with_context(|| {
+                    format!("{}: expected a JSON list of {{\"role\", \"content\"}} objects", path.display())
+                })?,
+                None => Vec::new(),
+            };
+            if let Some(system) = &self.system {
+                messages.insert(0, ChatMessage::new("system", system));
+            }
+            if let Some(prompt) = &prompt {
+                messages.push(ChatMessage::new("user", prompt));
+            }
+            let template = loaded.tokenizer.chat_template().with_context(|| {
+                format!("{}: the model has no chat template; pass --no-chat-template", loaded.path.display())
+            })?;
+            template.render(&messages, true)?
+        };
+        Ok(loaded.tokenizer.encode(&text)?)
+    }
+}

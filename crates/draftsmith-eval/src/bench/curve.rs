@@ -1,0 +1,93 @@
+//! The verify cost curve: t(n) for chains and random trees at each cached context, split into
+//! matrices / attention / the rest, with the roofline beside it.
+
+use burn::tensor::backend::Backend;
+use draftsmith_decode::cost::{cached_context, time_pass, DraftShape};
+use draftsmith_model::Model;
+use serde::Serialize;
+
+use super::machine::Machine;
+use super::{BenchError, BenchEvent};
+
+/// One point of the curve (a line of the table, an element of `verify_curve`).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CurvePoint {
+    /// Cached tokens before the pass.
+    pub context: usize,
+    pub shape: DraftShape,
+    /// Tokens in the pass.
+    pub n: usize,
+    /// Median wall time.
+    pub ms: f64,
+    /// `ms` over the 1-token pass at the same context and shape.
+    pub over_step1: f64,
+    pub matrices_ms: f64,
+    pub attention_ms: f64,
+    pub other_ms: f64,
+    /// The roofline at the kernel's measured peak.
+    pub roofline_ms: f64,
+    pub roofline_over_step1: f64,
+    /// The roofline at the instruction peak (what a perfect kernel could do).
+    pub isa_roofline_ms: f64,
+    /// `isa_roofline_ms` over its 1-token value (printed, not recorded).
+    #[serde(skip)]
+    pub isa_roofline_over_step1: f64,
+}
+
+/// Times every size of `sizes` (1 added when missing) as a chain and as a tree at each of
+/// `contexts`, `runs` passes per point; contexts that do not fit the model are skipped.
+pub fn verify_curve<B: Backend>(
+    model: &Model<B>,
+    machine: &Machine,
+    sizes: &[usize],
+    contexts: &[usize],
+    runs: usize,
+    on_event: &mut dyn FnMut(BenchEvent<'_>),
+) -> Result<Vec<CurvePoint>, BenchError> {
+    let roofline = |n: usize| machine.roofline(n, machine.kernel_peak_gmac_s);
+    let isa_roofline = |n: usize| machine.roofline(n, machine.instruction_peak_gmac_s);
+    let max_context = model.config().max_position_embeddings;
+    let mut sizes = sizes.to_vec();
+    if !sizes.contains(&1) {
+        sizes.insert(0, 1);
+    }
+    let largest = sizes.iter().copied().max().unwrap_or(1);
+    let mut points = Vec::new();
+    on_event(BenchEvent::CurveStart { runs });
+    for &context in contexts {
+        if context == 0 {
+            return Err(BenchError::EmptyContext);
+        }
+        if context + largest >= max_context {
+            on_event(BenchEvent::CurveSkipped { context, largest, max_context });
+            continue;
+        }
+        let mut cache = cached_context(model, context, largest)?;
+        for shape in [DraftShape::Chain, DraftShape::Tree] {
+            let mut t1 = f64::NAN;
+            for &n in &sizes {
+                let t = time_pass(model, &mut cache, shape, n, runs)?;
+                if n == 1 {
+                    t1 = t.ms;
+                }
+                let point = CurvePoint {
+                    context,
+                    shape,
+                    n,
+                    ms: t.ms,
+                    over_step1: t.ms / t1,
+                    matrices_ms: t.matrices_ms,
+                    attention_ms: t.attention_ms,
+                    other_ms: t.other_ms,
+                    roofline_ms: roofline(n),
+                    roofline_over_step1: roofline(n) / roofline(1),
+                    isa_roofline_ms: isa_roofline(n),
+                    isa_roofline_over_step1: isa_roofline(n) / isa_roofline(1),
+                };
+                on_event(BenchEvent::CurvePoint(&point));
+                points.push(point);
+            }
+        }
+    }
+    Ok(points)
+}
