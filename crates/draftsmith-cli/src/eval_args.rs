@@ -2,11 +2,10 @@
 
 use std::path::PathBuf;
 
-use clap::builder::PossibleValuesParser;
 use clap::Args;
-use draftsmith_decode::METHODS;
+use draftsmith_decode::{Method, MethodParams};
 
-use crate::method_args::MethodParamArgs;
+use crate::method_args::method_parser;
 use crate::model_arg::ModelArgs;
 
 /// Compare decoding methods with the autoregressive baseline on a prompt set (greedy).
@@ -19,8 +18,8 @@ pub struct EvalArgs {
     #[command(flatten)]
     pub model: ModelArgs,
     /// Methods, comma-separated; `ar` (the baseline) always runs, first.
-    #[arg(long, required = true, value_delimiter = ',', value_parser = PossibleValuesParser::new(METHODS))]
-    pub methods: Vec<String>,
+    #[arg(long, required = true, value_delimiter = ',', value_parser = method_parser())]
+    pub methods: Vec<Method>,
     /// A JSONL file with one object per line: an id (`id`, `question_id` or `task_id`) and
     /// `prompt` (a string) or `turns` (user messages; the first is used). Or a dataset name:
     /// `mt-bench` (first turns) or `humaneval` (the function stubs); both are fetched on first use.
@@ -50,5 +49,5 @@ pub struct EvalArgs {
     #[arg(long)]
     pub json: bool,
     #[command(flatten)]
-    pub params: MethodParamArgs,
+    pub params: MethodParams,
 }

@@ -5,27 +5,67 @@ mod common;
 use common::{bin, last_json};
 use serde_json::Value;
 use std::path::{Path, PathBuf};
-use std::process::Output;
+use std::process::{Command, Output, Stdio};
 
 fn scratch(name: &str) -> std::path::PathBuf {
     common::scratch("cli-distill", name)
 }
 
-fn distill(data: &Path, out: &Path, extra: &[&str]) -> Output {
+fn command(data: &Path, out: &Path, extra: &[&str]) -> Command {
     let model =
         PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").unwrap_or_else(|| env!("CARGO_MANIFEST_DIR").into()))
             .join("../../tests/fixtures/tiny-llama.gguf");
-    bin()
-        .args(["distill", "--model"])
+    let mut cmd = bin();
+    cmd.args(["distill", "--model"])
         .arg(model)
         .arg("--data")
         .arg(data)
         .arg("--out")
         .arg(out)
         .args(["--max-new-tokens", "8", "--teacher-len", "3", "--inputs-per-shard", "2", "--json"])
-        .args(extra)
-        .output()
-        .unwrap()
+        .args(extra);
+    cmd
+}
+
+fn distill(data: &Path, out: &Path, extra: &[&str]) -> Output {
+    command(data, out, extra).output().unwrap()
+}
+
+#[test]
+fn two_processes_distil_the_parts_of_the_single_process_dataset() {
+    let dir = scratch("shards");
+    let data = dir.join("prompts.jsonl");
+    let prompts: String = ["the cat", "a dog", "the sea", "an old tree", "rain", "the moon and", "bread"]
+        .iter()
+        .enumerate()
+        .map(|(i, p)| format!("{{\"id\": \"p{i}\", \"prompt\": \"{p}\"}}\n"))
+        .collect();
+    std::fs::write(&data, prompts).unwrap();
+    let single = dir.join("single");
+    let done = distill(&data, &single, &["--temperature", "0.8"]);
+    assert!(done.status.success(), "{}", String::from_utf8_lossy(&done.stderr));
+    // Two processes at once, as two machines of a job array would run them.
+    let parts = dir.join("parts");
+    let running: Vec<_> = ["0/2", "1/2"]
+        .iter()
+        .map(|part| {
+            let mut cmd = command(&data, &parts, &["--temperature", "0.8", "--shard", part]);
+            cmd.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap()
+        })
+        .collect();
+    for child in running {
+        let out = child.wait_with_output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    }
+    let (_, want) = draftsmith_data::read_records(&single).unwrap();
+    let (manifest, got) = draftsmith_data::read_records(&parts).unwrap();
+    assert_eq!(want.len(), 7);
+    assert_eq!(
+        got, want,
+        "the merged parts are the single-process dataset, record for record (sampled seeds included)"
+    );
+    assert!(manifest.complete);
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]

@@ -2,6 +2,7 @@
 //! manifests and metric definitions).
 
 pub mod beams;
+pub mod digest;
 pub mod tree;
 
 pub use beams::{

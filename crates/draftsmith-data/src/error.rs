@@ -101,6 +101,16 @@ pub enum DataError {
         problem: String,
     },
 
+    /// The parts of a sharded distillation do not make one dataset: one is missing, unfinished,
+    /// or made with another target, other settings or another split.
+    #[error("{dir}: {problem}")]
+    Parts {
+        /// The dataset directory holding the parts.
+        dir: PathBuf,
+        /// What is wrong, naming the part.
+        problem: String,
+    },
+
     /// Resuming a distilled dataset made with a different target or different parameters.
     #[error(
         "{dir}: cannot resume: manifest has {field} = {existing}, this run has {given}; \

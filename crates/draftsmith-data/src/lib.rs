@@ -4,7 +4,9 @@
 //!   Parquet (the accepted schemas are documented in [`conversations`]).
 //! - [`ShardWriter`] writes a distilled dataset — `manifest.json` plus Parquet shards (layout in
 //!   [`schema`]) — so that a killed run resumes where it stopped; [`read_records`] reads it
-//!   back, validated.
+//!   back, validated. A distillation split over machines (`distill --shard I/N`) writes one
+//!   dataset per part under the output directory ([`Part`]); [`read_records`] reads the parts
+//!   as one dataset.
 //!
 //! - [`books`] reads long texts (Gutenberg, KJV) and splits them by book for TokenSwift.
 //!
@@ -15,6 +17,7 @@ pub mod books;
 pub mod conversations;
 mod error;
 mod manifest;
+mod parts;
 mod record;
 pub mod schema;
 mod shards;
@@ -22,5 +25,6 @@ mod shards;
 pub use conversations::{read_conversations, Conversation, Message, ReadReport, Role};
 pub use error::DataError;
 pub use manifest::{read_manifest, DistillManifest, DistillParams, ShardInfo, TargetId, FORMAT_VERSION, MANIFEST_FILE};
+pub use parts::{Part, PartInfo};
 pub use record::{DistillRecord, RecordSource, NO_TOKEN};
 pub use shards::{read_records, ShardWriter};

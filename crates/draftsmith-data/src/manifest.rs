@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 use serde::{Deserialize, Serialize};
 
 use crate::error::DataError;
+use crate::parts::PartInfo;
 
 /// The manifest format this crate writes and reads.
 pub const FORMAT_VERSION: u32 = 1;
@@ -64,12 +65,21 @@ pub struct DistillManifest {
     pub shards: Vec<ShardInfo>,
     /// `true` once the run finished; `false` while it may still be resumed.
     pub complete: bool,
+    /// The part of a sharded distillation this dataset is (`distill --shard I/N`); absent for
+    /// a single-process dataset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub part: Option<PartInfo>,
 }
 
 impl DistillManifest {
     /// Number of input items covered by the listed shards.
     pub fn inputs_done(&self) -> usize {
-        self.shards.last().map_or(0, |s| s.first_input + s.inputs)
+        self.shards.last().map_or(self.first_input(), |s| s.first_input + s.inputs)
+    }
+
+    /// The first input this dataset covers: 0, or the start of its part's range.
+    pub fn first_input(&self) -> usize {
+        self.part.map_or(0, |p| p.range().start)
     }
 
     /// Total number of records over all shards.
@@ -92,7 +102,7 @@ pub fn read_manifest(dir: &Path) -> Result<DistillManifest, DataError> {
     if manifest.format_version != FORMAT_VERSION {
         return Err(bad(format!("format_version is {}, this build reads {FORMAT_VERSION}", manifest.format_version)));
     }
-    let mut next = 0;
+    let mut next = manifest.first_input();
     for shard in &manifest.shards {
         if shard.first_input != next {
             return Err(bad(format!(

@@ -5,23 +5,25 @@
 //! `shard-XXXXX.parquet.tmp`, synced and renamed; only then is the manifest (itself written to a
 //! temporary file and renamed) updated to list it. A run killed at any point therefore leaves a
 //! manifest that lists only complete, checksummed shards, and reopening the directory resumes
-//! after the last of them.
+//! after the last of them. The parts of a sharded distillation are datasets of this layout in
+//! `part-…-of-…` subdirectories ([`crate::Part`]).
 
 use std::fs::File;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
+use draftsmith_core::digest::{hex, sha256_file, Digest, Sha256};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::arrow::ArrowWriter;
 use parquet::basic::Compression;
 use parquet::file::properties::WriterProperties;
-use sha2::{Digest, Sha256};
 
 use crate::error::DataError;
 use crate::manifest::{
     check_resume, manifest_path, read_manifest, sync_dir, write_manifest, DistillManifest, DistillParams, ShardInfo,
     TargetId, FORMAT_VERSION,
 };
+use crate::parts::{check_kind, part_dirs, read_parts, Part, PartInfo};
 use crate::record::DistillRecord;
 use crate::schema::{from_batch, to_batch};
 
@@ -51,6 +53,33 @@ impl ShardWriter {
         params: DistillParams,
         inputs_per_shard: usize,
     ) -> Result<Self, DataError> {
+        check_kind(dir, false)?;
+        Self::open_dir(dir, target, params, inputs_per_shard, None)
+    }
+
+    /// Creates or resumes part `part` of a sharded distillation over `total_inputs` inputs, in
+    /// `dir/part-…-of-…/` (see [`Part`]). As [`ShardWriter::open`] otherwise; resuming also
+    /// requires the same part of the same number of inputs.
+    pub fn open_part(
+        dir: &Path,
+        part: Part,
+        total_inputs: usize,
+        target: TargetId,
+        params: DistillParams,
+        inputs_per_shard: usize,
+    ) -> Result<Self, DataError> {
+        check_kind(dir, true)?;
+        let info = PartInfo { part, total_inputs };
+        Self::open_dir(&dir.join(part.dir_name()), target, params, inputs_per_shard, Some(info))
+    }
+
+    fn open_dir(
+        dir: &Path,
+        target: TargetId,
+        params: DistillParams,
+        inputs_per_shard: usize,
+        part: Option<PartInfo>,
+    ) -> Result<Self, DataError> {
         if inputs_per_shard == 0 {
             let problem = "inputs_per_shard must be at least 1".to_string();
             return Err(DataError::InvalidArgument { path: dir.to_path_buf(), problem });
@@ -60,12 +89,27 @@ impl ShardWriter {
         let manifest = if resuming {
             let manifest = read_manifest(dir)?;
             check_resume(dir, &manifest, &target, &params)?;
+            if manifest.part != part {
+                return Err(DataError::ResumeMismatch {
+                    dir: dir.to_path_buf(),
+                    field: "part",
+                    existing: format!("{:?}", manifest.part),
+                    given: format!("{part:?}"),
+                });
+            }
             for shard in &manifest.shards {
                 verify_checksum(&dir.join(&shard.file), &shard.sha256)?;
             }
             manifest
         } else {
-            DistillManifest { format_version: FORMAT_VERSION, target, params, shards: Vec::new(), complete: false }
+            DistillManifest {
+                format_version: FORMAT_VERSION,
+                target,
+                params,
+                shards: Vec::new(),
+                complete: false,
+                part,
+            }
         };
         remove_leftovers(dir, &manifest)?;
         if !resuming {
@@ -74,9 +118,25 @@ impl ShardWriter {
         Ok(ShardWriter { dir: dir.to_path_buf(), manifest, inputs_per_shard, pending: Vec::new(), pending_inputs: 0 })
     }
 
-    /// Number of input items covered by finished shards; the caller skips that many.
+    /// The input items covered by finished shards end here: the caller goes on from this index
+    /// (for a part, an index into the whole input list).
     pub fn inputs_done(&self) -> usize {
         self.manifest.inputs_done()
+    }
+
+    /// The inputs this writer is for, out of `total`: all of them, or its part's range.
+    pub fn input_range(&self, total: usize) -> Result<std::ops::Range<usize>, DataError> {
+        match self.manifest.part {
+            None => Ok(0..total),
+            Some(info) if info.total_inputs == total => Ok(info.range()),
+            Some(info) => Err(DataError::InvalidArgument {
+                path: self.dir.clone(),
+                problem: format!(
+                    "part {} was opened for {} inputs but is given {total}: every part must read the same input list",
+                    info.part, info.total_inputs
+                ),
+            }),
+        }
     }
 
     /// The manifest as it is on disk.
@@ -153,7 +213,7 @@ fn write_parquet(path: &Path, records: &[DistillRecord]) -> Result<String, DataE
     writer.write(&batch).map_err(DataError::parquet(path))?;
     let sink = writer.into_inner().map_err(DataError::parquet(path))?;
     sink.inner.sync_all().map_err(DataError::io(path))?;
-    Ok(format!("{:x}", sink.hasher.finalize()))
+    Ok(hex(&sink.hasher.finalize()))
 }
 
 /// Passes writes through to a file while hashing them.
@@ -176,10 +236,7 @@ impl Write for HashingWriter {
 
 /// SHA-256 of a file, lowercase hex.
 fn file_sha256(path: &Path) -> Result<String, DataError> {
-    let mut file = File::open(path).map_err(DataError::io(path))?;
-    let mut hasher = Sha256::new();
-    std::io::copy(&mut file, &mut hasher).map_err(DataError::io(path))?;
-    Ok(format!("{:x}", hasher.finalize()))
+    sha256_file(path).map_err(DataError::io(path))
 }
 
 /// Checks that a listed shard exists and has the recorded checksum.
@@ -217,7 +274,22 @@ fn remove_leftovers(dir: &Path, manifest: &DistillManifest) -> Result<(), DataEr
 /// The manifest is returned too; it may be incomplete (`complete == false`) if the run that
 /// made it was interrupted. A truncated, corrupt or modified shard is a
 /// [`DataError::CorruptShard`] naming the file.
+///
+/// A directory holding the parts of a sharded distillation (`part-…-of-…/`, no `manifest.json`
+/// of its own) is read as one dataset: the parts' records in input order, under a merged
+/// manifest (see [`Part`]).
 pub fn read_records(dir: &Path) -> Result<(DistillManifest, Vec<DistillRecord>), DataError> {
+    if !manifest_path(dir).exists() {
+        let parts = part_dirs(dir)?;
+        if !parts.is_empty() {
+            return read_parts(dir, parts, read_dataset);
+        }
+    }
+    read_dataset(dir)
+}
+
+/// [`read_records`] of one dataset directory (with its own `manifest.json`).
+fn read_dataset(dir: &Path) -> Result<(DistillManifest, Vec<DistillRecord>), DataError> {
     let manifest = read_manifest(dir)?;
     let mut records = Vec::with_capacity(manifest.records());
     for shard in &manifest.shards {

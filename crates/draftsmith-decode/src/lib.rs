@@ -6,6 +6,7 @@ pub mod batch;
 pub mod cost;
 pub mod drafters;
 pub mod error;
+pub mod method;
 pub mod methods;
 pub mod registry;
 pub mod sampling;
@@ -14,10 +15,8 @@ pub mod spec;
 pub use ar::{generate, prefill, Generation, StopReason};
 pub use drafters::{target_identity, LoadedDrafters};
 pub use error::DecodeError;
-pub use registry::{
-    build_proposer, build_proposer_with, validate_method, Drafters, MethodParams, AR, DRAFTER_METHODS, METHODS,
-    TRAINED_DRAFTER_METHODS,
-};
+pub use method::{Method, Needs};
+pub use registry::{build_proposer, build_proposer_with, validate_method, Drafters, MethodParams};
 pub use sampling::{Sampler, SamplingConfig};
 pub use spec::{
     generate_speculative, generate_speculative_sampled, generate_speculative_with, DraftContext, DraftCost,

@@ -1,9 +1,9 @@
-//! Every decoding method by name, built from one set of method parameters. The names are the
-//! ones used on the command line (`--methods`) and in recipes and records.
+//! Every decoding method ([`Method`]) built from one set of method parameters.
 
 use serde::{Deserialize, Serialize};
 
 use crate::error::DecodeError;
+use crate::method::{Method, Needs};
 use burn::tensor::backend::Backend;
 use draftsmith_model::Model;
 
@@ -14,82 +14,80 @@ use crate::methods::{
 };
 use crate::spec::{Auto, CostModel, DraftPolicy, Proposer};
 
-/// The autoregressive baseline: no proposer, one target call per token.
-pub const AR: &str = "ar";
-
-/// Every method [`build_proposer`] knows, `ar` first.
-pub const METHODS: &[&str] = &[
-    AR,
-    "prompt-lookup",
-    "ngram-trie",
-    "draft-model",
-    "precut",
-    "token-cache",
-    "post-use-draft",
-    "post-use",
-    "post-use-precut",
-    "redrafter",
-    "tokenswift",
-];
-
-/// Methods that need a trained drafter directory (`--drafter`).
-pub const TRAINED_DRAFTER_METHODS: &[&str] = &["redrafter", "tokenswift"];
-
-/// Methods that need a drafter model (`--draft-model`); `token-cache` wraps the drafter when
-/// one is given and prompt lookup otherwise.
-///
-/// The Post-use paper's ablation (its Table 3) adds one mechanism per row; each row is a method:
-/// `draft-model` (vanilla speculative decoding), `post-use-draft` (+ the token cache at the
-/// draft model), `post-use` (+ the token cache at the target too), `post-use-precut` (+ the
-/// Pre-cut controller: the paper's whole method). `token-cache` (cache at the target only) and
-/// `precut` (controller only) are the single mechanisms.
-pub const DRAFTER_METHODS: &[&str] = &["draft-model", "precut", "post-use-draft", "post-use", "post-use-precut"];
-
-/// Method parameters. Field names are the recipe keys; the command-line flags are the same
-/// names in kebab case (`draft_len` → `--draft-len`). A method ignores the fields it has no use for.
+/// Method parameters. Field names are the recipe keys; the command-line flags (with the `clap`
+/// feature, which derives them from this struct) are the same names in kebab case
+/// (`draft_len` → `--draft-len`). A method ignores the fields it has no use for.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "clap", derive(clap::Args))]
+#[cfg_attr(feature = "clap", command(next_help_heading = "Method parameters"))]
 #[serde(deny_unknown_fields, default)]
 pub struct MethodParams {
-    /// Draft length of chain methods (prompt-lookup).
+    /// Draft length of chain methods (prompt-lookup) and λ of the draft-model methods.
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = MethodParams::default().draft_len))]
     pub draft_len: usize,
     /// Longest n-gram prompt lookup tries to match (down to 1).
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = MethodParams::default().lookup_ngram))]
     pub lookup_ngram: usize,
-    /// N-gram trie: sliding-window length n.
+    /// N-gram trie: sliding-window length n (the paper's best: 13).
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = MethodParams::default().ngram_n))]
     pub ngram_n: usize,
-    /// N-gram trie: maximum prefix length L_p.
+    /// N-gram trie: maximum prefix length L_p (the paper's best: 3).
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = MethodParams::default().ngram_lp))]
     pub ngram_lp: usize,
     /// N-gram trie: most draft nodes per step (bounded heap).
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = MethodParams::default().num_draft))]
     pub num_draft: usize,
     /// N-gram trie: also index the generated tokens (the paper indexes the context only).
+    #[cfg_attr(feature = "clap", arg(long))]
     pub ngram_update_output: bool,
-    /// Drafter model for `draft-model`, `precut` and `token-cache` (a path or fetch name).
+    /// Drafter for `draft-model`, `precut`, the `post-use` methods and `token-cache`: a model
+    /// with the target's tokenizer (a .gguf, HF directory, hf:id or fetch name, e.g.
+    /// qwen2.5-coder-0.5b).
+    #[cfg_attr(feature = "clap", arg(long))]
     pub draft_model: Option<String>,
-    /// Trained drafter directory (`drafter.safetensors` + `config.json`) for `redrafter`.
+    /// Trained drafter directory for `redrafter` or `tokenswift` (`drafter.safetensors` +
+    /// `config.json`, as written by `draftsmith train redrafter|tokenswift` / `draftsmith export`).
+    #[cfg_attr(feature = "clap", arg(long))]
     pub drafter: Option<String>,
     /// ReDrafter: beams per step.
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = MethodParams::default().beam_width))]
     pub beam_width: usize,
     /// ReDrafter: tokens per beam, counting the target's guaranteed token.
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = MethodParams::default().beam_length))]
     pub beam_length: usize,
-    /// ReDrafter: pack beams into a prefix tree (dynamic tree attention).
+    /// ReDrafter: pack beams into a prefix tree (dynamic tree attention). On the command line
+    /// `--no-tree-attention` verifies every beam as its own chain (the ablation).
+    #[cfg_attr(feature = "clap", arg(long = "no-tree-attention", action = clap::ArgAction::SetFalse))]
     pub tree_attention: bool,
-    /// TokenSwift: candidates per depth, p0 first (`[1, 3, 3, 3]`).
+    /// TokenSwift: candidates per depth, p0's first (`1,3,3,3`; `3,3,3,3`, `1,9,9,9`).
+    #[cfg_attr(
+        feature = "clap",
+        arg(long, value_delimiter = ',', default_values_t = MethodParams::default().tree)
+    )]
     pub tree: Vec<usize>,
     /// TokenSwift: n-gram continuations added per step (0 = no token reutilization).
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = MethodParams::default().ngram_topk))]
     pub ngram_topk: usize,
-    /// TokenSwift: draft KV cache `full`, `partial-static` or `dynamic`.
+    /// TokenSwift: the draft forward's KV cache: full, partial-static or dynamic.
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = MethodParams::default().kv_mode))]
     pub kv_mode: KvMode,
-    /// TokenSwift: draft KV budget B (tokens).
+    /// TokenSwift: draft KV budget B in tokens (partial modes).
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = MethodParams::default().kv_budget))]
     pub kv_budget: usize,
-    /// TokenSwift: sink tokens S kept in the draft cache.
+    /// TokenSwift: sink tokens S always kept in the draft cache.
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = MethodParams::default().kv_sinks))]
     pub kv_sinks: usize,
-    /// The target's contextual (repetition) penalty θ for every method, `ar` included (1 =
-    /// off): part of its greedy decoding, so outputs stay comparable token for token.
+    /// Contextual / repetition penalty θ of the target's greedy decoding, for every method, `ar`
+    /// included (1 = off): part of its greedy decoding, so outputs stay comparable token for token.
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = MethodParams::default().penalty))]
     pub penalty: f64,
-    /// The penalty looks at the last `penalty_window` tokens (0 = the whole context).
+    /// The penalty looks at the last W tokens (0 = the whole context).
+    #[cfg_attr(feature = "clap", arg(long, value_name = "W", default_value_t = MethodParams::default().penalty_window))]
     pub penalty_window: usize,
-    /// `auto`: each step verifies only the part of the method's draft with the best expected
-    /// tokens per second on this machine ([`crate::spec::policy`]); `fixed`: the method's own
-    /// settings, as a paper's table ran them.
+    /// `auto`: each step verifies only the part of the draft with the best expected tokens per
+    /// second (cost model calibrated on this machine, acceptance learned online); `fixed`: the
+    /// method's own draft settings, as a paper's table ran them.
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = MethodParams::default().draft_policy))]
     pub draft_policy: DraftPolicy,
 }
 
@@ -157,84 +155,60 @@ impl<B: Backend> Clone for Drafters<'_, B> {
 
 impl<B: Backend> Copy for Drafters<'_, B> {}
 
-/// Checks that method `name` exists and its parameters are valid, without building it.
-pub fn validate_method(name: &str, params: &MethodParams) -> Result<(), DecodeError> {
-    if TRAINED_DRAFTER_METHODS.contains(&name) {
-        if params.drafter.is_none() {
-            return Err(DecodeError::InvalidParam {
-                method: name.to_string(),
-                param: "drafter",
-                value: "none".into(),
-                problem: "this method needs a trained drafter directory (--drafter)".into(),
-            });
+/// Checks that `method`'s parameters are valid, without building it.
+pub fn validate_method(method: Method, params: &MethodParams) -> Result<(), DecodeError> {
+    let invalid = |param: &'static str, value: String, problem: &str| {
+        Err(DecodeError::InvalidParam { method: method.to_string(), param, value, problem: problem.into() })
+    };
+    match method.needs() {
+        Needs::TrainedDrafter if params.drafter.is_none() => {
+            return invalid("drafter", "none".into(), "this method needs a trained drafter directory (--drafter)");
         }
-        if name == "tokenswift" {
+        Needs::DraftModel if params.draft_model.is_none() => {
+            return invalid("draft_model", "none".into(), "this method needs a drafter (--draft-model)");
+        }
+        _ => {}
+    }
+    match method {
+        Method::TokenSwift => {
             if params.tree.is_empty() || params.tree.contains(&0) {
-                return Err(DecodeError::InvalidParam {
-                    method: name.to_string(),
-                    param: "tree",
-                    value: format!("{:?}", params.tree),
-                    problem: "needs one positive count per depth".into(),
-                });
+                return invalid("tree", format!("{:?}", params.tree), "needs one positive count per depth");
             }
             if params.kv_budget <= params.kv_sinks {
-                return Err(DecodeError::InvalidParam {
-                    method: name.to_string(),
-                    param: "kv_budget",
-                    value: params.kv_budget.to_string(),
-                    problem: format!("must exceed kv_sinks ({})", params.kv_sinks),
-                });
+                let problem = format!("must exceed kv_sinks ({})", params.kv_sinks);
+                return invalid("kv_budget", params.kv_budget.to_string(), &problem);
             }
-            return Ok(());
+            Ok(())
         }
-        if params.beam_width == 0 {
-            return Err(DecodeError::InvalidParam {
-                method: name.to_string(),
-                param: "beam_width",
-                value: "0".into(),
-                problem: "must be at least 1".into(),
-            });
+        Method::ReDrafter => {
+            if params.beam_width == 0 {
+                return invalid("beam_width", "0".into(), "must be at least 1");
+            }
+            if params.beam_length < 2 {
+                let problem = "must be at least 2 (it counts the target's guaranteed token)";
+                return invalid("beam_length", params.beam_length.to_string(), problem);
+            }
+            Ok(())
         }
-        if params.beam_length < 2 {
-            return Err(DecodeError::InvalidParam {
-                method: name.to_string(),
-                param: "beam_length",
-                value: params.beam_length.to_string(),
-                problem: "must be at least 2 (it counts the target's guaranteed token)".into(),
-            });
+        m if m.uses_draft_model() => {
+            if params.draft_len == 0 {
+                return invalid("draft_len", "0".into(), "must be at least 1");
+            }
+            Ok(())
         }
-        return Ok(());
+        Method::TokenCache => build_proposer(Method::PromptLookup, params).map(|_| ()),
+        m => build_proposer(m, params).map(|_| ()),
     }
-    if DRAFTER_METHODS.contains(&name) {
-        if params.draft_model.is_none() {
-            return Err(DecodeError::InvalidParam {
-                method: name.to_string(),
-                param: "draft_model",
-                value: "none".into(),
-                problem: "this method needs a drafter (--draft-model)".into(),
-            });
-        }
-        if params.draft_len == 0 {
-            return Err(DecodeError::InvalidParam {
-                method: name.to_string(),
-                param: "draft_len",
-                value: "0".into(),
-                problem: "must be at least 1".into(),
-            });
-        }
-        return Ok(());
-    }
-    build_proposer(if name == "token-cache" { "prompt-lookup" } else { name }, params).map(|_| ())
 }
 
-/// Builds the proposer of method `name` for `target`, with the loaded drafters the method needs.
+/// Builds the proposer of `method` for `target`, with the loaded drafters the method needs.
 pub fn build_proposer_with<B: Backend>(
-    name: &str,
+    method: Method,
     params: &MethodParams,
     target: &Model<B>,
     drafters: Drafters<'_, B>,
 ) -> Result<Option<Box<dyn Proposer>>, DecodeError> {
-    let proposer = build_method(name, params, target, drafters)?;
+    let proposer = build_method(method, params, target, drafters)?;
     Ok(match (proposer, params.draft_policy) {
         (Some(p), DraftPolicy::Auto) => Some(Box::new(Auto::new(p, CostModel::calibrate(target)))),
         (p, _) => p,
@@ -243,16 +217,16 @@ pub fn build_proposer_with<B: Backend>(
 
 /// The method's own proposer, before any draft policy.
 fn build_method<B: Backend>(
-    name: &str,
+    method: Method,
     params: &MethodParams,
     target: &Model<B>,
     drafters: Drafters<'_, B>,
 ) -> Result<Option<Box<dyn Proposer>>, DecodeError> {
-    validate_method(name, params)?;
+    validate_method(method, params)?;
     let drafter = drafters.draft_model;
-    if name == "tokenswift" {
+    if method == Method::TokenSwift {
         let loaded = drafters.tokenswift.ok_or_else(|| DecodeError::InvalidParam {
-            method: name.to_string(),
+            method: method.to_string(),
             param: "drafter",
             value: "not loaded".into(),
             problem: "this method needs trained TokenSwift heads (--drafter)".into(),
@@ -268,9 +242,9 @@ fn build_method<B: Backend>(
         };
         return Ok(Some(Box::new(TokenSwiftProposer::new(target, loaded, settings)?)));
     }
-    if name == "redrafter" {
+    if method == Method::ReDrafter {
         let loaded = drafters.redrafter.ok_or_else(|| DecodeError::InvalidParam {
-            method: name.to_string(),
+            method: method.to_string(),
             param: "drafter",
             value: "not loaded".into(),
             problem: "this method needs a trained drafter (--drafter)".into(),
@@ -284,7 +258,7 @@ fn build_method<B: Backend>(
     }
     let draft_model = |precut: bool, reuse: bool| -> Result<DraftModel<B>, DecodeError> {
         let model = drafter.ok_or_else(|| DecodeError::InvalidParam {
-            method: name.to_string(),
+            method: method.to_string(),
             param: "draft_model",
             value: "not loaded".into(),
             problem: "this method needs a drafter (--draft-model)".into(),
@@ -299,27 +273,27 @@ fn build_method<B: Backend>(
     let at_target = |inner: DraftModel<B>| -> Result<Option<Box<dyn Proposer>>, DecodeError> {
         Ok(Some(Box::new(TokenCache::new(inner, TokenCacheConfig::default())?)))
     };
-    Ok(match name {
-        "draft-model" => Some(Box::new(draft_model(false, false)?)),
-        "precut" => Some(Box::new(draft_model(true, false)?)),
-        "post-use-draft" => Some(Box::new(draft_model(false, true)?)),
-        "post-use" => at_target(draft_model(false, true)?)?,
-        "post-use-precut" => at_target(draft_model(true, true)?)?,
-        "token-cache" if drafter.is_some() => at_target(draft_model(false, false)?)?,
-        "token-cache" => {
+    Ok(match method {
+        Method::DraftModel => Some(Box::new(draft_model(false, false)?)),
+        Method::PreCut => Some(Box::new(draft_model(true, false)?)),
+        Method::PostUseDraft => Some(Box::new(draft_model(false, true)?)),
+        Method::PostUse => at_target(draft_model(false, true)?)?,
+        Method::PostUsePreCut => at_target(draft_model(true, true)?)?,
+        Method::TokenCache if drafter.is_some() => at_target(draft_model(false, false)?)?,
+        Method::TokenCache => {
             let inner = PromptLookup { max_ngram: params.lookup_ngram, min_ngram: 1, k: params.draft_len };
             Some(Box::new(TokenCache::new(inner, TokenCacheConfig::default())?))
         }
-        _ => build_proposer(name, params)?,
+        m => build_proposer(m, params)?,
     })
 }
 
 /// Builds the proposer of a method that needs no drafter; `ar` has none (`Ok(None)`).
-pub fn build_proposer(name: &str, params: &MethodParams) -> Result<Option<Box<dyn Proposer>>, DecodeError> {
+pub fn build_proposer(method: Method, params: &MethodParams) -> Result<Option<Box<dyn Proposer>>, DecodeError> {
     let positive = |param: &'static str, value: usize| {
         if value == 0 {
             Err(DecodeError::InvalidParam {
-                method: name.to_string(),
+                method: method.to_string(),
                 param,
                 value: value.to_string(),
                 problem: "must be at least 1".into(),
@@ -328,14 +302,14 @@ pub fn build_proposer(name: &str, params: &MethodParams) -> Result<Option<Box<dy
             Ok(value)
         }
     };
-    match name {
-        AR => Ok(None),
-        "prompt-lookup" => Ok(Some(Box::new(PromptLookup {
+    match method {
+        Method::Ar => Ok(None),
+        Method::PromptLookup => Ok(Some(Box::new(PromptLookup {
             max_ngram: positive("lookup_ngram", params.lookup_ngram)?,
             min_ngram: 1,
             k: positive("draft_len", params.draft_len)?,
         }))),
-        "ngram-trie" => {
+        Method::NgramTrie => {
             let config = NgramTrieConfig {
                 n: params.ngram_n,
                 prefix_len: params.ngram_lp,
@@ -344,14 +318,19 @@ pub fn build_proposer(name: &str, params: &MethodParams) -> Result<Option<Box<dy
                 ..NgramTrieConfig::default()
             };
             let trie = NgramTrie::new(config).map_err(|e| DecodeError::InvalidParam {
-                method: name.to_string(),
+                method: method.to_string(),
                 param: "ngram_n/ngram_lp/num_draft",
                 value: format!("{}/{}/{}", params.ngram_n, params.ngram_lp, params.num_draft),
                 problem: e.to_string(),
             })?;
             Ok(Some(Box::new(trie)))
         }
-        _ => Err(DecodeError::UnknownMethod { name: name.to_string(), known: METHODS.to_vec() }),
+        m => Err(DecodeError::InvalidParam {
+            method: m.to_string(),
+            param: "drafter",
+            value: "not loaded".into(),
+            problem: "this method needs a drafter (--draft-model or --drafter)".into(),
+        }),
     }
 }
 
@@ -360,21 +339,19 @@ mod tests {
     use super::*;
 
     #[test]
-    fn every_listed_method_builds_and_unknown_names_list_the_known_ones() {
+    fn every_method_without_a_drafter_builds_and_one_with_a_drafter_says_so() {
         let params = MethodParams::default();
-        for name in METHODS
-            .iter()
-            .filter(|m| !DRAFTER_METHODS.contains(m) && !TRAINED_DRAFTER_METHODS.contains(m) && **m != "token-cache")
-        {
-            let proposer = build_proposer(name, &params).unwrap();
-            assert_eq!(proposer.is_none(), *name == AR);
+        for method in Method::ALL.into_iter().filter(|m| m.needs() == Needs::Nothing && *m != Method::TokenCache) {
+            let proposer = build_proposer(method, &params).unwrap();
+            assert_eq!(proposer.is_none(), method.is_ar());
             if let Some(p) = proposer {
-                assert_eq!(p.name(), *name, "records use the registry name");
+                assert_eq!(p.name(), method.name(), "records use the registry name");
             }
         }
-        let err = build_proposer("medusa", &params).err().unwrap().to_string();
-        assert!(err.contains("medusa") && err.contains("prompt-lookup") && err.contains("ar"), "{err}");
-        let err = build_proposer("prompt-lookup", &MethodParams { draft_len: 0, ..params }).err().unwrap().to_string();
+        let err = build_proposer(Method::DraftModel, &params).err().unwrap().to_string();
+        assert!(err.contains("draft-model") && err.contains("drafter"), "{err}");
+        let err =
+            build_proposer(Method::PromptLookup, &MethodParams { draft_len: 0, ..params }).err().unwrap().to_string();
         assert!(err.contains("draft_len"), "{err}");
     }
 }

@@ -10,7 +10,7 @@ use draftsmith_decode::methods::{
     DraftModel, DraftModelConfig, PreCutConfig, PromptLookup, TokenCache, TokenCacheConfig,
 };
 use draftsmith_decode::{
-    build_proposer_with, generate_speculative, Drafters, MethodParams, Proposer, SpecOutput, DRAFTER_METHODS,
+    build_proposer_with, generate_speculative, Drafters, Method, MethodParams, Proposer, SpecOutput,
 };
 use draftsmith_model::{Architecture, Model};
 
@@ -137,7 +137,7 @@ fn every_drafter_method_of_the_registry_equals_autoregressive() {
         let want = ar(&target, &prompt, n);
         let params =
             MethodParams { draft_len: 1 + rng.next(8), draft_model: Some("tiny".into()), ..MethodParams::default() };
-        for name in DRAFTER_METHODS.iter().chain(&["token-cache"]) {
+        for name in Method::ALL.into_iter().filter(|m| m.uses_draft_model() || *m == Method::TokenCache) {
             let mut proposer = build_proposer_with(name, &params, &target, drafters).unwrap().expect("a proposer");
             let out = spec(&target, &prompt, n, proposer.as_mut());
             assert_eq!(out.tokens, want, "{name}, trial {trial}, λ = {}", params.draft_len);

@@ -7,7 +7,9 @@ mod common;
 use burn::backend::Autodiff;
 use common::{ar, tiny, Lcg, B};
 use draftsmith_decode::methods::{LoadedReDrafter, ReDrafterProposer, ReDrafterSettings};
-use draftsmith_decode::{build_proposer_with, generate_speculative, DraftContext, Drafters, MethodParams, Proposer};
+use draftsmith_decode::{
+    build_proposer_with, generate_speculative, DraftContext, Drafters, Method, MethodParams, Proposer,
+};
 use draftsmith_heads::TargetIdentity;
 use draftsmith_model::{Architecture, Model};
 use draftsmith_train::{train_redrafter, ReDrafterTrainConfig, Sequence};
@@ -113,12 +115,13 @@ fn a_drafter_for_another_target_or_bad_beams_are_refused() {
     let loaded = LoadedReDrafter::<B>::load(&dir, &identity(&model), &Default::default()).unwrap();
     let drafters = Drafters { draft_model: None, redrafter: Some(&loaded), tokenswift: None };
     let params = MethodParams { drafter: Some(dir.display().to_string()), beam_length: 1, ..MethodParams::default() };
-    let err = build_proposer_with("redrafter", &params, &model, drafters).err().unwrap().to_string();
+    let err = build_proposer_with(Method::ReDrafter, &params, &model, drafters).err().unwrap().to_string();
     assert!(err.contains("beam_length"), "{err}");
-    let err = build_proposer_with("redrafter", &MethodParams::default(), &model, drafters).err().unwrap().to_string();
+    let err =
+        build_proposer_with(Method::ReDrafter, &MethodParams::default(), &model, drafters).err().unwrap().to_string();
     assert!(err.contains("--drafter"), "{err}");
     let params = MethodParams { drafter: Some(dir.display().to_string()), ..MethodParams::default() };
-    assert!(build_proposer_with("redrafter", &params, &model, drafters).unwrap().is_some());
+    assert!(build_proposer_with(Method::ReDrafter, &params, &model, drafters).unwrap().is_some());
 }
 
 #[test]

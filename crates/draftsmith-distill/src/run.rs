@@ -40,7 +40,7 @@ pub enum DistillEvent {
 /// What a run did (inputs before `resumed_from` were done by an earlier run and are not counted).
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct DistillStats {
-    /// Inputs already in finished shards when the run started.
+    /// Inputs (of the writer's range) already in finished shards when the run started.
     pub resumed_from: usize,
     /// Inputs processed by this run.
     pub inputs: usize,
@@ -61,8 +61,11 @@ pub struct DistillStats {
     pub seconds: f64,
 }
 
-/// Distills `conversations[writer.inputs_done()..]` with the target into `writer`, one
-/// [`ShardWriter::push_input`] per conversation. The caller calls [`ShardWriter::finish`].
+/// Distills the conversations `writer` is for (all of them, or its part's range:
+/// [`ShardWriter::input_range`]) from `writer.inputs_done()` on, with the target into `writer`,
+/// one [`ShardWriter::push_input`] per conversation. The caller calls [`ShardWriter::finish`].
+/// Seeds and event indices are positions in `conversations`, so a part distils its inputs
+/// exactly as a single process over all of them does.
 pub fn distill<B: Backend>(
     model: &Model<B>,
     tokenizer: &TextTokenizer,
@@ -73,17 +76,18 @@ pub fn distill<B: Backend>(
 ) -> Result<DistillStats, DistillError> {
     let template = check(model, tokenizer, cfg, writer)?;
     let begin = Instant::now();
-    let start = writer.inputs_done().min(conversations.len());
-    let mut stats = DistillStats { resumed_from: start, ..Default::default() };
-    progress(DistillEvent::Start { total: conversations.len(), done: start });
+    let range = writer.input_range(conversations.len())?;
+    let start = writer.inputs_done().clamp(range.start, range.end);
+    let mut stats = DistillStats { resumed_from: start - range.start, ..Default::default() };
+    progress(DistillEvent::Start { total: range.len(), done: start - range.start });
     let mut cache = model.new_cache(cfg.max_seq_len.max(cfg.max_prompt_tokens + cfg.max_new_tokens));
     let mut job = Job { model, tokenizer, template, cfg, cache: &mut cache, stats: &mut stats };
     // Responses are generated a chunk of inputs at a time (`batch_size` sequences at once); the
     // records are then written in input order, so shards and resumption are as without batching.
     let chunk = cfg.inputs_per_shard.max(8 * cfg.batch_size);
     let mut first = start;
-    while first < conversations.len() {
-        let inputs = first..(first + chunk).min(conversations.len());
+    while first < range.end {
+        let inputs = first..(first + chunk).min(range.end);
         let mut responses = job.responses(&conversations[inputs.clone()], inputs.start, progress)?;
         for (index, conversation) in conversations.iter().enumerate().take(inputs.end).skip(inputs.start) {
             let (generated, processed) = (job.stats.tokens_generated, job.stats.tokens_processed);

@@ -58,17 +58,17 @@ pub fn evaluate<B: Backend>(
 ) -> Result<EvalOutcome, EvalError> {
     let manifest = input.manifest;
     check_context(input.prompts, model.config().max_position_embeddings)?;
-    for m in &manifest.methods {
+    for &m in &manifest.methods {
         draftsmith_decode::validate_method(m, &manifest.params)?;
     }
     let resumed = prepare_dir(input.out_dir, manifest)?;
     let records_path = input.out_dir.join(RECORDS_FILE);
     let (mut log, existing) = RecordLog::open(&records_path)?;
-    let mut done: HashSet<(String, String)> = existing.iter().map(Record::key).collect();
+    let mut done: HashSet<(String, draftsmith_decode::Method)> = existing.iter().map(Record::key).collect();
     if let Some(other) = input.reuse_ar_from.filter(|p| p.exists()) {
         for record in read_records(other)? {
             let same_prompt = input.prompts.iter().any(|p| p.id == record.prompt_id && p.ids == record.prompt_ids);
-            if record.method == draftsmith_decode::AR && same_prompt && done.insert(record.key()) {
+            if record.method.is_ar() && same_prompt && done.insert(record.key()) {
                 log.append(&record)?;
             }
         }
@@ -97,9 +97,7 @@ fn check_near_ties<B: Backend>(
     records: &[Record],
     summary: &mut Summary,
 ) -> Result<(), EvalError> {
-    let ar_output = |id: &str| {
-        records.iter().find(|r| r.method == draftsmith_decode::AR && r.prompt_id == id).map(|r| &r.output_ids)
-    };
+    let ar_output = |id: &str| records.iter().find(|r| r.method.is_ar() && r.prompt_id == id).map(|r| &r.output_ids);
     let bound = measure_bound(model, prompts, &|p| ar_output(&p.id).cloned())?;
     classify(summary, bound, &mut |m| {
         let prompt = prompts.iter().find(|p| p.id == m.prompt_id).expect("a mismatch's prompt is in the eval");

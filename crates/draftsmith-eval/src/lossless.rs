@@ -152,7 +152,7 @@ pub fn classify(
         m.near_tie = value < bound.bound;
     }
     for (name, s) in summary.methods.iter_mut() {
-        let own = summary.mismatches.iter().filter(|m| &m.method == name);
+        let own = summary.mismatches.iter().filter(|m| m.method == *name);
         s.near_ties = own.clone().filter(|m| m.near_tie).count();
         s.lossless = s.compared_prompts == s.prompts && own.clone().all(|m| m.near_tie);
     }
@@ -166,6 +166,7 @@ mod tests {
     use super::*;
     use crate::records::tests::record;
     use crate::summary::summarize;
+    use draftsmith_decode::Method;
 
     #[test]
     fn top2_margin_is_the_gap_between_the_two_largest() {
@@ -178,19 +179,21 @@ mod tests {
         let records = vec![
             record("p1", "ar", &[1, 2, 3], &[]),
             record("p2", "ar", &[1, 2, 3], &[]),
-            record("p1", "pl", &[1, 9, 3], &[(1, 2)]),
-            record("p2", "pl", &[1, 2, 3], &[(2, 3)]),
-            record("p1", "trie", &[1, 2, 7], &[(1, 2)]),
-            record("p2", "trie", &[1, 2, 3], &[(2, 3)]),
+            record("p1", "prompt-lookup", &[1, 9, 3], &[(1, 2)]),
+            record("p2", "prompt-lookup", &[1, 2, 3], &[(2, 3)]),
+            record("p1", "ngram-trie", &[1, 2, 7], &[(1, 2)]),
+            record("p2", "ngram-trie", &[1, 2, 3], &[(2, 3)]),
         ];
-        let methods: Vec<String> = ["ar", "pl", "trie"].map(String::from).to_vec();
+        let methods = [Method::Ar, Method::PromptLookup, Method::NgramTrie];
         let mut summary = summarize(&records, &methods);
         assert!(!summary.lossless);
         let bound = NearTieBound { drift: 0.01, bound: 0.04, rows: 16 };
         // pl's flip is at a margin of 0.01 (a near-tie), trie's at 3.0 (real).
-        classify(&mut summary, bound, &mut |m| Ok(if m.method == "pl" { 0.01 } else { 3.0 })).unwrap();
-        assert!(summary.methods["pl"].lossless && summary.methods["pl"].near_ties == 1);
-        assert!(!summary.methods["trie"].lossless && summary.methods["trie"].near_ties == 0);
+        classify(&mut summary, bound, &mut |m| Ok(if m.method == Method::PromptLookup { 0.01 } else { 3.0 })).unwrap();
+        assert!(
+            summary.methods[&Method::PromptLookup].lossless && summary.methods[&Method::PromptLookup].near_ties == 1
+        );
+        assert!(!summary.methods[&Method::NgramTrie].lossless && summary.methods[&Method::NgramTrie].near_ties == 0);
         assert!(!summary.lossless);
         assert_eq!(summary.mismatches[0].ar_margin, Some(0.01));
         assert_eq!(summary.near_tie_bound, Some(bound));

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use draftsmith_decode::{MethodParams, AR};
+use draftsmith_decode::{Method, MethodParams};
 use serde::{Deserialize, Serialize};
 
 use crate::error::EvalError;
@@ -24,7 +24,7 @@ pub struct Manifest {
     /// Device and weight representation (timings depend on them).
     pub engine: String,
     /// Methods in run order, `ar` first.
-    pub methods: Vec<String>,
+    pub methods: Vec<Method>,
     pub params: MethodParams,
     pub max_new_tokens: usize,
     /// The resolved prompts file, its sha256, how many prompts were taken, chat template on/off.
@@ -52,7 +52,7 @@ impl Manifest {
         check("schema_version", self.schema_version.to_string(), other.schema_version.to_string());
         check("model", self.model.clone(), other.model.clone());
         check("engine", self.engine.clone(), other.engine.clone());
-        check("methods", self.methods.join(","), other.methods.join(","));
+        check("methods", names(&self.methods), names(&other.methods));
         check("params", format!("{:?}", self.params), format!("{:?}", other.params));
         check("max_new_tokens", self.max_new_tokens.to_string(), other.max_new_tokens.to_string());
         check("prompts", self.prompts.clone(), other.prompts.clone());
@@ -65,15 +65,19 @@ impl Manifest {
     }
 }
 
+/// The methods' names joined by commas.
+pub fn names(methods: &[Method]) -> String {
+    methods.iter().map(|m| m.name()).collect::<Vec<_>>().join(",")
+}
+
 /// Normalises a method list: `ar` first (added when missing: it is the baseline), duplicates
-/// dropped, every name checked against the registry with `params`.
-pub fn resolve_methods(methods: &[String], params: &MethodParams) -> Result<Vec<String>, EvalError> {
-    let mut out = vec![AR.to_string()];
-    for m in methods {
-        let m = m.trim();
+/// dropped, every method's parameters checked with `params`.
+pub fn resolve_methods(methods: &[Method], params: &MethodParams) -> Result<Vec<Method>, EvalError> {
+    let mut out = vec![Method::Ar];
+    for &m in methods {
         draftsmith_decode::validate_method(m, params)?;
-        if !out.iter().any(|x| x == m) {
-            out.push(m.to_string());
+        if !out.contains(&m) {
+            out.push(m);
         }
     }
     Ok(out)
@@ -81,12 +85,8 @@ pub fn resolve_methods(methods: &[String], params: &MethodParams) -> Result<Vec<
 
 /// sha256 (hex) of the weights of the drafter directory `dir` (`drafter.safetensors`).
 pub fn drafter_sha256(dir: &Path) -> Result<String, EvalError> {
-    use sha2::{Digest, Sha256};
     let path = dir.join("drafter.safetensors");
-    let mut file = std::fs::File::open(&path).map_err(EvalError::io(&path))?;
-    let mut hasher = Sha256::new();
-    std::io::copy(&mut file, &mut hasher).map_err(EvalError::io(&path))?;
-    Ok(hasher.finalize().iter().map(|b| format!("{b:02x}")).collect())
+    draftsmith_core::digest::sha256_file(&path).map_err(EvalError::io(&path))
 }
 
 /// Makes `dir` an eval directory for `manifest`: creates it and writes the manifest, or checks
@@ -128,7 +128,7 @@ pub(crate) mod tests_support {
             schema_version: SCHEMA_VERSION,
             model: "m.gguf".into(),
             engine: "cpu/quantized".into(),
-            methods: vec!["ar".into(), "prompt-lookup".into()],
+            methods: vec![Method::Ar, Method::PromptLookup],
             params: MethodParams::default(),
             max_new_tokens: 16,
             prompts: "p.jsonl".into(),
@@ -172,9 +172,15 @@ mod tests {
     #[test]
     fn methods_get_ar_first_without_duplicates_and_unknown_ones_fail() {
         let params = MethodParams::default();
-        let got = resolve_methods(&["prompt-lookup".into(), "ar".into(), "prompt-lookup".into()], &params).unwrap();
-        assert_eq!(got, ["ar", "prompt-lookup"]);
-        let err = resolve_methods(&["eagle".into()], &params).unwrap_err().to_string();
+        let got = resolve_methods(&[Method::PromptLookup, Method::Ar, Method::PromptLookup], &params).unwrap();
+        assert_eq!(got, [Method::Ar, Method::PromptLookup]);
+        let err = resolve_methods(&[Method::DraftModel], &params).unwrap_err().to_string();
+        assert!(err.contains("draft-model") && err.contains("--draft-model"), "{err}");
+        let err = serde_json::from_str::<Manifest>(
+            &serde_json::to_string(&manifest()).unwrap().replace("prompt-lookup", "eagle"),
+        )
+        .unwrap_err()
+        .to_string();
         assert!(err.contains("eagle") && err.contains("prompt-lookup"), "{err}");
     }
 

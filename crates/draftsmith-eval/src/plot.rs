@@ -13,7 +13,7 @@ const BAR: RGBColor = RGBColor(70, 130, 180);
 
 /// Renders the plot as SVG text.
 pub fn render_plot(summary: &Summary) -> Result<String, EvalError> {
-    let names: Vec<&str> = summary.iter().map(|(n, _)| n).collect();
+    let names: Vec<&str> = summary.iter().map(|(m, _)| m.name()).collect();
     let tau: Vec<f64> = summary.iter().map(|(_, s)| s.tokens_per_step).collect();
     let speedup: Vec<f64> = summary.iter().map(|(_, s)| s.speedup.unwrap_or(0.0)).collect();
     let mut svg = String::new();
@@ -79,12 +79,13 @@ mod tests {
     use super::*;
     use crate::records::tests::record;
     use crate::summary::summarize;
+    use draftsmith_decode::Method;
 
     #[test]
     fn the_plot_is_svg_naming_every_method() {
         let summary = summarize(
             &[record("p", "ar", &[1, 2], &[]), record("p", "prompt-lookup", &[1, 2], &[(1, 2)])],
-            &["ar".into(), "prompt-lookup".into()],
+            &[Method::Ar, Method::PromptLookup],
         );
         let svg = render_plot(&summary).unwrap();
         assert!(svg.starts_with("<svg") && svg.contains("prompt-lookup") && svg.contains("\nar\n"), "{svg}");

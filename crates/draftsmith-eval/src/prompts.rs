@@ -8,7 +8,6 @@ use std::path::{Path, PathBuf};
 
 use draftsmith_model::{ChatMessage, TextTokenizer};
 use serde_json::Value;
-use sha2::{Digest, Sha256};
 
 use crate::error::EvalError;
 
@@ -54,7 +53,7 @@ pub fn read_prompts(path: &Path, limit: Option<usize>) -> Result<PromptSet, Eval
     if prompts.is_empty() {
         return Err(EvalError::NoPrompts { path: path.to_path_buf() });
     }
-    let sha256 = Sha256::digest(&bytes).iter().map(|b| format!("{b:02x}")).collect();
+    let sha256 = draftsmith_core::digest::sha256_hex(&bytes);
     Ok(PromptSet { path: path.to_path_buf(), sha256, prompts })
 }
 

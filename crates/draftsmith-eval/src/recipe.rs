@@ -39,7 +39,7 @@ pub struct Recipe {
     pub max_new_tokens: usize,
     #[serde(default = "default_true")]
     pub chat_template: bool,
-    pub methods: Vec<String>,
+    pub methods: Vec<draftsmith_decode::Method>,
     /// Decode `ar` once, at the first grid point, and reuse it at the others (the default).
     /// `false` reruns it at every point, interleaved prompt by prompt with the methods, so a
     /// point's speedups are measured side by side even if the machine's load changes between points.
@@ -142,7 +142,7 @@ impl Recipe {
             }
         }
         for point in &points {
-            for method in &recipe.methods {
+            for &method in &recipe.methods {
                 draftsmith_decode::validate_method(method, &point.params)
                     .map_err(|e| bad(format!("{}: {e}", point.label)))?;
             }
@@ -230,6 +230,12 @@ mod tests {
         let path = write("param", "name = \"g\"\nprompts = \"p\"\nmethods = [\"ar\"]\n[params]\ndraft_length = 3\n");
         let err = Recipe::read(&path).unwrap_err().to_string();
         assert!(err.contains("draft_length"), "{err}");
+        let path = write("method", "name = \"g\"\nprompts = \"p\"\nmethods = [\"ar\", \"medusa\"]\n");
+        let err = Recipe::read(&path).unwrap_err().to_string();
+        assert!(
+            err.contains(&path.display().to_string()) && err.contains("medusa") && err.contains("prompt-lookup"),
+            "an unknown method names the file and the known methods: {err}"
+        );
     }
 
     #[test]

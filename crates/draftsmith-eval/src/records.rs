@@ -6,7 +6,7 @@ use std::fs::{File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 
-use draftsmith_decode::{StepRecord, StopReason};
+use draftsmith_decode::{Method, StepRecord, StopReason};
 use serde::{Deserialize, Serialize};
 
 use crate::error::EvalError;
@@ -19,7 +19,7 @@ pub const RECORDS_FILE: &str = "records.jsonl";
 #[serde(deny_unknown_fields)]
 pub struct Record {
     pub prompt_id: String,
-    pub method: String,
+    pub method: Method,
     pub prompt_ids: Vec<u32>,
     pub output_ids: Vec<u32>,
     pub stop: StopReason,
@@ -40,8 +40,8 @@ pub struct Record {
 
 impl Record {
     /// The (prompt, method) pair this record answers.
-    pub fn key(&self) -> (String, String) {
-        (self.prompt_id.clone(), self.method.clone())
+    pub fn key(&self) -> (String, Method) {
+        (self.prompt_id.clone(), self.method)
     }
 }
 
@@ -114,13 +114,13 @@ impl RecordLog {
 /// method order (so `ar` runs before the methods of the same prompt).
 pub fn pending_pairs<'a>(
     prompt_ids: &[&'a str],
-    methods: &'a [String],
-    done: &HashSet<(String, String)>,
-) -> Vec<(&'a str, &'a str)> {
+    methods: &[Method],
+    done: &HashSet<(String, Method)>,
+) -> Vec<(&'a str, Method)> {
     prompt_ids
         .iter()
-        .flat_map(|&p| methods.iter().map(move |m| (p, m.as_str())))
-        .filter(|(p, m)| !done.contains(&(p.to_string(), m.to_string())))
+        .flat_map(|&p| methods.iter().map(move |&m| (p, m)))
+        .filter(|&(p, m)| !done.contains(&(p.to_string(), m)))
         .collect()
 }
 
@@ -129,16 +129,17 @@ pub(crate) mod tests {
     use super::*;
 
     pub fn record(prompt: &str, method: &str, output: &[u32], steps: &[(usize, usize)]) -> Record {
+        let method: Method = method.parse().expect("a method name");
         Record {
             prompt_id: prompt.into(),
-            method: method.into(),
+            method,
             prompt_ids: vec![1, 2, 3],
             output_ids: output.to_vec(),
             stop: StopReason::MaxTokens,
-            draft_len: (method != "ar").then_some(4),
+            draft_len: (!method.is_ar()).then_some(4),
             prefill_ms: 10.0,
             decode_ms: 0.0,
-            target_calls: if method == "ar" { output.len() } else { steps.len() + 1 },
+            target_calls: if method.is_ar() { output.len() } else { steps.len() + 1 },
             steps: steps
                 .iter()
                 .map(|&(accepted, emitted)| StepRecord {
@@ -189,13 +190,13 @@ pub(crate) mod tests {
 
     #[test]
     fn done_pairs_are_skipped() {
-        let methods = vec!["ar".to_string(), "prompt-lookup".to_string()];
+        let methods = [Method::Ar, Method::PromptLookup];
         let done: HashSet<_> =
             [record("p1", "ar", &[1], &[]), record("p1", "prompt-lookup", &[1], &[]), record("p2", "ar", &[1], &[])]
                 .iter()
                 .map(Record::key)
                 .collect();
         let pending = pending_pairs(&["p1", "p2", "p3"], &methods, &done);
-        assert_eq!(pending, [("p2", "prompt-lookup"), ("p3", "ar"), ("p3", "prompt-lookup")]);
+        assert_eq!(pending, [("p2", Method::PromptLookup), ("p3", Method::Ar), ("p3", Method::PromptLookup)]);
     }
 }

@@ -3,6 +3,8 @@
 
 use std::fmt::Write;
 
+use draftsmith_decode::Method;
+
 use crate::manifest::Manifest;
 use crate::summary::Summary;
 
@@ -17,7 +19,7 @@ fn num(v: Option<f64>, digits: usize) -> String {
 /// that created the directory (`manifest.command`), plus `command_line` when it resumed it.
 pub fn render_report(summary: &Summary, manifest: &Manifest, command_line: &str, plot: &str) -> String {
     let mut md = String::new();
-    let _ = writeln!(md, "# Eval: {}\n", summary.method_order.join(", "));
+    let _ = writeln!(md, "# Eval: {}\n", crate::manifest::names(&summary.method_order).replace(',', ", "));
     let _ = writeln!(md, "- model: `{}` ({})", manifest.model, manifest.engine);
     let limit = manifest.limit.map_or_else(String::new, |k| format!(", first {k}"));
     let template = if manifest.chat_template { "chat template" } else { "raw text, no chat template" };
@@ -127,17 +129,13 @@ pub fn render_report(summary: &Summary, manifest: &Manifest, command_line: &str,
 /// The parameters of the methods that ran (not every field of `MethodParams`).
 fn method_params(manifest: &Manifest) -> String {
     let p = &manifest.params;
-    let has = |m: &str| manifest.methods.iter().any(|x| x == m);
+    let has = |m: Method| manifest.methods.contains(&m);
     let mut parts = Vec::new();
-    if has("prompt-lookup")
-        || has("token-cache")
-        || has("draft-model")
-        || has("precut")
-        || manifest.methods.iter().any(|m| m.starts_with("post-use"))
+    if manifest.methods.iter().any(|&m| matches!(m, Method::PromptLookup | Method::TokenCache) || m.uses_draft_model())
     {
         parts.push(format!("draft_len = {}, lookup_ngram = {}", p.draft_len, p.lookup_ngram));
     }
-    if has("ngram-trie") {
+    if has(Method::NgramTrie) {
         parts.push(format!(
             "ngram_n = {}, ngram_lp = {}, num_draft = {}, ngram_update_output = {}",
             p.ngram_n, p.ngram_lp, p.num_draft, p.ngram_update_output
@@ -146,7 +144,7 @@ fn method_params(manifest: &Manifest) -> String {
     if let Some(d) = &p.draft_model {
         parts.push(format!("draft_model = {d}"));
     }
-    if has("redrafter") {
+    if has(Method::ReDrafter) {
         parts.push(format!(
             "drafter = {}, beam_width = {}, beam_length = {}, tree_attention = {}",
             p.drafter.as_deref().unwrap_or("none"),
@@ -174,7 +172,7 @@ mod tests {
         ar.decode_ms = 10.0;
         let mut pl = record("p1", "prompt-lookup", &[1, 2, 4], &[(0, 1), (0, 1)]);
         pl.decode_ms = 20.0;
-        let summary = summarize(&[ar, pl], &["ar".into(), "prompt-lookup".into()]);
+        let summary = summarize(&[ar, pl], &[Method::Ar, Method::PromptLookup]);
         let manifest = crate::manifest::tests_support::manifest();
         let md = render_report(&summary, &manifest, "draftsmith eval --methods ar,prompt-lookup", "plot.svg");
         let resumed = render_report(&summary, &manifest, "draftsmith eval", "plot.svg");

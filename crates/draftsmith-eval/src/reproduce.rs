@@ -112,7 +112,7 @@ pub fn combined_table(
             .map_err(|e| EvalError::Summary { path: path.clone(), problem: e.to_string() })?;
         let opt = |v: Option<f64>, digits: usize| v.map_or("–".to_string(), |v| format!("{v:.digits$}"));
         for (name, m) in summary.iter() {
-            let unpacked = if name == "redrafter" {
+            let unpacked = if name == draftsmith_decode::Method::ReDrafter {
                 (point.params.beam_width * point.params.beam_length).to_string()
             } else {
                 "–".into()

@@ -5,11 +5,13 @@
 //! drafter's KV cache) carry what they learned to the next prompt. A resumed run starts them
 //! afresh; outputs do not depend on it (verification is lossless), timings may.
 
+use std::collections::hash_map::Entry;
 use std::collections::{HashMap, HashSet};
 
 use burn::tensor::backend::Backend;
 use draftsmith_decode::{
-    build_proposer_with, generate, generate_speculative_sampled, DecodeError, Drafters, MethodParams, Proposer, Sampler,
+    build_proposer_with, generate, generate_speculative_sampled, DecodeError, Drafters, Method, MethodParams, Proposer,
+    Sampler,
 };
 use draftsmith_model::Model;
 
@@ -23,16 +25,16 @@ pub enum Progress<'a> {
     /// `done` of `total` pairs were already in the records (resumed).
     Start { total: usize, done: usize },
     /// A pair is about to run.
-    Running { prompt_id: &'a str, method: &'a str },
+    Running { prompt_id: &'a str, method: Method },
     /// A pair finished and its record was written.
-    Finished { prompt_id: &'a str, method: &'a str, tokens: usize },
+    Finished { prompt_id: &'a str, method: Method, tokens: usize },
 }
 
 /// The decoding side of an eval: methods in run order (`ar` first), their parameters, the
 /// length limit and the tokens that end a generation.
 #[derive(Debug, Clone, Copy)]
 pub struct RunSpec<'a> {
-    pub methods: &'a [String],
+    pub methods: &'a [Method],
     pub params: &'a MethodParams,
     pub max_new_tokens: usize,
     pub stop_tokens: &'a [u32],
@@ -43,7 +45,7 @@ pub fn run_pair<B: Backend>(
     model: &Model<B>,
     drafters: Drafters<'_, B>,
     prompt: &EncodedPrompt,
-    method: &str,
+    method: Method,
     spec: &RunSpec<'_>,
 ) -> Result<Record, EvalError> {
     let fail = |source: DecodeError| EvalError::Decode {
@@ -59,7 +61,7 @@ pub fn run_pair<B: Backend>(
 fn run_with<B: Backend>(
     model: &Model<B>,
     prompt: &EncodedPrompt,
-    method: &str,
+    method: Method,
     proposer: Option<&mut Box<dyn Proposer>>,
     spec: &RunSpec<'_>,
 ) -> Result<Record, EvalError> {
@@ -71,7 +73,7 @@ fn run_with<B: Backend>(
     let ms = |d: std::time::Duration| d.as_secs_f64() * 1e3;
     let record = |output_ids, stop, draft_len, prefill, decode, target_calls, steps, extra| Record {
         prompt_id: prompt.id.clone(),
-        method: method.to_string(),
+        method,
         prompt_ids: prompt.ids.clone(),
         output_ids,
         stop,
@@ -116,7 +118,7 @@ pub fn run_pending<B: Backend>(
     prompts: &[EncodedPrompt],
     spec: &RunSpec<'_>,
     log: &mut RecordLog,
-    done: &HashSet<(String, String)>,
+    done: &HashSet<(String, Method)>,
     on_progress: &mut dyn FnMut(Progress<'_>),
 ) -> Result<usize, EvalError> {
     let ids: Vec<&str> = prompts.iter().map(|p| p.id.as_str()).collect();
@@ -126,19 +128,20 @@ pub fn run_pending<B: Backend>(
     if let Some(&(first, _)) = pending.first() {
         // Warm-up (untimed, unrecorded): first-call allocations would otherwise land on `ar`.
         let prompt = prompts.iter().find(|p| p.id == first).expect("pending ids come from prompts");
-        run_pair(model, drafters, prompt, draftsmith_decode::AR, &RunSpec { max_new_tokens: 4, ..*spec })?;
+        run_pair(model, drafters, prompt, Method::Ar, &RunSpec { max_new_tokens: 4, ..*spec })?;
     }
-    let mut proposers: HashMap<&str, Option<Box<dyn Proposer>>> = HashMap::new();
+    let mut proposers: HashMap<Method, Option<Box<dyn Proposer>>> = HashMap::new();
     for &(prompt_id, method) in &pending {
         let prompt = prompts.iter().find(|p| p.id == prompt_id).expect("pending ids come from prompts");
         on_progress(Progress::Running { prompt_id, method });
-        if !proposers.contains_key(method) {
-            let built = build_proposer_with(method, spec.params, model, drafters).map_err(|source| {
-                EvalError::Decode { id: prompt.id.clone(), method: method.to_string(), source: Box::new(source) }
-            })?;
-            proposers.insert(method, built);
-        }
-        let proposer = proposers.get_mut(method).expect("inserted above");
+        let proposer = match proposers.entry(method) {
+            Entry::Occupied(built) => built.into_mut(),
+            Entry::Vacant(slot) => {
+                slot.insert(build_proposer_with(method, spec.params, model, drafters).map_err(|source| {
+                    EvalError::Decode { id: prompt.id.clone(), method: method.to_string(), source: Box::new(source) }
+                })?)
+            }
+        };
         let record = run_with(model, prompt, method, proposer.as_mut(), spec)?;
         log.append(&record)?;
         on_progress(Progress::Finished { prompt_id, method, tokens: record.output_ids.len() });

@@ -18,7 +18,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use draftsmith_decode::AR;
+use draftsmith_decode::Method;
 use serde::{Deserialize, Serialize};
 
 use crate::records::Record;
@@ -27,7 +27,7 @@ use crate::records::Record;
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Mismatch {
     pub prompt_id: String,
-    pub method: String,
+    pub method: Method,
     /// Index into the output ids.
     pub position: usize,
     /// AR's token there (`None`: AR's output ended).
@@ -91,10 +91,10 @@ pub struct MethodSummary {
 /// Every method's metrics and the lossless check.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Summary {
-    pub baseline: String,
+    pub baseline: Method,
     /// Methods in run order (the keys of `methods`).
-    pub method_order: Vec<String>,
-    pub methods: BTreeMap<String, MethodSummary>,
+    pub method_order: Vec<Method>,
+    pub methods: BTreeMap<Method, MethodSummary>,
     pub lossless: bool,
     pub mismatches: Vec<Mismatch>,
     /// The near-tie check's measured drift and bound (`None`: the exact check).
@@ -104,8 +104,8 @@ pub struct Summary {
 
 impl Summary {
     /// Methods in run order with their summaries.
-    pub fn iter(&self) -> impl Iterator<Item = (&str, &MethodSummary)> {
-        self.method_order.iter().filter_map(|m| self.methods.get(m).map(|s| (m.as_str(), s)))
+    pub fn iter(&self) -> impl Iterator<Item = (Method, &MethodSummary)> {
+        self.method_order.iter().filter_map(|&m| self.methods.get(&m).map(|s| (m, s)))
     }
 }
 
@@ -148,20 +148,20 @@ fn ms_per_token<'a>(records: impl Iterator<Item = &'a Record> + Clone) -> (Optio
 }
 
 /// Summarises `records` for `methods` (run order, `ar` first).
-pub fn summarize(records: &[Record], methods: &[String]) -> Summary {
+pub fn summarize(records: &[Record], methods: &[Method]) -> Summary {
     let ar: HashMap<&str, &Record> =
-        records.iter().filter(|r| r.method == AR).map(|r| (r.prompt_id.as_str(), r)).collect();
+        records.iter().filter(|r| r.method.is_ar()).map(|r| (r.prompt_id.as_str(), r)).collect();
     let mut summaries = BTreeMap::new();
     let mut mismatches = Vec::new();
-    for method in methods {
-        let own: Vec<&Record> = records.iter().filter(|r| &r.method == method).collect();
+    for &method in methods {
+        let own: Vec<&Record> = records.iter().filter(|r| r.method == method).collect();
         let paired: Vec<(&Record, &Record)> =
             own.iter().filter_map(|r| ar.get(r.prompt_id.as_str()).map(|a| (*a, *r))).collect();
         for (a, r) in &paired {
             if let Some((position, ar_token, method_token)) = first_mismatch(&a.output_ids, &r.output_ids) {
                 mismatches.push(Mismatch {
                     prompt_id: r.prompt_id.clone(),
-                    method: method.clone(),
+                    method,
                     position,
                     ar_token,
                     method_token,
@@ -170,12 +170,12 @@ pub fn summarize(records: &[Record], methods: &[String]) -> Summary {
                 });
             }
         }
-        let lossless = !mismatches.iter().any(|m| &m.method == method) && paired.len() == own.len();
-        summaries.insert(method.clone(), method_summary(&own, &paired, lossless));
+        let lossless = !mismatches.iter().any(|m| m.method == method) && paired.len() == own.len();
+        summaries.insert(method, method_summary(&own, &paired, lossless));
     }
     let lossless = summaries.values().all(|s| s.lossless);
     Summary {
-        baseline: AR.to_string(),
+        baseline: Method::Ar,
         method_order: methods.to_vec(),
         methods: summaries,
         lossless,
@@ -256,18 +256,18 @@ mod tests {
 
     #[test]
     fn method_extras_are_step_weighted_means() {
-        let mut a = record("p1", "m", &[1, 2, 3], &[(1, 2), (0, 1)]);
+        let mut a = record("p1", "tokenswift", &[1, 2, 3], &[(1, 2), (0, 1)]);
         a.extra.insert("beta".into(), 0.5);
-        let mut b = record("p2", "m", &[1, 2, 3, 4, 5, 6, 7], &[(1, 2); 6]);
+        let mut b = record("p2", "tokenswift", &[1, 2, 3, 4, 5, 6, 7], &[(1, 2); 6]);
         b.extra.insert("beta".into(), 1.0);
         b.extra.insert("only_b".into(), 3.0);
-        let s = summarize(&[a, b], &["m".to_string()]);
-        let extra = &s.methods["m"].extra;
+        let s = summarize(&[a, b], &[Method::TokenSwift]);
+        let extra = &s.methods[&Method::TokenSwift].extra;
         assert!((extra["beta"] - (2.0 * 0.5 + 6.0 * 1.0) / 8.0).abs() < 1e-12);
         assert_eq!(extra["only_b"], 3.0);
         // Records without extras (older files, AR) summarise to none.
-        let plain = summarize(&[record("p1", "ar", &[1, 2], &[])], &["ar".to_string()]);
-        assert!(plain.methods["ar"].extra.is_empty());
+        let plain = summarize(&[record("p1", "ar", &[1, 2], &[])], &[Method::Ar]);
+        assert!(plain.methods[&Method::Ar].extra.is_empty());
     }
 
     #[test]
@@ -278,18 +278,18 @@ mod tests {
         ar1.decode_ms = 30.0;
         ar2.decode_ms = 30.0;
         // Prompt lookup (draft_len 4): p1 in 2 steps (accepted 2 then 0 → emitted 3 + …).
-        let mut pl1 = record("p1", "pl", &[1, 2, 3, 4], &[(2, 3)]); // prefill token + 3 = 4 tokens, 2 calls
-        let mut pl2 = record("p2", "pl", &[5, 6, 7, 8], &[(0, 1), (1, 2)]); // 1 + 1 + 2 = 4 tokens, 3 calls
+        let mut pl1 = record("p1", "prompt-lookup", &[1, 2, 3, 4], &[(2, 3)]); // prefill token + 3 = 4 tokens, 2 calls
+        let mut pl2 = record("p2", "prompt-lookup", &[5, 6, 7, 8], &[(0, 1), (1, 2)]); // 1 + 1 + 2 = 4 tokens, 3 calls
         pl1.decode_ms = 15.0;
         pl2.decode_ms = 15.0;
-        let s = summarize(&[ar1, ar2, pl1, pl2], &["ar".into(), "pl".into()]);
+        let s = summarize(&[ar1, ar2, pl1, pl2], &[Method::Ar, Method::PromptLookup]);
         assert!(s.lossless && s.mismatches.is_empty());
-        let ar = &s.methods["ar"];
+        let ar = &s.methods[&Method::Ar];
         assert_eq!((ar.tokens_per_step, ar.steps, ar.acceptance_pct), (1.0, 0, None));
         close(ar.decode_ms_per_token, 10.0);
         close(ar.ms_per_token_with_prefill, (20.0 + 60.0) / 8.0);
         close(ar.speedup, 1.0);
-        let pl = &s.methods["pl"];
+        let pl = &s.methods[&Method::PromptLookup];
         assert_eq!((pl.output_tokens, pl.target_calls, pl.steps), (8, 5, 3));
         assert!((pl.tokens_per_step - 8.0 / 5.0).abs() < 1e-12, "τ includes the bonus and the prefill call");
         close(pl.acceptance_pct, 100.0 * 0.6 / 4.0);
@@ -315,11 +315,9 @@ mod tests {
         assert_eq!(distinct_n(&t, 2), 3.0 / 4.0, "(1,2) twice, (2,1), (2,3)");
         assert_eq!(distinct_n(&t, 3), 1.0);
         assert_eq!(distinct_n(&t, 6), 0.0);
-        let s = summarize(
-            &[record("p1", "ar", &[4, 4, 4, 4], &[]), record("p2", "ar", &[1, 2, 3, 4], &[])],
-            &["ar".into()],
-        );
-        assert_eq!(s.methods["ar"].distinct_n[0], (0.25 + 1.0) / 2.0, "mean over prompts");
+        let s =
+            summarize(&[record("p1", "ar", &[4, 4, 4, 4], &[]), record("p2", "ar", &[1, 2, 3, 4], &[])], &[Method::Ar]);
+        assert_eq!(s.methods[&Method::Ar].distinct_n[0], (0.25 + 1.0) / 2.0, "mean over prompts");
     }
 
     #[test]
@@ -327,18 +325,18 @@ mod tests {
         let s = summarize(
             &[
                 record("p1", "ar", &[1, 2, 3], &[]),
-                record("p1", "pl", &[1, 9, 3], &[(0, 1)]),
+                record("p1", "prompt-lookup", &[1, 9, 3], &[(0, 1)]),
                 record("p2", "ar", &[4], &[]),
-                record("p2", "pl", &[4, 5], &[]),
+                record("p2", "prompt-lookup", &[4, 5], &[]),
             ],
-            &["ar".into(), "pl".into()],
+            &[Method::Ar, Method::PromptLookup],
         );
-        assert!(!s.lossless && !s.methods["pl"].lossless && s.methods["ar"].lossless);
+        assert!(!s.lossless && !s.methods[&Method::PromptLookup].lossless && s.methods[&Method::Ar].lossless);
         assert_eq!(
             s.mismatches[0],
             Mismatch {
                 prompt_id: "p1".into(),
-                method: "pl".into(),
+                method: Method::PromptLookup,
                 position: 1,
                 ar_token: Some(2),
                 method_token: Some(9),
@@ -355,7 +353,7 @@ mod tests {
 
     #[test]
     fn a_method_without_an_ar_record_is_not_called_lossless() {
-        let s = summarize(&[record("p1", "pl", &[1], &[])], &["ar".into(), "pl".into()]);
-        assert!(!s.methods["pl"].lossless && s.methods["pl"].speedup.is_none());
+        let s = summarize(&[record("p1", "prompt-lookup", &[1], &[])], &[Method::Ar, Method::PromptLookup]);
+        assert!(!s.methods[&Method::PromptLookup].lossless && s.methods[&Method::PromptLookup].speedup.is_none());
     }
 }

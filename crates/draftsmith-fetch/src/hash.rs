@@ -5,7 +5,7 @@ use std::fs::File;
 use std::io::{self, Read, Write};
 use std::path::Path;
 
-use sha2::{Digest, Sha256};
+use draftsmith_core::digest::{Digest, Sha256};
 
 use crate::error::{FetchError, Result};
 
@@ -21,10 +21,7 @@ pub(crate) fn files_hashed() -> u64 {
     FILES_HASHED.with(Cell::get)
 }
 
-/// Lower-case hex of a digest.
-pub(crate) fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
+pub(crate) use draftsmith_core::digest::hex;
 
 /// sha256 (hex) of a file's contents.
 pub(crate) fn sha256_file(path: &Path) -> Result<String> {

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, SystemTime};
 
-use sha2::{Digest, Sha256};
+use draftsmith_core::digest::{Digest, Sha256};
 
 use crate::assemble::assemble_from_archives;
 use crate::download::pip_download_with;

@@ -4,7 +4,7 @@
 use std::io::Read;
 use std::path::Path;
 
-use sha2::{Digest, Sha256};
+use draftsmith_core::digest::{hex, sha256_file, Digest, Sha256};
 
 use crate::error::ModelError;
 
@@ -16,18 +16,11 @@ pub fn weights_sha256(path: &Path) -> Result<String, ModelError> {
         let p = p.to_path_buf();
         move |source| ModelError::Io { path: p, source }
     };
-    let mut hasher = Sha256::new();
     if path.is_file() {
-        let mut file = std::fs::File::open(path).map_err(io(path))?;
-        let mut buf = vec![0u8; 1 << 20];
-        loop {
-            let n = file.read(&mut buf).map_err(io(path))?;
-            if n == 0 {
-                break;
-            }
-            hasher.update(&buf[..n]);
-        }
-    } else {
+        return sha256_file(path).map_err(io(path));
+    }
+    let mut hasher = Sha256::new();
+    {
         let config = path.join("config.json");
         hasher.update(std::fs::read(&config).map_err(io(&config))?);
         let mut files: Vec<_> = std::fs::read_dir(path)
@@ -49,5 +42,5 @@ pub fn weights_sha256(path: &Path) -> Result<String, ModelError> {
             hasher.update(&header);
         }
     }
-    Ok(hasher.finalize().iter().map(|b| format!("{b:02x}")).collect())
+    Ok(hex(&hasher.finalize()))
 }

@@ -4,6 +4,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Result;
 use clap::Args;
+use draftsmith_data::Part;
 use draftsmith_distill::DistillConfig;
 
 use crate::jobs::distill::DistillJob;
@@ -65,6 +66,12 @@ pub struct DistillArgs {
     /// Prompt with the first user message as raw text instead of the model's chat template.
     #[arg(long)]
     pub no_chat_template: bool,
+    /// Distil only part I of N (0-based) of the --limit conversations, a contiguous range, into
+    /// <out>/part-I-of-N/: run the N parts on N machines or processes with the same arguments
+    /// (a Slurm job array, a Kubernetes Indexed Job, GNU parallel); `train` reads <out> as one
+    /// dataset once every part has finished.
+    #[arg(long, value_name = "I/N")]
+    pub shard: Option<Part>,
     /// Print the run's statistics as one JSON object on the last stdout line.
     #[arg(long)]
     pub json: bool,
@@ -99,6 +106,7 @@ pub fn run(args: DistillArgs) -> Result<()> {
         limit: args.limit,
         out,
         config: args.config(),
+        shard: args.shard,
         json: args.json,
     };
     crate::jobs::distill::run(&job)

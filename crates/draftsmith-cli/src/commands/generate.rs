@@ -5,11 +5,10 @@ use std::path::PathBuf;
 
 use anyhow::Result;
 use burn::tensor::backend::Backend;
-use clap::builder::PossibleValuesParser;
 use clap::Args;
-use draftsmith_decode::{build_proposer_with, Generation, Sampler, AR, METHODS};
+use draftsmith_decode::{build_proposer_with, Generation, Method, MethodParams, Sampler};
 
-use crate::method_args::MethodParamArgs;
+use crate::method_args::{load_drafters, method_parser};
 use crate::prompt_args::PromptArgs;
 use crate::sampling_args::SamplingArgs;
 use draftsmith_model::TextStream;
@@ -35,10 +34,10 @@ pub struct GenerateArgs {
     pub sampling: SamplingArgs,
     /// Decoding method: `ar` (autoregressive) or a speculative method (lossless for greedy and
     /// for sampling: the output has the target's distribution).
-    #[arg(long, default_value = AR, value_parser = PossibleValuesParser::new(METHODS))]
-    pub method: String,
+    #[arg(long, default_value_t = Method::Ar, value_parser = method_parser())]
+    pub method: Method,
     #[command(flatten)]
-    pub params: MethodParamArgs,
+    pub params: MethodParams,
     /// Print one JSON object as the last stdout line instead of streaming text.
     #[arg(long)]
     pub json: bool,
@@ -59,7 +58,7 @@ pub fn run(args: GenerateArgs) -> Result<()> {
 fn run_on<B: Backend>(args: &GenerateArgs, device: &B::Device) -> Result<()> {
     let loaded = args.model.load::<B>(device)?;
     let prompt = args.prompt.ids(&loaded)?;
-    let params = args.params.params();
+    let params = &args.params;
     let mut config = args.sampling.config();
     // --penalty / --penalty-window (method parameters, shared with eval) set the same penalty.
     if config.repetition_penalty == 1.0 {
@@ -70,8 +69,8 @@ fn run_on<B: Backend>(args: &GenerateArgs, device: &B::Device) -> Result<()> {
     let mut stream = TextStream::default();
     let stdout = std::io::stdout();
     let mut steps = None;
-    let drafters = args.params.load_drafters(&loaded, &args.model, device)?;
-    let proposer = build_proposer_with(&args.method, &params, &loaded.model, drafters.as_drafters())?;
+    let drafters = load_drafters(params, &loaded, &args.model, device)?;
+    let proposer = build_proposer_with(args.method, params, &loaded.model, drafters.as_drafters())?;
     let stop_tokens: &[u32] = if args.ignore_eos { &[] } else { loaded.tokenizer.eos_ids() };
     let generation = match proposer {
         None => {

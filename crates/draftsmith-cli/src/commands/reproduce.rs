@@ -78,6 +78,7 @@ impl RecipeStages for Stages<'_> {
             limit: d.limit,
             out: data.to_path_buf(),
             config: d.distill.clone(),
+            shard: None,
             json: false,
         };
         crate::jobs::distill::run(&job).with_context(|| format!("drafter `{}`", d.name))
@@ -107,7 +108,7 @@ impl RecipeStages for Stages<'_> {
             out: Some(out.to_path_buf()),
             json: false,
             reuse_ar_from: reuse_ar_from.map(Path::to_path_buf),
-            params: (&point.params).into(),
+            params: point.params.clone(),
         };
         crate::jobs::eval::run(&args).with_context(|| format!("grid point {}", point.label))
     }

@@ -6,7 +6,7 @@ use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 use burn::tensor::backend::Backend;
-use draftsmith_data::{read_conversations, ShardWriter, TargetId};
+use draftsmith_data::{read_conversations, Part, ShardWriter, TargetId};
 use draftsmith_distill::{DistillConfig, DistillEvent, DistillStats};
 use draftsmith_model::load_model;
 use indicatif::{ProgressBar, ProgressStyle};
@@ -22,6 +22,8 @@ pub struct DistillJob {
     pub limit: usize,
     pub out: PathBuf,
     pub config: DistillConfig,
+    /// Only this part of the conversations (`--shard I/N`), into `out/part-…-of-…/`.
+    pub shard: Option<Part>,
     pub json: bool,
 }
 
@@ -47,7 +49,12 @@ fn run_on<B: Backend>(args: &DistillJob, device: &B::Device) -> Result<()> {
     // The engine is part of the settings: answers differ between activation modes.
     let params = cfg
         .params(json!({ "file": file_name(&data), "bytes": bytes, "engine": args.model.engine_label(&model_path)? }));
-    let mut writer = ShardWriter::open(&out, target, params, cfg.inputs_per_shard)?;
+    let mut writer = match args.shard {
+        Some(part) => {
+            ShardWriter::open_part(&out, part, report.conversations.len(), target, params, cfg.inputs_per_shard)?
+        }
+        None => ShardWriter::open(&out, target, params, cfg.inputs_per_shard)?,
+    };
     let loaded = load_model::<B>(&model_path, args.model.load_options(&model_path)?, device)?;
 
     let bar = ProgressBar::new(0);
@@ -92,6 +99,10 @@ fn run_on<B: Backend>(args: &DistillJob, device: &B::Device) -> Result<()> {
     .with_context(|| format!("distill into {}", out.display()))?;
     let manifest = writer.finish()?;
     bar.finish_and_clear();
+    let out = match args.shard {
+        Some(part) => out.join(part.dir_name()),
+        None => out,
+    };
     print_summary(&stats, manifest.records(), &out, args.json);
     Ok(())
 }

@@ -21,7 +21,7 @@ pub fn run(args: &EvalArgs) -> Result<()> {
 }
 
 fn run_on<B: Backend>(args: &EvalArgs, device: &B::Device) -> Result<()> {
-    let params = args.params.params();
+    let params = args.params.clone();
     let methods = draftsmith_eval::resolve_methods(&args.methods, &params)?;
     if args.limit == Some(0) {
         bail!("--limit must be at least 1");
@@ -29,7 +29,7 @@ fn run_on<B: Backend>(args: &EvalArgs, device: &B::Device) -> Result<()> {
     let set = draftsmith_eval::read_prompts(&resolve_prompts(&args.prompts)?, args.limit)?;
     let out = args.out.clone().unwrap_or_else(|| PathBuf::from(DEFAULT_RUNS_DIR).join(utc_stamp()));
     let loaded = args.model.load::<B>(device)?;
-    let drafters = args.params.load_drafters(&loaded, &args.model, device)?;
+    let drafters = crate::method_args::load_drafters(&params, &loaded, &args.model, device)?;
     let prompts = draftsmith_eval::encode_prompts(&loaded.tokenizer, &set.prompts, !args.no_chat_template)?;
     let command_line = command_line();
     let manifest = Manifest {

@@ -30,7 +30,7 @@ impl RecipeStages for FakeStages {
 
     fn eval(&mut self, point: &GridPoint, out: &Path, reuse: Option<&Path>) -> Result<(), EvalError> {
         self.calls.push(format!("eval {} reuse={}", point.label, reuse.is_some()));
-        let methods = vec!["ar".to_string(), "redrafter".to_string()];
+        let methods = [draftsmith_decode::Method::Ar, draftsmith_decode::Method::ReDrafter];
         let records = [record("p", "ar", &[1, 2, 3], &[]), record("p", "redrafter", &[1, 2, 3], &[(1, 2)])];
         std::fs::create_dir_all(out).unwrap();
         let summary = serde_json::to_string(&summarize(&records, &methods)).unwrap();
