@@ -29,6 +29,7 @@ use super::precut::{Action, DraftStep, PreCut, PreCutConfig};
 use super::token_cache::{insert_branch, PhraseCache, TokenCacheConfig};
 use crate::ar::logits_row;
 use crate::error::DecodeError;
+use crate::method::Method;
 use crate::spec::{verify_greedy, DraftContext, DraftCost, Proposer, Verified};
 
 /// Phrase tokens kept with their confidences, and the drafter's logits after the last one.
@@ -255,7 +256,7 @@ fn argmax_confidence(row: &[f32]) -> (u32, f32) {
 
 impl<B: Backend> Proposer for DraftModel<B> {
     fn name(&self) -> &str {
-        "draft-model"
+        Method::DraftModel.name()
     }
 
     fn draft_len(&self) -> Option<usize> {

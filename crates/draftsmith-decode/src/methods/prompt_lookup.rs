@@ -4,6 +4,7 @@
 
 use draftsmith_core::DraftTree;
 
+use crate::method::Method;
 use crate::spec::{DraftContext, Proposer};
 
 /// Prompt-lookup proposer.
@@ -49,7 +50,7 @@ impl PromptLookup {
 
 impl Proposer for PromptLookup {
     fn name(&self) -> &str {
-        "prompt-lookup"
+        Method::PromptLookup.name()
     }
 
     fn draft_len(&self) -> Option<usize> {

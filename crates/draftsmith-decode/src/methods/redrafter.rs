@@ -13,6 +13,7 @@ use draftsmith_model::layers::Linear;
 use draftsmith_model::Model;
 
 use crate::error::DecodeError;
+use crate::method::Method;
 use crate::spec::{DraftContext, DraftCost, Proposer};
 
 /// A ReDrafter drafter loaded for one target.
@@ -74,7 +75,7 @@ impl<B: Backend> ReDrafterProposer<B> {
         settings: ReDrafterSettings,
     ) -> Result<Self, DecodeError> {
         let bad = |param: &'static str, value: usize, problem: &str| DecodeError::InvalidParam {
-            method: "redrafter".into(),
+            method: Method::ReDrafter.to_string(),
             param,
             value: value.to_string(),
             problem: problem.into(),
@@ -197,7 +198,7 @@ impl<B: Backend> BeamDrafter for Search<'_, B> {
 
 impl<B: Backend> Proposer for ReDrafterProposer<B> {
     fn name(&self) -> &str {
-        "redrafter"
+        Method::ReDrafter.name()
     }
 
     fn draft_len(&self) -> Option<usize> {

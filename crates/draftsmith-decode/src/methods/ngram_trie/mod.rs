@@ -53,6 +53,7 @@ use thiserror::Error;
 
 pub use trie::{window_keys, NodeId, SuffixMatch, Trie};
 
+use crate::method::Method;
 use crate::spec::{DraftContext, Proposer};
 
 /// Parameters of the N-Gram-Trie proposer.
@@ -207,7 +208,7 @@ impl NgramTrie {
 
 impl Proposer for NgramTrie {
     fn name(&self) -> &str {
-        "ngram-trie"
+        Method::NgramTrie.name()
     }
 
     fn propose(&mut self, ctx: &DraftContext<'_>) -> Result<DraftTree, crate::DecodeError> {

@@ -40,6 +40,7 @@ use ngram::NgramTable;
 use super::token_cache::insert_branch;
 use crate::ar::logits_row;
 use crate::error::DecodeError;
+use crate::method::Method;
 use crate::sampling::apply_repetition_penalty;
 use crate::spec::{DraftContext, DraftCost, Proposer, Verified};
 
@@ -144,7 +145,7 @@ impl<B: Backend> TokenSwiftProposer<B> {
         settings: TokenSwiftSettings,
     ) -> Result<Self, DecodeError> {
         let bad = |param: &'static str, value: String, problem: &str| DecodeError::InvalidParam {
-            method: "tokenswift".into(),
+            method: Method::TokenSwift.to_string(),
             param,
             value,
             problem: problem.into(),
@@ -234,7 +235,7 @@ fn top_k(values: &[f32], k: usize) -> Vec<u32> {
 
 impl<B: Backend> Proposer for TokenSwiftProposer<B> {
     fn name(&self) -> &str {
-        "tokenswift"
+        Method::TokenSwift.name()
     }
 
     /// γ + 1: the tree depth (α's denominator per step).
