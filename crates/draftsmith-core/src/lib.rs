@@ -3,6 +3,7 @@
 
 pub mod beams;
 pub mod digest;
+pub mod fsio;
 pub mod tree;
 
 pub use beams::{

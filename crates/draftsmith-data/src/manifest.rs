@@ -1,9 +1,8 @@
 //! `manifest.json`: what a distilled dataset was made from and which shards it holds.
 
-use std::fs::File;
-use std::io::Write;
 use std::path::{Path, PathBuf};
 
+use draftsmith_core::fsio::write_atomic;
 use serde::{Deserialize, Serialize};
 
 use crate::error::DataError;
@@ -120,21 +119,8 @@ pub fn read_manifest(dir: &Path) -> Result<DistillManifest, DataError> {
 
 /// Writes `dir/manifest.json` atomically: a temporary file, fsync, then rename.
 pub(crate) fn write_manifest(dir: &Path, manifest: &DistillManifest) -> Result<(), DataError> {
-    let path = manifest_path(dir);
-    let tmp = dir.join(format!("{MANIFEST_FILE}.tmp"));
     let text = serde_json::to_vec_pretty(manifest).expect("a manifest always serializes");
-    let mut file = File::create(&tmp).map_err(DataError::io(&tmp))?;
-    file.write_all(&text).map_err(DataError::io(&tmp))?;
-    file.sync_all().map_err(DataError::io(&tmp))?;
-    std::fs::rename(&tmp, &path).map_err(DataError::io(&path))?;
-    sync_dir(dir);
-    Ok(())
-}
-
-/// Flushes a directory entry (a rename) to disk. Best effort: not every platform can open a
-/// directory, and the data itself was already synced.
-pub(crate) fn sync_dir(dir: &Path) {
-    let _ = File::open(dir).and_then(|d| d.sync_all());
+    write_atomic(&manifest_path(dir), &text).map_err(|(path, source)| DataError::Io { path, source })
 }
 
 /// Checks that a run with `target` and `params` may resume the dataset described by `existing`.

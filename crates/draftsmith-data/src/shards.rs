@@ -13,6 +13,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 
 use draftsmith_core::digest::{hex, sha256_file, Digest, Sha256};
+use draftsmith_core::fsio::sync_dir;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::arrow::ArrowWriter;
 use parquet::basic::Compression;
@@ -20,7 +21,7 @@ use parquet::file::properties::WriterProperties;
 
 use crate::error::DataError;
 use crate::manifest::{
-    check_resume, manifest_path, read_manifest, sync_dir, write_manifest, DistillManifest, DistillParams, ShardInfo,
+    check_resume, manifest_path, read_manifest, write_manifest, DistillManifest, DistillParams, ShardInfo,
     TargetId, FORMAT_VERSION,
 };
 use crate::parts::{check_kind, part_dirs, read_parts, Part, PartInfo};

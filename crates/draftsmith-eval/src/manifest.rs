@@ -112,11 +112,9 @@ pub fn prepare_dir(dir: &Path, manifest: &Manifest) -> Result<bool, EvalError> {
     Ok(false)
 }
 
-/// Writes `text` to `path` through a temporary file and a rename.
+/// Writes `text` to `path` atomically ([`draftsmith_core::fsio::write_atomic`]).
 pub fn write_atomic(path: &Path, text: &str) -> Result<(), EvalError> {
-    let tmp = path.with_extension("tmp");
-    std::fs::write(&tmp, text).map_err(EvalError::io(&tmp))?;
-    std::fs::rename(&tmp, path).map_err(EvalError::io(path))
+    draftsmith_core::fsio::write_atomic(path, text.as_bytes()).map_err(|(path, source)| EvalError::Io { path, source })
 }
 
 #[cfg(test)]

@@ -8,6 +8,8 @@ use burn::nn::Linear;
 use burn::tensor::{backend::Backend, Tensor, TensorData};
 use safetensors::{tensor::TensorView, Dtype, SafeTensors};
 
+use draftsmith_core::fsio::write_atomic;
+
 use crate::error::HeadsError;
 
 /// Named f32 tensors to write: name → (shape, values).
@@ -39,18 +41,13 @@ pub(crate) fn write(path: &Path, tensors: &Named, metadata: Option<HashMap<Strin
         .collect();
     let data = safetensors::serialize(views, &metadata)
         .map_err(|e| HeadsError::Safetensors { path: path.to_path_buf(), problem: e.to_string() })?;
-    let tmp = path.with_extension("safetensors.tmp");
-    std::fs::write(&tmp, data).map_err(HeadsError::io(&tmp))?;
-    std::fs::rename(&tmp, path).map_err(HeadsError::io(path))
+    write_atomic(path, &data).map_err(|(at, source)| HeadsError::io(&at)(source))
 }
 
-/// Writes `dir/config.json` as pretty JSON via a temporary file and a rename.
+/// Writes `dir/config.json` as pretty JSON, atomically.
 pub(crate) fn write_config(dir: &Path, value: &impl serde::Serialize) -> Result<(), HeadsError> {
-    let path = dir.join("config.json");
-    let tmp = dir.join("config.json.tmp");
-    std::fs::write(&tmp, serde_json::to_string_pretty(value).expect("serializable") + "\n")
-        .map_err(HeadsError::io(&tmp))?;
-    std::fs::rename(&tmp, &path).map_err(HeadsError::io(&path))
+    let text = serde_json::to_string_pretty(value).expect("serializable") + "\n";
+    write_atomic(&dir.join("config.json"), text.as_bytes()).map_err(|(at, source)| HeadsError::io(&at)(source))
 }
 
 /// Reads `dir/config.json`: its path and the JSON value.
