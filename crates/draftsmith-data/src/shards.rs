@@ -21,8 +21,8 @@ use parquet::file::properties::WriterProperties;
 
 use crate::error::DataError;
 use crate::manifest::{
-    check_resume, manifest_path, read_manifest, write_manifest, DistillManifest, DistillParams, ShardInfo,
-    TargetId, FORMAT_VERSION,
+    check_resume, manifest_path, read_manifest, write_manifest, DistillManifest, DistillParams, ShardInfo, TargetId,
+    FORMAT_VERSION,
 };
 use crate::parts::{check_kind, part_dirs, read_parts, Part, PartInfo};
 use crate::record::DistillRecord;
