@@ -75,6 +75,23 @@ fn distill_train_export_eval_is_lossless_and_stages_refuse_mismatched_inputs() {
         std::fs::read(run.join("drafter.safetensors")).unwrap()
     );
 
+    // The reference layout: refused without the target for a tied head, then written with it;
+    // draftsmith decodes with it losslessly too.
+    let reference = dir.join("reference");
+    let export_reference = |extra: &[&str]| {
+        bin().arg("export").arg(&run).arg("--out").arg(&reference).args(["--format", "reference"]).args(extra).output()
+    };
+    let e = err(export_reference(&[]).unwrap());
+    assert!(e.contains("config.json") && e.contains("--model"), "{e}");
+    let stdout = ok(export_reference(&["--probe", "--model", tiny.to_str().unwrap()]).unwrap());
+    assert!(stdout.contains("reference layout"), "{stdout}");
+    for f in ["model.safetensors", "config.json", "probe.safetensors"] {
+        assert!(reference.join(f).is_file(), "{f} missing");
+    }
+    let e =
+        err(bin().arg("export").arg(&run).args(["--dtype", "f16"]).arg("--out").arg(dir.join("x")).output().unwrap());
+    assert!(e.contains("f32 only"), "{e}");
+
     let eval_out = dir.join("eval");
     let stdout = ok(bin()
         .args(["eval", "--model"])
@@ -101,6 +118,19 @@ fn distill_train_export_eval_is_lossless_and_stages_refuse_mismatched_inputs() {
     let json: Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
     assert_eq!(json["methods"]["redrafter"]["lossless"], true, "{json}");
     assert!(json["methods"]["redrafter"]["tokens_per_step"].as_f64().unwrap() >= 1.0);
+    let stdout = ok(bin()
+        .args(["eval", "--model"])
+        .arg(&tiny)
+        .arg("--prompts")
+        .arg(&prompts)
+        .arg("--out")
+        .arg(dir.join("eval-reference"))
+        .args(["--methods", "ar,redrafter", "--max-new-tokens", "24", "--beam-width", "4", "--json", "--drafter"])
+        .arg(&reference)
+        .output()
+        .unwrap());
+    let json: Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+    assert_eq!(json["methods"]["redrafter"]["lossless"], true, "the reference export decodes losslessly: {json}");
 
     // Another target: the dataset and the drafter both name the one they belong to.
     let other = fixture("tiny-qwen2.gguf");

@@ -83,9 +83,10 @@ pub fn resolve_methods(methods: &[Method], params: &MethodParams) -> Result<Vec<
     Ok(out)
 }
 
-/// sha256 (hex) of the weights of the drafter directory `dir` (`drafter.safetensors`).
+/// sha256 (hex) of the weights of the drafter directory `dir` (`drafter.safetensors`, or
+/// `model.safetensors` in the reference layout).
 pub fn drafter_sha256(dir: &Path) -> Result<String, EvalError> {
-    let path = dir.join("drafter.safetensors");
+    let path = draftsmith_heads::weights_path(dir);
     draftsmith_core::digest::sha256_file(&path).map_err(EvalError::io(&path))
 }
 

@@ -195,6 +195,24 @@ impl Recipe {
 mod tests {
     use super::*;
 
+    #[test]
+    fn every_checked_in_recipe_reads_with_its_grid() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../recipes");
+        let mut n = 0;
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.extension().is_some_and(|e| e == "toml") {
+                let (recipe, points) = Recipe::read(&path).unwrap_or_else(|e| panic!("{e}"));
+                assert!(!points.is_empty(), "{}", path.display());
+                for drafter in &recipe.drafters {
+                    let _ = drafter.data_dir(&recipe.name);
+                }
+                n += 1;
+            }
+        }
+        assert!(n >= 15, "only {n} recipes found in {}", dir.display());
+    }
+
     fn write(name: &str, text: &str) -> PathBuf {
         let path = std::env::temp_dir().join(format!("draftsmith-recipe-{}-{name}.toml", std::process::id()));
         std::fs::write(&path, text).unwrap();

@@ -86,18 +86,23 @@ impl std::fmt::Display for DrafterKind {
     }
 }
 
-/// The `drafter` field of `dir/config.json`; an unknown or missing kind is an error naming the
-/// file.
+/// The kind a drafter's `config.json` declares: its `drafter` field, or for a checkpoint in
+/// the reference ReDrafter layout (no `drafter` field), its `model_type`.
+pub(crate) fn declared_kind(config: &serde_json::Value) -> Result<DrafterKind, String> {
+    match config.get("drafter").and_then(|v| v.as_str()) {
+        Some(name) => {
+            DrafterKind::parse(name).ok_or_else(|| format!("unknown drafter kind `{name}` (redrafter, tokenswift)"))
+        }
+        None if config.get("model_type").and_then(|v| v.as_str()) == Some(crate::redrafter::REFERENCE_MODEL_TYPE) => {
+            Ok(DrafterKind::ReDrafter)
+        }
+        None => Err("no `drafter` field (expected `redrafter` or `tokenswift`) and no reference `model_type`".into()),
+    }
+}
+
+/// The kind of drafter in `dir` (see [`declared_kind`]); an unknown or missing kind is an error
+/// naming the file.
 pub fn drafter_kind(dir: &Path) -> Result<DrafterKind, HeadsError> {
     let (path, value) = crate::tensors::read_config_value(dir)?;
-    match value.get("drafter").and_then(|v| v.as_str()) {
-        Some(name) => DrafterKind::parse(name).ok_or_else(|| HeadsError::Config {
-            path,
-            problem: format!("unknown drafter kind `{name}` (redrafter, tokenswift)"),
-        }),
-        None => Err(HeadsError::Config {
-            path,
-            problem: "no `drafter` field (expected `redrafter` or `tokenswift`)".into(),
-        }),
-    }
+    declared_kind(&value).map_err(|problem| HeadsError::Config { path, problem })
 }

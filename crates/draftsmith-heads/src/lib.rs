@@ -11,3 +11,5 @@ pub mod tokenswift;
 pub use error::HeadsError;
 pub use identity::{drafter_kind, DrafterKind, TargetIdentity};
 pub use metrics::StepMetrics;
+pub use redrafter::weights_path;
+pub use tensors::WeightDtype;

@@ -29,14 +29,86 @@ pub(crate) fn push_linear<B: Backend>(out: &mut Named, prefix: &str, linear: &Li
     }
 }
 
+/// Float type of written weights.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum WeightDtype {
+    /// Exact: reading the file back gives the same drafter.
+    #[default]
+    F32,
+    /// Half the bytes (round to nearest); TensorRT-LLM's default engine dtype.
+    F16,
+    /// Half the bytes (round to nearest); the dtype Apple's recipes train and run in.
+    Bf16,
+}
+
+impl WeightDtype {
+    /// The name `transformers` writes as `torch_dtype`.
+    pub fn torch_name(self) -> &'static str {
+        match self {
+            WeightDtype::F32 => "float32",
+            WeightDtype::F16 => "float16",
+            WeightDtype::Bf16 => "bfloat16",
+        }
+    }
+
+    pub const ALL: [WeightDtype; 3] = [WeightDtype::F32, WeightDtype::F16, WeightDtype::Bf16];
+
+    /// The name on the command line.
+    pub fn name(self) -> &'static str {
+        match self {
+            WeightDtype::F32 => "f32",
+            WeightDtype::F16 => "f16",
+            WeightDtype::Bf16 => "bf16",
+        }
+    }
+
+    fn encode(self, values: &[f32]) -> (Dtype, Vec<u8>) {
+        match self {
+            WeightDtype::F32 => (Dtype::F32, values.iter().flat_map(|x| x.to_le_bytes()).collect()),
+            WeightDtype::F16 => {
+                (Dtype::F16, values.iter().flat_map(|&x| half::f16::from_f32(x).to_le_bytes()).collect())
+            }
+            WeightDtype::Bf16 => {
+                (Dtype::BF16, values.iter().flat_map(|&x| half::bf16::from_f32(x).to_le_bytes()).collect())
+            }
+        }
+    }
+}
+
+impl std::fmt::Display for WeightDtype {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for WeightDtype {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Self::ALL
+            .into_iter()
+            .find(|d| d.name() == s)
+            .ok_or_else(|| format!("unknown weight dtype `{s}` (f32, f16, bf16)"))
+    }
+}
+
 pub(crate) fn write(path: &Path, tensors: &Named, metadata: Option<HashMap<String, String>>) -> Result<(), HeadsError> {
-    let bytes: Vec<Vec<u8>> =
-        tensors.iter().map(|(_, _, v)| v.iter().flat_map(|x| x.to_le_bytes()).collect()).collect();
+    write_typed(path, tensors, metadata, WeightDtype::F32)
+}
+
+pub(crate) fn write_typed(
+    path: &Path,
+    tensors: &Named,
+    metadata: Option<HashMap<String, String>>,
+    dtype: WeightDtype,
+) -> Result<(), HeadsError> {
+    let bytes: Vec<(Dtype, Vec<u8>)> = tensors.iter().map(|(_, _, v)| dtype.encode(v)).collect();
     let views: Vec<(String, TensorView<'_>)> = tensors
         .iter()
         .zip(&bytes)
-        .map(|((name, shape, _), b)| {
-            (name.clone(), TensorView::new(Dtype::F32, shape.clone(), b).expect("consistent shape"))
+        .map(|((name, shape, _), (dt, b))| {
+            (name.clone(), TensorView::new(*dt, shape.clone(), b).expect("consistent shape"))
         })
         .collect();
     let data = safetensors::serialize(views, &metadata)
@@ -64,15 +136,19 @@ pub(crate) fn read_config<T: serde::de::DeserializeOwned>(
     dir: &Path,
     kind: crate::DrafterKind,
 ) -> Result<(std::path::PathBuf, T), HeadsError> {
-    let (path, value) = read_config_value(dir)?;
-    let found = value.get("drafter").and_then(|v| v.as_str()).unwrap_or("");
-    if found != kind.name() {
+    let (path, mut value) = read_config_value(dir)?;
+    let found =
+        crate::identity::declared_kind(&value).map_err(|problem| HeadsError::Config { path: path.clone(), problem })?;
+    if found != kind {
         return Err(HeadsError::Config {
             path,
             problem: format!(
                 "`drafter` is `{found}`, expected `{kind}` (a {found} drafter cannot be loaded as {kind})"
             ),
         });
+    }
+    if let Some(map) = value.as_object_mut() {
+        map.entry("drafter").or_insert_with(|| kind.name().into());
     }
     let file =
         serde_json::from_value(value).map_err(|e| HeadsError::Config { path: path.clone(), problem: e.to_string() })?;
@@ -95,11 +171,8 @@ impl<'a> Reader<'a> {
             let data = view.data();
             let vals: Vec<f32> = match view.dtype() {
                 Dtype::F32 => data.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect(),
-                Dtype::F16 => data.chunks_exact(2).map(|c| f16_to_f32(u16::from_le_bytes([c[0], c[1]]))).collect(),
-                Dtype::BF16 => data
-                    .chunks_exact(2)
-                    .map(|c| f32::from_bits((u16::from_le_bytes([c[0], c[1]]) as u32) << 16))
-                    .collect(),
+                Dtype::F16 => data.chunks_exact(2).map(|c| half::f16::from_le_bytes([c[0], c[1]]).to_f32()).collect(),
+                Dtype::BF16 => data.chunks_exact(2).map(|c| half::bf16::from_le_bytes([c[0], c[1]]).to_f32()).collect(),
                 other => {
                     return Err(HeadsError::Safetensors {
                         path: path.to_path_buf(),
@@ -156,26 +229,4 @@ impl<'a> Reader<'a> {
             None => Ok(()),
         }
     }
-}
-
-fn f16_to_f32(h: u16) -> f32 {
-    let sign = ((h >> 15) as u32) << 31;
-    let exp = ((h >> 10) & 0x1f) as u32;
-    let frac = (h & 0x3ff) as u32;
-    let bits = match exp {
-        0 if frac == 0 => sign,
-        0 => {
-            // Subnormal: renormalise.
-            let mut e = 127 - 15 + 1;
-            let mut f = frac;
-            while f & 0x400 == 0 {
-                f <<= 1;
-                e -= 1;
-            }
-            sign | (e << 23) | ((f & 0x3ff) << 13)
-        }
-        0x1f => sign | 0x7f80_0000 | (frac << 13),
-        _ => sign | ((exp + 127 - 15) << 23) | (frac << 13),
-    };
-    f32::from_bits(bits)
 }

@@ -6,6 +6,7 @@ pub mod checkpoint;
 pub mod distilled;
 pub mod error;
 pub mod examples;
+pub mod export;
 pub mod heldout;
 pub mod hidden;
 pub mod metrics;
@@ -17,6 +18,9 @@ pub mod tokenswift;
 pub use distilled::{read_sequences, DistilledSequences};
 pub use error::TrainError;
 pub use examples::{LabelSource, Sequence};
+pub use export::{
+    export_drafter, export_needs_target, run_drafter, ExportFormat, ExportOptions, ExportTarget, Exported,
+};
 pub use redrafter::{train_redrafter, ReDrafterTrainConfig};
 pub use run::{TrainEvent, TrainSummary};
 pub use tokenswift::{chunks, train_tokenswift, TokenSwiftTrainConfig};

@@ -1,47 +1,85 @@
-//! `draftsmith export`: writes a run's drafter (its last checkpoint, or its final export) as
-//! `drafter.safetensors` + `config.json` in the reference layout, after checking it loads.
+//! `draftsmith export`: writes a run's drafter (its final export, or its last checkpoint) in
+//! draftsmith's layout or, for a ReDrafter, in the reference layout other runtimes load.
 
 use std::path::PathBuf;
 
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use burn::backend::Flex;
 use clap::Args;
-use draftsmith_heads::redrafter::{load_redrafter, CONFIG_FILE, WEIGHTS_FILE};
+use draftsmith_heads::WeightDtype;
+use draftsmith_train::{export_drafter, export_needs_target, run_drafter, ExportFormat, ExportOptions, ExportTarget};
+
+use crate::backend::DeviceKind;
+use crate::model_arg::{ActivationsArg, ModelArgs};
 
 #[derive(Debug, Args)]
 pub struct ExportArgs {
     /// A training run directory (`draftsmith train … --out`).
     pub run: PathBuf,
-    /// Output directory (default: `<run>/export`).
+    /// Output directory (default: `<run>/export`, or `<run>/export-reference`).
     #[arg(long)]
     pub out: Option<PathBuf>,
+    /// `draftsmith`: the compact layout draftsmith reads (`drafter.safetensors`, f32, tied head and
+    /// draft vocabulary kept). `reference`: a ReDrafter as apple/ml-recurrent-drafter and
+    /// TensorRT-LLM load it (`model.safetensors`, full `[vocab, exit_dim]` output layer).
+    #[arg(long, default_value_t = ExportFormat::Draftsmith)]
+    pub format: ExportFormat,
+    /// Weight dtype of a `reference` export: f32 (exact), f16 or bf16.
+    #[arg(long, default_value_t = WeightDtype::F32)]
+    pub dtype: WeightDtype,
+    /// The target model: checked against the one the drafter was trained for, and needed for a
+    /// `reference` export of a tied head (its LM head is folded into the output layer). Same forms
+    /// as `--model` elsewhere.
+    #[arg(long, short = 'm')]
+    pub model: Option<String>,
+    /// With `--format reference`: also write `probe.safetensors` (four input rows and the logits
+    /// draftsmith computes for them), for checking the export in another runtime
+    /// (`scripts/check_reference_export.py`).
+    #[arg(long)]
+    pub probe: bool,
 }
 
 pub fn run(args: ExportArgs) -> Result<()> {
-    let final_export = args.run.join(WEIGHTS_FILE);
-    let checkpoint = args.run.join("checkpoint");
-    let source = if final_export.exists() {
-        args.run.clone()
-    } else if checkpoint.join(WEIGHTS_FILE).exists() {
-        checkpoint
-    } else {
-        bail!("{}: no exported drafter and no checkpoint (has `draftsmith train` run here?)", args.run.display());
+    let source = run_drafter(&args.run)?;
+    let device = Default::default();
+    let model = match (&args.model, export_needs_target(&source, args.format)?) {
+        (Some(model), _) => Some(model.clone()),
+        (None, true) => bail!(
+            "{}: the drafter's output layer is tied to its target's LM head; pass the target with --model \
+             so that --format reference can write the full layer",
+            source.join(draftsmith_heads::redrafter::CONFIG_FILE).display()
+        ),
+        (None, false) => None,
     };
-    let (_, file) = load_redrafter::<Flex>(&source, None, &Default::default())?;
-    let out = args.out.unwrap_or_else(|| args.run.join("export"));
-    std::fs::create_dir_all(&out).with_context(|| format!("{}: cannot create", out.display()))?;
-    for name in [WEIGHTS_FILE, CONFIG_FILE] {
-        std::fs::copy(source.join(name), out.join(name))
-            .with_context(|| format!("copying {} to {}", source.join(name).display(), out.display()))?;
-    }
-    let target = file.target.as_ref().map_or("unknown target".to_string(), |t| {
+    let target = match model {
+        Some(model) => {
+            let model_args =
+                ModelArgs { model, device: DeviceKind::Cpu, weights: None, activations: ActivationsArg::Int8 };
+            let loaded = model_args.load::<Flex>(&device)?;
+            let identity = draftsmith_decode::drafters::target_identity(&loaded)?;
+            Some(ExportTarget { identity, lm_head: loaded.model.lm_head_matrix().transpose() })
+        }
+        None => None,
+    };
+    let suffix = match args.format {
+        ExportFormat::Draftsmith => "export",
+        ExportFormat::Reference => "export-reference",
+    };
+    let out = args.out.unwrap_or_else(|| args.run.join(suffix));
+    let options = ExportOptions { format: args.format, dtype: args.dtype, probe: args.probe };
+    let exported = export_drafter::<Flex>(&source, &out, options, target.as_ref(), &device)?;
+    let trained_for = exported.target.as_ref().map_or("an unnamed target".to_string(), |t| {
         format!("{} (sha256 {}…)", t.name, &t.sha256[..12.min(t.sha256.len())])
     });
     println!(
-        "exported a ReDrafter ({:?} head, {} ResBlocks) for {target} to {}",
-        file.head,
-        file.num_draft_layers,
+        "exported a {} for {trained_for} in the {} layout to {}",
+        exported.description,
+        exported.format,
         out.display()
     );
+    for file in &exported.files {
+        let bytes = std::fs::metadata(file).map(|m| m.len()).unwrap_or(0);
+        println!("  {} ({:.1} MB)", file.display(), bytes as f64 / 1e6);
+    }
     Ok(())
 }

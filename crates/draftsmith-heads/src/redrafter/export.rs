@@ -109,7 +109,19 @@ pub fn read_drafter_file(dir: &Path) -> Result<DrafterFile, HeadsError> {
     Ok(file)
 }
 
-/// Loads an exported drafter. With `target`, refuses a drafter trained for another target
+/// The weights of the drafter in `dir`: draftsmith's `drafter.safetensors`, or the reference
+/// layout's `model.safetensors` when only that exists.
+pub fn weights_path(dir: &Path) -> std::path::PathBuf {
+    let own = dir.join(WEIGHTS_FILE);
+    let reference = dir.join(super::reference::REFERENCE_WEIGHTS_FILE);
+    if !own.exists() && reference.exists() {
+        reference
+    } else {
+        own
+    }
+}
+
+/// Loads an exported drafter, in draftsmith's layout or the reference one. With `target`, refuses a drafter trained for another target
 /// (and one whose vocabulary or hidden size does not fit it).
 pub fn load_redrafter<B: Backend>(
     dir: &Path,
@@ -122,7 +134,7 @@ pub fn load_redrafter<B: Backend>(
         crate::identity::check_target(&config_path, file.vocab_size, file.hidden_size, file.target.as_ref(), given)?;
     }
     let config = file.config();
-    let path = dir.join(WEIGHTS_FILE);
+    let path = weights_path(dir);
     let mut reader = Reader::open(&path)?;
     let h = config.hidden_size;
     let (rnn_w, rnn_u) = if config.rnn {

@@ -1,0 +1,197 @@
+//! The export stage: a training run's drafter written for use elsewhere, after checking that it
+//! loads. `draftsmith` keeps the compact layout the decoders read (tied head, draft vocabulary);
+//! `reference` writes a ReDrafter as apple/ml-recurrent-drafter and TensorRT-LLM load it.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+
+use burn::tensor::{backend::Backend, Tensor};
+use draftsmith_core::fsio::write_atomic;
+use draftsmith_heads::redrafter::{
+    load_redrafter, read_drafter_file, save_reference, weights_path, write_probe, HeadKind, CONFIG_FILE, PROBE_FILE,
+    REFERENCE_WEIGHTS_FILE, WEIGHTS_FILE,
+};
+use draftsmith_heads::tokenswift::load_tokenswift;
+use draftsmith_heads::{drafter_kind, DrafterKind, HeadsError, TargetIdentity, WeightDtype};
+
+use crate::checkpoint::checkpoint_dir;
+use crate::error::TrainError;
+
+/// The layout an export is written in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum ExportFormat {
+    /// `drafter.safetensors` + `config.json` as draftsmith writes and reads them (f32).
+    #[default]
+    Draftsmith,
+    /// `model.safetensors` + `config.json` in apple/ml-recurrent-drafter's layout (ReDrafter only).
+    Reference,
+}
+
+impl ExportFormat {
+    pub const ALL: [ExportFormat; 2] = [ExportFormat::Draftsmith, ExportFormat::Reference];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            ExportFormat::Draftsmith => "draftsmith",
+            ExportFormat::Reference => "reference",
+        }
+    }
+}
+
+impl fmt::Display for ExportFormat {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for ExportFormat {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Self::ALL
+            .into_iter()
+            .find(|f| f.name() == s)
+            .ok_or_else(|| format!("unknown export format `{s}` (draftsmith, reference)"))
+    }
+}
+
+/// Input rows of a probe.
+const PROBE_ROWS: usize = 4;
+
+/// The drafter a training run holds: its final export once training finished, else its last
+/// checkpoint.
+pub fn run_drafter(run: &Path) -> Result<PathBuf, TrainError> {
+    let checkpoint = checkpoint_dir(run);
+    if run.join(WEIGHTS_FILE).exists() {
+        Ok(run.to_path_buf())
+    } else if checkpoint.join(WEIGHTS_FILE).exists() {
+        Ok(checkpoint)
+    } else {
+        Err(TrainError::Config(format!(
+            "{}: no exported drafter and no checkpoint (has `draftsmith train` run here?)",
+            run.display()
+        )))
+    }
+}
+
+/// Whether exporting the drafter in `source` as `format` needs the target model: a reference
+/// export of a tied head materializes the output layer from the target's LM head.
+pub fn export_needs_target(source: &Path, format: ExportFormat) -> Result<bool, TrainError> {
+    Ok(format == ExportFormat::Reference
+        && drafter_kind(source)? == DrafterKind::ReDrafter
+        && read_drafter_file(source)?.head == HeadKind::Tied)
+}
+
+/// How to export.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ExportOptions {
+    pub format: ExportFormat,
+    /// Weight dtype (`reference` only; the draftsmith layout is f32).
+    pub dtype: WeightDtype,
+    /// Also write `probe.safetensors` (`reference` only): inputs and the logits draftsmith computes
+    /// for them, for checking the export in another runtime.
+    pub probe: bool,
+}
+
+/// The target an export is checked against, and its LM head for a reference export.
+pub struct ExportTarget<B: Backend> {
+    pub identity: TargetIdentity,
+    /// The LM head as `[vocab, hidden]` rows (`Model::lm_head_matrix` transposed).
+    pub lm_head: Tensor<B, 2>,
+}
+
+/// What was exported.
+#[derive(Debug, Clone)]
+pub struct Exported {
+    pub kind: DrafterKind,
+    pub format: ExportFormat,
+    pub files: Vec<PathBuf>,
+    /// The target the drafter was trained for, when it says.
+    pub target: Option<TargetIdentity>,
+    /// One line: the drafter's shape.
+    pub description: String,
+}
+
+/// Writes the drafter in `source` (see [`run_drafter`]) to `out` in `format`. With `target`, a
+/// drafter trained for another target is refused. Refuses, naming the file, a format the
+/// drafter cannot be written in; files already in `out` are replaced only once the new ones are
+/// whole.
+pub fn export_drafter<B: Backend>(
+    source: &Path,
+    out: &Path,
+    options: ExportOptions,
+    target: Option<&ExportTarget<B>>,
+    device: &B::Device,
+) -> Result<Exported, TrainError> {
+    let ExportOptions { format, dtype, probe } = options;
+    let kind = drafter_kind(source)?;
+    let identity = target.map(|t| &t.identity);
+    let config_path = source.join(CONFIG_FILE);
+    let refuse = |problem: String| TrainError::Heads(HeadsError::Config { path: config_path.clone(), problem });
+    std::fs::create_dir_all(out).map_err(TrainError::io(out))?;
+    match (kind, format) {
+        (DrafterKind::TokenSwift, ExportFormat::Reference) => Err(refuse(
+            "TokenSwift heads have no reference checkpoint layout that another runtime loads; \
+             export them with --format draftsmith"
+                .into(),
+        )),
+        (_, ExportFormat::Draftsmith) if dtype != WeightDtype::F32 => {
+            Err(refuse(format!("the draftsmith layout is f32 only (asked for {dtype})")))
+        }
+        (_, ExportFormat::Draftsmith) if probe => Err(refuse("a probe is written with --format reference only".into())),
+        (DrafterKind::TokenSwift, ExportFormat::Draftsmith) => {
+            let (heads, file) = load_tokenswift::<B>(source, identity, device)?;
+            let files = copy_files(source, out)?;
+            let description = format!("TokenSwift, {} heads", heads.heads.len());
+            Ok(Exported { kind, format, files, target: file.target, description })
+        }
+        (DrafterKind::ReDrafter, ExportFormat::Draftsmith) => {
+            let (_, file) = load_redrafter::<B>(source, identity, device)?;
+            let files = copy_files(source, out)?;
+            let description = format!("ReDrafter, {:?} head, {} ResBlocks", file.head, file.num_draft_layers);
+            Ok(Exported { kind, format, files, target: file.target, description })
+        }
+        (DrafterKind::ReDrafter, ExportFormat::Reference) => {
+            let (drafter, file) = load_redrafter::<B>(source, identity, device)?;
+            let lm_head = match (file.head, target) {
+                (HeadKind::Full, _) => None,
+                (HeadKind::Tied, Some(t)) => Some(t.lm_head.clone()),
+                (HeadKind::Tied, None) => {
+                    return Err(refuse(
+                        "the drafter's output layer is tied to the target's LM head: \
+                         pass the target model so the export can write the full layer"
+                            .into(),
+                    ))
+                }
+            };
+            save_reference(out, &drafter, &file, lm_head.clone(), dtype)?;
+            let mut files = vec![out.join(REFERENCE_WEIGHTS_FILE), out.join(CONFIG_FILE)];
+            if probe {
+                write_probe(out, &drafter, &file, lm_head, PROBE_ROWS, device)?;
+                files.push(out.join(PROBE_FILE));
+            }
+            let description = format!(
+                "ReDrafter, full [{} × {}] head ({} from a {:?} head), {} ResBlocks",
+                file.vocab_size,
+                file.exit_dim,
+                dtype.torch_name(),
+                file.head,
+                file.num_draft_layers
+            );
+            Ok(Exported { kind, format, files, target: file.target, description })
+        }
+    }
+}
+
+/// Copies the weights and config of `source` into `out`, each whole or not at all.
+fn copy_files(source: &Path, out: &Path) -> Result<Vec<PathBuf>, TrainError> {
+    let mut files = Vec::new();
+    for (from, name) in [(weights_path(source), WEIGHTS_FILE), (source.join(CONFIG_FILE), CONFIG_FILE)] {
+        let to = out.join(name);
+        let bytes = std::fs::read(&from).map_err(TrainError::io(&from))?;
+        write_atomic(&to, &bytes).map_err(|(at, source)| TrainError::Io { path: at, source })?;
+        files.push(to);
+    }
+    Ok(files)
+}

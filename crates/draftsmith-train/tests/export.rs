@@ -1,0 +1,80 @@
+//! The export stage: which drafter a run exports, the formats each drafter can be written in,
+//! and refusals that name the file.
+
+use burn::backend::Flex;
+use burn::tensor::{Distribution, Tensor};
+use draftsmith_heads::redrafter::{save_redrafter, HeadKind, ReDrafterConfig};
+use draftsmith_heads::tokenswift::{save_tokenswift, TokenSwiftConfig};
+use draftsmith_heads::{TargetIdentity, WeightDtype};
+use draftsmith_train::{export_drafter, export_needs_target, run_drafter, ExportFormat, ExportOptions, ExportTarget};
+
+type B = Flex;
+
+fn target() -> TargetIdentity {
+    TargetIdentity { name: "tiny".into(), sha256: "ef".repeat(32), vocab_size: 40, hidden_size: 8 }
+}
+
+fn tmpdir(name: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("draftsmith-export-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+fn reference() -> ExportOptions {
+    ExportOptions { format: ExportFormat::Reference, ..Default::default() }
+}
+
+#[test]
+fn a_run_exports_its_final_drafter_else_its_checkpoint_else_says_what_is_missing() {
+    let run = tmpdir("run");
+    std::fs::create_dir_all(&run).unwrap();
+    let e = run_drafter(&run).unwrap_err().to_string();
+    assert!(e.contains(run.to_str().unwrap()) && e.contains("no exported drafter"), "{e}");
+    let cfg = ReDrafterConfig::for_target(40, 8, HeadKind::Tied);
+    let d = cfg.init::<B>(&Default::default(), 1);
+    save_redrafter(&run.join("checkpoint"), &d, &cfg, &target(), None, serde_json::json!({})).unwrap();
+    assert_eq!(run_drafter(&run).unwrap(), run.join("checkpoint"));
+    save_redrafter(&run, &d, &cfg, &target(), None, serde_json::json!({})).unwrap();
+    assert_eq!(run_drafter(&run).unwrap(), run);
+    assert!(export_needs_target(&run, ExportFormat::Reference).unwrap());
+    assert!(!export_needs_target(&run, ExportFormat::Draftsmith).unwrap());
+}
+
+#[test]
+fn a_reference_export_checks_the_target_and_tokenswift_has_none() {
+    let dev = Default::default();
+    let run = tmpdir("redrafter");
+    let cfg = ReDrafterConfig::for_target(40, 8, HeadKind::Tied);
+    save_redrafter(&run, &cfg.init::<B>(&dev, 1), &cfg, &target(), None, serde_json::json!({})).unwrap();
+    let lm_head = Tensor::<B, 2>::random([40, 8], Distribution::Normal(0.0, 1.0), &dev);
+
+    let e = export_drafter::<B>(&run, &run.join("a"), reference(), None, &dev).unwrap_err().to_string();
+    assert!(e.contains("config.json") && e.contains("LM head"), "{e}");
+    let other = TargetIdentity { sha256: "00".repeat(32), ..target() };
+    let wrong = ExportTarget { identity: other, lm_head: lm_head.clone() };
+    let e = export_drafter::<B>(&run, &run.join("b"), reference(), Some(&wrong), &dev).unwrap_err().to_string();
+    assert!(e.contains("trained for target"), "{e}");
+    let right = ExportTarget { identity: target(), lm_head };
+    let options = ExportOptions { probe: true, dtype: WeightDtype::Bf16, ..reference() };
+    let done = export_drafter::<B>(&run, &run.join("c"), options, Some(&right), &dev).unwrap();
+    let names: Vec<_> = done.files.iter().map(|f| f.file_name().unwrap().to_str().unwrap().to_string()).collect();
+    assert_eq!(names, ["model.safetensors", "config.json", "probe.safetensors"]);
+    let e = export_drafter::<B>(
+        &run,
+        &run.join("d"),
+        ExportOptions { dtype: WeightDtype::F16, ..Default::default() },
+        None,
+        &dev,
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.contains("f32 only"), "{e}");
+
+    let ts = tmpdir("tokenswift");
+    let cfg = TokenSwiftConfig::new(40, 8);
+    save_tokenswift(&ts, &cfg.init::<B>(&dev, 1), &cfg, &target(), serde_json::json!({})).unwrap();
+    let e = export_drafter::<B>(&ts, &ts.join("out"), reference(), None, &dev).unwrap_err().to_string();
+    assert!(e.contains(ts.join("config.json").to_str().unwrap()) && e.contains("TokenSwift"), "{e}");
+    let done = export_drafter::<B>(&ts, &ts.join("out"), ExportOptions::default(), None, &dev).unwrap();
+    assert_eq!(std::fs::read(&done.files[0]).unwrap(), std::fs::read(ts.join("drafter.safetensors")).unwrap());
+}
