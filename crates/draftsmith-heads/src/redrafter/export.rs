@@ -65,14 +65,7 @@ pub fn save_redrafter<B: Backend>(
     training: serde_json::Value,
 ) -> Result<(), HeadsError> {
     std::fs::create_dir_all(dir).map_err(HeadsError::io(dir))?;
-    let mut named: Named = Vec::new();
-    if let (Some(w), Some(u)) = (&drafter.rnn_w, &drafter.rnn_u) {
-        push_linear(&mut named, "rnn_w", w);
-        push_linear(&mut named, "rnn_u", u);
-    }
-    for (i, block) in drafter.blocks.iter().enumerate() {
-        push_linear(&mut named, &format!("lm_head.{i}.linear"), &block.linear);
-    }
+    let mut named = body_tensors(drafter);
     push_linear(&mut named, &format!("lm_head.{}", drafter.blocks.len()), &drafter.out);
     write(&dir.join(WEIGHTS_FILE), &named, None)?;
     let file = DrafterFile {
@@ -88,6 +81,19 @@ pub fn save_redrafter<B: Backend>(
         training,
     };
     write_config(dir, &file)
+}
+
+/// The RNN and ResBlock tensors under their reference names (everything but the output layer).
+pub(crate) fn body_tensors<B: Backend>(drafter: &ReDrafter<B>) -> Named {
+    let mut named: Named = Vec::new();
+    if let (Some(w), Some(u)) = (&drafter.rnn_w, &drafter.rnn_u) {
+        push_linear(&mut named, "rnn_w", w);
+        push_linear(&mut named, "rnn_u", u);
+    }
+    for (i, block) in drafter.blocks.iter().enumerate() {
+        push_linear(&mut named, &format!("lm_head.{i}.linear"), &block.linear);
+    }
+    named
 }
 
 /// Reads `dir/config.json` alone.

@@ -17,7 +17,7 @@ use super::config::HeadKind;
 use super::export::DrafterFile;
 use super::model::ReDrafter;
 use crate::error::HeadsError;
-use crate::tensors::{push_linear, write_config, write_typed, Named, WeightDtype};
+use crate::tensors::{write_config, write_typed, Named, WeightDtype};
 use burn::tensor::{backend::Backend, Tensor};
 
 /// Weights file of the reference layout (`transformers`' default name).
@@ -39,14 +39,7 @@ pub fn save_reference<B: Backend>(
     let head = full_head_rows(drafter, file, lm_head)
         .map_err(|problem| HeadsError::Config { path: config_path.clone(), problem })?;
     std::fs::create_dir_all(dir).map_err(HeadsError::io(dir))?;
-    let mut named: Named = Vec::new();
-    if let (Some(w), Some(u)) = (&drafter.rnn_w, &drafter.rnn_u) {
-        push_linear(&mut named, "rnn_w", w);
-        push_linear(&mut named, "rnn_u", u);
-    }
-    for (i, block) in drafter.blocks.iter().enumerate() {
-        push_linear(&mut named, &format!("lm_head.{i}.linear"), &block.linear);
-    }
+    let mut named = super::export::body_tensors(drafter);
     named.push((format!("lm_head.{n}.weight"), vec![file.vocab_size, file.exit_dim], head));
     let metadata = [("format".to_string(), "pt".to_string())].into_iter().collect();
     write_typed(&dir.join(REFERENCE_WEIGHTS_FILE), &named, Some(metadata), dtype)?;
