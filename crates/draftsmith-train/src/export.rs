@@ -129,7 +129,6 @@ pub fn export_drafter<B: Backend>(
     let identity = target.map(|t| &t.identity);
     let config_path = source.join(CONFIG_FILE);
     let refuse = |problem: String| TrainError::Heads(HeadsError::Config { path: config_path.clone(), problem });
-    std::fs::create_dir_all(out).map_err(TrainError::io(out))?;
     match (kind, format) {
         (DrafterKind::TokenSwift, ExportFormat::Reference) => Err(refuse(
             "TokenSwift heads have no reference checkpoint layout that another runtime loads; \
@@ -186,6 +185,7 @@ pub fn export_drafter<B: Backend>(
 
 /// Copies the weights and config of `source` into `out`, each whole or not at all.
 fn copy_files(source: &Path, out: &Path) -> Result<Vec<PathBuf>, TrainError> {
+    std::fs::create_dir_all(out).map_err(TrainError::io(out))?;
     let mut files = Vec::new();
     for (from, name) in [(weights_path(source), WEIGHTS_FILE), (source.join(CONFIG_FILE), CONFIG_FILE)] {
         let to = out.join(name);

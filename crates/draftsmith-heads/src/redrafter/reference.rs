@@ -15,7 +15,7 @@ use std::path::Path;
 
 use super::config::HeadKind;
 use super::export::DrafterFile;
-use super::model::ReDrafter;
+use super::model::{ReDrafter, VocabProjection};
 use crate::error::HeadsError;
 use crate::tensors::{write_config, write_typed, Named, WeightDtype};
 use burn::tensor::{backend::Backend, Tensor};
@@ -69,8 +69,8 @@ fn full_head_rows<B: Backend>(
     let rows = match file.head {
         HeadKind::Full => w.transpose(),
         HeadKind::Tied => {
-            let emb = lm_head.ok_or("a tied head needs the target's LM head (pass the target model)")?;
-            let [vocab, hidden] = emb.dims();
+            let lm_head = lm_head.ok_or("a tied head needs the target's LM head (pass the target model)")?;
+            let [vocab, hidden] = lm_head.dims();
             if vocab != file.vocab_size || hidden != file.hidden_size {
                 return Err(format!(
                     "the target's LM head is [{vocab}, {hidden}], the drafter needs [{}, {}]",
@@ -78,7 +78,7 @@ fn full_head_rows<B: Backend>(
                 ));
             }
             // `[vocab, hidden] · [hidden, exit_dim]`.
-            emb.matmul(w.transpose())
+            lm_head.matmul(w.transpose())
         }
     };
     let mut values = rows.into_data().convert::<f32>().to_vec::<f32>().expect("f32 tensor");
@@ -122,10 +122,9 @@ pub fn write_probe<B: Backend>(
     let embedding = draw(rows * h);
     let tensor = |v: &[f32]| Tensor::<B, 2>::from_data(TensorData::new(v.to_vec(), [rows, h]), device);
     let state = drafter.next_state(drafter.initial_state(rows, h, device), tensor(&embedding));
-    let out = drafter.head(tensor(&context), state.clone());
-    let logits = match (file.head, lm_head) {
-        (HeadKind::Full, _) => out,
-        (HeadKind::Tied, Some(rows)) => out.matmul(rows.transpose()),
+    let vocab = match (file.head, lm_head) {
+        (HeadKind::Full, _) => VocabProjection::None,
+        (HeadKind::Tied, Some(rows)) => VocabProjection::tied(&rows),
         (HeadKind::Tied, None) => {
             return Err(HeadsError::Config {
                 path: dir.join(PROBE_FILE),
@@ -133,6 +132,7 @@ pub fn write_probe<B: Backend>(
             })
         }
     };
+    let logits = drafter.logits(tensor(&context), state.clone(), &vocab);
     let values = |t: Tensor<B, 2>| t.into_data().convert::<f32>().to_vec::<f32>().expect("f32 tensor");
     let named: Named = vec![
         ("context".into(), vec![rows, h], context),
