@@ -32,6 +32,8 @@ enum Command {
     Eval(commands::eval::EvalArgs),
     /// Distill the target into a drafter training dataset (resumable Parquet shards).
     Distill(commands::distill::DistillArgs),
+    /// Compute the target's hidden states of a distilled dataset once, for offline training.
+    Hidden(commands::hidden::HiddenArgs),
     /// Run a recipe (`recipes/*.toml`): one eval per grid point, then a combined table.
     Reproduce(commands::reproduce::ReproduceArgs),
     /// Train a drafter over the frozen target.
@@ -66,6 +68,7 @@ fn run(command: Command) -> Result<()> {
         Command::Generate(args) => commands::generate::run(args),
         Command::Eval(args) => commands::eval::run(args),
         Command::Distill(args) => commands::distill::run(args),
+        Command::Hidden(args) => commands::hidden::run(args),
         Command::Bench(cmd) => commands::bench::run(cmd),
         Command::Reproduce(args) => commands::reproduce::run(args),
         Command::Train(cmd) => commands::train::run(cmd),

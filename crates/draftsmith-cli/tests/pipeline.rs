@@ -68,6 +68,39 @@ fn distill_train_export_eval_is_lossless_and_stages_refuse_mismatched_inputs() {
     let again = ok(train(&tiny, &data, &run, "teacher"));
     assert!(again.contains("drafter exported"), "a finished run reruns from its last checkpoint: {again}");
 
+    // Offline mode: `hidden` writes the target's hidden states beside the dataset, `train` finds
+    // them there and trains the same drafter without the target's passes.
+    let hidden =
+        |extra: &[&str]| bin().args(["hidden", "--model"]).arg(&tiny).arg("--data").arg(&data).args(extra).output();
+    let stdout = ok(hidden(&["--sequences-per-shard", "3"]).unwrap());
+    assert!(stdout.contains("sequences") && stdout.contains("hidden-states"), "{stdout}");
+    assert!(data.join("hidden-states/hidden-manifest.json").is_file());
+    let cached_run = dir.join("run-cached");
+    let output = train(&tiny, &data, &cached_run, "teacher");
+    let stderr = String::from_utf8_lossy(&output.stderr).to_string();
+    ok(output);
+    assert!(stderr.contains("cached in") && stderr.contains("hidden-states"), "{stderr}");
+    assert_eq!(
+        std::fs::read(cached_run.join("drafter.safetensors")).unwrap(),
+        std::fs::read(run.join("drafter.safetensors")).unwrap(),
+        "the same drafter as online mode"
+    );
+    // A cache read with other settings does not fit the run.
+    let short = dir.join("hidden-short");
+    ok(hidden(&["--max-seq-len", "16", "--out", short.to_str().unwrap()]).unwrap());
+    let e = err(bin()
+        .args(["train", "redrafter", "--model"])
+        .arg(&tiny)
+        .arg("--data")
+        .arg(&data)
+        .arg("--out")
+        .arg(dir.join("run-short"))
+        .arg("--hidden")
+        .arg(&short)
+        .output()
+        .unwrap());
+    assert!(e.contains("hidden-manifest.json") && e.contains("other reading settings"), "{e}");
+
     let exported = dir.join("exported");
     ok(bin().arg("export").arg(&run).arg("--out").arg(&exported).output().unwrap());
     assert_eq!(

@@ -127,6 +127,16 @@ pub enum DataError {
         given: String,
     },
 
+    /// A hidden-state cache shard is missing, damaged or does not fit the dataset, or the cache
+    /// does not hold the sequences asked for.
+    #[error("{path}: {problem}; delete the cache directory and rerun `draftsmith hidden`, or train with --online")]
+    CorruptHidden {
+        /// The shard or manifest.
+        path: PathBuf,
+        /// What is wrong with it.
+        problem: String,
+    },
+
     /// An argument is out of range (e.g. zero inputs per shard).
     #[error("{path}: {problem}")]
     InvalidArgument {

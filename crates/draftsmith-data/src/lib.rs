@@ -8,6 +8,8 @@
 //!   dataset per part under the output directory ([`Part`]); [`read_records`] reads the parts
 //!   as one dataset.
 //!
+//! - [`hidden`] writes and reads cached target hidden states (`draftsmith hidden`): f16
+//!   safetensors shards + manifest, resumable, tied to the target and the dataset.
 //! - [`books`] reads long texts (Gutenberg, KJV) and splits them by book for TokenSwift.
 //!
 //! This crate knows nothing of models or tokenizers: records carry token ids only.
@@ -16,6 +18,7 @@ mod arrow_util;
 pub mod books;
 pub mod conversations;
 mod error;
+pub mod hidden;
 mod manifest;
 mod parts;
 mod record;

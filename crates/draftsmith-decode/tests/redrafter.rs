@@ -50,8 +50,17 @@ fn trained_drafter_with(model: &Model<B>, name: &str, draft_vocab: usize) -> std
         draft_vocab,
         ..Default::default()
     };
-    train_redrafter::<Autodiff<B>>(model, &identity(model), &seqs, &cfg, &dir, serde_json::Value::Null, &mut |_| {})
-        .unwrap();
+    train_redrafter::<Autodiff<B>>(
+        model,
+        &identity(model),
+        &seqs,
+        &cfg,
+        &dir,
+        serde_json::Value::Null,
+        None,
+        &mut |_| {},
+    )
+    .unwrap();
     dir
 }
 

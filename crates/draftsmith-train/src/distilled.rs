@@ -6,6 +6,10 @@ use std::path::Path;
 use crate::error::TrainError;
 use crate::examples::{LabelSource, Sequence};
 
+/// Sequences longer than this are cut unless told otherwise (`train redrafter` and `hidden`
+/// read a dataset alike, so that a cache fits the training run).
+pub const DEFAULT_MAX_SEQ_LEN: usize = 1024;
+
 /// The training sequences of a distilled dataset and what identifies them for a resume.
 #[derive(Debug, Clone, PartialEq)]
 pub struct DistilledSequences {

@@ -1,30 +1,67 @@
-//! The frozen target's final hidden states (after the final norm) for every training
-//! sequence, computed once on the inner backend.
+//! The frozen target's final hidden states (after the final norm) for every training sequence:
+//! computed at the start of a run (online mode), or written once by `draftsmith hidden`
+//! ([`write_hidden`]) and read back from that cache ([`open_cached`]).
+//!
+//! Both modes keep the rows as f16 (the cache's format), so a drafter trained from the cache
+//! and one trained online with the same seed see the same inputs and get the same metrics.
+
+use std::path::Path;
 
 use burn::tensor::backend::Backend;
+use draftsmith_data::hidden::{read_hidden_manifest, HiddenCache, HiddenManifest, HiddenWriter, HIDDEN_MANIFEST_FILE};
+use draftsmith_data::TargetId;
 use draftsmith_model::{AttentionMask, Model};
+use half::f16;
 
+use crate::distilled::DistilledSequences;
 use crate::error::TrainError;
 use crate::examples::Sequence;
 
-/// Hidden states of all sequences, row-major `[Σ len, hidden]`.
-#[derive(Debug, Clone)]
+/// Hidden states of all sequences.
 pub struct HiddenStore {
-    pub hidden: usize,
-    data: Vec<f32>,
-    offsets: Vec<usize>,
+    hidden: usize,
+    rows: Rows,
+}
+
+enum Rows {
+    /// Computed in this process: f16 rows of every sequence, one after another, and where each
+    /// sequence starts (in rows).
+    Memory { data: Vec<f16>, offsets: Vec<usize> },
+    /// Read from a `draftsmith hidden` cache.
+    Cached(HiddenCache),
 }
 
 impl HiddenStore {
-    /// The hidden state at `pos` of sequence `seq`.
-    pub fn row(&self, seq: usize, pos: usize) -> &[f32] {
-        let start = (self.offsets[seq] + pos) * self.hidden;
-        &self.data[start..start + self.hidden]
+    /// Appends the hidden state at `pos` of sequence `seq` to `out`, as f32.
+    pub fn extend_row(&self, seq: usize, pos: usize, out: &mut Vec<f32>) {
+        match &self.rows {
+            Rows::Memory { data, offsets } => {
+                let start = (offsets[seq] + pos) * self.hidden;
+                out.extend(data[start..start + self.hidden].iter().map(|x| x.to_f32()));
+            }
+            Rows::Cached(cache) => cache.extend_row(seq, pos, out),
+        }
     }
 
-    pub fn len_tokens(&self) -> usize {
-        self.data.len() / self.hidden.max(1)
+    pub fn hidden_size(&self) -> usize {
+        self.hidden
     }
+
+    /// Where the rows come from, for logs and summaries: `online` or the cache directory.
+    pub fn source(&self) -> String {
+        match &self.rows {
+            Rows::Memory { .. } => "online".into(),
+            Rows::Cached(cache) => cache.dir().display().to_string(),
+        }
+    }
+}
+
+/// One sequence's final hidden states, `[len × hidden]` row-major (one causal pass).
+fn sequence_hidden<B: Backend>(model: &Model<B>, seq: &Sequence) -> Result<Vec<f32>, TrainError> {
+    let mut cache = model.new_cache(seq.tokens.len());
+    let positions: Vec<usize> = (0..seq.tokens.len()).collect();
+    let out = model.forward_hidden(&seq.tokens, &positions, &AttentionMask::Causal, &mut cache)?;
+    Ok(out.hidden_final.into_data().convert::<f32>().to_vec::<f32>().expect("f32 hidden states"))
 }
 
 /// Runs the target over each sequence (one causal pass each); `progress(done_tokens)` is called
@@ -41,12 +78,77 @@ pub fn compute_hidden<B: Backend>(
     let mut done = 0;
     for seq in seqs {
         offsets.push(done);
-        let mut cache = model.new_cache(seq.tokens.len());
-        let positions: Vec<usize> = (0..seq.tokens.len()).collect();
-        let out = model.forward_hidden(&seq.tokens, &positions, &AttentionMask::Causal, &mut cache)?;
-        data.extend(out.hidden_final.into_data().convert::<f32>().to_vec::<f32>().expect("f32 hidden states"));
+        data.extend(sequence_hidden(model, seq)?.into_iter().map(f16::from_f32));
         done += seq.tokens.len();
         progress(done);
     }
-    Ok(HiddenStore { hidden, data, offsets })
+    Ok(HiddenStore { hidden, rows: Rows::Memory { data, offsets } })
+}
+
+/// What ties a cache to its sequences: the dataset's fingerprint without the `limit` it was
+/// read with (a cache of the whole dataset serves any `--limit`; the sequences' lengths are
+/// checked one by one).
+fn dataset_key(data: &DistilledSequences) -> serde_json::Value {
+    let mut key = data.fingerprint.clone();
+    if let Some(map) = key.as_object_mut() {
+        map.remove("limit");
+    }
+    key
+}
+
+fn lengths(seqs: &[Sequence]) -> Vec<usize> {
+    seqs.iter().map(|s| s.tokens.len()).collect()
+}
+
+/// Bytes a cache of `data` takes for a target of `hidden_size` (f16 rows).
+pub fn cache_bytes(data: &DistilledSequences, hidden_size: usize) -> u64 {
+    (data.tokens() * hidden_size * 2) as u64
+}
+
+/// Writes (or resumes) the hidden-state cache of `data` in `dir`, `per_shard` sequences per
+/// shard; `progress(done_tokens, total_tokens)` after each sequence.
+pub fn write_hidden<B: Backend>(
+    model: &Model<B>,
+    target: &TargetId,
+    data: &DistilledSequences,
+    dir: &Path,
+    per_shard: usize,
+    progress: &mut dyn FnMut(usize, usize),
+) -> Result<HiddenManifest, TrainError> {
+    let hidden = model.config().hidden_size;
+    let lengths = lengths(&data.sequences);
+    let total: usize = lengths.iter().sum();
+    let mut writer = HiddenWriter::open(dir, target.clone(), dataset_key(data), hidden, lengths.clone(), per_shard)?;
+    let mut done: usize = lengths[..writer.next_sequence()].iter().sum();
+    progress(done, total);
+    for seq in &data.sequences[writer.next_sequence()..] {
+        writer.push(&sequence_hidden(model, seq)?)?;
+        done += seq.tokens.len();
+        progress(done, total);
+    }
+    Ok(writer.finish()?)
+}
+
+/// Opens the cache in `dir` for `data`: refused (naming the file) when it was computed for
+/// another target (`target_sha`), another dataset or other reading settings, or does not hold
+/// every sequence of `data`.
+pub fn open_cached(dir: &Path, target_sha: &str, data: &DistilledSequences) -> Result<HiddenStore, TrainError> {
+    let manifest = read_hidden_manifest(dir)?;
+    let path = dir.join(HIDDEN_MANIFEST_FILE);
+    let refuse = |problem: String| TrainError::HiddenMismatch { path: path.clone(), problem };
+    if manifest.target.sha256 != target_sha {
+        return Err(refuse(format!(
+            "computed with `{}` (sha256 {}), not with the target being trained for (sha256 {target_sha})",
+            manifest.target.name, manifest.target.sha256
+        )));
+    }
+    let key = dataset_key(data);
+    if manifest.dataset != key {
+        return Err(refuse(format!(
+            "computed for another dataset or other reading settings (cache: {}; this run: {key})",
+            manifest.dataset
+        )));
+    }
+    let cache = HiddenCache::open(dir, &lengths(&data.sequences))?;
+    Ok(HiddenStore { hidden: cache.hidden_size(), rows: Rows::Cached(cache) })
 }

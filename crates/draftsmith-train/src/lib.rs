@@ -15,12 +15,13 @@ pub mod run;
 pub mod schedule;
 pub mod tokenswift;
 
-pub use distilled::{read_sequences, DistilledSequences};
+pub use distilled::{read_sequences, DistilledSequences, DEFAULT_MAX_SEQ_LEN};
 pub use error::TrainError;
 pub use examples::{LabelSource, Sequence};
 pub use export::{
     export_drafter, export_needs_target, run_drafter, ExportFormat, ExportOptions, ExportTarget, Exported,
 };
+pub use hidden::{cache_bytes, open_cached, write_hidden, HiddenStore};
 pub use redrafter::{train_redrafter, ReDrafterTrainConfig};
 pub use run::{TrainEvent, TrainSummary};
 pub use tokenswift::{chunks, train_tokenswift, TokenSwiftTrainConfig};

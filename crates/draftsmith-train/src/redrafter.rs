@@ -102,7 +102,10 @@ impl ReDrafterTrainConfig {
 }
 
 /// Trains a drafter in `run_dir` (resuming from its checkpoint when there is one) and exports it
-/// there (`drafter.safetensors` + `config.json`).
+/// there (`drafter.safetensors` + `config.json`). The target's hidden states come from `cached`
+/// (a `draftsmith hidden` cache opened with [`crate::hidden::open_cached`]) or, without one,
+/// are computed first (online mode); the run's fingerprint is the same either way, so a run
+/// started in one mode resumes in the other.
 #[allow(clippy::too_many_arguments)]
 pub fn train_redrafter<AB: AutodiffBackend>(
     target: &Model<AB::InnerBackend>,
@@ -111,6 +114,7 @@ pub fn train_redrafter<AB: AutodiffBackend>(
     cfg: &ReDrafterTrainConfig,
     run_dir: &Path,
     data_fingerprint: serde_json::Value,
+    cached: Option<HiddenStore>,
     progress: &mut dyn FnMut(TrainEvent),
 ) -> Result<TrainSummary, TrainError> {
     cfg.validate()?;
@@ -118,7 +122,11 @@ pub fn train_redrafter<AB: AutodiffBackend>(
     std::fs::create_dir_all(run_dir).map_err(TrainError::io(run_dir))?;
     let (train_idx, val_idx) = split(seqs.len(), cfg.val_fraction, cfg.seed);
     let total_tokens: usize = seqs.iter().map(|s| s.tokens.len()).sum();
-    let hidden = compute_hidden(target, seqs, &mut |done| progress(TrainEvent::Hidden { done, total: total_tokens }))?;
+    let hidden = match cached {
+        Some(store) => store,
+        None => compute_hidden(target, seqs, &mut |done| progress(TrainEvent::Hidden { done, total: total_tokens }))?,
+    };
+    let hidden_seconds = begin.elapsed().as_secs_f64();
     let subset = |idx: &[usize]| -> Vec<Example> {
         let picked: Vec<Sequence> = idx.iter().map(|&i| seqs[i].clone()).collect();
         build_examples(&picked, cfg.horizon, cfg.labels)
@@ -207,7 +215,7 @@ pub fn train_redrafter<AB: AutodiffBackend>(
         load_redrafter::<AB::InnerBackend>(dir, Some(target_id), &device)?;
         Ok(())
     };
-    let (_, heads) = train_loop(&task, &train, &plan, run_dir, &fingerprint, fresh, optim, &device, check, progress)?;
+    let outcome = train_loop(&task, &train, &plan, run_dir, &fingerprint, fresh, optim, &device, check, progress)?;
     let summary = TrainSummary {
         steps: total,
         epochs: cfg.epochs,
@@ -219,8 +227,11 @@ pub fn train_redrafter<AB: AutodiffBackend>(
         val_loss: Vec::new(),
         val_top1: Vec::new(),
         val_top5: Vec::new(),
+        epoch_seconds: Vec::new(),
+        hidden_source: Some(hidden.source()),
+        hidden_seconds: Some(hidden_seconds),
     }
-    .with_validation(&heads);
+    .with_outcome(&outcome);
     summary.write(run_dir)?;
     Ok(summary)
 }
@@ -333,13 +344,13 @@ fn make_batch<B: Backend>(
     device: &B::Device,
 ) -> TrainBatch<B> {
     let n = rows.len();
-    let mut h = Vec::with_capacity(n * hidden.hidden);
+    let mut h = Vec::with_capacity(n * hidden.hidden_size());
     let mut inputs = vec![Vec::with_capacity(n); cfg.horizon];
     let mut labels = vec![Vec::with_capacity(n); cfg.horizon];
     let mut weights = vec![Vec::with_capacity(n); cfg.horizon];
     let mut in_vocab = vec![Vec::with_capacity(n); cfg.horizon];
     for ex in rows {
-        h.extend_from_slice(hidden.row(ex.seq as usize, ex.pos as usize));
+        hidden.extend_row(ex.seq as usize, ex.pos as usize, &mut h);
         for (i, st) in
             example_steps(&seqs[ex.seq as usize], ex.pos as usize, cfg.horizon, cfg.labels).into_iter().enumerate()
         {
@@ -352,7 +363,7 @@ fn make_batch<B: Backend>(
     }
     let ints = |v: Vec<i32>| Tensor::<B, 1, Int>::from_data(TensorData::new(v, [n]), device);
     TrainBatch {
-        hidden: Tensor::from_data(TensorData::new(h, [n, hidden.hidden]), device),
+        hidden: Tensor::from_data(TensorData::new(h, [n, hidden.hidden_size()]), device),
         inputs: inputs.into_iter().map(ints).collect(),
         labels: labels.into_iter().map(ints).collect(),
         weights: weights.into_iter().map(|w| Tensor::from_data(TensorData::new(w, [n]), device)).collect(),

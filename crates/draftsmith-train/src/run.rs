@@ -64,15 +64,27 @@ pub struct TrainSummary {
     pub val_loss: Vec<f64>,
     pub val_top1: Vec<f64>,
     pub val_top5: Vec<f64>,
+    /// Wall seconds of each epoch this run trained (an epoch resumed part-way counts this run's
+    /// part only); the target's hidden-state pass is not in them.
+    #[serde(default)]
+    pub epoch_seconds: Vec<f64>,
+    /// ReDrafter: where the target's hidden states came from (`online`, or a cache directory)
+    /// and the seconds spent computing or opening them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hidden_source: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hidden_seconds: Option<f64>,
 }
 
 impl TrainSummary {
-    /// The validation columns from the final held-out metrics (empty without a held-out set).
-    pub(crate) fn with_validation(self, heads: &[StepMetrics]) -> Self {
+    /// The validation columns (empty without a held-out set) and epoch times of a finished loop.
+    pub(crate) fn with_outcome(self, outcome: &LoopOutcome) -> Self {
+        let heads = &outcome.heads;
         Self {
             val_loss: heads.iter().map(StepMetrics::mean_loss).collect(),
             val_top1: heads.iter().map(StepMetrics::top1_acc).collect(),
             val_top5: heads.iter().map(StepMetrics::top5_acc).collect(),
+            epoch_seconds: outcome.epoch_seconds.clone(),
             ..self
         }
     }
@@ -137,9 +149,16 @@ pub(crate) struct LoopPlan {
     pub params: usize,
 }
 
+/// What [`train_loop`] ends with.
+pub(crate) struct LoopOutcome {
+    /// Final held-out metrics (empty without a held-out set).
+    pub heads: Vec<StepMetrics>,
+    /// Wall seconds per epoch trained in this run.
+    pub epoch_seconds: Vec<f64>,
+}
+
 /// Trains `fresh` (or the run's checkpoint of it, after `check_export` accepted the exported
-/// drafter there) on `items` for `plan.total_steps` steps; returns the module and its final
-/// held-out metrics (empty without a held-out set).
+/// drafter there) on `items` for `plan.total_steps` steps.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn train_loop<AB, T, O>(
     task: &T,
@@ -152,7 +171,7 @@ pub(crate) fn train_loop<AB, T, O>(
     device: &AB::Device,
     check_export: impl FnOnce(&Path) -> Result<(), TrainError>,
     progress: &mut dyn FnMut(TrainEvent),
-) -> Result<(T::Module, Vec<StepMetrics>), TrainError>
+) -> Result<LoopOutcome, TrainError>
 where
     AB: AutodiffBackend,
     T: DrafterTask<AB>,
@@ -172,6 +191,7 @@ where
     let steps_per_epoch = micro_per_epoch.div_ceil(plan.grad_accum);
     let (mut order, mut order_epoch) = (Vec::new(), usize::MAX);
     let mut window = vec![StepMetrics::default(); task.metric_steps()];
+    let (mut epoch_seconds, mut epoch_began, mut timed_epoch) = (Vec::new(), std::time::Instant::now(), None);
     for step in start..total {
         let lr = cosine_with_warmup(plan.lr, step, total, plan.warmup_steps);
         let mut accum = GradientsAccumulator::new();
@@ -189,6 +209,13 @@ where
             }
             if plan.epochs == Epochs::Aligned {
                 epoch = e;
+            }
+            if micro == 0 && timed_epoch != Some(e) {
+                if timed_epoch.is_some() {
+                    epoch_seconds.push(epoch_began.elapsed().as_secs_f64());
+                    epoch_began = std::time::Instant::now();
+                }
+                timed_epoch = Some(e);
             }
             if e != order_epoch {
                 order = items.to_vec();
@@ -226,7 +253,10 @@ where
             progress(TrainEvent::Checkpoint { step: done });
         }
     }
+    if timed_epoch.is_some() {
+        epoch_seconds.push(epoch_began.elapsed().as_secs_f64());
+    }
     let heads = if task.holds_out() { task.validate(&module.valid())? } else { Vec::new() };
     task.export(run_dir, &module, total)?;
-    Ok((module, heads))
+    Ok(LoopOutcome { heads, epoch_seconds })
 }

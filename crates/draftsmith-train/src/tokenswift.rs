@@ -173,8 +173,7 @@ pub fn train_tokenswift<AB: AutodiffBackend>(
         Ok(())
     };
     let chunk_ids: Vec<usize> = (0..train.len()).collect();
-    let (_, metrics) =
-        train_loop(&task, &chunk_ids, &plan, run_dir, &fingerprint, fresh, optim, &device, check, progress)?;
+    let outcome = train_loop(&task, &chunk_ids, &plan, run_dir, &fingerprint, fresh, optim, &device, check, progress)?;
     let summary = TrainSummary {
         steps: cfg.steps,
         epochs: (cfg.steps * cfg.grad_accum).div_ceil(micro_per_epoch),
@@ -186,8 +185,11 @@ pub fn train_tokenswift<AB: AutodiffBackend>(
         val_loss: Vec::new(),
         val_top1: Vec::new(),
         val_top5: Vec::new(),
+        epoch_seconds: Vec::new(),
+        hidden_source: None,
+        hidden_seconds: None,
     }
-    .with_validation(&metrics);
+    .with_outcome(&outcome);
     summary.write(run_dir)?;
     Ok(summary)
 }

@@ -1,15 +1,20 @@
 //! ReDrafter training on a tiny random target: it learns the target's own continuations, a run
 //! killed after a checkpoint resumes to exactly the weights of an uninterrupted run, and a
-//! changed config refuses to resume.
+//! changed config refuses to resume, and cached hidden states (`draftsmith hidden`) train the
+//! same drafter as online mode.
 
 use burn::backend::{Autodiff, Flex};
+use draftsmith_data::TargetId;
 use draftsmith_heads::redrafter::HeadKind;
 use draftsmith_heads::TargetIdentity;
 use draftsmith_model::{
     build_model, Architecture, AttentionMask, LoadOptions, LogitsSelect, MatmulWeights, MemorySource, Model,
     ModelConfig,
 };
-use draftsmith_train::{train_redrafter, LabelSource, ReDrafterTrainConfig, Sequence, TrainError, TrainEvent};
+use draftsmith_train::{
+    cache_bytes, open_cached, train_redrafter, write_hidden, DistilledSequences, LabelSource, ReDrafterTrainConfig,
+    Sequence, TrainError, TrainEvent,
+};
 
 type B = Flex;
 type AB = Autodiff<Flex>;
@@ -84,7 +89,8 @@ fn learns_the_targets_continuations() {
     let seqs = self_distilled(&model, 40);
     let dir = tmp("learn");
     let summary =
-        train_redrafter::<AB>(&model, &identity(), &seqs, &cfg(), &dir, serde_json::json!("t"), &mut |_| {}).unwrap();
+        train_redrafter::<AB>(&model, &identity(), &seqs, &cfg(), &dir, serde_json::json!("t"), None, &mut |_| {})
+            .unwrap();
     assert!(summary.val_top1[0] > 0.6, "validation top-1 of head 1: {:?}", summary.val_top1);
     assert!(dir.join("drafter.safetensors").exists() && dir.join("config.json").exists());
     let csv = std::fs::read_to_string(dir.join("metrics.csv")).unwrap();
@@ -98,7 +104,8 @@ fn a_draft_vocabulary_keeps_the_most_frequent_labels() {
     let dir = tmp("draft-vocab");
     let small = ReDrafterTrainConfig { draft_vocab: 6, ..cfg() };
     let summary =
-        train_redrafter::<AB>(&model, &identity(), &seqs, &small, &dir, serde_json::json!("t"), &mut |_| {}).unwrap();
+        train_redrafter::<AB>(&model, &identity(), &seqs, &small, &dir, serde_json::json!("t"), None, &mut |_| {})
+            .unwrap();
     let file: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(dir.join("config.json")).unwrap()).unwrap();
     let ids: Vec<u32> = serde_json::from_value(file["draft_vocab"].clone()).unwrap();
@@ -120,7 +127,8 @@ fn a_draft_vocabulary_keeps_the_most_frequent_labels() {
     // The full head ignores the setting.
     let full = ReDrafterTrainConfig { head: HeadKind::Full, draft_vocab: 6, epochs: 1, ..cfg() };
     let dir_full = tmp("draft-vocab-full");
-    train_redrafter::<AB>(&model, &identity(), &seqs, &full, &dir_full, serde_json::json!("t"), &mut |_| {}).unwrap();
+    train_redrafter::<AB>(&model, &identity(), &seqs, &full, &dir_full, serde_json::json!("t"), None, &mut |_| {})
+        .unwrap();
     let file: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(dir_full.join("config.json")).unwrap()).unwrap();
     assert!(file.get("draft_vocab").is_none());
@@ -132,11 +140,11 @@ fn a_killed_run_resumes_to_the_same_weights() {
     let seqs = self_distilled(&model, 12);
     let cfg = ReDrafterTrainConfig { epochs: 8, head: HeadKind::Full, labels: LabelSource::GroundTruth, ..cfg() };
     let whole = tmp("whole");
-    train_redrafter::<AB>(&model, &identity(), &seqs, &cfg, &whole, serde_json::json!("d"), &mut |_| {}).unwrap();
+    train_redrafter::<AB>(&model, &identity(), &seqs, &cfg, &whole, serde_json::json!("d"), None, &mut |_| {}).unwrap();
 
     let killed = tmp("killed");
     let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-        train_redrafter::<AB>(&model, &identity(), &seqs, &cfg, &killed, serde_json::json!("d"), &mut |e| {
+        train_redrafter::<AB>(&model, &identity(), &seqs, &cfg, &killed, serde_json::json!("d"), None, &mut |e| {
             if let TrainEvent::Checkpoint { step: 20 } = e {
                 panic!("simulated kill");
             }
@@ -145,7 +153,7 @@ fn a_killed_run_resumes_to_the_same_weights() {
     assert!(result.is_err());
     assert!(!killed.join("drafter.safetensors").exists());
     let mut resumed_at = None;
-    train_redrafter::<AB>(&model, &identity(), &seqs, &cfg, &killed, serde_json::json!("d"), &mut |e| {
+    train_redrafter::<AB>(&model, &identity(), &seqs, &cfg, &killed, serde_json::json!("d"), None, &mut |e| {
         if let TrainEvent::Start { resumed_at: r, .. } = e {
             resumed_at = Some(r);
         }
@@ -158,7 +166,67 @@ fn a_killed_run_resumes_to_the_same_weights() {
     );
 
     let changed = ReDrafterTrainConfig { lr: 1e-2, ..cfg };
-    let err = train_redrafter::<AB>(&model, &identity(), &seqs, &changed, &killed, serde_json::json!("d"), &mut |_| {})
-        .unwrap_err();
+    let err =
+        train_redrafter::<AB>(&model, &identity(), &seqs, &changed, &killed, serde_json::json!("d"), None, &mut |_| {})
+            .unwrap_err();
     assert!(matches!(err, TrainError::ResumeMismatch { .. }), "{err}");
+}
+
+#[test]
+fn cached_hidden_states_train_the_same_drafter_and_resume_an_online_run() {
+    let model = tiny();
+    let seqs = self_distilled(&model, 12);
+    let fingerprint = |shard: &str, limit: Option<usize>| serde_json::json!({ "shards": [shard], "params": {}, "limit": limit, "max_seq_len": 64 });
+    let data = DistilledSequences { sequences: seqs.clone(), fingerprint: fingerprint("s0", None) };
+    let cache = tmp("hidden-cache");
+    let target = TargetId { name: "tiny".into(), sha256: identity().sha256 };
+    let mut last = (0, 0);
+    let manifest = write_hidden(&model, &target, &data, &cache, 5, &mut |done, total| last = (done, total)).unwrap();
+    assert!(manifest.complete && manifest.shards.len() == 3, "{manifest:?}");
+    assert_eq!(last, (data.tokens(), data.tokens()));
+    assert_eq!(cache_bytes(&data, 32), manifest.bytes());
+
+    let cfg = ReDrafterTrainConfig { epochs: 8, head: HeadKind::Full, ..cfg() };
+    let online = tmp("hidden-online");
+    let summary =
+        train_redrafter::<AB>(&model, &identity(), &seqs, &cfg, &online, serde_json::json!("d"), None, &mut |_| {})
+            .unwrap();
+    assert_eq!(summary.hidden_source.as_deref(), Some("online"));
+    assert_eq!(summary.epoch_seconds.len(), 8, "one time per epoch");
+    let open = || Some(open_cached(&cache, &identity().sha256, &data).unwrap());
+    let cached = tmp("hidden-cached");
+    let mut hidden_events = 0;
+    let summary =
+        train_redrafter::<AB>(&model, &identity(), &seqs, &cfg, &cached, serde_json::json!("d"), open(), &mut |e| {
+            hidden_events += matches!(e, TrainEvent::Hidden { .. }) as usize
+        })
+        .unwrap();
+    assert_eq!(hidden_events, 0, "no target pass");
+    assert!(summary.hidden_source.unwrap().contains("hidden-cache"));
+    let weights = |dir: &std::path::Path| std::fs::read(dir.join("drafter.safetensors")).unwrap();
+    assert_eq!(weights(&online), weights(&cached), "the same drafter from the cache as online");
+
+    // A run started online and killed resumes from the cache to the same weights.
+    let killed = tmp("hidden-killed");
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        train_redrafter::<AB>(&model, &identity(), &seqs, &cfg, &killed, serde_json::json!("d"), None, &mut |e| {
+            if let TrainEvent::Checkpoint { step: 20 } = e {
+                panic!("simulated kill");
+            }
+        })
+    }));
+    assert!(result.is_err());
+    train_redrafter::<AB>(&model, &identity(), &seqs, &cfg, &killed, serde_json::json!("d"), open(), &mut |_| {})
+        .unwrap();
+    assert_eq!(weights(&online), weights(&killed));
+
+    // The first sequences of the dataset (a --limit) are served by the whole dataset's cache;
+    // another target or another dataset is refused, naming the manifest.
+    let first = DistilledSequences { sequences: seqs[..4].to_vec(), fingerprint: fingerprint("s0", Some(4)) };
+    assert!(open_cached(&cache, &identity().sha256, &first).is_ok());
+    let err = open_cached(&cache, &"ff".repeat(32), &data).err().unwrap().to_string();
+    assert!(err.contains("hidden-manifest.json") && err.contains("not with the target being trained for"), "{err}");
+    let other = DistilledSequences { sequences: seqs.clone(), fingerprint: fingerprint("s1", None) };
+    let err = open_cached(&cache, &identity().sha256, &other).err().unwrap().to_string();
+    assert!(err.contains("hidden-manifest.json") && err.contains("another dataset"), "{err}");
 }

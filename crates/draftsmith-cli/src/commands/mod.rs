@@ -6,5 +6,6 @@ pub mod eval;
 pub mod export;
 pub mod fetch;
 pub mod generate;
+pub mod hidden;
 pub mod reproduce;
 pub mod train;

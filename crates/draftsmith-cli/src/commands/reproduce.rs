@@ -92,6 +92,7 @@ impl RecipeStages for Stages<'_> {
             config: d.train.clone(),
             limit: None,
             max_seq_len: d.distill.max_seq_len,
+            hidden: crate::jobs::train::HiddenSource::Auto,
         };
         crate::jobs::train::run(&job).with_context(|| format!("drafter `{}`", d.name))
     }

@@ -8,6 +8,7 @@ use clap::{Args, Subcommand, ValueEnum};
 use draftsmith_heads::redrafter::HeadKind;
 use draftsmith_train::{LabelSource, ReDrafterTrainConfig};
 
+use crate::jobs::train::HiddenSource;
 use crate::model_arg::ModelArgs;
 
 pub mod tokenswift;
@@ -86,8 +87,15 @@ pub struct RedrafterArgs {
     #[arg(long)]
     pub limit: Option<usize>,
     /// Sequences longer than this are cut.
-    #[arg(long, default_value_t = 1024)]
+    #[arg(long, default_value_t = draftsmith_train::DEFAULT_MAX_SEQ_LEN)]
     pub max_seq_len: usize,
+    /// Read the target's hidden states from this `draftsmith hidden` cache. Default:
+    /// `<data>/hidden-states` when it exists, else they are computed at the start.
+    #[arg(long, conflicts_with = "online")]
+    pub hidden: Option<PathBuf>,
+    /// Compute the target's hidden states at the start even when a cache exists.
+    #[arg(long)]
+    pub online: bool,
 }
 
 impl RedrafterArgs {
@@ -128,6 +136,11 @@ pub fn run(cmd: TrainCommand) -> Result<()> {
                 config: args.config(),
                 limit: args.limit,
                 max_seq_len: args.max_seq_len,
+                hidden: match (&args.hidden, args.online) {
+                    (Some(dir), _) => HiddenSource::Cache(dir.clone()),
+                    (None, true) => HiddenSource::Online,
+                    (None, false) => HiddenSource::Auto,
+                },
             };
             crate::jobs::train::run(&job)
         }

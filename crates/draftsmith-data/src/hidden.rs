@@ -1,0 +1,486 @@
+//! Cached target hidden states (`draftsmith hidden`): the frozen target's hidden state at every
+//! position of every training sequence, written once so that training and its resumes skip the
+//! target's forward passes.
+//!
+//! A cache is a directory (by default `hidden-states/` inside the dataset directory) holding
+//! `hidden-manifest.json` and `hidden-00000.safetensors`, `hidden-00001…`. Each shard covers
+//! consecutive sequences and holds two tensors: `hidden`, f16 `[tokens, hidden_size]` (the
+//! sequences' rows one after another) and `lengths`, i32 `[sequences]`. Shards are written like
+//! distilled shards (temporary file, fsync, rename, then the manifest), so a killed run resumes
+//! after the last listed shard. The manifest ties the cache to the target's SHA-256 and to the
+//! dataset it was computed from (its shards' hashes and the reading settings).
+//!
+//! This module knows nothing of models: rows come in as f32 and go out as f32.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+use draftsmith_core::digest::sha256_hex;
+use draftsmith_core::fsio::{sync_dir, write_atomic};
+use half::f16;
+use memmap2::Mmap;
+use safetensors::tensor::TensorView;
+use safetensors::{Dtype, SafeTensors};
+use serde::{Deserialize, Serialize};
+
+use crate::error::DataError;
+use crate::manifest::TargetId;
+
+/// Where a dataset's hidden-state cache goes unless told otherwise: `<dataset>/hidden-states`.
+pub const HIDDEN_DIR: &str = "hidden-states";
+
+/// The manifest's file name inside a cache directory.
+pub const HIDDEN_MANIFEST_FILE: &str = "hidden-manifest.json";
+
+/// The cache format this crate writes and reads.
+pub const HIDDEN_FORMAT_VERSION: u32 = 1;
+
+/// One finished shard of a cache.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HiddenShardInfo {
+    /// File name inside the cache directory.
+    pub file: String,
+    /// Index of its first sequence.
+    pub first_sequence: usize,
+    pub sequences: usize,
+    pub tokens: usize,
+    /// SHA-256 of the file, lowercase hex.
+    pub sha256: String,
+}
+
+/// The contents of `hidden-manifest.json`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct HiddenManifest {
+    /// Always [`HIDDEN_FORMAT_VERSION`].
+    pub format_version: u32,
+    /// The target whose hidden states these are.
+    pub target: TargetId,
+    /// What identifies the sequences (the dataset's shard hashes and reading settings), compared
+    /// as a whole on resume and by the trainer.
+    pub dataset: serde_json::Value,
+    pub hidden_size: usize,
+    /// Always `f16`.
+    pub dtype: String,
+    /// Sequences and tokens of the whole cache once complete.
+    pub sequences: usize,
+    pub tokens: usize,
+    /// Finished shards, in sequence order.
+    pub shards: Vec<HiddenShardInfo>,
+    /// `true` once every sequence is written.
+    pub complete: bool,
+}
+
+impl HiddenManifest {
+    /// Sequences covered by the listed shards.
+    pub fn sequences_done(&self) -> usize {
+        self.shards.last().map_or(0, |s| s.first_sequence + s.sequences)
+    }
+
+    /// Bytes the finished cache takes on disk (f16 rows; lengths and headers not counted).
+    pub fn bytes(&self) -> u64 {
+        (self.tokens * self.hidden_size * 2) as u64
+    }
+}
+
+/// Reads and checks `dir/hidden-manifest.json`.
+pub fn read_hidden_manifest(dir: &Path) -> Result<HiddenManifest, DataError> {
+    let path = dir.join(HIDDEN_MANIFEST_FILE);
+    let text = std::fs::read(&path).map_err(DataError::io(&path))?;
+    let bad = |problem: String| DataError::BadManifest { path: path.clone(), problem };
+    let manifest: HiddenManifest = serde_json::from_slice(&text).map_err(|e| bad(e.to_string()))?;
+    if manifest.format_version != HIDDEN_FORMAT_VERSION {
+        return Err(bad(format!(
+            "format_version is {}, this build reads {HIDDEN_FORMAT_VERSION}",
+            manifest.format_version
+        )));
+    }
+    if manifest.dtype != "f16" {
+        return Err(bad(format!("dtype is {:?}, this build reads f16", manifest.dtype)));
+    }
+    let mut next = 0;
+    for shard in &manifest.shards {
+        if shard.first_sequence != next || shard.file.contains(['/', '\\']) {
+            return Err(bad(format!("{} does not continue at sequence {next}", shard.file)));
+        }
+        next += shard.sequences;
+    }
+    if next > manifest.sequences {
+        return Err(bad(format!("its shards hold {next} sequences, more than the {} it lists", manifest.sequences)));
+    }
+    Ok(manifest)
+}
+
+fn write_manifest(dir: &Path, manifest: &HiddenManifest) -> Result<(), DataError> {
+    let text = serde_json::to_vec_pretty(manifest).expect("a manifest always serializes");
+    write_atomic(&dir.join(HIDDEN_MANIFEST_FILE), &text).map_err(|(path, source)| DataError::Io { path, source })
+}
+
+/// Writes a hidden-state cache sequence by sequence, resuming a previous run in the same
+/// directory. Sequences are held in memory until their shard is full.
+pub struct HiddenWriter {
+    dir: PathBuf,
+    manifest: HiddenManifest,
+    lengths: Vec<usize>,
+    per_shard: usize,
+    pending: Vec<u16>,
+    pending_lengths: Vec<usize>,
+}
+
+impl HiddenWriter {
+    /// Creates the cache for sequences of `lengths` tokens, or resumes the one already in `dir`
+    /// (which must be for the same target, dataset, hidden size and lengths, with every listed
+    /// shard intact). Leftover temporary and unlisted shard files are removed with a warning.
+    pub fn open(
+        dir: &Path,
+        target: TargetId,
+        dataset: serde_json::Value,
+        hidden_size: usize,
+        lengths: Vec<usize>,
+        per_shard: usize,
+    ) -> Result<Self, DataError> {
+        if per_shard == 0 || hidden_size == 0 {
+            let problem = "sequences per shard and the hidden size must be at least 1".to_string();
+            return Err(DataError::InvalidArgument { path: dir.to_path_buf(), problem });
+        }
+        std::fs::create_dir_all(dir).map_err(DataError::io(dir))?;
+        let fresh = HiddenManifest {
+            format_version: HIDDEN_FORMAT_VERSION,
+            target,
+            dataset,
+            hidden_size,
+            dtype: "f16".into(),
+            sequences: lengths.len(),
+            tokens: lengths.iter().sum(),
+            shards: Vec::new(),
+            complete: false,
+        };
+        let manifest = if dir.join(HIDDEN_MANIFEST_FILE).exists() {
+            let existing = read_hidden_manifest(dir)?;
+            let mismatch = |field: &'static str, existing: String, given: String| DataError::ResumeMismatch {
+                dir: dir.to_path_buf(),
+                field,
+                existing,
+                given,
+            };
+            if existing.target != fresh.target {
+                return Err(mismatch("target", format!("{:?}", existing.target), format!("{:?}", fresh.target)));
+            }
+            if existing.dataset != fresh.dataset {
+                return Err(mismatch("dataset", existing.dataset.to_string(), fresh.dataset.to_string()));
+            }
+            let shape = |m: &HiddenManifest| {
+                format!("{} sequences, {} tokens, hidden {}", m.sequences, m.tokens, m.hidden_size)
+            };
+            if shape(&existing) != shape(&fresh) {
+                return Err(mismatch("size", shape(&existing), shape(&fresh)));
+            }
+            for shard in &existing.shards {
+                let path = dir.join(&shard.file);
+                let bytes = std::fs::read(&path).map_err(|_| DataError::CorruptHidden {
+                    path: path.clone(),
+                    problem: "listed in the manifest but missing".into(),
+                })?;
+                check_shard(&path, &bytes, shard, hidden_size, &lengths)?;
+            }
+            existing
+        } else {
+            write_manifest(dir, &fresh)?;
+            fresh
+        };
+        remove_leftovers(dir, &manifest)?;
+        Ok(Self {
+            dir: dir.to_path_buf(),
+            manifest,
+            lengths,
+            per_shard,
+            pending: Vec::new(),
+            pending_lengths: Vec::new(),
+        })
+    }
+
+    /// The next sequence to compute (sequences before it are written or pending).
+    pub fn next_sequence(&self) -> usize {
+        self.manifest.sequences_done() + self.pending_lengths.len()
+    }
+
+    pub fn manifest(&self) -> &HiddenManifest {
+        &self.manifest
+    }
+
+    /// Adds the next sequence's rows (`length × hidden_size` f32 values, rounded to f16).
+    pub fn push(&mut self, rows: &[f32]) -> Result<(), DataError> {
+        let seq = self.next_sequence();
+        let expected = self.lengths.get(seq).map(|l| l * self.manifest.hidden_size);
+        if expected != Some(rows.len()) {
+            let problem = format!("sequence {seq}: got {} values, expected {expected:?}", rows.len());
+            return Err(DataError::InvalidArgument { path: self.dir.clone(), problem });
+        }
+        self.pending.extend(rows.iter().map(|&x| f16::from_f32(x).to_bits()));
+        self.pending_lengths.push(self.lengths[seq]);
+        if self.pending_lengths.len() == self.per_shard {
+            self.write_shard()?;
+        }
+        Ok(())
+    }
+
+    /// Writes the last partial shard and marks the cache complete.
+    pub fn finish(mut self) -> Result<HiddenManifest, DataError> {
+        if !self.pending_lengths.is_empty() {
+            self.write_shard()?;
+        }
+        if self.manifest.sequences_done() != self.manifest.sequences {
+            let problem =
+                format!("finished after {} of {} sequences", self.manifest.sequences_done(), self.manifest.sequences);
+            return Err(DataError::InvalidArgument { path: self.dir.clone(), problem });
+        }
+        self.manifest.complete = true;
+        write_manifest(&self.dir, &self.manifest)?;
+        Ok(self.manifest)
+    }
+
+    fn write_shard(&mut self) -> Result<(), DataError> {
+        let file = format!("hidden-{:05}.safetensors", self.manifest.shards.len());
+        let path = self.dir.join(&file);
+        let tokens: usize = self.pending_lengths.iter().sum();
+        let bytes = shard_bytes(&self.pending, &self.pending_lengths, self.manifest.hidden_size)
+            .map_err(|problem| DataError::InvalidArgument { path: path.clone(), problem })?;
+        write_atomic(&path, &bytes).map_err(|(path, source)| DataError::Io { path, source })?;
+        sync_dir(&self.dir);
+        self.manifest.shards.push(HiddenShardInfo {
+            file,
+            first_sequence: self.manifest.sequences_done(),
+            sequences: self.pending_lengths.len(),
+            tokens,
+            sha256: sha256_hex(&bytes),
+        });
+        write_manifest(&self.dir, &self.manifest)?;
+        self.pending.clear();
+        self.pending_lengths.clear();
+        Ok(())
+    }
+}
+
+/// A shard's safetensors bytes.
+fn shard_bytes(values: &[u16], lengths: &[usize], hidden_size: usize) -> Result<Vec<u8>, String> {
+    let hidden: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+    let lens: Vec<u8> = lengths.iter().flat_map(|&l| (l as i32).to_le_bytes()).collect();
+    let tokens = values.len() / hidden_size;
+    let views = [
+        ("hidden", TensorView::new(Dtype::F16, vec![tokens, hidden_size], &hidden).map_err(|e| e.to_string())?),
+        ("lengths", TensorView::new(Dtype::I32, vec![lengths.len()], &lens).map_err(|e| e.to_string())?),
+    ];
+    safetensors::serialize(views, &None::<HashMap<String, String>>).map_err(|e| e.to_string())
+}
+
+/// Checks a shard's bytes against its manifest entry: checksum, tensors, and its sequence
+/// lengths against `lengths` (the dataset's, indexed from sequence 0) where both have them.
+/// Returns the byte offset of its `hidden` rows.
+fn check_shard(
+    path: &Path,
+    bytes: &[u8],
+    info: &HiddenShardInfo,
+    hidden_size: usize,
+    lengths: &[usize],
+) -> Result<usize, DataError> {
+    let corrupt = |problem: String| DataError::CorruptHidden { path: path.to_path_buf(), problem };
+    let found = sha256_hex(bytes);
+    if found != info.sha256 {
+        return Err(corrupt(format!("sha256 is {found} but {HIDDEN_MANIFEST_FILE} records {}", info.sha256)));
+    }
+    let st = SafeTensors::deserialize(bytes).map_err(|e| corrupt(format!("not a safetensors file ({e})")))?;
+    let hidden = st.tensor("hidden").map_err(|e| corrupt(format!("no `hidden` tensor ({e})")))?;
+    let lens = st.tensor("lengths").map_err(|e| corrupt(format!("no `lengths` tensor ({e})")))?;
+    if hidden.dtype() != Dtype::F16 || hidden.shape() != [info.tokens, hidden_size] {
+        return Err(corrupt(format!(
+            "`hidden` is {:?} {:?}, expected F16 [{}, {hidden_size}]",
+            hidden.dtype(),
+            hidden.shape(),
+            info.tokens
+        )));
+    }
+    // The dataset may ask for fewer sequences than the cache holds (a training `--limit`):
+    // compare the lengths both have.
+    let stored: Vec<usize> =
+        lens.data().chunks_exact(4).map(|b| i32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize).collect();
+    let asked = lengths.get(info.first_sequence..).unwrap_or_default();
+    let both = stored.len().min(asked.len());
+    if lens.dtype() != Dtype::I32
+        || stored.len() != info.sequences
+        || stored.iter().sum::<usize>() != info.tokens
+        || stored[..both] != asked[..both]
+    {
+        return Err(corrupt(format!(
+            "sequence lengths differ from the dataset's for sequences {}..{}",
+            info.first_sequence,
+            info.first_sequence + info.sequences
+        )));
+    }
+    Ok(hidden.data().as_ptr() as usize - bytes.as_ptr() as usize)
+}
+
+/// Removes `*.tmp` files and shard files the manifest does not list, warning about each.
+fn remove_leftovers(dir: &Path, manifest: &HiddenManifest) -> Result<(), DataError> {
+    for entry in std::fs::read_dir(dir).map_err(DataError::io(dir))? {
+        let path = entry.map_err(DataError::io(dir))?.path();
+        let Some(name) = path.file_name().and_then(|n| n.to_str()) else { continue };
+        let unlisted = name.starts_with("hidden-")
+            && name.ends_with(".safetensors")
+            && !manifest.shards.iter().any(|s| s.file == name);
+        if name.ends_with(".tmp") || unlisted {
+            tracing::warn!(file = %path.display(), "removing leftover from an interrupted run; its sequences will be redone");
+            std::fs::remove_file(&path).map_err(DataError::io(&path))?;
+        }
+    }
+    Ok(())
+}
+
+/// A cache opened for reading: shards memory-mapped (the rows stay in the page cache, not in
+/// the process's own memory), each checked against the manifest.
+pub struct HiddenCache {
+    dir: PathBuf,
+    manifest: HiddenManifest,
+    maps: Vec<Mmap>,
+    /// Per sequence: (shard, byte offset of its first row).
+    starts: Vec<(usize, usize)>,
+}
+
+impl HiddenCache {
+    /// Opens the cache in `dir` for sequences of `lengths` tokens (the first `lengths.len()` of
+    /// the cache must match them). Every shard needed is checked (checksum, tensors, lengths); a
+    /// cache that does not yet hold `lengths.len()` sequences is refused.
+    pub fn open(dir: &Path, lengths: &[usize]) -> Result<Self, DataError> {
+        let manifest = read_hidden_manifest(dir)?;
+        if manifest.sequences_done() < lengths.len() {
+            return Err(DataError::CorruptHidden {
+                path: dir.join(HIDDEN_MANIFEST_FILE),
+                problem: format!(
+                    "holds {} of the {} sequences needed{}",
+                    manifest.sequences_done(),
+                    lengths.len(),
+                    if manifest.complete { "" } else { " (an interrupted `draftsmith hidden`: rerun it to finish)" }
+                ),
+            });
+        }
+        let hidden_bytes = manifest.hidden_size * 2;
+        let (mut maps, mut starts) = (Vec::new(), Vec::with_capacity(lengths.len()));
+        for info in manifest.shards.iter().take_while(|s| s.first_sequence < lengths.len()) {
+            let path = dir.join(&info.file);
+            let file = std::fs::File::open(&path).map_err(|_| DataError::CorruptHidden {
+                path: path.clone(),
+                problem: "listed in the manifest but missing".into(),
+            })?;
+            // SAFETY: the file is only read; a cache rewritten while training reads it is a
+            // user error the checksum below catches at open time.
+            let map = unsafe { Mmap::map(&file) }.map_err(DataError::io(&path))?;
+            let offset = check_shard(&path, &map, info, manifest.hidden_size, lengths)?;
+            let end = (info.first_sequence + info.sequences).min(lengths.len());
+            let mut at = offset;
+            for &len in &lengths[info.first_sequence..end] {
+                starts.push((maps.len(), at));
+                at += len * hidden_bytes;
+            }
+            maps.push(map);
+        }
+        Ok(Self { dir: dir.to_path_buf(), manifest, maps, starts })
+    }
+
+    pub fn manifest(&self) -> &HiddenManifest {
+        &self.manifest
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn hidden_size(&self) -> usize {
+        self.manifest.hidden_size
+    }
+
+    /// Appends the hidden state at `pos` of sequence `seq` to `out`, as f32.
+    pub fn extend_row(&self, seq: usize, pos: usize, out: &mut Vec<f32>) {
+        let (shard, start) = self.starts[seq];
+        let h = self.manifest.hidden_size;
+        let at = start + pos * h * 2;
+        let bytes = &self.maps[shard][at..at + h * 2];
+        out.extend(bytes.chunks_exact(2).map(|b| f16::from_bits(u16::from_le_bytes([b[0], b[1]])).to_f32()));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tmpdir(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("draftsmith-hidden-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        dir
+    }
+
+    fn target(sha: &str) -> TargetId {
+        TargetId { name: "tiny".into(), sha256: sha.into() }
+    }
+
+    /// Rows of sequence `s`: value `s + pos / 8 + j / 64` (exact in f16).
+    fn rows(s: usize, len: usize, h: usize) -> Vec<f32> {
+        (0..len * h).map(|i| s as f32 + (i / h) as f32 / 8.0 + (i % h) as f32 / 64.0).collect()
+    }
+
+    #[test]
+    fn written_rows_read_back_and_a_killed_run_resumes() {
+        let dir = tmpdir("roundtrip");
+        let (h, lengths) = (4, vec![3, 5, 2, 4, 1]);
+        let data = serde_json::json!({"shards": ["aa"]});
+        let mut w = HiddenWriter::open(&dir, target("t"), data.clone(), h, lengths.clone(), 2).unwrap();
+        for s in 0..3 {
+            w.push(&rows(s, lengths[s], h)).unwrap();
+        }
+        drop(w); // killed: sequence 2 was pending, one shard written
+        std::fs::write(dir.join("hidden-00009.safetensors.tmp"), b"torn").unwrap();
+        let mut w = HiddenWriter::open(&dir, target("t"), data.clone(), h, lengths.clone(), 2).unwrap();
+        assert_eq!(w.next_sequence(), 2, "resumes after the finished shard");
+        assert!(!dir.join("hidden-00009.safetensors.tmp").exists(), "leftovers removed");
+        for s in 2..5 {
+            w.push(&rows(s, lengths[s], h)).unwrap();
+        }
+        let manifest = w.finish().unwrap();
+        assert!(manifest.complete && manifest.shards.len() == 3 && manifest.tokens == 15);
+        let cache = HiddenCache::open(&dir, &lengths).unwrap();
+        for (s, &len) in lengths.iter().enumerate() {
+            let want = rows(s, len, h);
+            for pos in 0..len {
+                let mut got = Vec::new();
+                cache.extend_row(s, pos, &mut got);
+                assert_eq!(got, want[pos * h..(pos + 1) * h], "sequence {s} position {pos}");
+            }
+        }
+        // A prefix of the sequences (a training --limit) opens too.
+        assert!(HiddenCache::open(&dir, &lengths[..3]).is_ok());
+    }
+
+    #[test]
+    fn another_target_dataset_or_damaged_shard_is_refused() {
+        let dir = tmpdir("refused");
+        let (h, lengths) = (2, vec![2, 2]);
+        let data = serde_json::json!({"shards": ["aa"]});
+        let mut w = HiddenWriter::open(&dir, target("t"), data.clone(), h, lengths.clone(), 1).unwrap();
+        w.push(&rows(0, 2, h)).unwrap();
+        w.push(&rows(1, 2, h)).unwrap();
+        w.finish().unwrap();
+        let err = HiddenWriter::open(&dir, target("u"), data.clone(), h, lengths.clone(), 1).err().unwrap().to_string();
+        assert!(err.contains("cannot resume") && err.contains("target"), "{err}");
+        let other = serde_json::json!({"shards": ["bb"]});
+        let err = HiddenWriter::open(&dir, target("t"), other, h, lengths.clone(), 1).err().unwrap().to_string();
+        assert!(err.contains("dataset"), "{err}");
+        let err = HiddenCache::open(&dir, &[2, 3]).err().unwrap().to_string();
+        assert!(err.contains("hidden-00001.safetensors") && err.contains("lengths differ"), "{err}");
+        let err = HiddenCache::open(&dir, &[2, 2, 2]).err().unwrap().to_string();
+        assert!(err.contains("holds 2 of the 3 sequences"), "{err}");
+        let shard = dir.join("hidden-00001.safetensors");
+        let mut bytes = std::fs::read(&shard).unwrap();
+        let last = bytes.len() - 1;
+        bytes[last] ^= 1;
+        std::fs::write(&shard, &bytes).unwrap();
+        let err = HiddenCache::open(&dir, &lengths).err().unwrap().to_string();
+        assert!(err.contains("hidden-00001.safetensors") && err.contains("sha256"), "{err}");
+    }
+}
