@@ -33,6 +33,11 @@ distilled := "data/distilled/" + model + "-sharegpt-demo"
 distill *args="": build
     {{bin}} distill --model {{model}} --data sharegpt --limit {{distill_limit}} --max-new-tokens 192 --max-prompt-tokens 256 --out {{distilled}} {{args}}
 
+# The target's hidden states of the distilled data, once (optional: `train-redrafter` then reads
+# them from <distilled>/hidden-states instead of recomputing them at every start).
+hidden *args="": build
+    {{bin}} hidden --model {{model}} --data {{distilled}} {{args}}
+
 # Train a ReDrafter on the distilled data; exports checkpoints/<run>/drafter.safetensors + config.json.
 train-redrafter *args="": build
     {{bin}} train redrafter --model {{model}} --data {{distilled}} --out checkpoints/{{run}} --epochs {{train_epochs}} --horizon 4 {{args}}

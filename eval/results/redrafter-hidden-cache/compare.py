@@ -5,7 +5,8 @@ import sys
 from pathlib import Path
 
 out = Path(sys.argv[1])
-runs = {name: json.loads((out / name / "summary.json").read_text()) for name in ("online", "cached")}
+# The training runs' own summaries (run.sh copies them before the reruns rewrite summary.json).
+runs = {name: json.loads((out / f"{name}-summary.json").read_text()) for name in ("online", "cached")}
 digest = {name: hashlib.sha256((out / name / "drafter.safetensors").read_bytes()).hexdigest() for name in runs}
 print(f"{'':24} {'online':>24} {'cached':>24}")
 for key in ("steps", "hidden_source", "hidden_seconds", "epoch_seconds", "val_loss", "val_top1", "val_top5"):

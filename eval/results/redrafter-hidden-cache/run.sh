@@ -15,9 +15,11 @@ timed() { local label=$1; shift; /usr/bin/time -f "$label: wall %e s, peak RSS %
 lscpu | grep -E "^Model name|^CPU\(s\)" | sed 's/  */ /g'
 grep -o -E 'avx512[a-z_]*|avx_vnni|amx[a-z_0-9]*|avx2|fma|f16c' /proc/cpuinfo | sort -u | tr '\n' ' '; echo
 timed online "$bin" "${train[@]}" --out "$out/online" --online
+cp "$out/online/summary.json" "$out/online-summary.json"  # the reruns below rewrite summary.json
 timed hidden "$bin" hidden --model smollm2-135m --data "$data" --out "$out/hidden"
 echo "cache on disk: $(du -sb "$out/hidden" | cut -f1) bytes"
 timed cached "$bin" "${train[@]}" --out "$out/cached" --hidden "$out/hidden"
+cp "$out/cached/summary.json" "$out/cached-summary.json"
 # Rerunning a finished run restarts from its last checkpoint: what a resume costs before the
 # first new step.
 timed rerun-online "$bin" "${train[@]}" --out "$out/online" --online
