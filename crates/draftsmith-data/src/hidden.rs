@@ -431,16 +431,16 @@ mod tests {
         let (h, lengths) = (4, vec![3, 5, 2, 4, 1]);
         let data = serde_json::json!({"shards": ["aa"]});
         let mut w = HiddenWriter::open(&dir, target("t"), data.clone(), h, lengths.clone(), 2).unwrap();
-        for s in 0..3 {
-            w.push(&rows(s, lengths[s], h)).unwrap();
+        for (s, &len) in lengths.iter().enumerate().take(3) {
+            w.push(&rows(s, len, h)).unwrap();
         }
         drop(w); // killed: sequence 2 was pending, one shard written
         std::fs::write(dir.join("hidden-00009.safetensors.tmp"), b"torn").unwrap();
         let mut w = HiddenWriter::open(&dir, target("t"), data.clone(), h, lengths.clone(), 2).unwrap();
         assert_eq!(w.next_sequence(), 2, "resumes after the finished shard");
         assert!(!dir.join("hidden-00009.safetensors.tmp").exists(), "leftovers removed");
-        for s in 2..5 {
-            w.push(&rows(s, lengths[s], h)).unwrap();
+        for (s, &len) in lengths.iter().enumerate().skip(2) {
+            w.push(&rows(s, len, h)).unwrap();
         }
         let manifest = w.finish().unwrap();
         assert!(manifest.complete && manifest.shards.len() == 3 && manifest.tokens == 15);
