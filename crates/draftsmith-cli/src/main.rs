@@ -56,10 +56,26 @@ fn main() -> ExitCode {
     match run(Cli::parse().command) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("error: {e:#}");
+            eprintln!("error: {}", report(&e));
             ExitCode::FAILURE
         }
     }
+}
+
+/// The error and its causes joined by ": ", leaving out a cause whose text the message before it
+/// already ends with (library errors name the file and repeat their I/O cause in their message).
+fn report(e: &anyhow::Error) -> String {
+    let mut out = String::new();
+    for cause in e.chain() {
+        let text = cause.to_string();
+        if out.is_empty() {
+            out = text;
+        } else if !out.ends_with(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+    }
+    out
 }
 
 fn run(command: Command) -> Result<()> {
@@ -73,5 +89,20 @@ fn run(command: Command) -> Result<()> {
         Command::Reproduce(args) => commands::reproduce::run(args),
         Command::Train(cmd) => commands::train::run(cmd),
         Command::Export(args) => commands::export::run(args),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::report;
+
+    #[test]
+    fn a_cause_already_in_the_message_is_not_repeated() {
+        let io = std::io::Error::new(std::io::ErrorKind::NotFound, "No such file or directory (os error 2)");
+        // As a library error that names the file and repeats its cause, under a context.
+        let e = anyhow::Error::new(io)
+            .context("/tmp/x/manifest.json: No such file or directory (os error 2)")
+            .context("reading the dataset");
+        assert_eq!(report(&e), "reading the dataset: /tmp/x/manifest.json: No such file or directory (os error 2)");
     }
 }
