@@ -60,7 +60,7 @@ pub(crate) struct ActQuant {
     sum: Vec<i32>,
     /// The rows' split into kernel tiles, `(first row, rows)` ([`tile_split`] for the path).
     tiles: Vec<(usize, usize)>,
-    /// On the AVX-512 VNNI path, the rows laid out per tile instead (see [`Packed`]).
+    /// On the SIMD paths, the rows laid out per tile instead (see [`Packed`]).
     packed: Packed,
 }
 
@@ -99,8 +99,8 @@ pub(crate) fn tile_split(n: usize, width: usize) -> impl ExactSizeIterator<Item 
 
 impl ActQuant {
     /// Quantizes `x` (`n × cols`, row-major) with the quantizer matching `path`, split into
-    /// tiles of the path's width: per tile on the AVX-512 VNNI path ([`Packed`], read with
-    /// [`ActQuant::packed_tile`]), row by row on the others ([`ActQuant::row`]).
+    /// tiles of the path's width: per tile on the SIMD paths ([`Packed`], read with
+    /// [`ActQuant::packed_tile`]), row by row on the scalar path ([`ActQuant::row`]).
     pub(crate) fn quantize(&mut self, x: &[f32], n: usize, cols: usize, path: KernelPath) {
         assert_eq!(x.len(), n * cols, "activation length must be n * cols");
         assert_eq!(cols % QK, 0, "cols must be a multiple of 32");
@@ -108,7 +108,7 @@ impl ActQuant {
         self.cols = cols;
         self.tiles.clear();
         self.tiles.extend(tile_split(n, path.tile_width()));
-        if path == KernelPath::Avx512Vnni {
+        if path != KernelPath::Scalar {
             self.quantize_packed(x, path);
         } else {
             self.quantize_rows(x, path);
@@ -189,7 +189,7 @@ impl ActQuant {
         &self.tiles
     }
 
-    /// Tile `i` in the packed layout (AVX-512 VNNI path only).
+    /// Tile `i` in the packed layout (SIMD paths only).
     pub(crate) fn packed_tile(&self, i: usize) -> PackedTile<'_> {
         let (c0, cn) = self.tiles[i];
         let nb = self.cols / QK;

@@ -10,8 +10,8 @@
 
 use std::arch::x86_64::*;
 
-use crate::act::{ActRow, ROUND_BIAS};
-use crate::dispatch::{check_lengths, Group, TileOut};
+use crate::act::{PackedTile, ROUND_BIAS};
+use crate::dispatch::{check_packed, Group, TileOut};
 use crate::layout::{tile_bytes, tile_scales, GROUP, QK, UNIT};
 use crate::QFormat;
 
@@ -25,54 +25,57 @@ macro_rules! bcast4 {
     };
 }
 
-/// Runs the kernel for `format` with the tile width `acts.len()` (1 ..= 4).
+/// One packed row group against one tile of activations packed per tile ([`PackedTile`], 1 ..= 4
+/// rows), as on the AVX-512 path: every activation operand lies at a constant offset from one
+/// pointer per block, and `d · Σ q` comes precomputed, so the inner loops do no per-row
+/// pointer or scalar work and the 16 vector registers hold the accumulators without spills.
 ///
 /// # Safety
 /// The CPU must support AVX2, FMA and F16C.
 #[target_feature(enable = "avx2,fma,f16c")]
-pub(crate) unsafe fn tile(f: QFormat, w: Group<'_>, acts: &[ActRow<'_>], out: &mut TileOut) {
-    check_lengths(f, w, acts);
-    assert!(acts.len() <= 4, "AVX2 tile width is at most 4");
+pub(crate) unsafe fn tile_packed(f: QFormat, w: Group<'_>, a: PackedTile<'_>, out: &mut TileOut) {
+    check_packed(f, w, a, 4);
     for h in 0..2 {
-        match (f, acts.len()) {
-            (QFormat::Q8_0, 1) => q8_0::<1>(w, acts, out, h),
-            (QFormat::Q8_0, 2) => q8_0::<2>(w, acts, out, h),
-            (QFormat::Q8_0, 3) => q8_0::<3>(w, acts, out, h),
-            (QFormat::Q8_0, _) => q8_0::<4>(w, acts, out, h),
-            (QFormat::Q4_1, 1) => q4_1::<1>(w, acts, out, h),
-            (QFormat::Q4_1, 2) => q4_1::<2>(w, acts, out, h),
-            (QFormat::Q4_1, 3) => q4_1::<3>(w, acts, out, h),
-            (QFormat::Q4_1, _) => q4_1::<4>(w, acts, out, h),
+        match (f, a.cn) {
+            (QFormat::Q8_0, 1) => q8_0::<1>(w, a, out, h),
+            (QFormat::Q8_0, 2) => q8_0::<2>(w, a, out, h),
+            (QFormat::Q8_0, 3) => q8_0::<3>(w, a, out, h),
+            (QFormat::Q8_0, _) => q8_0::<4>(w, a, out, h),
+            (QFormat::Q4_1, 1) => q4_1::<1>(w, a, out, h),
+            (QFormat::Q4_1, 2) => q4_1::<2>(w, a, out, h),
+            (QFormat::Q4_1, 3) => q4_1::<3>(w, a, out, h),
+            (QFormat::Q4_1, _) => q4_1::<4>(w, a, out, h),
         }
     }
 }
 
-/// Q8_0 half group `h` × `C` activation rows.
+/// Q8_0 half group `h` × `C` packed activation rows.
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn q8_0<const C: usize>(w: Group<'_>, acts: &[ActRow<'_>], out: &mut TileOut, h: usize) {
+unsafe fn q8_0<const C: usize>(w: Group<'_>, a: PackedTile<'_>, out: &mut TileOut, h: usize) {
     let (quants, scales) = (w.quants, w.scales);
     let nb = quants.len() / tile_bytes(QFormat::Q8_0);
     let (ones, bias) = (_mm256_set1_epi16(1), _mm256_set1_epi8(-128));
-    let xq: [*const i8; C] = std::array::from_fn(|c| acts[c].qs.as_ptr());
     let mut facc = [_mm256_setzero_ps(); C];
     for b in 0..nb {
         if h == 0 {
             prefetch_block(&w, QFormat::Q8_0, b);
         }
         let wq = quants.as_ptr().add(b * tile_bytes(QFormat::Q8_0) + h * 32);
-        let dw = _mm256_cvtph_ps(_mm_loadu_si128(scales.as_ptr().add(b * GROUP + h * HALF).cast()));
+        let xb = a.qs.as_ptr().add(b * C * QK);
         let mut ia = [_mm256_setzero_si256(); C];
         for k in 0..8 {
             let wk = _mm256_xor_si256(_mm256_loadu_si256(wq.add(k * UNIT).cast()), bias);
             let aw = _mm256_abs_epi8(wk);
             for c in 0..C {
-                let xs = _mm256_sign_epi8(bcast4!(xq[c].add(b * QK + 4 * k)), wk);
+                let xs = _mm256_sign_epi8(bcast4!(xb.add(c * QK + 4 * k)), wk);
                 let p = _mm256_madd_epi16(_mm256_maddubs_epi16(aw, xs), ones);
                 ia[c] = _mm256_add_epi32(ia[c], p);
             }
         }
+        let dw = _mm256_cvtph_ps(_mm_loadu_si128(scales.as_ptr().add(b * GROUP + h * HALF).cast()));
+        let db = a.d.as_ptr().add(b * C);
         for c in 0..C {
-            let scale = _mm256_mul_ps(dw, _mm256_set1_ps(*acts[c].d.get_unchecked(b)));
+            let scale = _mm256_mul_ps(dw, _mm256_set1_ps(*db.add(c)));
             facc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ia[c]), scale, facc[c]);
         }
     }
@@ -81,40 +84,40 @@ unsafe fn q8_0<const C: usize>(w: Group<'_>, acts: &[ActRow<'_>], out: &mut Tile
     }
 }
 
-/// Q4_1 half group `h` × `C` activation rows.
+/// Q4_1 half group `h` × `C` packed activation rows.
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn q4_1<const C: usize>(w: Group<'_>, acts: &[ActRow<'_>], out: &mut TileOut, h: usize) {
+unsafe fn q4_1<const C: usize>(w: Group<'_>, a: PackedTile<'_>, out: &mut TileOut, h: usize) {
     let (quants, scales) = (w.quants, w.scales);
     let nb = quants.len() / tile_bytes(QFormat::Q4_1);
     let (ones, mask) = (_mm256_set1_epi16(1), _mm256_set1_epi8(0x0F));
-    let xq: [*const i8; C] = std::array::from_fn(|c| acts[c].qs.as_ptr());
     let mut facc = [_mm256_setzero_ps(); C];
     for b in 0..nb {
         if h == 0 {
             prefetch_block(&w, QFormat::Q4_1, b);
         }
         let wq = quants.as_ptr().add(b * tile_bytes(QFormat::Q4_1) + h * 32);
-        let sc = scales.as_ptr().add(b * tile_scales(QFormat::Q4_1) + h * HALF);
-        let dw = _mm256_cvtph_ps(_mm_loadu_si128(sc.cast()));
-        let mw = _mm256_cvtph_ps(_mm_loadu_si128(sc.add(GROUP).cast()));
+        let xb = a.qs.as_ptr().add(b * C * QK);
         let mut acc16 = [_mm256_setzero_si256(); C];
         for u in 0..4 {
             let v = _mm256_loadu_si256(wq.add(u * UNIT).cast());
             let lo = _mm256_and_si256(v, mask);
             let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(v), mask);
             for c in 0..C {
-                let x = xq[c].add(b * QK + 4 * u);
+                let x = xb.add(c * QK + 4 * u);
                 let plo = _mm256_maddubs_epi16(lo, bcast4!(x));
                 let phi = _mm256_maddubs_epi16(hi, bcast4!(x.add(16)));
                 acc16[c] = _mm256_add_epi16(acc16[c], _mm256_add_epi16(plo, phi));
             }
         }
+        // The scales are loaded after the integer loop so they are not live across it.
+        let sc = scales.as_ptr().add(b * tile_scales(QFormat::Q4_1) + h * HALF);
+        let dw = _mm256_cvtph_ps(_mm_loadu_si128(sc.cast()));
+        let mw = _mm256_cvtph_ps(_mm_loadu_si128(sc.add(GROUP).cast()));
+        let (db, sb) = (a.d.as_ptr().add(b * C), a.dsum.as_ptr().add(b * C));
         for c in 0..C {
-            let dx = *acts[c].d.get_unchecked(b);
-            let sx = dx * *acts[c].sum.get_unchecked(b) as f32;
             let isum = _mm256_cvtepi32_ps(_mm256_madd_epi16(acc16[c], ones));
-            facc[c] = _mm256_fmadd_ps(isum, _mm256_mul_ps(dw, _mm256_set1_ps(dx)), facc[c]);
-            facc[c] = _mm256_fmadd_ps(mw, _mm256_set1_ps(sx), facc[c]);
+            facc[c] = _mm256_fmadd_ps(isum, _mm256_mul_ps(dw, _mm256_set1_ps(*db.add(c))), facc[c]);
+            facc[c] = _mm256_fmadd_ps(mw, _mm256_set1_ps(*sb.add(c)), facc[c]);
         }
     }
     for c in 0..C {

@@ -13,7 +13,7 @@ use std::arch::x86_64::*;
 
 use crate::act::PackedTile;
 use crate::avx2::prefetch_block;
-use crate::dispatch::{Group, TileOut};
+use crate::dispatch::{check_packed, Group, TileOut};
 use crate::layout::{tile_bytes, tile_scales, GROUP, QK, UNIT};
 use crate::QFormat;
 
@@ -32,16 +32,7 @@ macro_rules! bcast4 {
 /// The CPU must support AVX-512 F/BW/VL/VNNI, AVX2, FMA and F16C.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
 pub(crate) unsafe fn tile_packed(f: QFormat, w: Group<'_>, a: PackedTile<'_>, out: &mut TileOut) {
-    let nb = w.quants.len() / tile_bytes(f);
-    assert!((1..=crate::dispatch::TILE).contains(&a.cn), "tile width must be 1..=8");
-    assert!(w.scales.len() >= nb * tile_scales(f), "packed scales too short");
-    assert!(
-        a.qs.len() >= nb * a.cn * QK
-            && a.d.len() >= nb * a.cn
-            && a.dsum.len() >= nb * a.cn
-            && a.bias.len() >= nb * a.cn,
-        "packed activations too short"
-    );
+    check_packed(f, w, a, crate::dispatch::TILE);
     macro_rules! width {
         ($kernel:ident) => {
             match a.cn {

@@ -4,7 +4,7 @@ use std::cell::RefCell;
 use std::ops::Range;
 use std::sync::OnceLock;
 
-use crate::act::{ActQuant, ActRow};
+use crate::act::{ActQuant, ActRow, PackedTile};
 use crate::layout::{tile_bytes, tile_scales, GROUP, QK};
 use crate::pool::DisjointSlice;
 use crate::{QFormat, QMatrix};
@@ -188,27 +188,32 @@ fn compute(m: &QMatrix, path: KernelPath, act: &ActQuant, range: Range<usize>, o
 /// Runs one tile kernel: one packed row group against activation tile `i` of `act`.
 fn kernel(path: KernelPath, f: QFormat, w: Group<'_>, act: &ActQuant, i: usize, out: &mut TileOut) {
     let (c0, cn) = act.tiles()[i];
-    // Row-major paths only: the packed path keeps no row-major rows.
-    let acts = || -> [ActRow<'_>; TILE] { std::array::from_fn(|t| act.row(c0 + t.min(cn - 1))) };
     match path {
         #[cfg(target_arch = "x86_64")]
         // SAFETY: callers only pass supported paths (`detect` / `matmul_with` check).
         KernelPath::Avx512Vnni => unsafe { crate::avx512::tile_packed(f, w, act.packed_tile(i), out) },
         #[cfg(target_arch = "x86_64")]
         // SAFETY: as above.
-        KernelPath::Avx2 => unsafe { crate::avx2::tile(f, w, &acts()[..cn], out) },
-        _ => crate::scalar::tile(f, w, &acts()[..cn], out),
+        KernelPath::Avx2 => unsafe { crate::avx2::tile_packed(f, w, act.packed_tile(i), out) },
+        _ => {
+            // Only the scalar path keeps row-major rows.
+            let acts: [ActRow<'_>; TILE] = std::array::from_fn(|t| act.row(c0 + t.min(cn - 1)));
+            crate::scalar::tile(f, w, &acts[..cn], out)
+        }
     }
 }
 
-/// Asserts the slice lengths the SIMD kernels' unchecked pointer arithmetic relies on.
+/// Asserts the slice lengths the SIMD kernels' unchecked pointer arithmetic relies on, for a
+/// tile of at most `width` packed activation rows.
 #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
-pub(crate) fn check_lengths(f: QFormat, w: Group<'_>, acts: &[ActRow<'_>]) {
+pub(crate) fn check_packed(f: QFormat, w: Group<'_>, a: PackedTile<'_>, width: usize) {
     let nb = w.quants.len() / tile_bytes(f);
-    assert!((1..=TILE).contains(&acts.len()), "tile width must be 1..={TILE}");
+    assert!((1..=width).contains(&a.cn), "tile width must be 1..={width}");
     assert_eq!(w.quants.len(), nb * tile_bytes(f), "packed quants are whole tiles");
     assert!(w.scales.len() >= nb * tile_scales(f), "packed scales too short");
-    for a in acts {
-        assert!(a.qs.len() >= nb * QK && a.d.len() >= nb && a.sum.len() >= nb, "activation row too short");
-    }
+    let rows = nb * a.cn;
+    assert!(
+        a.qs.len() >= rows * QK && a.d.len() >= rows && a.dsum.len() >= rows && a.bias.len() >= rows,
+        "packed activations too short"
+    );
 }
