@@ -5,7 +5,7 @@
 mod common;
 
 use burn::backend::Autodiff;
-use common::{ar, tiny, Lcg, B};
+use common::{ar, tiny, tiny_dense, Lcg, B};
 use draftsmith_decode::methods::{LoadedReDrafter, ReDrafterProposer, ReDrafterSettings};
 use draftsmith_decode::{
     build_proposer_with, generate_speculative, DraftContext, Drafters, Method, MethodParams, Proposer,
@@ -78,6 +78,7 @@ fn redrafter_is_lossless_for_every_beam_shape_and_gets_drafts_accepted() {
             for tree_attention in [true, false] {
                 let settings = ReDrafterSettings { beam_width: width, beam_length: length, tree_attention };
                 let mut proposer = ReDrafterProposer::new(&model, &loaded, settings).unwrap();
+                assert!(proposer.drafts_on_host(), "a quantized target's drafter runs on its host kernels");
                 let out = generate_speculative(&model, &prompt, 24, &[], &mut proposer).unwrap();
                 assert_eq!(
                     out.tokens, expected,
@@ -111,6 +112,20 @@ fn redrafter_is_lossless_for_every_beam_shape_and_gets_drafts_accepted() {
         }
     }
     assert!(accepted > 100, "a trained drafter gets drafts accepted (accepted {accepted})");
+    // On a dense target the same drafter drafts through burn (f32 weights), also losslessly and
+    // with drafts accepted.
+    let dense = tiny_dense(Architecture::Llama, 3);
+    let settings = ReDrafterSettings { beam_width: 2, beam_length: 4, tree_attention: true };
+    let mut accepted = 0;
+    for case in 0..3 {
+        let prompt: Vec<u32> = (0..3 + rng.next(6)).map(|_| rng.next(48) as u32).collect();
+        let mut proposer = ReDrafterProposer::new(&dense, &loaded, settings).unwrap();
+        assert!(!proposer.drafts_on_host());
+        let out = generate_speculative(&dense, &prompt, 24, &[], &mut proposer).unwrap();
+        assert_eq!(out.tokens, ar(&dense, &prompt, 24), "dense case {case}");
+        accepted += out.steps.iter().map(|s| s.accepted).sum::<usize>();
+    }
+    assert!(accepted > 0, "the burn drafter gets drafts accepted on the dense target");
 }
 
 #[test]

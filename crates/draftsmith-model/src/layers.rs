@@ -4,7 +4,9 @@
 use std::sync::Arc;
 
 use burn::tensor::{backend::Backend, Tensor, TensorData};
-use draftsmith_kernels::QMatrix;
+use draftsmith_kernels::{Activations, QMatrix};
+
+use crate::error::ModelError;
 
 /// How a linear layer stores its weight.
 #[derive(Debug, Clone)]
@@ -40,12 +42,26 @@ impl<B: Backend> Linear<B> {
 }
 
 impl<B: Backend> Linear<B> {
-    /// Host-memory forward of a quantized layer: `x` is `[n, in]`, returns `[n, out]`.
-    /// `None` for dense layers.
-    pub fn forward_host(&self, x: &[f32], n: usize) -> Option<Vec<f32>> {
+    /// A quantized layer from a row-major `[out, in]` f32 weight (re-quantized to Q8_0, as
+    /// llama.cpp rounds) and an optional bias: for small modules run beside a quantized target
+    /// on the same kernels (a drafter's layers). `in` must be a multiple of 32.
+    pub fn quantized(weight: &[f32], out: usize, input: usize, bias: Option<Vec<f32>>) -> Result<Self, ModelError> {
+        let q = QMatrix::quantize_q8_0(weight, out, input)
+            .map_err(|e| ModelError::Input(format!("quantized layer: {e}")))?;
+        if let Some(b) = &bias {
+            if b.len() != out {
+                return Err(ModelError::Input(format!("quantized layer: bias has {} values, not {out}", b.len())));
+            }
+        }
+        Ok(Self { weight: LinearWeight::Quant(Arc::new(q)), bias: None, bias_host: bias, out_features: out })
+    }
+
+    /// Host-memory forward of a quantized layer with activations `mode`: `x` is `[n, in]`,
+    /// returns `[n, out]`. `None` for dense layers.
+    pub fn forward_host(&self, mode: Activations, x: &[f32], n: usize) -> Option<Vec<f32>> {
         let LinearWeight::Quant(q) = &self.weight else { return None };
         let mut out = vec![0.0f32; n * q.rows()];
-        q.matmul(x, n, &mut out);
+        q.matmul_mode(mode, x, n, &mut out);
         if let Some(b) = &self.bias_host {
             for row in out.chunks_mut(q.rows()) {
                 row.iter_mut().zip(b).for_each(|(y, b)| *y += b);

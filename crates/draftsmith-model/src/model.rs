@@ -178,6 +178,12 @@ impl<B: Backend> Model<B> {
         self.lm_head.forward(x)
     }
 
+    /// [`Model::project_to_vocab`] on host rows `x` (`[n, hidden]`) with the quantized path's
+    /// activation mode; `None` when the model does not run the quantized CPU path.
+    pub fn project_to_vocab_host(&self, x: &[f32], n: usize) -> Option<Vec<f32>> {
+        self.lm_head.forward_host(self.activations()?, x, n)
+    }
+
     /// The LM head restricted to the rows `ids`, in that order (a drafter's draft vocabulary):
     /// `[n, hidden]` → `[n, ids.len()]`. A quantized head keeps those rows re-quantized to Q8_0
     /// (close to the full head's logits, not bit-equal: for drafting, never for the target's

@@ -5,6 +5,7 @@ pub mod ngram_trie;
 pub mod precut;
 pub mod prompt_lookup;
 pub mod redrafter;
+mod redrafter_host;
 pub mod token_cache;
 pub mod tokenswift;
 

@@ -3,6 +3,7 @@
 //! tree (dynamic tree attention) or verified as independent chains (`tree_attention = false`).
 
 use std::path::Path;
+use std::sync::{Arc, OnceLock};
 
 use burn::tensor::{backend::Backend, Int, Tensor, TensorData};
 use draftsmith_core::beams::{beam_search, pack_beams, BeamDrafter, BeamSearchConfig};
@@ -10,8 +11,9 @@ use draftsmith_core::DraftTree;
 use draftsmith_heads::redrafter::{load_redrafter, DrafterFile, HeadKind, ReDrafter};
 use draftsmith_heads::TargetIdentity;
 use draftsmith_model::layers::Linear;
-use draftsmith_model::Model;
+use draftsmith_model::{Activations, Model};
 
+use super::redrafter_host::HostReDrafter;
 use crate::error::DecodeError;
 use crate::method::Method;
 use crate::spec::{DraftContext, DraftCost, Proposer};
@@ -21,6 +23,9 @@ use crate::spec::{DraftContext, DraftCost, Proposer};
 pub struct LoadedReDrafter<B: Backend> {
     pub drafter: ReDrafter<B>,
     pub file: DrafterFile,
+    /// The drafter's layers for host drafting, quantized on first use (shared by clones);
+    /// `None` when they cannot be (a layer width not a multiple of 32).
+    host: Arc<OnceLock<Option<Arc<HostReDrafter<B>>>>>,
 }
 
 impl<B: Backend> LoadedReDrafter<B> {
@@ -28,7 +33,17 @@ impl<B: Backend> LoadedReDrafter<B> {
     /// another target.
     pub fn load(dir: &Path, target: &TargetIdentity, device: &B::Device) -> Result<Self, DecodeError> {
         let (drafter, file) = load_redrafter::<B>(dir, Some(target), device)?;
-        Ok(Self { drafter, file })
+        Ok(Self::new(drafter, file))
+    }
+
+    /// A drafter already in memory.
+    pub fn new(drafter: ReDrafter<B>, file: DrafterFile) -> Self {
+        Self { drafter, file, host: Arc::default() }
+    }
+
+    /// The host-kernel form of the drafter (built once).
+    fn host(&self) -> Option<Arc<HostReDrafter<B>>> {
+        self.host.get_or_init(|| HostReDrafter::new(&self.drafter).ok().map(Arc::new)).clone()
     }
 }
 
@@ -56,6 +71,9 @@ pub struct PackingStats {
 /// The `redrafter` proposer.
 pub struct ReDrafterProposer<B: Backend> {
     drafter: ReDrafter<B>,
+    /// Drafting on the target's host kernels, with its activation mode, when the target runs
+    /// the quantized CPU path (and every layer the drafter needs is quantized there).
+    host: Option<(Arc<HostReDrafter<B>>, Activations)>,
     target: Model<B>,
     head: HeadKind,
     /// The drafter's draft vocabulary, if it has one.
@@ -69,6 +87,12 @@ pub struct ReDrafterProposer<B: Backend> {
 }
 
 impl<B: Backend> ReDrafterProposer<B> {
+    /// Whether drafting runs on the target's host kernels (the target runs the quantized CPU
+    /// path) rather than through burn.
+    pub fn drafts_on_host(&self) -> bool {
+        self.host.is_some()
+    }
+
     pub fn new(
         target: &Model<B>,
         loaded: &LoadedReDrafter<B>,
@@ -109,8 +133,18 @@ impl<B: Backend> ReDrafterProposer<B> {
                 },
             }),
         };
+        let vocab_on_host = match (&draft_vocab, loaded.file.head) {
+            (Some(v), _) => v.rows.as_ref().is_none_or(Linear::is_quantized),
+            (None, HeadKind::Full) => true,
+            (None, HeadKind::Tied) => target.activations().is_some(),
+        };
+        let host = match target.activations() {
+            Some(mode) if vocab_on_host => loaded.host().map(|h| (h, mode)),
+            _ => None,
+        };
         Ok(Self {
             drafter: loaded.drafter.clone(),
+            host,
             target: target.clone(),
             head: loaded.file.head,
             draft_vocab,
@@ -135,14 +169,29 @@ impl<B: Backend> DraftVocab<B> {
     /// `out` is `[n, hidden]` for a tied head (projected onto the vocabulary's rows) or already
     /// `[n, vocab]` logits for a full head.
     fn logits(&self, out: Tensor<B, 2>, vocab: usize) -> Vec<Vec<f32>> {
-        // `[n, ids.len()]`, in `ids` order.
-        let kept: Vec<f32> = match &self.rows {
+        let kept = match &self.rows {
             Some(rows) => draftsmith_model::host_f32(rows.forward(out)),
-            None => draftsmith_model::host_f32(out)
-                .chunks(vocab)
-                .flat_map(|row| self.ids.iter().map(move |&t| row[t as usize]))
-                .collect(),
+            None => self.select(&draftsmith_model::host_f32(out), vocab),
         };
+        self.scatter(&kept, vocab)
+    }
+
+    /// [`DraftVocab::logits`] on host rows (`n` of them), the rows' layer run with `mode`.
+    fn logits_host(&self, mode: Activations, out: &[f32], n: usize, vocab: usize) -> Vec<Vec<f32>> {
+        let kept = match &self.rows {
+            Some(rows) => rows.forward_host(mode, out, n).expect("checked quantized in ReDrafterProposer::new"),
+            None => self.select(out, vocab),
+        };
+        self.scatter(&kept, vocab)
+    }
+
+    /// The vocabulary's columns of full logit rows, in `ids` order.
+    fn select(&self, logits: &[f32], vocab: usize) -> Vec<f32> {
+        logits.chunks(vocab).flat_map(|row| self.ids.iter().map(move |&t| row[t as usize])).collect()
+    }
+
+    /// `[n, ids.len()]` kept logits back to full rows.
+    fn scatter(&self, kept: &[f32], vocab: usize) -> Vec<Vec<f32>> {
         kept.chunks(self.ids.len())
             .map(|row| {
                 let mut full = vec![f32::NEG_INFINITY; vocab];
@@ -153,36 +202,64 @@ impl<B: Backend> DraftVocab<B> {
     }
 }
 
-/// One beam search's drafter state: the context row and the RNN state of every live beam.
+/// One beam search's drafter state: the context row and the RNN state of every live beam,
+/// as burn tensors or on the host.
+enum SearchState<B: Backend> {
+    /// `context` `[1, hidden]`, `state` `[beams, hidden]`.
+    Burn { context: Tensor<B, 2>, state: Tensor<B, 2> },
+    /// The same rows in host memory, for the host-kernel drafter.
+    Host { drafter: Arc<HostReDrafter<B>>, mode: Activations, context: Vec<f32>, state: Vec<f32> },
+}
+
+/// One beam search's drafter.
 struct Search<'a, B: Backend> {
     p: &'a ReDrafterProposer<B>,
-    /// `[1, hidden]`.
-    context: Tensor<B, 2>,
-    /// `[beams, hidden]`.
-    state: Tensor<B, 2>,
+    state: SearchState<B>,
 }
 
 impl<B: Backend> Search<'_, B> {
     fn logits(&mut self, parents: &[usize], tokens: &[u32]) -> Vec<Vec<f32>> {
-        let device = self.context.device();
         let n = tokens.len();
-        let ids = |v: Vec<i32>| Tensor::<B, 1, Int>::from_data(TensorData::new(v, [n]), &device);
-        let state = self.state.clone().select(0, ids(parents.iter().map(|&p| p as i32).collect()));
+        let vocab = self.p.target.config().vocab_size;
         let emb = self.p.target.embed_tokens(tokens);
-        self.state = self.p.drafter.next_state(state, emb);
-        let context = self.context.clone().expand([n, self.context.dims()[1]]);
-        let out = self.p.drafter.head(context, self.state.clone());
-        if let Some(draft_vocab) = &self.p.draft_vocab {
-            // A drafter trained on a draft vocabulary proposes nothing outside it.
-            return draft_vocab.logits(out, self.p.target.config().vocab_size);
+        match &mut self.state {
+            SearchState::Host { drafter, mode, context, state } => {
+                let hidden = context.len();
+                let prev: Vec<f32> =
+                    parents.iter().flat_map(|&p| state[p * hidden..(p + 1) * hidden].to_vec()).collect();
+                *state = drafter.next_state(*mode, &prev, &draftsmith_model::host_f32(emb), n);
+                let out = drafter.head(*mode, context, state, n);
+                if let Some(draft_vocab) = &self.p.draft_vocab {
+                    return draft_vocab.logits_host(*mode, &out, n, vocab);
+                }
+                let logits = match self.p.head {
+                    HeadKind::Full => out,
+                    HeadKind::Tied => self
+                        .p
+                        .target
+                        .project_to_vocab_host(&out, n)
+                        .expect("checked host path in ReDrafterProposer::new"),
+                };
+                logits.chunks(vocab).map(<[f32]>::to_vec).collect()
+            }
+            SearchState::Burn { context, state } => {
+                let device = context.device();
+                let ids = |v: Vec<i32>| Tensor::<B, 1, Int>::from_data(TensorData::new(v, [n]), &device);
+                let prev = state.clone().select(0, ids(parents.iter().map(|&p| p as i32).collect()));
+                *state = self.p.drafter.next_state(prev, emb);
+                let context = context.clone().expand([n, context.dims()[1]]);
+                let out = self.p.drafter.head(context, state.clone());
+                if let Some(draft_vocab) = &self.p.draft_vocab {
+                    // A drafter trained on a draft vocabulary proposes nothing outside it.
+                    return draft_vocab.logits(out, vocab);
+                }
+                let logits = match self.p.head {
+                    HeadKind::Full => out,
+                    HeadKind::Tied => self.p.target.project_to_vocab(out),
+                };
+                draftsmith_model::host_f32(logits).chunks(vocab).map(<[f32]>::to_vec).collect()
+            }
         }
-        let logits = match self.p.head {
-            HeadKind::Full => out,
-            HeadKind::Tied => self.p.target.project_to_vocab(out),
-        };
-        let vocab = logits.dims()[1];
-        let flat = draftsmith_model::host_f32(logits);
-        flat.chunks(vocab).map(<[f32]>::to_vec).collect()
     }
 }
 
@@ -236,11 +313,19 @@ impl<B: Backend> Proposer for ReDrafterProposer<B> {
         let length = self.settings.beam_length.min(self.depth_limit.take().map_or(usize::MAX, |d| d + 1));
         let cfg = BeamSearchConfig { width: self.settings.beam_width, length, top_k };
         let beams = {
-            let mut search = Search {
-                p: self,
-                context: Tensor::from_data(TensorData::new(hidden.to_vec(), [1, h]), &device),
-                state: Tensor::zeros([1, h], &device),
+            let state = match &self.host {
+                Some((drafter, mode)) => SearchState::Host {
+                    drafter: drafter.clone(),
+                    mode: *mode,
+                    context: hidden.to_vec(),
+                    state: vec![0.0; h],
+                },
+                None => SearchState::Burn {
+                    context: Tensor::from_data(TensorData::new(hidden.to_vec(), [1, h]), &device),
+                    state: Tensor::zeros([1, h], &device),
+                },
             };
+            let mut search = Search { p: self, state };
             beam_search(&mut search, g0, &cfg).beams
         };
         let tree = if self.settings.tree_attention {

@@ -24,6 +24,13 @@ pub fn tiny_with(arch: Architecture, seed: u64, activations: Activations) -> Mod
     build_model::<B>(&config, &MemorySource::random(&config, seed), options, &Default::default()).unwrap()
 }
 
+/// [`tiny`] with dense f32 weights on burn's path (no host kernels).
+pub fn tiny_dense(arch: Architecture, seed: u64) -> Model<B> {
+    let config = ModelConfig::tiny(arch);
+    let options = LoadOptions::new(MatmulWeights::Dense);
+    build_model::<B>(&config, &MemorySource::random(&config, seed), options, &Default::default()).unwrap()
+}
+
 /// A small deterministic generator.
 pub struct Lcg(pub u64);
 impl Lcg {
