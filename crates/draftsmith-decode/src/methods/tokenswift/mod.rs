@@ -28,17 +28,17 @@ pub mod tree;
 use std::path::Path;
 
 use burn::tensor::backend::Backend;
+use burn::tensor::Tensor;
 use draftsmith_core::DraftTree;
 use draftsmith_heads::tokenswift::{load_tokenswift, TokenSwiftFile, TokenSwiftHeads};
 use draftsmith_heads::TargetIdentity;
-use draftsmith_model::{AttentionMask, KvCache, LogitsSelect, Model, ModelError};
+use draftsmith_model::{AttentionMask, KvCache, Model, ModelError};
 
 use kv::DraftKv;
 pub use kv::KvMode;
 use ngram::NgramTable;
 
 use super::token_cache::insert_branch;
-use crate::ar::logits_row;
 use crate::error::DecodeError;
 use crate::method::Method;
 use crate::sampling::apply_repetition_penalty;
@@ -197,25 +197,27 @@ impl<B: Backend> TokenSwiftProposer<B> {
         &self.settings
     }
 
-    /// p0 and every head's logits after the last committed token, from a forward on the draft cache.
+    /// p0 and every head's logits after the last committed token, from a forward on the draft
+    /// cache. The target's final-normed state and every head's state go through the LM head
+    /// together, as one `[1 + heads, hidden]` product: on the quantized path the head's weights
+    /// stream once for all of them (a row's logits do not depend on the rows beside it).
     fn distributions(&mut self, tokens: &[u32], full: &KvCache<B>) -> Result<Vec<Vec<f32>>, ModelError> {
         self.kv.prepare(full);
         let before = self.kv.cache_mut().len();
         let root = *tokens.last().expect("a context has at least one token");
-        let out = self.target.forward(
-            &[root],
-            &[tokens.len() - 1],
-            &AttentionMask::Causal,
-            LogitsSelect::Last,
-            self.kv.cache_mut(),
-        );
+        let out = self.target.forward_hidden(&[root], &[tokens.len() - 1], &AttentionMask::Causal, self.kv.cache_mut());
         self.kv.after_draft(before, full, self.target.config().num_heads);
         let out = out?;
-        let mut rows = vec![logits_row(out.logits, 0)];
-        for state in self.heads.states(out.hidden_prenorm) {
-            rows.push(logits_row(self.target.project_to_vocab(state), 0));
-        }
-        Ok(rows)
+        let mut states = vec![out.hidden_final];
+        states.extend(self.heads.states(out.hidden_prenorm));
+        let rows = states.len();
+        let states = Tensor::cat(states, 0);
+        let vocab = self.target.config().vocab_size;
+        let logits = match self.target.project_to_vocab_host(&draftsmith_model::host_f32(states.clone()), rows) {
+            Some(logits) => logits,
+            None => draftsmith_model::host_f32(self.target.project_to_vocab(states)),
+        };
+        Ok(logits.chunks(vocab).map(<[f32]>::to_vec).collect())
     }
 }
 
