@@ -78,8 +78,14 @@ impl HiddenManifest {
 
     /// Bytes the finished cache takes on disk (f16 rows; lengths and headers not counted).
     pub fn bytes(&self) -> u64 {
-        (self.tokens * self.hidden_size * 2) as u64
+        hidden_bytes(self.tokens, self.hidden_size)
     }
+}
+
+/// Bytes a cache of `tokens` rows of `hidden_size` takes on disk (f16 rows; lengths and headers
+/// not counted).
+pub fn hidden_bytes(tokens: usize, hidden_size: usize) -> u64 {
+    (tokens * hidden_size * 2) as u64
 }
 
 /// Reads and checks `dir/hidden-manifest.json`.
@@ -320,18 +326,8 @@ fn check_shard(
 
 /// Removes `*.tmp` files and shard files the manifest does not list, warning about each.
 fn remove_leftovers(dir: &Path, manifest: &HiddenManifest) -> Result<(), DataError> {
-    for entry in std::fs::read_dir(dir).map_err(DataError::io(dir))? {
-        let path = entry.map_err(DataError::io(dir))?.path();
-        let Some(name) = path.file_name().and_then(|n| n.to_str()) else { continue };
-        let unlisted = name.starts_with("hidden-")
-            && name.ends_with(".safetensors")
-            && !manifest.shards.iter().any(|s| s.file == name);
-        if name.ends_with(".tmp") || unlisted {
-            tracing::warn!(file = %path.display(), "removing leftover from an interrupted run; its sequences will be redone");
-            std::fs::remove_file(&path).map_err(DataError::io(&path))?;
-        }
-    }
-    Ok(())
+    let listed = |name: &str| manifest.shards.iter().any(|s| s.file == name);
+    crate::shards::remove_unlisted(dir, ("hidden-", ".safetensors"), listed, "sequences")
 }
 
 /// A cache opened for reading: shards memory-mapped (the rows stay in the page cache, not in

@@ -255,15 +255,26 @@ fn verify_checksum(path: &Path, expected: &str) -> Result<(), DataError> {
 
 /// Removes `*.tmp` files and shard files the manifest does not list, warning about each.
 fn remove_leftovers(dir: &Path, manifest: &DistillManifest) -> Result<(), DataError> {
+    remove_unlisted(dir, ("shard-", ".parquet"), |name| manifest.shards.iter().any(|s| s.file == name), "inputs")
+}
+
+/// Removes what an interrupted run left in `dir`: every `*.tmp` file, and every file named like a
+/// shard (`prefix` … `suffix`) that `listed` does not know (written but not yet in the manifest).
+/// `redone` names what a rerun redoes, for the warning.
+pub(crate) fn remove_unlisted(
+    dir: &Path,
+    (prefix, suffix): (&str, &str),
+    listed: impl Fn(&str) -> bool,
+    redone: &str,
+) -> Result<(), DataError> {
     for entry in std::fs::read_dir(dir).map_err(DataError::io(dir))? {
         let path = entry.map_err(DataError::io(dir))?.path();
         let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
             continue;
         };
-        let unlisted_shard =
-            name.starts_with("shard-") && name.ends_with(".parquet") && !manifest.shards.iter().any(|s| s.file == name);
-        if name.ends_with(".tmp") || unlisted_shard {
-            tracing::warn!(file = %path.display(), "removing leftover from an interrupted run; its inputs will be redone");
+        let unlisted = name.starts_with(prefix) && name.ends_with(suffix) && !listed(name);
+        if name.ends_with(".tmp") || unlisted {
+            tracing::warn!(file = %path.display(), "removing leftover from an interrupted run; its {redone} will be redone");
             std::fs::remove_file(&path).map_err(DataError::io(&path))?;
         }
     }

@@ -102,7 +102,7 @@ fn lengths(seqs: &[Sequence]) -> Vec<usize> {
 
 /// Bytes a cache of `data` takes for a target of `hidden_size` (f16 rows).
 pub fn cache_bytes(data: &DistilledSequences, hidden_size: usize) -> u64 {
-    (data.tokens() * hidden_size * 2) as u64
+    draftsmith_data::hidden::hidden_bytes(data.tokens(), hidden_size)
 }
 
 /// Writes (or resumes) the hidden-state cache of `data` in `dir`, `per_shard` sequences per
