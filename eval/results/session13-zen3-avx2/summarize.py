@@ -33,24 +33,22 @@ for ctx in (64, 2048):
             cells.append(f"{ratio:.2f} ({ms:.1f})")
         print(f"| {v} | " + " | ".join(cells) + " |")
     print()
-print("| eval | policy | ar ms/token | redrafter ms/token | τ | draft ms/step | verify ms/step | speedup | lossless |")
+
+
+def eval_rows(run: str, method: str, label: str) -> None:
+    """One table row per binary: `ar` and `method` of `eval-{binary}-{run}`."""
+    for v in ("old", "new"):
+        s = json.loads((out / f"eval-{v}-{run}" / "summary.json").read_text())
+        ar, m = s["methods"]["ar"], s["methods"][method]
+        print(
+            f"| {v} | {label} | {ar['decode_ms_per_token']:.2f} | {m['decode_ms_per_token']:.2f} | "
+            f"{m['tokens_per_step']:.3f} | {m['mean_draft_ms']:.3f} | {m['mean_verify_ms']:.2f} | "
+            f"{m['speedup']:.2f} | {m['lossless']} |"
+        )
+
+
+print("| eval | method, policy | ar ms/token | method ms/token | τ | draft ms/step | verify ms/step | speedup | lossless |")
 print("|---|---|---|---|---|---|---|---|---|")
 for policy in ("fixed", "auto"):
-    for v in ("old", "new"):
-        s = json.loads((out / f"eval-{v}-{policy}" / "summary.json").read_text())
-        ar, rd = s["methods"]["ar"], s["methods"]["redrafter"]
-        print(
-            f"| {v} | {policy} | {ar['decode_ms_per_token']:.2f} | {rd['decode_ms_per_token']:.2f} | "
-            f"{rd['tokens_per_step']:.3f} | {rd['mean_draft_ms']:.3f} | {rd['mean_verify_ms']:.2f} | "
-            f"{rd['speedup']:.2f} | {rd['lossless']} |"
-        )
-print()
-print("| eval | ar ms/token | prompt-lookup ms/token | τ | speedup | lossless |")
-print("|---|---|---|---|---|---|")
-for v in ("old", "new"):
-    s = json.loads((out / f"eval-{v}-lookup" / "summary.json").read_text())
-    ar, pl = s["methods"]["ar"], s["methods"]["prompt-lookup"]
-    print(
-        f"| {v} | {ar['decode_ms_per_token']:.2f} | {pl['decode_ms_per_token']:.2f} | {pl['tokens_per_step']:.3f} | "
-        f"{pl['speedup']:.2f} | {pl['lossless']} |"
-    )
+    eval_rows(policy, "redrafter", f"redrafter, {policy}")
+eval_rows("lookup", "prompt-lookup", "prompt-lookup, auto")
