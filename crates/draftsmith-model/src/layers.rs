@@ -43,9 +43,14 @@ impl<B: Backend> Linear<B> {
 
 impl<B: Backend> Linear<B> {
     /// A quantized layer from a row-major `[out, in]` f32 weight (re-quantized to Q8_0, as
-    /// llama.cpp rounds) and an optional bias: for small modules run beside a quantized target
-    /// on the same kernels (a drafter's layers). `in` must be a multiple of 32.
-    pub fn quantized(weight: &[f32], out: usize, input: usize, bias: Option<Vec<f32>>) -> Result<Self, ModelError> {
+    /// llama.cpp rounds) and an optional bias on `device`: for small modules run beside a
+    /// quantized target on the same kernels (a drafter's layers). `in` must be a multiple of 32.
+    pub fn quantized(
+        weight: &[f32],
+        (out, input): (usize, usize),
+        bias: Option<Vec<f32>>,
+        device: &B::Device,
+    ) -> Result<Self, ModelError> {
         let q = QMatrix::quantize_q8_0(weight, out, input)
             .map_err(|e| ModelError::Input(format!("quantized layer: {e}")))?;
         if let Some(b) = &bias {
@@ -53,7 +58,8 @@ impl<B: Backend> Linear<B> {
                 return Err(ModelError::Input(format!("quantized layer: bias has {} values, not {out}", b.len())));
             }
         }
-        Ok(Self { weight: LinearWeight::Quant(Arc::new(q)), bias: None, bias_host: bias, out_features: out })
+        let bias_tensor = bias.as_ref().map(|b| Tensor::<B, 1>::from_data(TensorData::new(b.clone(), [out]), device));
+        Ok(Self { weight: LinearWeight::Quant(Arc::new(q)), bias: bias_tensor, bias_host: bias, out_features: out })
     }
 
     /// Host-memory forward of a quantized layer with activations `mode`: `x` is `[n, in]`,
@@ -190,5 +196,28 @@ impl<B: Backend> RopeTables<B> {
         let [n, h, d] = x.dims();
         let rotated = x.clone().reshape([n * h, d]).matmul(self.rotate_half.clone()).reshape([n, h, d]);
         x * cos.clone() + rotated * sin.clone()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use burn::backend::Flex;
+
+    /// A quantized layer built from f32 rows gives the same result, bias included, through burn
+    /// and on host buffers (the same kernel with f32 activations).
+    #[test]
+    fn quantized_layer_forward_matches_on_both_paths() {
+        let (out, input, n) = (3, 64, 2);
+        let w: Vec<f32> = (0..out * input).map(|i| ((i * 37 % 29) as f32 - 14.0) / 9.0).collect();
+        let bias = vec![0.5, -1.0, 2.0];
+        let device = Default::default();
+        let l = Linear::<Flex>::quantized(&w, (out, input), Some(bias), &device).unwrap();
+        let x: Vec<f32> = (0..n * input).map(|i| ((i * 13 % 17) as f32 - 8.0) / 5.0).collect();
+        let host = l.forward_host(Activations::F32, &x, n).unwrap();
+        let burn = l.forward(Tensor::from_data(TensorData::new(x, [n, input]), &device));
+        assert_eq!(crate::host_f32(burn), host);
+        let err = Linear::<Flex>::quantized(&w, (out, input), Some(vec![0.0; 2]), &device).unwrap_err();
+        assert!(err.to_string().contains("bias has 2 values"), "{err}");
     }
 }

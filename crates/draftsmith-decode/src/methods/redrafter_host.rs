@@ -26,10 +26,10 @@ pub(crate) struct HostReDrafter<B: Backend> {
 /// A burn `Linear` (`[in, out]` weight) as a quantized host layer.
 fn host_layer<B: Backend>(l: &burn::nn::Linear<B>) -> Result<Linear<B>, DecodeError> {
     let w = l.weight.val();
-    let [input, out] = w.dims();
+    let ([input, out], device) = (w.dims(), w.device());
     let rows = host_f32(w.transpose());
     let bias = l.bias.as_ref().map(|b| host_f32(b.val()));
-    Linear::quantized(&rows, out, input, bias)
+    Linear::quantized(&rows, (out, input), bias, &device)
         .map_err(|e| DecodeError::Drafter(format!("ReDrafter on host kernels: {e}")))
 }
 
