@@ -72,7 +72,7 @@ pub struct PackingStats {
 pub struct ReDrafterProposer<B: Backend> {
     drafter: ReDrafter<B>,
     /// Drafting on the target's host kernels, with its activation mode, when the target runs
-    /// the quantized CPU path (and every layer the drafter needs is quantized there).
+    /// the quantized CPU path.
     host: Option<(Arc<HostReDrafter<B>>, Activations)>,
     target: Model<B>,
     head: HeadKind,
@@ -133,15 +133,9 @@ impl<B: Backend> ReDrafterProposer<B> {
                 },
             }),
         };
-        let vocab_on_host = match (&draft_vocab, loaded.file.head) {
-            (Some(v), _) => v.rows.as_ref().is_none_or(Linear::is_quantized),
-            (None, HeadKind::Full) => true,
-            (None, HeadKind::Tied) => target.activations().is_some(),
-        };
-        let host = match target.activations() {
-            Some(mode) if vocab_on_host => loaded.host().map(|h| (h, mode)),
-            _ => None,
-        };
+        // The quantized CPU path always has a quantized LM head, so the draft vocabulary's rows
+        // (`lm_head_rows`) and the tied projection run on the host kernels too.
+        let host = target.activations().and_then(|mode| loaded.host().map(|h| (h, mode)));
         Ok(Self {
             drafter: loaded.drafter.clone(),
             host,
@@ -179,7 +173,7 @@ impl<B: Backend> DraftVocab<B> {
     /// [`DraftVocab::logits`] on host rows (`n` of them), the rows' layer run with `mode`.
     fn logits_host(&self, mode: Activations, out: &[f32], n: usize, vocab: usize) -> Vec<Vec<f32>> {
         let kept = match &self.rows {
-            Some(rows) => rows.forward_host(mode, out, n).expect("checked quantized in ReDrafterProposer::new"),
+            Some(rows) => rows.forward_host(mode, out, n).expect("a quantized target's LM head rows are quantized"),
             None => self.select(out, vocab),
         };
         self.scatter(&kept, vocab)
@@ -226,7 +220,7 @@ impl<B: Backend> Search<'_, B> {
             SearchState::Host { drafter, mode, context, state } => {
                 let hidden = context.len();
                 let prev: Vec<f32> =
-                    parents.iter().flat_map(|&p| state[p * hidden..(p + 1) * hidden].to_vec()).collect();
+                    parents.iter().flat_map(|&p| &state[p * hidden..(p + 1) * hidden]).copied().collect();
                 *state = drafter.next_state(*mode, &prev, &draftsmith_model::host_f32(emb), n);
                 let out = drafter.head(*mode, context, state, n);
                 if let Some(draft_vocab) = &self.p.draft_vocab {
@@ -234,11 +228,9 @@ impl<B: Backend> Search<'_, B> {
                 }
                 let logits = match self.p.head {
                     HeadKind::Full => out,
-                    HeadKind::Tied => self
-                        .p
-                        .target
-                        .project_to_vocab_host(&out, n)
-                        .expect("checked host path in ReDrafterProposer::new"),
+                    HeadKind::Tied => {
+                        self.p.target.project_to_vocab_host(&out, n).expect("the host path has a quantized LM head")
+                    }
                 };
                 logits.chunks(vocab).map(<[f32]>::to_vec).collect()
             }
