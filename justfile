@@ -113,9 +113,15 @@ lint:
 wgpu-vs-cpu tokens="64":
     DRAFTSMITH_WGPU_TOKENS={{tokens}} cargo test --release -p draftsmith-model --test wgpu -- --ignored --nocapture smollm2_greedy
 
-# Compile (not run) the CUDA backend, so a change that breaks it is seen without a GPU.
+# Compile (not run) the CUDA backend and its tests, so a change that breaks them is seen without a GPU.
 check-cuda:
     CUDARC_CUDA_VERSION=13000 cargo check --release -p draftsmith-cli --features cuda
+    CUDARC_CUDA_VERSION=13000 cargo check --release -p draftsmith-model --features cuda --test cuda
+
+# The engine's CUDA checks (crates/draftsmith-model/tests/cuda.rs: golden logits, tree vs branch,
+# greedy against the dense CPU path) on a machine with an NVIDIA GPU and CUDA 13.
+test-cuda:
+    CUDARC_CUDA_VERSION=13000 DRAFTSMITH_REQUIRE_CUDA=1 cargo test --release -p draftsmith-model --features cuda --test cuda -- --nocapture
 
 # Decode/prefill/tree-verify benchmark of the target engine.
 bench *args="": build

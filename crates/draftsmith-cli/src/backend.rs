@@ -24,25 +24,7 @@ pub enum DeviceKind {
     Wgpu,
 }
 
-/// Whether an NVIDIA driver can be loaded: checked before a CUDA device is created, because
-/// burn-cuda panics in a device thread instead of returning an error when it is missing.
-#[cfg_attr(not(feature = "cuda"), allow(dead_code))]
-pub fn cuda_driver_present() -> bool {
-    let candidates = [
-        "/usr/lib/x86_64-linux-gnu/libcuda.so.1",
-        "/usr/lib64/libcuda.so.1",
-        "/usr/local/nvidia/lib64/libcuda.so.1",
-        "/usr/lib/wsl/lib/libcuda.so.1",
-    ];
-    if candidates.iter().any(|p| std::path::Path::new(p).exists()) {
-        return true;
-    }
-    std::process::Command::new("ldconfig")
-        .arg("-p")
-        .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).contains("libcuda.so"))
-        .unwrap_or(false)
-}
+pub use draftsmith_model::cuda_driver_present;
 
 /// Runs `$body` with `$B` bound to the selected backend type and `$device` to its device.
 #[macro_export]

@@ -5,6 +5,7 @@
 pub mod cache;
 pub mod chat;
 pub mod config;
+pub mod driver;
 pub mod error;
 pub mod fingerprint;
 pub mod fused;
@@ -21,6 +22,7 @@ pub use cache::KvCache;
 pub use chat::{ChatMessage, ChatTemplate};
 pub use config::{Architecture, ModelConfig, RopeScaling};
 pub use draftsmith_kernels::Activations;
+pub use driver::cuda_driver_present;
 pub use error::ModelError;
 pub use fingerprint::weights_sha256;
 pub use fused::{set_profiling, take_profile, ProfileSplit};

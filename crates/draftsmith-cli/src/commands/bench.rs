@@ -61,7 +61,6 @@ impl BenchArArgs {
             curve_runs: self.curve_runs,
             vs_llamacpp: self.vs_llamacpp,
             repeats: self.repeats,
-            activations: self.model.activations.into(),
         }
     }
 }
@@ -110,15 +109,21 @@ fn print_machine(m: &Machine, args: &BenchArArgs) {
         m.kernel_path,
         m.cpu_flags.join(" ")
     );
-    eprintln!(
-        "roofline inputs: {:.1} MB of matrix weights, {:.1} M multiply-adds per token; read bandwidth {:.1} GB/s at that size; kernel peak {:.0} GMAC/s ({:?} activations, Q4_1, 64 rows); instruction peak {:.0} GMAC/s",
-        m.matrix_bytes as f64 / 1e6,
-        m.macs_per_token as f64 / 1e6,
-        m.read_bandwidth_gb_s,
-        m.kernel_peak_gmac_s,
-        args.model.activations,
-        m.instruction_peak_gmac_s
-    );
+    match &m.roofline {
+        Some(r) => eprintln!(
+            "roofline inputs: {:.1} MB of matrix weights, {:.1} M multiply-adds per token; read bandwidth {:.1} GB/s at that size; kernel peak {:.0} GMAC/s ({:?} activations, Q4_1, 64 rows); instruction peak {:.0} GMAC/s",
+            r.matrix_bytes as f64 / 1e6,
+            r.macs_per_token as f64 / 1e6,
+            r.read_bandwidth_gb_s,
+            r.kernel_peak_gmac_s,
+            args.model.activations,
+            r.instruction_peak_gmac_s
+        ),
+        None => eprintln!(
+            "no roofline and no time split: they describe the quantized CPU path, and this run is the dense path on {:?} (t(n) only)",
+            args.model.device
+        ),
+    }
 }
 
 fn print_curve_header(runs: usize) {
@@ -142,19 +147,21 @@ fn print_curve_header(runs: usize) {
 }
 
 fn print_curve_point(p: &CurvePoint) {
+    let cell = |x: Option<f64>, width: usize| x.map_or(format!("{:>width$}", "-"), |x| format!("{x:>width$.2}"));
+    let (split, roof) = (p.split.as_ref(), p.roofline.as_ref());
     eprintln!(
-        "{:>7} {:>5} {:>4} {:>9.2} {:>7.2} {:>9.2} {:>9.2} {:>9.2} {:>9.2} {:>8.2} {:>8.2} {:>8.2}",
+        "{:>7} {:>5} {:>4} {:>9.2} {:>7.2} {} {} {} {} {} {} {}",
         p.context,
         format!("{:?}", p.shape).to_lowercase(),
         p.n,
         p.ms,
         p.over_step1,
-        p.matrices_ms,
-        p.attention_ms,
-        p.other_ms,
-        p.roofline_ms,
-        p.roofline_over_step1,
-        p.isa_roofline_ms,
-        p.isa_roofline_over_step1
+        cell(split.map(|s| s.matrices_ms), 9),
+        cell(split.map(|s| s.attention_ms), 9),
+        cell(split.map(|s| s.other_ms), 9),
+        cell(roof.map(|r| r.roofline_ms), 9),
+        cell(roof.map(|r| r.roofline_over_step1), 8),
+        cell(roof.map(|r| r.isa_roofline_ms), 8),
+        cell(roof.map(|r| r.isa_roofline_over_step1), 8)
     );
 }

@@ -21,13 +21,29 @@ pub struct CurvePoint {
     pub ms: f64,
     /// `ms` over the 1-token pass at the same context and shape.
     pub over_step1: f64,
+    /// Where the time went: only the quantized CPU path times its parts (`None` elsewhere).
+    #[serde(flatten)]
+    pub split: Option<Split>,
+    /// The roofline beside it, on the quantized CPU path (`None` elsewhere).
+    #[serde(flatten)]
+    pub roofline: Option<RooflinePoint>,
+}
+
+/// A pass's time split into the matrix products, attention and everything else.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Split {
     pub matrices_ms: f64,
     pub attention_ms: f64,
     pub other_ms: f64,
-    /// The roofline at the kernel's measured peak.
+}
+
+/// The roofline of a pass over `n` tokens.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RooflinePoint {
+    /// At the kernel's measured peak.
     pub roofline_ms: f64,
     pub roofline_over_step1: f64,
-    /// The roofline at the instruction peak (what a perfect kernel could do).
+    /// At the instruction peak (what a perfect kernel could do).
     pub isa_roofline_ms: f64,
     /// `isa_roofline_ms` over its 1-token value (printed, not recorded).
     #[serde(skip)]
@@ -44,8 +60,17 @@ pub fn verify_curve<B: Backend>(
     runs: usize,
     on_event: &mut dyn FnMut(BenchEvent<'_>),
 ) -> Result<Vec<CurvePoint>, BenchError> {
-    let roofline = |n: usize| machine.roofline(n, machine.kernel_peak_gmac_s);
-    let isa_roofline = |n: usize| machine.roofline(n, machine.instruction_peak_gmac_s);
+    let roofline = |n: usize| {
+        machine.roofline.as_ref().map(|r| {
+            let (kernel, isa) = (|n| r.ms(n, r.kernel_peak_gmac_s), |n| r.ms(n, r.instruction_peak_gmac_s));
+            RooflinePoint {
+                roofline_ms: kernel(n),
+                roofline_over_step1: kernel(n) / kernel(1),
+                isa_roofline_ms: isa(n),
+                isa_roofline_over_step1: isa(n) / isa(1),
+            }
+        })
+    };
     let max_context = model.config().max_position_embeddings;
     let mut sizes = sizes.to_vec();
     if !sizes.contains(&1) {
@@ -76,13 +101,12 @@ pub fn verify_curve<B: Backend>(
                     n,
                     ms: t.ms,
                     over_step1: t.ms / t1,
-                    matrices_ms: t.matrices_ms,
-                    attention_ms: t.attention_ms,
-                    other_ms: t.other_ms,
-                    roofline_ms: roofline(n),
-                    roofline_over_step1: roofline(n) / roofline(1),
-                    isa_roofline_ms: isa_roofline(n),
-                    isa_roofline_over_step1: isa_roofline(n) / isa_roofline(1),
+                    split: machine.roofline.is_some().then_some(Split {
+                        matrices_ms: t.matrices_ms,
+                        attention_ms: t.attention_ms,
+                        other_ms: t.other_ms,
+                    }),
+                    roofline: roofline(n),
                 };
                 on_event(BenchEvent::CurvePoint(&point));
                 points.push(point);

@@ -13,13 +13,13 @@ use std::time::{Duration, Instant};
 use burn::tensor::backend::Backend;
 use draftsmith_decode::cost::{cached_context, time_pass, DraftShape};
 use draftsmith_decode::{Generation, Sampler, SamplingConfig};
-use draftsmith_model::{Activations, AttentionMask, ChatMessage, LogitsSelect, MatmulWeights, Model, TextTokenizer};
+use draftsmith_model::{AttentionMask, ChatMessage, LogitsSelect, MatmulWeights, Model, TextTokenizer};
 use serde::Serialize;
 
-pub use curve::{verify_curve, CurvePoint};
+pub use curve::{verify_curve, CurvePoint, RooflinePoint, Split};
 pub use error::BenchError;
 pub use llamacpp::{LlamaCpp, LlamaCppRun, LlamaCppSummary, RatioSpread};
-pub use machine::Machine;
+pub use machine::{Machine, Roofline};
 
 /// The fixed prompt set (user messages; the chat template is applied).
 pub const PROMPTS: &[&str] = &[
@@ -52,8 +52,6 @@ pub struct BenchConfig {
     pub vs_llamacpp: bool,
     /// Passes over the prompts (default: 3 with llama.cpp, else 1).
     pub repeats: Option<usize>,
-    /// The activation mode of the quantized path (also the mode the machine's peaks are probed in).
-    pub activations: Activations,
 }
 
 impl BenchConfig {
@@ -187,7 +185,7 @@ pub fn bench_ar<B: Backend>(
     let prefill512 = time_prefill(model, prefill_len)?;
     let (step1, tree) = time_tree_verify(model, cfg.tree_size, 256.min(context / 2))?;
     let decode_tps = decode_tokens as f64 / decode_time.as_secs_f64();
-    let machine = Machine::probe(model, cfg.activations);
+    let machine = Machine::probe(model);
     on_event(BenchEvent::Machine(&machine));
     let verify_curve = verify_curve(model, &machine, &cfg.curve_sizes, &cfg.contexts, cfg.curve_runs, on_event)?;
     let llamacpp = reference.map(|r| LlamaCppSummary {
@@ -207,7 +205,8 @@ pub fn bench_ar<B: Backend>(
         model: target.path.display().to_string(),
         device: target.device.to_string(),
         weights: format!("{:?}", target.weights).to_lowercase(),
-        activations: format!("{:?}", cfg.activations).to_lowercase(),
+        // The dense path (any backend) multiplies f32 activations.
+        activations: model.activations().map_or("f32".into(), |a| format!("{a:?}").to_lowercase()),
         prompts: prompts.len(),
         new_tokens_per_prompt: cfg.max_new_tokens,
         decode_tokens_per_s: decode_tps,

@@ -2,7 +2,7 @@
 //! (context, shape, size) that fits (timings themselves are not asserted).
 
 use burn::backend::Flex;
-use draftsmith_model::{build_model, Architecture, LoadOptions, MemorySource, ModelConfig};
+use draftsmith_model::{build_model, Activations, Architecture, LoadOptions, MemorySource, ModelConfig};
 
 use super::*;
 
@@ -16,7 +16,6 @@ fn config() -> BenchConfig {
         curve_runs: 1,
         vs_llamacpp: false,
         repeats: None,
-        activations: Activations::Int8,
     }
 }
 
@@ -49,7 +48,32 @@ fn a_tiny_model_fills_every_field_and_skips_contexts_that_do_not_fit() {
     assert_eq!((json["weights"].as_str(), json["activations"].as_str()), (Some("quantized"), Some("int8")));
     assert!(json.get("llamacpp").is_none() && json.get("decode_ratio_vs_llamacpp").is_none());
     assert!(json["verify_curve"][0].get("isa_roofline_over_step1").is_none(), "printed, not recorded");
+    let recorded = ["matrices_ms", "roofline_ms"].map(|k| json["verify_curve"][0].get(k).is_some());
+    assert_eq!(recorded, [true, true], "the quantized CPU path records its split and roofline");
+    assert!(json["machine"]["read_bandwidth_gb_s"].as_f64().is_some_and(|b| b > 0.0));
     assert!(result.decode_tokens_per_s > 0.0 && result.step1_ms > 0.0);
+}
+
+#[test]
+fn the_dense_path_records_no_roofline_and_no_split() {
+    // Only the quantized CPU path times its parts, and the roofline models its host kernels: on
+    // the dense path (any backend, a GPU among them) the curve is t(n) alone.
+    let c = ModelConfig { vocab_size: 256, ..ModelConfig::tiny(Architecture::Llama) };
+    let model = build_model::<Flex>(
+        &c,
+        &MemorySource::random(&c, 1),
+        LoadOptions::new(MatmulWeights::Dense),
+        &Default::default(),
+    )
+    .unwrap();
+    let target =
+        BenchTarget { model: &model, path: std::path::Path::new("tiny"), device: "cpu", weights: MatmulWeights::Dense };
+    let cfg = BenchConfig { prompts: 1, contexts: vec![16], ..config() };
+    let json = serde_json::to_value(bench_ar(target, &[vec![1, 2, 3]], &cfg, &mut |_| {}).unwrap()).unwrap();
+    let point = &json["verify_curve"][0];
+    assert!(point["ms"].as_f64().is_some() && point.get("matrices_ms").is_none() && point.get("roofline_ms").is_none());
+    assert!(json["machine"]["cpu_model"].is_string() && json["machine"].get("read_bandwidth_gb_s").is_none());
+    assert_eq!(json["activations"], "f32");
 }
 
 #[test]
