@@ -83,7 +83,8 @@ eval *args="": build
 pipeline: distill train-redrafter eval
 
 # The full-size pipeline on a GPU host (recipes/redrafter-full.toml: 20K distilled answers,
-# 2 epochs, 80 MT-Bench prompts, beam width 1-64); every stage resumes. Untested: no GPU yet.
+# 2 epochs, 80 MT-Bench prompts, beam width 1-64); every stage resumes. Never run on a GPU yet
+# (the CUDA engine, eval and bench have: eval/results/gpu-h100).
 pipeline-gpu *args="": build-cuda
     {{bin}} reproduce recipes/redrafter-full.toml --device cuda {{args}}
 
