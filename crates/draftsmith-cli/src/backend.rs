@@ -24,6 +24,7 @@ pub enum DeviceKind {
     Wgpu,
 }
 
+#[cfg(feature = "cuda")]
 pub use draftsmith_model::cuda_driver_present;
 
 /// Runs `$body` with `$B` bound to the selected backend type and `$device` to its device.

@@ -149,6 +149,12 @@ pub fn read_golden(name: &str) -> Golden {
     Golden { meta, logits, vocab }
 }
 
+/// A numpy reference's logit rows (`[[number]]` in JSON) as one flat f32 vector.
+pub fn reference_logits(rows: &Value) -> Vec<f32> {
+    let rows = rows.as_array().unwrap().iter().map(|row| row.as_array().unwrap());
+    rows.flat_map(|row| row.iter().map(|x| x.as_f64().unwrap() as f32)).collect()
+}
+
 pub fn ids(v: &Value) -> Vec<u32> {
     v.as_array().unwrap().iter().map(|x| x.as_u64().unwrap() as u32).collect()
 }

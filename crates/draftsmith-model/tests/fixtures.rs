@@ -25,10 +25,6 @@ fn load(path: &Path, matmul: MatmulWeights) -> Result<LoadedModel<B>, ModelError
     load_model::<B>(path, LoadOptions::new(matmul), &Default::default())
 }
 
-fn ids(v: &Value) -> Vec<u32> {
-    v.as_array().unwrap().iter().map(|x| x.as_u64().unwrap() as u32).collect()
-}
-
 fn check_against_reference(loaded: &LoadedModel<B>, reference: &Value, label: &str) {
     for seq in reference["sequences"].as_array().unwrap() {
         let tokens = ids(&seq["ids"]);
@@ -36,12 +32,7 @@ fn check_against_reference(loaded: &LoadedModel<B>, reference: &Value, label: &s
         let pos: Vec<usize> = (0..tokens.len()).collect();
         let out = loaded.model.forward(&tokens, &pos, &AttentionMask::Causal, LogitsSelect::All, &mut cache).unwrap();
         let ours = to_vec(out.logits);
-        let want: Vec<f32> = seq["logits_gguf"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .flat_map(|row| row.as_array().unwrap().iter().map(|x| x.as_f64().unwrap() as f32))
-            .collect();
+        let want = reference_logits(&seq["logits_gguf"]);
         let d = max_abs_diff(&ours, &want);
         assert!(d < 1e-4, "{label}, {} tokens: max |Δlogit| {d}", tokens.len());
     }

@@ -59,12 +59,7 @@ pub fn tiny_models_reproduce_the_reference<G: Backend>(device: &G::Device, toler
             let mut worst = 0.0f32;
             for seq in reference["sequences"].as_array().unwrap() {
                 let ours = all_logits(&loaded.model, &ids(&seq["ids"]));
-                let want: Vec<f32> = seq["logits_gguf"]
-                    .as_array()
-                    .unwrap()
-                    .iter()
-                    .flat_map(|row| row.as_array().unwrap().iter().map(|x| x.as_f64().unwrap() as f32))
-                    .collect();
+                let want = reference_logits(&seq["logits_gguf"]);
                 worst = worst.max(max_abs_diff(&ours, &want));
             }
             eprintln!("{}: {} max |Δlogit| {worst:.2e}", path.display(), G::name(device));
