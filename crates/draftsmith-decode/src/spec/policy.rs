@@ -132,13 +132,20 @@ impl CostModel {
         }
     }
 
-    /// Records a measured pass.
+    /// Records a measured pass. A pass over `n` tokens costs at least a 1-token pass, so a
+    /// fresh `n`-token average below the 1-token one also lowers the latter: under a policy that
+    /// drafts most steps, 1-token passes are rare, and a stale high estimate of them would floor
+    /// every prediction ([`CostModel::predict`]) and stop the drafts from growing.
     pub fn observe(&mut self, n: usize, ms: f64) {
         if n == 0 || n > MAX_N || !ms.is_finite() || ms <= 0.0 {
             return;
         }
         let avg = |old: Option<f64>| old.map_or(ms, |o| o + EMA * (ms - o));
-        self.seen[n] = Some(avg(self.seen[n]));
+        let now = avg(self.seen[n]);
+        self.seen[n] = Some(now);
+        if let Some(one) = self.seen[1].as_mut() {
+            *one = one.min(now);
+        }
         self.scale += EMA * (ms / self.prior[n] - self.scale);
     }
 
@@ -562,6 +569,19 @@ mod tests {
         }
         assert!((c.predict(8) - 11.0).abs() < 0.1, "a measured size follows its measurements");
         assert!(c.predict(16) > 2.0 * 5.5 * 0.9, "unseen sizes scale with the machine");
+    }
+
+    #[test]
+    fn a_stale_one_token_estimate_does_not_floor_the_drafts() {
+        // One slow plain step, then only 2-token passes (a policy that drafts every step).
+        let mut c = CostModel::from_points(&[(1, 4.0), (2, 4.4)]);
+        c.observe(1, 6.0);
+        assert!((c.predict(2) - 6.0).abs() < 1e-9, "floored at the 1-token estimate");
+        for _ in 0..30 {
+            c.observe(2, 4.2);
+        }
+        assert!((c.predict(2) - 4.2).abs() < 0.01, "{}", c.predict(2));
+        assert!(c.predict(1) <= c.predict(2), "a 1-token pass is never predicted dearer than a 2-token one");
     }
 
     #[test]
