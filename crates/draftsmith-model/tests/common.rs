@@ -114,10 +114,21 @@ impl Lcg {
 
 // Golden logits of the fetched models (`tests/golden/`, made by `scripts/reference/make_golden.py`).
 
-pub fn golden_dir(name: &str) -> PathBuf {
+/// `tests/<dir>` of the repository (from `CARGO_MANIFEST_DIR` at run time when set, so a test
+/// binary copied to another machine finds the checkout there).
+pub fn repo_tests_dir(dir: &str) -> PathBuf {
     PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").unwrap_or_else(|| env!("CARGO_MANIFEST_DIR").into()))
-        .join("../../tests/golden")
-        .join(name)
+        .join("../../tests")
+        .join(dir)
+}
+
+/// The checked-in tiny models and their numpy references.
+pub fn fixtures() -> PathBuf {
+    repo_tests_dir("fixtures")
+}
+
+pub fn golden_dir(name: &str) -> PathBuf {
+    repo_tests_dir("golden").join(name)
 }
 
 /// The fetched model file, or `None` (test skipped) unless `DRAFTSMITH_REQUIRE_MODELS=1`.

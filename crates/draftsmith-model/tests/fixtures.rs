@@ -11,11 +11,6 @@ use common::*;
 use draftsmith_model::{load_model, AttentionMask, LoadOptions, LoadedModel, LogitsSelect, MatmulWeights, ModelError};
 use serde_json::Value;
 
-fn fixtures() -> PathBuf {
-    PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").unwrap_or_else(|| env!("CARGO_MANIFEST_DIR").into()))
-        .join("../../tests/fixtures")
-}
-
 fn reference(arch: &str) -> Value {
     serde_json::from_str(&std::fs::read_to_string(fixtures().join(format!("tiny-{arch}.reference.json"))).unwrap())
         .unwrap()

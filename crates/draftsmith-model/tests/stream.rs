@@ -4,15 +4,11 @@
 
 mod common;
 
-use std::path::PathBuf;
-
 use common::B;
 use draftsmith_model::{load_model, LoadOptions, MatmulWeights, TextStream, TextTokenizer};
 
 fn tokenizer() -> TextTokenizer {
-    let dir =
-        PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").unwrap_or_else(|| env!("CARGO_MANIFEST_DIR").into()))
-            .join("../../tests/fixtures/tiny-llama");
+    let dir = common::fixtures().join("tiny-llama");
     load_model::<B>(&dir, LoadOptions::new(MatmulWeights::Dense), &Default::default()).unwrap().tokenizer
 }
 

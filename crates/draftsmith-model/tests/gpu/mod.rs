@@ -8,7 +8,7 @@
 //! - a branch verified inside a flattened draft tree against the same branch run alone. Not
 //!   bit-identical (GPU kernels are not batch-invariant): the eval's near-tie check exists for that.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use burn::tensor::backend::Backend;
 use draftsmith_model::{
@@ -30,11 +30,6 @@ pub fn no_device(backend: &str, require: &str, fix: &str) -> bool {
     assert!(std::env::var(require).as_deref() != Ok("1"), "no device for {backend}: {fix}");
     eprintln!("skipped: no device for {backend} ({fix})");
     false
-}
-
-fn fixtures() -> PathBuf {
-    PathBuf::from(std::env::var_os("CARGO_MANIFEST_DIR").unwrap_or_else(|| env!("CARGO_MANIFEST_DIR").into()))
-        .join("../../tests/fixtures")
 }
 
 fn load<G: Backend>(path: &Path, device: &G::Device) -> LoadedModel<G> {
