@@ -37,8 +37,8 @@ pub struct MethodParams {
     /// N-gram trie: most draft nodes per step (bounded heap).
     #[cfg_attr(feature = "clap", arg(long, default_value_t = MethodParams::default().num_draft))]
     pub num_draft: usize,
-    /// N-gram trie: also index the generated tokens (the paper indexes the context only).
-    #[cfg_attr(feature = "clap", arg(long))]
+    /// N-gram trie: also index the generated tokens (`false`: the prompt only, as the paper).
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = MethodParams::default().ngram_update_output, action = clap::ArgAction::Set))]
     pub ngram_update_output: bool,
     /// Drafter for `draft-model`, `precut`, the `post-use` methods and `token-cache`: a model
     /// with the target's tokenizer (a .gguf, HF directory, hf:id or fetch name, e.g.

@@ -11,17 +11,32 @@ fn hand_index() -> NgramIndex {
 
 /// Every stored path with its count, in depth-first preorder (children by ascending token).
 fn dump(trie: &Trie) -> Vec<(Vec<u32>, u64)> {
-    fn walk(trie: &Trie, path: &mut Vec<u32>, out: &mut Vec<(Vec<u32>, u64)>) {
+    dump_ordered(trie, false)
+}
+
+/// [`dump`] with children by descending count when `by_count` (ties: ascending token), the
+/// order drafts list siblings in.
+fn dump_ordered(trie: &Trie, by_count: bool) -> Vec<(Vec<u32>, u64)> {
+    fn walk(trie: &Trie, by_count: bool, path: &mut Vec<u32>, out: &mut Vec<(Vec<u32>, u64)>) {
         let node = trie.find(path).unwrap();
-        for t in trie.child_tokens(node) {
+        let mut children = trie.child_tokens(node);
+        if by_count {
+            children.sort_by_key(|&t| {
+                path.push(t);
+                let c = trie.count(path).unwrap();
+                path.pop();
+                std::cmp::Reverse(c)
+            });
+        }
+        for t in children {
             path.push(t);
             out.push((path.clone(), trie.count(path).unwrap()));
-            walk(trie, path, out);
+            walk(trie, by_count, path, out);
             path.pop();
         }
     }
     let mut out = Vec::new();
-    walk(trie, &mut Vec::new(), &mut out);
+    walk(trie, by_count, &mut Vec::new(), &mut out);
     out
 }
 
@@ -113,7 +128,7 @@ fn frequency_beats_preorder_and_ties_are_deterministic() {
     }
     let root = a.find(&[5]).unwrap();
     assert_eq!(a.top_subtree(root, 1, None).tokens(), &[2], "frequency 2 beats earlier tokens");
-    assert_eq!(a.top_subtree(root, 2, None).tokens(), &[1, 2], "tie 1 vs 3: lower token, kept in preorder");
+    assert_eq!(a.top_subtree(root, 2, None).tokens(), &[2, 1], "tie 1 vs 3: lower token; siblings by frequency");
     // The same multiset of keys inserted in another order gives the same draft.
     let mut b = Trie::new();
     for key in [&[5, 3, 7][..], &[5, 2], &[5, 1], &[5, 2]] {
@@ -125,10 +140,11 @@ fn frequency_beats_preorder_and_ties_are_deterministic() {
     }
 }
 
-/// Brute force: all nodes below `path` ranked by (frequency desc, preorder asc).
+/// Brute force: all nodes below `path` ranked by (frequency desc, preorder asc), the preorder
+/// visiting children by descending frequency.
 fn brute_top(trie: &Trie, path: &[u32], k: usize) -> DraftTree {
     let below: Vec<(Vec<u32>, u64)> =
-        dump(trie).into_iter().filter(|(p, _)| p.len() > path.len() && p.starts_with(path)).collect();
+        dump_ordered(trie, true).into_iter().filter(|(p, _)| p.len() > path.len() && p.starts_with(path)).collect();
     let mut order: Vec<usize> = (0..below.len()).collect();
     order.sort_by_key(|&i| (std::cmp::Reverse(below[i].1), i));
     let mut kept: Vec<usize> = order.into_iter().take(k).collect();
@@ -202,7 +218,7 @@ fn remove_undoes_insert() {
 fn config_validation() {
     assert_eq!(NgramTrieConfig::default().validate(), Ok(()));
     let d = NgramTrieConfig::default();
-    assert_eq!((d.n, d.prefix_len, d.num_draft, d.update_with_output), (13, 3, 64, false));
+    assert_eq!((d.n, d.prefix_len, d.num_draft, d.update_with_output), (13, 3, 64, true));
     let bad = |c: NgramTrieConfig| NgramTrie::new(c).unwrap_err();
     assert_eq!(bad(NgramTrieConfig { prefix_len: 0, ..d }), NgramTrieError::ZeroPrefixLen);
     assert_eq!(bad(NgramTrieConfig { n: 3, ..d }), NgramTrieError::WindowNotLongerThanPrefix { n: 3, prefix_len: 3 });
@@ -217,13 +233,14 @@ fn config_validation() {
 
 #[test]
 fn proposer_drafts_from_the_prompt_and_optionally_the_output() {
-    let config = NgramTrieConfig { n: 4, prefix_len: 2, ..Default::default() };
+    let config = NgramTrieConfig { n: 4, prefix_len: 2, update_with_output: false, ..Default::default() };
     let mut p = NgramTrie::new(config).unwrap();
-    // Prompt [1,2,3,1,2,4], generated [7,1,2]: longest suffix [1,2] → below it 3→1 and 4.
+    // Prompt [1,2,3,1,2,4], generated [7,1,2]: longest suffix [1,2] → below it 4 (f 2) and
+    // 3→1 (f 1), the more frequent sibling first.
     let tokens = [1, 2, 3, 1, 2, 4, 7, 1, 2];
     let tree = p.draft(&tokens, 6);
-    assert_eq!((tree.tokens(), tree.parents()), (&[3, 1, 4][..], &[None, Some(0), None][..]));
-    assert_eq!(p.index().tokens(), &tokens[..6], "only the prompt is indexed by default");
+    assert_eq!((tree.tokens(), tree.parents()), (&[4, 3, 1][..], &[None, None, Some(1)][..]));
+    assert_eq!(p.index().tokens(), &tokens[..6], "only the prompt is indexed when told");
     // Output-only repetition: invisible to the prompt trie, drafted with the switch on.
     let tokens = [1, 2, 3, 7, 8, 7];
     assert!(p.draft(&tokens, 3).is_empty());

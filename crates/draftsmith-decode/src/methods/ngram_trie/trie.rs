@@ -129,8 +129,8 @@ impl Trie {
     /// §3.2 pruning: the `num_draft` highest-frequency nodes below `root` (at most `max_depth`
     /// levels down), chosen with a bounded min-heap, as a [`DraftTree`] in depth-first order.
     ///
-    /// Ties are broken by depth-first preorder (children by ascending token): of two nodes with
-    /// equal frequency the one visited first is kept. A parent has at least its child's
+    /// Ties are broken by depth-first preorder (children by descending frequency, then
+    /// ascending token): of two nodes with equal frequency the one visited first is kept. A parent has at least its child's
     /// frequency and an earlier preorder, so it always outranks the child: no orphans.
     pub fn top_subtree(&self, root: NodeId, num_draft: usize, max_depth: Option<usize>) -> DraftTree {
         let max_depth = max_depth.unwrap_or(usize::MAX);
@@ -160,9 +160,20 @@ impl Trie {
         self.assemble(&visited, heap.into_iter().map(|Reverse((_, Reverse(i)))| i).collect())
     }
 
-    /// Children of `node` as stack entries, highest token first (so the lowest pops first).
+    /// Children of `node` as stack entries, in reverse of [`Trie::children_by_count`] (so the
+    /// most frequent pops first).
     fn children_rev(&self, node: NodeId, parent: Option<usize>, depth: usize) -> Vec<(NodeId, Option<usize>, usize)> {
-        self.nodes[node].children.values().rev().map(|&c| (c, parent, depth)).collect()
+        self.children_by_count(node).into_iter().rev().map(|c| (c, parent, depth)).collect()
+    }
+
+    /// Children of `node`, most frequent first (ties: ascending token). Drafts list siblings in
+    /// this order, so a sibling's rank says how likely it is (the draft policy learns
+    /// acceptance by rank).
+    fn children_by_count(&self, node: NodeId) -> Vec<NodeId> {
+        let mut children: Vec<NodeId> = self.nodes[node].children.values().copied().collect();
+        // Stable: equal counts keep the map's ascending-token order.
+        children.sort_by_key(|&c| Reverse(self.nodes[c].count));
+        children
     }
 
     /// Builds the draft tree from the kept preorder indices (parents precede children).
