@@ -8,7 +8,9 @@
 //!   per size, so it tracks the growing context and the machine's load).
 //! * **Acceptance model** ([`AcceptanceModel`]): the chance that a node is accepted given that
 //!   its parent was, by depth and by rank among its siblings (methods list better siblings
-//!   first), as Beta counts. A node's path probability is the product along its path.
+//!   first), as Beta counts, learned apart per draft class ([`Proposer::draft_class`]) and per
+//!   node class ([`Proposer::node_classes`]) where the method gives them. A node's path
+//!   probability is the product along its path.
 //! * **Choice** ([`choose`]): nodes sorted by path probability (a parent never follows its
 //!   child), and the prefix of that order with the best `(1 + Σ p) / cost(1 + size)`; the empty
 //!   prefix is a plain autoregressive step.
@@ -179,16 +181,19 @@ fn measure<B: Backend>(model: &Model<B>) -> Option<Vec<(usize, f64)>> {
     sizes.iter().map(|&n| time_pass(model, &mut cache, DraftShape::Chain, n, 2).ok().map(|t| (n, t.ms))).collect()
 }
 
-/// Beta counts of "accepted given the parent was", by draft class (the method's own signal,
-/// [`Proposer::draft_class`]), depth and sibling rank.
+/// Beta counts of "accepted given the parent was", by draft class (the method's own signal for
+/// the whole draft, [`Proposer::draft_class`]), node class (its signal per node,
+/// [`Proposer::node_classes`]), depth and sibling rank.
 #[derive(Debug, Clone)]
 pub struct AcceptanceModel {
-    /// `(accepted, tried)` per `[class][depth][rank]`.
+    /// `(accepted, tried)` per `[class · NODE_CLASSES + node class][depth][rank]`.
     counts: Vec<Vec<[(f64, f64); RANKS]>>,
 }
 
 /// Draft classes with their own counts (larger ones share the last).
 const CLASSES: usize = 8;
+/// Node classes with their own counts (larger ones share the last).
+pub const NODE_CLASSES: usize = 4;
 
 /// Weight (in tries) of the prior each `(depth, rank)` borrows from the level above it (depth 1
 /// borrows 0.5 from nowhere): a level never tried yet is expected to behave like its parent's,
@@ -197,7 +202,7 @@ const PRIOR_TRIES: f64 = 2.0;
 
 impl Default for AcceptanceModel {
     fn default() -> Self {
-        Self { counts: vec![vec![[(0.0, 0.0); RANKS]; DEPTHS]; CLASSES] }
+        Self { counts: vec![vec![[(0.0, 0.0); RANKS]; DEPTHS]; CLASSES * NODE_CLASSES] }
     }
 }
 
@@ -210,9 +215,14 @@ impl AcceptanceModel {
 
     /// [`AcceptanceModel::p`] for drafts of `class`.
     pub fn p_class(&self, class: usize, depth: usize, rank: usize) -> f64 {
-        let (c, d, r) = (class.min(CLASSES - 1), depth.clamp(1, DEPTHS), rank.min(RANKS - 1));
-        let prior = if d == 1 { 0.5 } else { self.p_class(c, d - 1, r) };
-        let (a, t) = self.counts[c][d - 1][r];
+        self.p_node(class, 0, depth, rank)
+    }
+
+    /// [`AcceptanceModel::p_class`] for a node of node class `node`.
+    pub fn p_node(&self, class: usize, node: usize, depth: usize, rank: usize) -> f64 {
+        let (d, r) = (depth.clamp(1, DEPTHS), rank.min(RANKS - 1));
+        let prior = if d == 1 { 0.5 } else { self.p_node(class, node, d - 1, r) };
+        let (a, t) = self.counts[cell(class, node)][d - 1][r];
         (a + PRIOR_TRIES * prior) / (t + PRIOR_TRIES)
     }
 
@@ -224,12 +234,18 @@ impl AcceptanceModel {
 
     /// [`AcceptanceModel::observe`] for a draft of `class`.
     pub fn observe_class(&mut self, class: usize, tree: &DraftTree, accepted: &[usize]) {
-        let c = class.min(CLASSES - 1);
+        self.observe_nodes(class, None, tree, accepted);
+    }
+
+    /// [`AcceptanceModel::observe_class`] with the node class of every node of `tree` (`None`:
+    /// all 0).
+    pub fn observe_nodes(&mut self, class: usize, nodes: Option<&[usize]>, tree: &DraftTree, accepted: &[usize]) {
         let ranks = sibling_ranks(tree);
         let on_path = |i: usize| accepted.contains(&i);
         for (i, &rank) in ranks.iter().enumerate() {
             let parent_ok = tree.parents()[i].is_none_or(on_path);
             if parent_ok {
+                let c = cell(class, node_class(nodes, i));
                 let n = &mut self.counts[c][tree.depths()[i].clamp(1, DEPTHS) - 1][rank.min(RANKS - 1)];
                 n.1 += 1.0;
                 if on_path(i) {
@@ -246,14 +262,30 @@ impl AcceptanceModel {
 
     /// [`AcceptanceModel::path_probabilities`] for a draft of `class`.
     pub fn path_probabilities_class(&self, class: usize, tree: &DraftTree) -> Vec<f64> {
+        self.path_probabilities_nodes(class, None, tree)
+    }
+
+    /// [`AcceptanceModel::path_probabilities_class`] with the node class of every node of
+    /// `tree` (`None`: all 0).
+    pub fn path_probabilities_nodes(&self, class: usize, nodes: Option<&[usize]>, tree: &DraftTree) -> Vec<f64> {
         let ranks = sibling_ranks(tree);
         let mut p = vec![0.0; tree.len()];
         for i in 0..tree.len() {
             let up = tree.parents()[i].map_or(1.0, |q| p[q]);
-            p[i] = up * self.p_class(class, tree.depths()[i], ranks[i]);
+            p[i] = up * self.p_node(class, node_class(nodes, i), tree.depths()[i], ranks[i]);
         }
         p
     }
+}
+
+/// The counts cell of draft class `class` and node class `node` (each capped at its last).
+fn cell(class: usize, node: usize) -> usize {
+    class.min(CLASSES - 1) * NODE_CLASSES + node.min(NODE_CLASSES - 1)
+}
+
+/// Node `i`'s class in `nodes` (0 when there are none).
+fn node_class(nodes: Option<&[usize]>, i: usize) -> usize {
+    nodes.and_then(|n| n.get(i).copied()).unwrap_or(0)
 }
 
 /// Each node's index among the children of its parent, in tree order.
@@ -331,8 +363,11 @@ pub struct Auto {
     learn_cost: bool,
     /// Running average of the method's own drafting time per call, ms (`None` before the first).
     draft_ms: Option<f64>,
-    /// The method's last draft, as the shape to expect from the next one.
+    /// The method's last draft, as the shape to expect from the next one, with its node classes.
     template: DraftTree,
+    template_nodes: Option<Vec<usize>>,
+    /// The node classes of the tree being verified (the kept part of the last proposal).
+    nodes: Option<Vec<usize>>,
     /// Whether the last step skipped the method entirely (a plain `ar` step).
     skipped: bool,
     /// Steps since the last probe.
@@ -361,6 +396,8 @@ impl Auto {
             learn_cost: true,
             draft_ms: None,
             template: DraftTree::new(),
+            template_nodes: None,
+            nodes: None,
             skipped: false,
             since_probe: 0,
             class: 0,
@@ -383,7 +420,7 @@ impl Auto {
         if self.template.is_empty() {
             return true;
         }
-        let p = self.accept.path_probabilities_class(self.class, &self.template);
+        let p = self.accept.path_probabilities_nodes(self.class, self.template_nodes.as_deref(), &self.template);
         let (keep, verify_ms) = choose(&self.template, &p, &self.cost, 0);
         let gain = 1.0 + keep.iter().map(|&i| p[i]).sum::<f64>();
         gain / (draft_ms + verify_ms) > 1.0 / self.cost.predict(1)
@@ -482,6 +519,7 @@ impl Proposer for Auto {
         let was_skipped = std::mem::replace(&mut self.skipped, depth == 0 && !probing);
         if self.skipped {
             self.last = Some((self.cost.predict(1), Instant::now()));
+            self.nodes = None;
             return Ok(DraftTree::new());
         }
         self.since_probe = 0;
@@ -514,11 +552,15 @@ impl Proposer for Auto {
         }
         let probe = usize::from(probing);
         self.template = tree.clone();
-        let p = self.accept.path_probabilities_class(self.class, &tree);
+        // Asked before `pruned`: the method's per-node state describes the whole proposal.
+        let nodes = self.inner.node_classes(&tree);
+        let p = self.accept.path_probabilities_nodes(self.class, nodes.as_deref(), &tree);
         let (keep, predicted) = choose(&tree, &p, &self.cost, probe);
         if keep.len() < tree.len() {
             self.inner.pruned(&keep);
         }
+        self.nodes = nodes.as_ref().map(|n| keep.iter().map(|&i| n[i]).collect());
+        self.template_nodes = nodes;
         self.last = Some((predicted, Instant::now()));
         Ok(subtree(&tree, &keep))
     }
@@ -530,7 +572,7 @@ impl Proposer for Auto {
             if self.learn_cost {
                 self.cost.observe(tree.len() + 1, measured);
             }
-            self.accept.observe_class(self.class, tree, verified.accepted);
+            self.accept.observe_nodes(self.class, self.nodes.as_deref(), tree, verified.accepted);
             // `tree` is what was verified: the kept nodes (none on a plain step).
             let s = &mut self.stats;
             s.empty_steps += usize::from(tree.is_empty());
@@ -630,5 +672,24 @@ mod tests {
             acc.observe_class(1, &t, &[]);
         }
         assert!(acc.p_class(3, 2, 0) > 0.9 && acc.p_class(1, 1, 0) < 0.1);
+    }
+
+    #[test]
+    fn acceptance_model_learns_per_node_class() {
+        // Two siblings of equal rank shape: the node of class 0 is always accepted, class 2 never.
+        let mut t = DraftTree::new();
+        t.push(1, None);
+        t.push(2, Some(0));
+        t.push(3, None);
+        let mut acc = AcceptanceModel::default();
+        for _ in 0..40 {
+            acc.observe_nodes(0, Some(&[0, 2, 2]), &t, &[0]);
+        }
+        assert!(acc.p_node(0, 0, 1, 0) > 0.9);
+        assert!(acc.p_node(0, 2, 2, 0) < 0.1 && acc.p_node(0, 2, 1, 1) < 0.1);
+        let p = acc.path_probabilities_nodes(0, Some(&[0, 2, 2]), &t);
+        assert!(p[0] > 0.9 && p[1] < 0.1 && p[2] < 0.1, "{p:?}");
+        // Without node classes every node counts as class 0.
+        assert!(acc.path_probabilities(&t)[1] > 0.5, "class 0 at depth 2 was never tried: borrows depth 1");
     }
 }

@@ -91,6 +91,14 @@ pub trait Proposer {
         0
     }
 
+    /// A small number per node of the last proposal (`tree`, as [`Proposer::propose`] returned
+    /// it) saying how sure the method is of that node, `0` = surest (the n-gram trie: how often
+    /// the node's text followed its parent's in the index); a draft policy learns acceptance
+    /// for each apart. `None` (the default) when the method has no per-node signal.
+    fn node_classes(&self, _tree: &DraftTree) -> Option<Vec<usize>> {
+        None
+    }
+
     /// Called between [`Proposer::propose`] and the verification when a draft policy verifies
     /// only the nodes `keep` of the last proposal (increasing, closed under parents): the tree
     /// the observe methods then see is that subtree, re-indexed in that order. Methods that keep

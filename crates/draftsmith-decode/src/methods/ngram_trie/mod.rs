@@ -45,7 +45,9 @@
 //!   the result is deterministic and a parent (never less frequent, always earlier) is kept
 //!   whenever a child is. Siblings are listed most frequent first, so the `auto` draft policy's
 //!   acceptance by sibling rank means something; its draft class is the matched suffix length
-//!   (a longer match is a better draft), as for prompt lookup.
+//!   (a longer match is a better draft), as for prompt lookup, and each node's class is the
+//!   share of its parent's frequency it has ([`confidence_class`]: a continuation that always
+//!   followed is likelier than one of many).
 //! - *`max_depth`*: optional cap on the draft depth; the window length already bounds it by
 //!   `n − 1`.
 
@@ -181,13 +183,26 @@ impl NgramIndex {
 pub struct NgramTrie {
     config: NgramTrieConfig,
     index: NgramIndex,
+    /// [`confidence_class`] of every node of the last draft.
+    classes: Vec<usize>,
+}
+
+/// A draft node's class from its frequency and its parent's: 0 when every occurrence of the
+/// parent's text went on with it, then 1 for at least half, 2 for a quarter, 3 below.
+pub fn confidence_class(count: u64, parent: u64) -> usize {
+    match (count, parent.max(1)) {
+        (c, p) if c >= p => 0,
+        (c, p) if 2 * c >= p => 1,
+        (c, p) if 4 * c >= p => 2,
+        _ => 3,
+    }
 }
 
 impl NgramTrie {
     /// A proposer with a validated configuration; the trie is built on the first proposal.
     pub fn new(config: NgramTrieConfig) -> Result<Self, NgramTrieError> {
         config.validate()?;
-        Ok(Self { config, index: NgramIndex::default() })
+        Ok(Self { config, index: NgramIndex::default(), classes: Vec::new() })
     }
 
     /// The configuration.
@@ -206,10 +221,12 @@ impl NgramTrie {
         let source = if c.update_with_output { tokens } else { &tokens[..prompt_len.min(tokens.len())] };
         self.index.sync(source, c.n, c.prefix_len);
         let trie = self.index.trie();
-        match trie.longest_suffix_match(tokens, c.prefix_len) {
-            Some(m) => trie.top_subtree(m.node, c.num_draft, c.max_depth),
-            None => DraftTree::new(),
-        }
+        let (tree, counts) = match trie.longest_suffix_match(tokens, c.prefix_len) {
+            Some(m) => trie.top_subtree_with_counts(m.node, c.num_draft, c.max_depth),
+            None => (DraftTree::new(), Vec::new()),
+        };
+        self.classes = counts.into_iter().map(|(n, parent)| confidence_class(n, parent)).collect();
+        tree
     }
 }
 
@@ -226,5 +243,10 @@ impl Proposer for NgramTrie {
     /// is a better draft, so the draft policy learns each length apart.
     fn draft_class(&self, ctx: &DraftContext<'_>) -> usize {
         self.index.trie().longest_suffix_match(ctx.tokens, self.config.prefix_len).map_or(0, |m| m.len)
+    }
+
+    /// Each node's [`confidence_class`] in the last draft.
+    fn node_classes(&self, tree: &DraftTree) -> Option<Vec<usize>> {
+        (tree.len() == self.classes.len()).then(|| self.classes.clone())
     }
 }

@@ -133,6 +133,17 @@ impl Trie {
     /// ascending token): of two nodes with equal frequency the one visited first is kept. A parent has at least its child's
     /// frequency and an earlier preorder, so it always outranks the child: no orphans.
     pub fn top_subtree(&self, root: NodeId, num_draft: usize, max_depth: Option<usize>) -> DraftTree {
+        self.top_subtree_with_counts(root, num_draft, max_depth).0
+    }
+
+    /// [`Trie::top_subtree`] with each draft node's frequency and its parent's (the root's
+    /// for the first level), in tree order.
+    pub fn top_subtree_with_counts(
+        &self,
+        root: NodeId,
+        num_draft: usize,
+        max_depth: Option<usize>,
+    ) -> (DraftTree, Vec<(u64, u64)>) {
         let max_depth = max_depth.unwrap_or(usize::MAX);
         // Preorder list of visited nodes: (trie node, index of its parent in this list).
         let mut visited: Vec<(NodeId, Option<usize>)> = Vec::new();
@@ -157,7 +168,7 @@ impl Trie {
                 stack.extend(self.children_rev(node, Some(index), depth + 1));
             }
         }
-        self.assemble(&visited, heap.into_iter().map(|Reverse((_, Reverse(i)))| i).collect())
+        self.assemble(root, &visited, heap.into_iter().map(|Reverse((_, Reverse(i)))| i).collect())
     }
 
     /// Children of `node` as stack entries, in reverse of [`Trie::children_by_count`] (so the
@@ -176,17 +187,26 @@ impl Trie {
         children
     }
 
-    /// Builds the draft tree from the kept preorder indices (parents precede children).
-    fn assemble(&self, visited: &[(NodeId, Option<usize>)], mut kept: Vec<usize>) -> DraftTree {
+    /// Builds the draft tree from the kept preorder indices (parents precede children), with
+    /// each node's and its parent's frequency (`root` is the first level's parent).
+    fn assemble(
+        &self,
+        root: NodeId,
+        visited: &[(NodeId, Option<usize>)],
+        mut kept: Vec<usize>,
+    ) -> (DraftTree, Vec<(u64, u64)>) {
         kept.sort_unstable();
         let mut slot = vec![None; visited.len()];
         let mut tree = DraftTree::new();
+        let mut counts = Vec::with_capacity(kept.len());
         for i in kept {
             let (node, parent) = visited[i];
+            let above = parent.map_or(root, |p| visited[p].0);
             let parent = parent.map(|p| slot[p].expect("a kept node's parent is kept"));
             slot[i] = Some(tree.push(self.nodes[node].token, parent));
+            counts.push((self.nodes[node].count, self.nodes[above].count));
         }
-        tree
+        (tree, counts)
     }
 
     /// A fresh node for `token` (count zero), reusing a released slot when there is one.
