@@ -161,8 +161,8 @@ fn a_drafter_with_a_draft_vocabulary_proposes_only_from_it_and_stays_lossless() 
         let prompt: Vec<u32> = (0..3 + rng.next(6)).map(|_| rng.next(48) as u32).collect();
         let expected = ar(&model, &prompt, 24);
         let settings = ReDrafterSettings { beam_width: 4, beam_length: 4, tree_attention: true };
-        let mut proposer =
-            Recording { inner: ReDrafterProposer::new(&model, &loaded, settings).unwrap(), drafted: Vec::new() };
+        let inner = ReDrafterProposer::new(&model, &loaded, settings).unwrap();
+        let mut proposer = Recording { inner, drafted: Vec::new(), classes: Vec::new() };
         let out = generate_speculative(&model, &prompt, 24, &[], &mut proposer).unwrap();
         assert_eq!(out.tokens, expected);
         accepted += out.steps.iter().map(|s| s.accepted).sum::<usize>();
@@ -172,14 +172,18 @@ fn a_drafter_with_a_draft_vocabulary_proposes_only_from_it_and_stays_lossless() 
             "drafted {:?} outside {allowed:?}",
             proposer.drafted
         );
+        // One class per drafted node, from the drafter's probability of it.
+        assert_eq!(proposer.classes.len(), proposer.drafted.len());
+        assert!(proposer.classes.iter().all(|&c| c < draftsmith_decode::spec::policy::NODE_CLASSES));
     }
     assert!(accepted > 0, "the drafter gets drafts accepted");
 }
 
-/// Keeps every token a proposer drafts.
+/// Keeps every token a proposer drafts, with the node class it gave each.
 struct Recording<P> {
     inner: P,
     drafted: Vec<u32>,
+    classes: Vec<usize>,
 }
 
 impl<P: draftsmith_decode::Proposer> draftsmith_decode::Proposer for Recording<P> {
@@ -205,6 +209,7 @@ impl<P: draftsmith_decode::Proposer> draftsmith_decode::Proposer for Recording<P
     ) -> Result<draftsmith_core::DraftTree, draftsmith_decode::DecodeError> {
         let tree = self.inner.propose(ctx)?;
         self.drafted.extend(tree.tokens());
+        self.classes.extend(self.inner.node_classes(&tree).expect("ReDrafter classes its nodes"));
         Ok(tree)
     }
 }

@@ -16,7 +16,7 @@ use draftsmith_model::{Activations, Model};
 use super::redrafter_host::HostReDrafter;
 use crate::error::DecodeError;
 use crate::method::Method;
-use crate::spec::{DraftContext, DraftCost, Proposer};
+use crate::spec::{probability_class, DraftContext, DraftCost, Proposer};
 
 /// A ReDrafter drafter loaded for one target.
 #[derive(Debug, Clone)]
@@ -84,6 +84,9 @@ pub struct ReDrafterProposer<B: Backend> {
     /// A draft policy's limit on the next proposal's drafted tokens per beam
     /// ([`Proposer::limit_depth`]).
     depth_limit: Option<usize>,
+    /// The node class of every node of the last tree: the drafter's probability of the token
+    /// ([`probability_class`]).
+    classes: Vec<usize>,
 }
 
 impl<B: Backend> ReDrafterProposer<B> {
@@ -146,6 +149,7 @@ impl<B: Backend> ReDrafterProposer<B> {
             packing: PackingStats::default(),
             last_cost: DraftCost::default(),
             depth_limit: None,
+            classes: Vec::new(),
         })
     }
 }
@@ -291,6 +295,11 @@ impl<B: Backend> Proposer for ReDrafterProposer<B> {
         Some(self.last_cost)
     }
 
+    /// The drafter's probability of each node's token, as a class.
+    fn node_classes(&self, tree: &DraftTree) -> Option<Vec<usize>> {
+        (tree.len() == self.classes.len()).then(|| self.classes.clone())
+    }
+
     fn propose(&mut self, ctx: &DraftContext<'_>) -> Result<DraftTree, crate::DecodeError> {
         self.last_cost = DraftCost::default();
         let Some(hidden) = ctx.hidden else {
@@ -318,16 +327,27 @@ impl<B: Backend> Proposer for ReDrafterProposer<B> {
                 },
             };
             let mut search = Search { p: self, state };
-            beam_search(&mut search, g0, &cfg).beams
+            beam_search(&mut search, g0, &cfg)
         };
+        let (beams, log_probs) = (beams.beams, beams.log_probs);
+        let class = |lp: f32| probability_class(f64::from(lp).exp());
         let tree = if self.settings.tree_attention {
-            pack_beams(&beams).tree
+            let packed = pack_beams(&beams);
+            self.classes = vec![0; packed.tree.len()];
+            for (nodes, lps) in packed.node.iter().zip(&log_probs) {
+                for (&n, &lp) in nodes.iter().zip(lps) {
+                    self.classes[n] = class(lp);
+                }
+            }
+            packed.tree
         } else {
             let mut tree = DraftTree::new();
-            for beam in &beams {
+            self.classes.clear();
+            for (beam, lps) in beams.iter().zip(&log_probs) {
                 let mut parent = None;
-                for &t in &beam[1..] {
+                for (&t, &lp) in beam[1..].iter().zip(lps) {
                     parent = Some(tree.push(t, parent));
+                    self.classes.push(class(lp));
                 }
             }
             tree

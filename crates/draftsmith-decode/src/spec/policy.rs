@@ -186,7 +186,8 @@ fn measure<B: Backend>(model: &Model<B>) -> Option<Vec<(usize, f64)>> {
 /// [`Proposer::node_classes`]), depth and sibling rank.
 #[derive(Debug, Clone)]
 pub struct AcceptanceModel {
-    /// `(accepted, tried)` per `[class · NODE_CLASSES + node class][depth][rank]`.
+    /// `(accepted, tried)` per `[cell(class, node class)][depth][rank]`; every observation also
+    /// counts in its class's "any node class" cell.
     counts: Vec<Vec<[(f64, f64); RANKS]>>,
 }
 
@@ -195,6 +196,12 @@ const CLASSES: usize = 8;
 /// Node classes with their own counts (larger ones share the last).
 pub const NODE_CLASSES: usize = 4;
 
+/// The node class of a drafted token the drafter gave probability `p` (after its parent):
+/// 0 from 0.8 on, 1 from 0.5, 2 from 0.25, 3 below.
+pub fn probability_class(p: f64) -> usize {
+    [0.8, 0.5, 0.25].iter().position(|&t| p >= t).unwrap_or(3)
+}
+
 /// Weight (in tries) of the prior each `(depth, rank)` borrows from the level above it (depth 1
 /// borrows 0.5 from nowhere): a level never tried yet is expected to behave like its parent's,
 /// so drafts that keep being accepted grow one level at a time.
@@ -202,7 +209,7 @@ const PRIOR_TRIES: f64 = 2.0;
 
 impl Default for AcceptanceModel {
     fn default() -> Self {
-        Self { counts: vec![vec![[(0.0, 0.0); RANKS]; DEPTHS]; CLASSES * NODE_CLASSES] }
+        Self { counts: vec![vec![[(0.0, 0.0); RANKS]; DEPTHS]; CLASSES * (NODE_CLASSES + 1)] }
     }
 }
 
@@ -213,13 +220,14 @@ impl AcceptanceModel {
         self.p_class(0, depth, rank)
     }
 
-    /// [`AcceptanceModel::p`] for drafts of `class`.
+    /// [`AcceptanceModel::p`] for drafts of `class`, whatever the node's class.
     pub fn p_class(&self, class: usize, depth: usize, rank: usize) -> f64 {
-        self.p_node(class, 0, depth, rank)
+        self.p_node(class, None, depth, rank)
     }
 
-    /// [`AcceptanceModel::p_class`] for a node of node class `node`.
-    pub fn p_node(&self, class: usize, node: usize, depth: usize, rank: usize) -> f64 {
+    /// [`AcceptanceModel::p_class`] for a node of node class `node` (`None`: any; a method
+    /// told its depth before drafting does not know its nodes' classes yet).
+    pub fn p_node(&self, class: usize, node: Option<usize>, depth: usize, rank: usize) -> f64 {
         let (d, r) = (depth.clamp(1, DEPTHS), rank.min(RANKS - 1));
         let prior = if d == 1 { 0.5 } else { self.p_node(class, node, d - 1, r) };
         let (a, t) = self.counts[cell(class, node)][d - 1][r];
@@ -238,18 +246,21 @@ impl AcceptanceModel {
     }
 
     /// [`AcceptanceModel::observe_class`] with the node class of every node of `tree` (`None`:
-    /// all 0).
+    /// the method gives none).
     pub fn observe_nodes(&mut self, class: usize, nodes: Option<&[usize]>, tree: &DraftTree, accepted: &[usize]) {
         let ranks = sibling_ranks(tree);
         let on_path = |i: usize| accepted.contains(&i);
         for (i, &rank) in ranks.iter().enumerate() {
             let parent_ok = tree.parents()[i].is_none_or(on_path);
             if parent_ok {
-                let c = cell(class, node_class(nodes, i));
-                let n = &mut self.counts[c][tree.depths()[i].clamp(1, DEPTHS) - 1][rank.min(RANKS - 1)];
-                n.1 += 1.0;
-                if on_path(i) {
-                    n.0 += 1.0;
+                let (d, r) = (tree.depths()[i].clamp(1, DEPTHS) - 1, rank.min(RANKS - 1));
+                let node = node_class(nodes, i);
+                for c in std::iter::once(cell(class, None)).chain(node.map(|k| cell(class, Some(k)))) {
+                    let n = &mut self.counts[c][d][r];
+                    n.1 += 1.0;
+                    if on_path(i) {
+                        n.0 += 1.0;
+                    }
                 }
             }
         }
@@ -266,7 +277,7 @@ impl AcceptanceModel {
     }
 
     /// [`AcceptanceModel::path_probabilities_class`] with the node class of every node of
-    /// `tree` (`None`: all 0).
+    /// `tree` (`None`: any).
     pub fn path_probabilities_nodes(&self, class: usize, nodes: Option<&[usize]>, tree: &DraftTree) -> Vec<f64> {
         let ranks = sibling_ranks(tree);
         let mut p = vec![0.0; tree.len()];
@@ -278,14 +289,15 @@ impl AcceptanceModel {
     }
 }
 
-/// The counts cell of draft class `class` and node class `node` (each capped at its last).
-fn cell(class: usize, node: usize) -> usize {
-    class.min(CLASSES - 1) * NODE_CLASSES + node.min(NODE_CLASSES - 1)
+/// The counts cell of draft class `class` and node class `node` (each capped at its last;
+/// `None`: any node class).
+fn cell(class: usize, node: Option<usize>) -> usize {
+    class.min(CLASSES - 1) * (NODE_CLASSES + 1) + node.map_or(NODE_CLASSES, |k| k.min(NODE_CLASSES - 1))
 }
 
-/// Node `i`'s class in `nodes` (0 when there are none).
-fn node_class(nodes: Option<&[usize]>, i: usize) -> usize {
-    nodes.and_then(|n| n.get(i).copied()).unwrap_or(0)
+/// Node `i`'s class in `nodes` (`None` when there are none).
+fn node_class(nodes: Option<&[usize]>, i: usize) -> Option<usize> {
+    nodes.and_then(|n| n.get(i).copied())
 }
 
 /// Each node's index among the children of its parent, in tree order.
@@ -675,6 +687,11 @@ mod tests {
     }
 
     #[test]
+    fn probability_classes() {
+        assert_eq!([1.0, 0.8, 0.6, 0.3, 0.1, f64::NAN].map(probability_class), [0, 0, 1, 2, 3, 3]);
+    }
+
+    #[test]
     fn acceptance_model_learns_per_node_class() {
         // Two siblings of equal rank shape: the node of class 0 is always accepted, class 2 never.
         let mut t = DraftTree::new();
@@ -685,11 +702,13 @@ mod tests {
         for _ in 0..40 {
             acc.observe_nodes(0, Some(&[0, 2, 2]), &t, &[0]);
         }
-        assert!(acc.p_node(0, 0, 1, 0) > 0.9);
-        assert!(acc.p_node(0, 2, 2, 0) < 0.1 && acc.p_node(0, 2, 1, 1) < 0.1);
+        assert!(acc.p_node(0, Some(0), 1, 0) > 0.9);
+        assert!(acc.p_node(0, Some(2), 2, 0) < 0.1 && acc.p_node(0, Some(2), 1, 1) < 0.1);
         let p = acc.path_probabilities_nodes(0, Some(&[0, 2, 2]), &t);
         assert!(p[0] > 0.9 && p[1] < 0.1 && p[2] < 0.1, "{p:?}");
-        // Without node classes every node counts as class 0.
-        assert!(acc.path_probabilities(&t)[1] > 0.5, "class 0 at depth 2 was never tried: borrows depth 1");
+        // Class 0 at depth 2 was never tried: it borrows depth 1's estimate.
+        assert!(acc.path_probabilities_nodes(0, Some(&[0, 0, 2]), &t)[1] > 0.8);
+        // Whatever the node class: every observation counts (depth 1, rank 0 always accepted).
+        assert!(acc.p(1, 0) > 0.9 && acc.p(2, 0) < 0.1 && acc.p(1, 1) < 0.1);
     }
 }
