@@ -281,7 +281,7 @@ fn build_method<B: Backend>(
         Method::PostUsePreCut => at_target(draft_model(true, true)?)?,
         Method::TokenCache if drafter.is_some() => at_target(draft_model(false, false)?)?,
         Method::TokenCache => {
-            let inner = PromptLookup { max_ngram: params.lookup_ngram, min_ngram: 1, k: params.draft_len };
+            let inner = PromptLookup::new(params.lookup_ngram, 1, params.draft_len);
             Some(Box::new(TokenCache::new(inner, TokenCacheConfig::default())?))
         }
         m => build_proposer(m, params)?,
@@ -304,11 +304,11 @@ pub fn build_proposer(method: Method, params: &MethodParams) -> Result<Option<Bo
     };
     match method {
         Method::Ar => Ok(None),
-        Method::PromptLookup => Ok(Some(Box::new(PromptLookup {
-            max_ngram: positive("lookup_ngram", params.lookup_ngram)?,
-            min_ngram: 1,
-            k: positive("draft_len", params.draft_len)?,
-        }))),
+        Method::PromptLookup => Ok(Some(Box::new(PromptLookup::new(
+            positive("lookup_ngram", params.lookup_ngram)?,
+            1,
+            positive("draft_len", params.draft_len)?,
+        )))),
         Method::NgramTrie => {
             let config = NgramTrieConfig {
                 n: params.ngram_n,

@@ -62,7 +62,7 @@ fn draft_model_and_token_cache_equal_autoregressive() {
                 accepted += dm.stats().accepted;
             }
             assert_eq!(spec(&target, &prompt, n, &mut shared).tokens, want, "{arch:?} trial {trial}: shared drafter");
-            let lookup = PromptLookup { max_ngram: 1 + rng.next(3), min_ngram: 1, k: 1 + rng.next(8) };
+            let lookup = PromptLookup::new(1 + rng.next(3), 1, 1 + rng.next(8));
             let mut tc =
                 TokenCache::new(lookup, TokenCacheConfig { per_anchor: 1 + rng.next(4), ..Default::default() })
                     .unwrap();

@@ -64,7 +64,7 @@ fn speculative_equals_autoregressive() {
             assert_eq!(got.tokens, want, "{arch:?} {activations:?} trial {trial}: oracle trees");
             let accepted: usize = got.steps.iter().map(|s| s.accepted).sum();
             assert!(accepted > 0, "the oracle's drafts are accepted sometimes");
-            let mut lookup = PromptLookup { max_ngram: 1 + rng.next(3), min_ngram: 1, k: 1 + rng.next(8) };
+            let mut lookup = PromptLookup::new(1 + rng.next(3), 1, 1 + rng.next(8));
             let got = generate_speculative(&model, &prompt, n, &[], &mut lookup).unwrap();
             assert_eq!(got.tokens, want, "{arch:?} {activations:?} trial {trial}: prompt lookup {lookup:?}");
             let emitted: usize = got.steps.iter().map(|s| s.emitted).sum();

@@ -1,11 +1,15 @@
 //! Prompt lookup decoding: find the most recent earlier occurrence of the last `n` tokens
 //! (n from `max_ngram` down to `min_ngram`) in prompt + output and draft the `k` tokens that
 //! followed it, as a single chain.
+//!
+//! For the `auto` draft policy the draft's class is `n`, and each drafted token's class says
+//! how many of the earlier occurrences that went on like the draft so far also went on with
+//! that token ([`agreement_class`]).
 
 use draftsmith_core::DraftTree;
 
 use crate::method::Method;
-use crate::spec::{DraftContext, Proposer};
+use crate::spec::{agreement_class, DraftContext, Proposer};
 
 /// Prompt-lookup proposer.
 #[derive(Debug, Clone)]
@@ -14,15 +18,22 @@ pub struct PromptLookup {
     pub min_ngram: usize,
     /// Draft length.
     pub k: usize,
+    /// The node classes of the last draft.
+    classes: Vec<usize>,
 }
 
 impl Default for PromptLookup {
     fn default() -> Self {
-        Self { max_ngram: 3, min_ngram: 1, k: 10 }
+        Self::new(3, 1, 10)
     }
 }
 
 impl PromptLookup {
+    /// Matches of `max_ngram` down to `min_ngram` tokens, drafts of `k` tokens.
+    pub fn new(max_ngram: usize, min_ngram: usize, k: usize) -> Self {
+        Self { max_ngram, min_ngram, k, classes: Vec::new() }
+    }
+
     /// The continuation after the most recent earlier match of the longest matching suffix.
     pub fn lookup(&self, tokens: &[u32]) -> Vec<u32> {
         self.lookup_with_len(tokens).1
@@ -46,6 +57,30 @@ impl PromptLookup {
         }
         (0, Vec::new())
     }
+
+    /// The [`agreement_class`] of each token of `draft`, copied after the last `n` tokens of
+    /// `tokens`: among the earlier occurrences of those `n` tokens that went on like
+    /// `draft[..d]` (and have a token after that), how many went on with `draft[d]`.
+    pub fn agreement_classes(tokens: &[u32], n: usize, draft: &[u32]) -> Vec<usize> {
+        if n == 0 || tokens.len() <= n {
+            return vec![agreement_class(0, 0); draft.len()];
+        }
+        let suffix = &tokens[tokens.len() - n..];
+        // Continuation starts of every earlier occurrence still in the running.
+        let mut live: Vec<usize> =
+            (0..tokens.len() - n).filter(|&s| &tokens[s..s + n] == suffix).map(|s| s + n).collect();
+        draft
+            .iter()
+            .enumerate()
+            .map(|(d, &t)| {
+                live.retain(|&from| from + d < tokens.len());
+                let agrees = live.iter().filter(|&&from| tokens[from + d] == t).count();
+                let class = agreement_class(agrees, live.len());
+                live.retain(|&from| tokens[from + d] == t);
+                class
+            })
+            .collect()
+    }
 }
 
 impl Proposer for PromptLookup {
@@ -58,7 +93,14 @@ impl Proposer for PromptLookup {
     }
 
     fn propose(&mut self, ctx: &DraftContext<'_>) -> Result<DraftTree, crate::DecodeError> {
-        Ok(DraftTree::chain(&self.lookup(ctx.tokens)))
+        let (n, draft) = self.lookup_with_len(ctx.tokens);
+        self.classes = Self::agreement_classes(ctx.tokens, n, &draft);
+        Ok(DraftTree::chain(&draft))
+    }
+
+    /// Each drafted token's [`agreement_class`].
+    fn node_classes(&self, tree: &DraftTree) -> Option<Vec<usize>> {
+        (tree.len() == self.classes.len()).then(|| self.classes.clone())
     }
 
     /// A longer matched n-gram makes a better draft: the draft policy learns each length apart.
@@ -73,11 +115,29 @@ mod tests {
 
     #[test]
     fn drafts_what_followed_the_latest_longest_match() {
-        let p = PromptLookup { max_ngram: 3, min_ngram: 1, k: 3 };
+        let p = PromptLookup::new(3, 1, 3);
         //            0  1  2  3  4  5  6  7  8  9
         let tokens = [1, 2, 3, 4, 5, 1, 2, 3, 9, 1, 2, 3];
         assert_eq!(p.lookup(&tokens), vec![9, 1, 2], "latest match of [1,2,3] is at 5");
         assert_eq!(p.lookup(&[7, 8, 7]), vec![8, 7], "1-gram fallback, cut at the end");
         assert!(p.lookup(&[1, 2, 3]).is_empty());
+    }
+
+    #[test]
+    fn drafted_tokens_are_classed_by_how_many_earlier_continuations_agree() {
+        //            0  1  2  3  4  5  6  7  8  9 10 11
+        let tokens = [1, 2, 5, 6, 1, 2, 5, 7, 1, 2, 5, 1, 2];
+        // [1,2] occurs earlier at 0, 4 and 8, each time followed by 5 (class 0: all of three);
+        // then by 6, 7 and 1: 7 is one of three (class 3); after [5,7] only the occurrence at
+        // 4 is left, followed by 1 (class 1: the only one).
+        assert_eq!(PromptLookup::agreement_classes(&tokens, 2, &[5, 7, 1]), vec![0, 3, 1]);
+        // The draft prompt lookup makes (the latest occurrence's continuation, [5,1,2]): after
+        // [5,1] nothing earlier is left to agree with (class 1).
+        let p = PromptLookup::new(2, 1, 3);
+        assert_eq!(p.lookup(&tokens), vec![5, 1, 2]);
+        assert_eq!(PromptLookup::agreement_classes(&tokens, 2, &[5, 1, 2]), vec![0, 3, 1]);
+        // Two of four agree: class 2.
+        assert_eq!(PromptLookup::agreement_classes(&[3, 8, 3, 8, 3, 9, 3, 9, 3], 1, &[9]), vec![2]);
+        assert_eq!(PromptLookup::agreement_classes(&tokens, 0, &[5]), vec![1]);
     }
 }

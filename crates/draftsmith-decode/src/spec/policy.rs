@@ -202,6 +202,19 @@ pub fn probability_class(p: f64) -> usize {
     [0.8, 0.5, 0.25].iter().position(|&t| p >= t).unwrap_or(3)
 }
 
+/// The node class of a token copied from earlier text, from how many of the `seen` earlier
+/// continuations of its context it `agrees` with: 0 when all of several agree, 1 when there
+/// was only one, 2 when at least half agree, 3 below. (On the context tasks the first token
+/// after a 3-token match was right 99 / 89 / 79 / 31 % of the time in these classes.)
+pub fn agreement_class(agrees: usize, seen: usize) -> usize {
+    match (agrees, seen) {
+        (a, s) if s >= 2 && a >= s => 0,
+        (_, s) if s <= 1 => 1,
+        (a, s) if 2 * a >= s => 2,
+        _ => 3,
+    }
+}
+
 /// Weight (in tries) of the prior each `(depth, rank)` borrows from the level above it (depth 1
 /// borrows 0.5 from nowhere): a level never tried yet is expected to behave like its parent's,
 /// so drafts that keep being accepted grow one level at a time.
@@ -689,6 +702,11 @@ mod tests {
     #[test]
     fn probability_classes() {
         assert_eq!([1.0, 0.8, 0.6, 0.3, 0.1, f64::NAN].map(probability_class), [0, 0, 1, 2, 3, 3]);
+    }
+
+    #[test]
+    fn agreement_classes() {
+        assert_eq!([(3, 3), (1, 1), (0, 0), (2, 3), (1, 2), (1, 3)].map(|(a, s)| agreement_class(a, s)), [0, 1, 1, 2, 2, 3]);
     }
 
     #[test]

@@ -45,9 +45,9 @@
 //!   the result is deterministic and a parent (never less frequent, always earlier) is kept
 //!   whenever a child is. Siblings are listed most frequent first, so the `auto` draft policy's
 //!   acceptance by sibling rank means something; its draft class is the matched suffix length
-//!   (a longer match is a better draft), as for prompt lookup, and each node's class is the
-//!   share of its parent's frequency it has ([`confidence_class`]: a continuation that always
-//!   followed is likelier than one of many).
+//!   (a longer match is a better draft), as for prompt lookup, and each node's class says how
+//!   many occurrences of its parent's text went on with it ([`confidence_class`]: a
+//!   continuation that always followed is likelier than one of many).
 //! - *`max_depth`*: optional cap on the draft depth; the window length already bounds it by
 //!   `n − 1`.
 
@@ -63,7 +63,7 @@ use thiserror::Error;
 pub use trie::{window_keys, NodeId, SuffixMatch, Trie};
 
 use crate::method::Method;
-use crate::spec::{DraftContext, Proposer};
+use crate::spec::{agreement_class, DraftContext, Proposer};
 
 /// Parameters of the N-Gram-Trie proposer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -187,15 +187,11 @@ pub struct NgramTrie {
     classes: Vec<usize>,
 }
 
-/// A draft node's class from its frequency and its parent's: 0 when every occurrence of the
-/// parent's text went on with it, then 1 for at least half, 2 for a quarter, 3 below.
+/// A draft node's class from its frequency and its parent's ([`agreement_class`]: how many
+/// occurrences of the parent's text went on with the node's token).
 pub fn confidence_class(count: u64, parent: u64) -> usize {
-    match (count, parent.max(1)) {
-        (c, p) if c >= p => 0,
-        (c, p) if 2 * c >= p => 1,
-        (c, p) if 4 * c >= p => 2,
-        _ => 3,
-    }
+    let (c, p) = (usize::try_from(count).unwrap_or(usize::MAX), usize::try_from(parent).unwrap_or(usize::MAX));
+    agreement_class(c, p.max(c))
 }
 
 impl NgramTrie {
