@@ -706,7 +706,10 @@ mod tests {
 
     #[test]
     fn agreement_classes() {
-        assert_eq!([(3, 3), (1, 1), (0, 0), (2, 3), (1, 2), (1, 3)].map(|(a, s)| agreement_class(a, s)), [0, 1, 1, 2, 2, 3]);
+        assert_eq!(
+            [(3, 3), (1, 1), (0, 0), (2, 3), (1, 2), (1, 3)].map(|(a, s)| agreement_class(a, s)),
+            [0, 1, 1, 2, 2, 3]
+        );
     }
 
     #[test]
