@@ -9,6 +9,9 @@ use draftsmith_heads::redrafter::{
 };
 use draftsmith_heads::{HeadsError, TargetIdentity};
 
+mod common;
+use common::spread;
+
 type B = Flex;
 type AB = Autodiff<Flex>;
 
@@ -119,13 +122,13 @@ fn training_steps_fit_a_deterministic_next_token_rule() {
     let (vocab, hidden, rows) = (40usize, 8usize, 64usize);
     let cfg = ReDrafterConfig::for_target(vocab, hidden, HeadKind::Full);
     let mut d = cfg.init::<AB>(&dev, 1);
-    let emb = Tensor::<AB, 2>::random([vocab, hidden], Distribution::Normal(0.0, 1.0), &dev);
+    let emb = Tensor::<AB, 2>::from_data(TensorData::new(spread(vocab * hidden, 21), [vocab, hidden]), &dev);
     let projection = VocabProjection::None;
     let mut optim = AdamWConfig::new().with_weight_decay(0.0).init::<AB, draftsmith_heads::redrafter::ReDrafter<AB>>();
     let inputs: Vec<i32> = (0..rows as i32).map(|i| (i * 7) % vocab as i32).collect();
     let labels: Vec<i32> = inputs.iter().map(|&x| (x * 3 + 1) % vocab as i32).collect();
     let batch = TrainBatch {
-        hidden: Tensor::<AB, 2>::random([rows, hidden], Distribution::Normal(0.0, 1.0), &dev),
+        hidden: Tensor::<AB, 2>::from_data(TensorData::new(spread(rows * hidden, 22), [rows, hidden]), &dev),
         inputs: vec![Tensor::from_data(TensorData::new(inputs, [rows]), &dev)],
         labels: vec![Tensor::from_data(TensorData::new(labels, [rows]), &dev)],
         weights: vec![Tensor::ones([rows], &dev)],

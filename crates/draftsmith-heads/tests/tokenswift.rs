@@ -10,6 +10,9 @@ use draftsmith_heads::redrafter::{save_redrafter, HeadKind, ReDrafterConfig};
 use draftsmith_heads::tokenswift::{load_tokenswift, save_tokenswift, shifted_loss, TokenSwiftBatch, TokenSwiftConfig};
 use draftsmith_heads::{drafter_kind, DrafterKind, HeadsError, TargetIdentity};
 
+mod common;
+use common::spread;
+
 type B = Flex;
 type AB = Autodiff<Flex>;
 
@@ -155,17 +158,4 @@ fn a_few_steps_fit_a_shifted_token_problem() {
     let last = last.into_scalar();
     assert!(last < 0.5 * first, "loss {first} → {last}");
     assert!(metrics[0].top1_acc() > 0.5, "head 1 top-1 {}", metrics[0].top1_acc());
-}
-
-/// `n` values spread over about [-1.7, 1.7] (unit variance), fixed by `seed`.
-fn spread(n: usize, seed: u64) -> Vec<f32> {
-    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-    (0..n)
-        .map(|_| {
-            x ^= x << 13;
-            x ^= x >> 7;
-            x ^= x << 17;
-            ((x >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * 2.0 * 3f32.sqrt()
-        })
-        .collect()
 }
