@@ -41,46 +41,60 @@ impl PromptLookup {
 
     /// [`PromptLookup::lookup`] with the length of the matched suffix (0: no match).
     pub fn lookup_with_len(&self, tokens: &[u32]) -> (usize, Vec<u32>) {
-        for n in (self.min_ngram..=self.max_ngram).rev() {
-            if tokens.len() <= n {
-                continue;
-            }
-            let suffix = &tokens[tokens.len() - n..];
-            // Start positions of earlier occurrences, most recent first (not the suffix itself).
-            for start in (0..tokens.len() - n).rev() {
-                if &tokens[start..start + n] == suffix {
-                    let from = start + n;
-                    let to = (from + self.k).min(tokens.len());
-                    return (n, tokens[from..to].to_vec());
-                }
-            }
-        }
-        (0, Vec::new())
+        let (n, starts) = self.longest_match(tokens);
+        (n, self.draft_from(tokens, &starts))
+    }
+
+    /// The longest matching suffix length (`max_ngram` down to `min_ngram`; 0: none) and where
+    /// its earlier occurrences went on ([`continuations`]).
+    fn longest_match(&self, tokens: &[u32]) -> (usize, Vec<usize>) {
+        (self.min_ngram..=self.max_ngram)
+            .rev()
+            .map(|n| (n, continuations(tokens, n)))
+            .find(|(_, starts)| !starts.is_empty())
+            .unwrap_or((0, Vec::new()))
+    }
+
+    /// The `k` tokens after the most recent of the continuation `starts` (none: empty).
+    fn draft_from(&self, tokens: &[u32], starts: &[usize]) -> Vec<u32> {
+        starts.last().map_or_else(Vec::new, |&from| tokens[from..(from + self.k).min(tokens.len())].to_vec())
     }
 
     /// The [`agreement_class`] of each token of `draft`, copied after the last `n` tokens of
     /// `tokens`: among the earlier occurrences of those `n` tokens that went on like
     /// `draft[..d]` (and have a token after that), how many went on with `draft[d]`.
     pub fn agreement_classes(tokens: &[u32], n: usize, draft: &[u32]) -> Vec<usize> {
-        if n == 0 || tokens.len() <= n {
-            return vec![agreement_class(0, 0); draft.len()];
-        }
-        let suffix = &tokens[tokens.len() - n..];
-        // Continuation starts of every earlier occurrence still in the running.
-        let mut live: Vec<usize> =
-            (0..tokens.len() - n).filter(|&s| &tokens[s..s + n] == suffix).map(|s| s + n).collect();
-        draft
-            .iter()
-            .enumerate()
-            .map(|(d, &t)| {
-                live.retain(|&from| from + d < tokens.len());
-                let agrees = live.iter().filter(|&&from| tokens[from + d] == t).count();
-                let class = agreement_class(agrees, live.len());
-                live.retain(|&from| tokens[from + d] == t);
-                class
-            })
-            .collect()
+        agreement_classes_from(tokens, n, continuations(tokens, n), draft)
     }
+}
+
+/// Where every earlier occurrence of the last `n` tokens of `tokens` went on (the index after
+/// it), oldest first; the suffix itself is not an earlier occurrence.
+fn continuations(tokens: &[u32], n: usize) -> Vec<usize> {
+    if tokens.len() <= n {
+        return Vec::new();
+    }
+    let suffix = &tokens[tokens.len() - n..];
+    (0..tokens.len() - n).filter(|&s| &tokens[s..s + n] == suffix).map(|s| s + n).collect()
+}
+
+/// [`PromptLookup::agreement_classes`] from the occurrences' continuation starts `live`.
+fn agreement_classes_from(tokens: &[u32], n: usize, mut live: Vec<usize>, draft: &[u32]) -> Vec<usize> {
+    if n == 0 {
+        return vec![agreement_class(0, 0); draft.len()];
+    }
+    // `live`: the occurrences still in the running (they went on like the draft so far).
+    draft
+        .iter()
+        .enumerate()
+        .map(|(d, &t)| {
+            live.retain(|&from| from + d < tokens.len());
+            let agrees = live.iter().filter(|&&from| tokens[from + d] == t).count();
+            let class = agreement_class(agrees, live.len());
+            live.retain(|&from| tokens[from + d] == t);
+            class
+        })
+        .collect()
 }
 
 impl Proposer for PromptLookup {
@@ -93,8 +107,10 @@ impl Proposer for PromptLookup {
     }
 
     fn propose(&mut self, ctx: &DraftContext<'_>) -> Result<DraftTree, crate::DecodeError> {
-        let (n, draft) = self.lookup_with_len(ctx.tokens);
-        self.classes = Self::agreement_classes(ctx.tokens, n, &draft);
+        // One scan for the draft and its classes.
+        let (n, starts) = self.longest_match(ctx.tokens);
+        let draft = self.draft_from(ctx.tokens, &starts);
+        self.classes = agreement_classes_from(ctx.tokens, n, starts, &draft);
         Ok(DraftTree::chain(&draft))
     }
 
@@ -105,7 +121,7 @@ impl Proposer for PromptLookup {
 
     /// A longer matched n-gram makes a better draft: the draft policy learns each length apart.
     fn draft_class(&self, ctx: &DraftContext<'_>) -> usize {
-        self.lookup_with_len(ctx.tokens).0
+        self.longest_match(ctx.tokens).0
     }
 }
 

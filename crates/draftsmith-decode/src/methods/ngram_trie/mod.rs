@@ -190,8 +190,8 @@ pub struct NgramTrie {
 /// A draft node's class from its frequency and its parent's ([`agreement_class`]: how many
 /// occurrences of the parent's text went on with the node's token).
 pub fn confidence_class(count: u64, parent: u64) -> usize {
-    let (c, p) = (usize::try_from(count).unwrap_or(usize::MAX), usize::try_from(parent).unwrap_or(usize::MAX));
-    agreement_class(c, p.max(c))
+    let clamp = |v: u64| usize::try_from(v).unwrap_or(usize::MAX);
+    agreement_class(clamp(count), clamp(parent))
 }
 
 impl NgramTrie {

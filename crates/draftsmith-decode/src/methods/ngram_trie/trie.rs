@@ -130,8 +130,9 @@ impl Trie {
     /// levels down), chosen with a bounded min-heap, as a [`DraftTree`] in depth-first order.
     ///
     /// Ties are broken by depth-first preorder (children by descending frequency, then
-    /// ascending token): of two nodes with equal frequency the one visited first is kept. A parent has at least its child's
-    /// frequency and an earlier preorder, so it always outranks the child: no orphans.
+    /// ascending token): of two nodes with equal frequency the one visited first is kept. A
+    /// parent has at least its child's frequency and an earlier preorder, so it always outranks
+    /// the child: no orphans.
     pub fn top_subtree(&self, root: NodeId, num_draft: usize, max_depth: Option<usize>) -> DraftTree {
         self.top_subtree_with_counts(root, num_draft, max_depth).0
     }
