@@ -45,6 +45,11 @@ pub struct MethodParams {
     /// qwen2.5-coder-0.5b).
     #[cfg_attr(feature = "clap", arg(long))]
     pub draft_model: Option<String>,
+    /// Draft vocabulary of the `--draft-model` methods: the drafter computes logits for the
+    /// first N token ids only (byte-pair vocabularies list tokens in merge order, roughly by
+    /// frequency), which shrinks its LM head; unset: the whole vocabulary. Lossless either way.
+    #[cfg_attr(feature = "clap", arg(long, value_name = "N"))]
+    pub draft_vocab: Option<usize>,
     /// Trained drafter directory for `redrafter` or `tokenswift` (`drafter.safetensors` +
     /// `config.json`, as written by `draftsmith train redrafter|tokenswift` / `draftsmith export`).
     #[cfg_attr(feature = "clap", arg(long))]
@@ -114,6 +119,7 @@ impl Default for MethodParams {
             num_draft: trie.num_draft,
             ngram_update_output: trie.update_with_output,
             draft_model: None,
+            draft_vocab: None,
             drafter: None,
             beam_width: 1,
             beam_length: 5,
@@ -267,6 +273,7 @@ fn build_method<B: Backend>(
             lambda: params.draft_len,
             precut: precut.then(PreCutConfig::default),
             reuse: reuse.then(TokenCacheConfig::default),
+            vocab: params.draft_vocab,
         };
         DraftModel::new(model.clone(), config)
     };

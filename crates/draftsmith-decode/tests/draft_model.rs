@@ -5,12 +5,12 @@
 
 mod common;
 
-use common::{ar, repeating_prompt, tiny, Lcg, B};
+use common::{ar, repeating_prompt, tiny, tiny_dense, Lcg, B};
 use draftsmith_decode::methods::{
     DraftModel, DraftModelConfig, PreCutConfig, PromptLookup, TokenCache, TokenCacheConfig,
 };
 use draftsmith_decode::{
-    build_proposer_with, generate_speculative, Drafters, Method, MethodParams, Proposer, SpecOutput,
+    build_proposer_with, generate_speculative, DraftContext, Drafters, Method, MethodParams, Proposer, SpecOutput,
 };
 use draftsmith_model::{Architecture, Model};
 
@@ -24,10 +24,10 @@ fn configs(rng: &mut Lcg, trial: u64) -> Vec<DraftModelConfig> {
     let precut = Some(PreCutConfig { seed: trial, ..PreCutConfig::default() });
     let reuse = Some(TokenCacheConfig::default());
     vec![
-        DraftModelConfig { lambda, precut: None, reuse: None },
-        DraftModelConfig { lambda, precut, reuse: None },
-        DraftModelConfig { lambda, precut: None, reuse },
-        DraftModelConfig { lambda, precut, reuse },
+        DraftModelConfig { lambda, precut: None, reuse: None, vocab: None },
+        DraftModelConfig { lambda, precut, reuse: None, vocab: None },
+        DraftModelConfig { lambda, precut: None, reuse, vocab: None },
+        DraftModelConfig { lambda, precut, reuse, vocab: None },
     ]
 }
 
@@ -122,6 +122,70 @@ fn the_target_as_its_own_drafter_is_accepted_in_full() {
     }
     assert!(reused > 0, "draft-side reuse produced tokens from cached phrases");
     assert!(cut > 0, "Pre-cut stopped some drafts early");
+}
+
+#[test]
+fn a_draft_vocabulary_drafts_only_its_ids_and_stays_lossless() {
+    let mut rng = Lcg(23);
+    let mut drafted_total = 0;
+    for (arch, seed) in [(Architecture::Llama, 6), (Architecture::Qwen2, 7)] {
+        for target in [tiny(arch, seed), tiny_dense(arch, seed)] {
+            let vocab = target.config().vocab_size;
+            let n_ids = vocab / 2;
+            for trial in 0..3 {
+                let prompt = repeating_prompt(&mut rng, vocab);
+                let n = 20 + rng.next(30);
+                let want = ar(&target, &prompt, n);
+                for config in configs(&mut rng, trial) {
+                    let config = DraftModelConfig { vocab: Some(n_ids), ..config };
+                    // The target drafting for itself: its drafts differ from its own greedy
+                    // tokens exactly where those lie outside the draft vocabulary.
+                    let mut dm = DraftModel::new(target.clone(), config).unwrap();
+                    let out = spec(&target, &prompt, n, &mut dm);
+                    assert_eq!(out.tokens, want, "{arch:?} trial {trial}: {config:?}");
+                    let stats = dm.stats();
+                    assert!(stats.accepted <= stats.drafted);
+                    drafted_total += stats.drafted;
+                    let mut tc =
+                        TokenCache::new(DraftModel::new(target.clone(), config).unwrap(), TokenCacheConfig::default())
+                            .unwrap();
+                    assert_eq!(spec(&target, &prompt, n, &mut tc).tokens, want, "token cache + {config:?}");
+                }
+            }
+            // A full-size draft vocabulary is the whole head.
+            let config = DraftModelConfig { lambda: 3, vocab: Some(vocab + 5), ..Default::default() };
+            let prompt = repeating_prompt(&mut rng, vocab);
+            let mut dm = DraftModel::new(target.clone(), config).unwrap();
+            let out = spec(&target, &prompt, 24, &mut dm);
+            assert!(out.steps.iter().all(|s| s.accepted == s.tree_size), "{arch:?}: the target drafting itself");
+        }
+    }
+    assert!(drafted_total > 0);
+    let err = DraftModel::new(tiny(Architecture::Llama, 1), DraftModelConfig { vocab: Some(0), ..Default::default() });
+    assert!(err.is_err_and(|e| e.to_string().contains("draft_vocab")));
+}
+
+#[test]
+fn drafts_from_a_draft_vocabulary_lie_inside_it() {
+    let target = tiny(Architecture::Qwen2, 8);
+    let vocab = target.config().vocab_size;
+    let mut rng = Lcg(29);
+    let n_ids = vocab / 4;
+    let config = DraftModelConfig { lambda: 4, vocab: Some(n_ids), ..Default::default() };
+    let mut dm = DraftModel::new(target.clone(), config).unwrap();
+    let mut seen = 0;
+    for _ in 0..6 {
+        let mut context = repeating_prompt(&mut rng, vocab);
+        for _ in 0..5 {
+            let tree = dm
+                .propose(&DraftContext { tokens: &context, prompt_len: 1, hidden: None, target_cache: None })
+                .unwrap();
+            assert!(tree.tokens().iter().all(|&t| (t as usize) < n_ids), "{:?}", tree.tokens());
+            seen += tree.len();
+            context.push(rng.next(vocab) as u32);
+        }
+    }
+    assert!(seen > 0);
 }
 
 #[test]

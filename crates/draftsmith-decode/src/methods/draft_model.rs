@@ -18,16 +18,24 @@
 //! phrases are not written back to the cache, which holds target-verified phrases only, filled
 //! from the target's verdicts as in [`super::token_cache`].
 //!
+//! With a draft vocabulary (`vocab: Some(n)`), the drafter's LM head keeps only the rows of
+//! token ids `0..n` (re-quantized to Q8_0 on the quantized path; exact for a Q8_0 head), so
+//! each draft call multiplies `n` output rows instead of the whole vocabulary: the frequency-
+//! ranked subset of FR-Spec (Zhao et al., 2025), with the tokenizer's own id order as the rank
+//! (byte-pair vocabularies list tokens in merge order, which follows corpus frequency). A token
+//! outside the subset is never drafted; the target still decides every token, so the output is
+//! unchanged.
+//!
 //! If a drafter forward fails, the drafter's cache is reset and `propose` returns the error,
 //! which ends the generation (it never degrades silently to autoregressive decoding).
 
 use burn::tensor::backend::Backend;
 use draftsmith_core::DraftTree;
+use draftsmith_model::layers::Linear;
 use draftsmith_model::{AttentionMask, KvCache, LogitsSelect, Model, ModelError, TextTokenizer};
 
 use super::precut::{Action, DraftStep, PreCut, PreCutConfig};
 use super::token_cache::{insert_branch, PhraseCache, TokenCacheConfig};
-use crate::ar::logits_row;
 use crate::error::DecodeError;
 use crate::method::Method;
 use crate::spec::{verify_greedy, DraftContext, DraftCost, Proposer, Verified};
@@ -44,11 +52,13 @@ pub struct DraftModelConfig {
     pub precut: Option<PreCutConfig>,
     /// Post-use reuse at the draft model; `None` drafts one token per call.
     pub reuse: Option<TokenCacheConfig>,
+    /// Draft vocabulary: the drafter computes logits for token ids `0..n` only (`None`: all).
+    pub vocab: Option<usize>,
 }
 
 impl Default for DraftModelConfig {
     fn default() -> Self {
-        Self { lambda: 4, precut: None, reuse: None }
+        Self { lambda: 4, precut: None, reuse: None, vocab: None }
     }
 }
 
@@ -70,6 +80,8 @@ pub struct DraftModelStats {
 /// A draft-model proposer.
 pub struct DraftModel<B: Backend> {
     model: Model<B>,
+    /// The LM head over the draft vocabulary (`config.vocab`), when it is smaller than the model's.
+    head: Option<Linear<B>>,
     cache: KvCache<B>,
     /// The tokens whose keys and values `cache` holds.
     cached: Vec<u32>,
@@ -102,9 +114,23 @@ impl<B: Backend> DraftModel<B> {
         if let Some(reuse) = &config.reuse {
             reuse.validate()?;
         }
+        let vocab = model.config().vocab_size;
+        let head = match config.vocab {
+            Some(0) => {
+                return Err(DecodeError::Parameter {
+                    method: "draft-model",
+                    name: "draft_vocab",
+                    value: "0".into(),
+                    bound: "must be at least 1",
+                })
+            }
+            Some(n) if n < vocab => Some(model.lm_head_rows(&(0..n as u32).collect::<Vec<_>>())?),
+            _ => None,
+        };
         let cache = model.new_cache(256);
         Ok(Self {
             model,
+            head,
             cache,
             cached: Vec::new(),
             precut,
@@ -146,6 +172,37 @@ impl<B: Backend> DraftModel<B> {
         self.precut.as_ref()
     }
 
+    /// One drafter forward over `tokens`, appended to its cache: the selected rows' logits over
+    /// the draft vocabulary (row-major), and the row width.
+    fn logits(
+        &mut self,
+        tokens: &[u32],
+        positions: &[usize],
+        mask: &AttentionMask,
+        select: LogitsSelect,
+    ) -> Result<(Vec<f32>, usize), ModelError> {
+        let Some(head) = &self.head else {
+            let logits = self.model.forward(tokens, positions, mask, select, &mut self.cache)?.logits;
+            let width = logits.dims()[1];
+            return Ok((draftsmith_model::host_f32(logits), width));
+        };
+        let hidden = self.model.forward_hidden(tokens, positions, mask, &mut self.cache)?.hidden_final;
+        let n = tokens.len();
+        let hidden = match select {
+            LogitsSelect::All => hidden,
+            LogitsSelect::Last => hidden.narrow(0, n - 1, 1),
+        };
+        let width = head.out_features;
+        let logits = match self.model.activations() {
+            Some(mode) => {
+                let rows = hidden.dims()[0];
+                head.forward_host(mode, &draftsmith_model::host_f32(hidden), rows).expect("a quantized draft head")
+            }
+            None => draftsmith_model::host_f32(head.forward(hidden)),
+        };
+        Ok((logits, width))
+    }
+
     /// Brings the cache to `tokens` and returns the drafter's logits after the last one.
     fn catch_up(&mut self, tokens: &[u32]) -> Result<Vec<f32>, ModelError> {
         let common = self.cached.iter().zip(tokens).take_while(|(a, b)| a == b).count();
@@ -154,10 +211,10 @@ impl<B: Backend> DraftModel<B> {
         self.cached.truncate(keep);
         let feed = &tokens[keep..];
         let positions: Vec<usize> = (keep..tokens.len()).collect();
-        let out = self.model.forward(feed, &positions, &AttentionMask::Causal, LogitsSelect::Last, &mut self.cache)?;
+        let (row, _) = self.logits(feed, &positions, &AttentionMask::Causal, LogitsSelect::Last)?;
         self.cached.extend_from_slice(feed);
         self.stats.calls += 1;
-        Ok(logits_row(out.logits, 0))
+        Ok(row)
     }
 
     /// One draft call: feeds `token` (and cached phrases keyed by it, cut to `max_extra`
@@ -174,9 +231,8 @@ impl<B: Backend> DraftModel<B> {
         self.stats.calls += 1;
         self.cached.push(token);
         if phrases.is_empty() {
-            let out =
-                self.model.forward(&[token], &[base], &AttentionMask::Causal, LogitsSelect::Last, &mut self.cache)?;
-            return Ok((Vec::new(), logits_row(out.logits, 0)));
+            let (row, _) = self.logits(&[token], &[base], &AttentionMask::Causal, LogitsSelect::Last)?;
+            return Ok((Vec::new(), row));
         }
         let mut full = DraftTree::new();
         full.push(token, None);
@@ -184,12 +240,8 @@ impl<B: Backend> DraftModel<B> {
             full.push(t, Some(phrases.parents()[i].map_or(0, |p| p + 1)));
         }
         let mask = AttentionMask::Visible(full.visibility(base));
-        let out =
-            self.model.forward(full.tokens(), &full.positions(base - 1), &mask, LogitsSelect::All, &mut self.cache)?;
-        let logits = out.logits;
-        let [n, vocab] = logits.dims();
-        let all = draftsmith_model::host_f32(logits);
-        let rows: Vec<&[f32]> = (0..n).map(|r| &all[r * vocab..(r + 1) * vocab]).collect();
+        let (all, vocab) = self.logits(full.tokens(), &full.positions(base - 1), &mask, LogitsSelect::All)?;
+        let rows: Vec<&[f32]> = all.chunks_exact(vocab).collect();
         let best: Vec<(u32, f32)> = rows.iter().map(|r| argmax_confidence(r)).collect();
         let next: Vec<u32> = best.iter().map(|b| b.0).collect();
         let path = verify_greedy(&phrases, next[0], &next[1..]).path;
