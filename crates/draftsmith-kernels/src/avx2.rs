@@ -125,7 +125,12 @@ unsafe fn q4_1<const C: usize>(w: Group<'_>, a: PackedTile<'_>, out: &mut TileOu
     }
 }
 
-/// Prefetches block `b` of the next group (quants and scales), when `w` has one.
+/// Prefetches block `b` of the next group (quants and scales), when `w` has one, into L2
+/// (`T1`), not L1: with two to eight activation rows the weight stream then overlaps the dot
+/// products instead of queueing behind them. A Qwen2.5-1.5B-shaped step of matrices (1067 MB,
+/// int8 activations, Zen 4, 2 threads, best of 16): n = 2 / 3 / 4 / 8 rows 34.2 / 36.6 / 39.0 /
+/// 48.0 ms with `T0` against 33.5 / 33.7 / 34.1 / 45.1 ms with `T1`; one row 32.9 ms either way;
+/// SmolLM2-135M's step unchanged (within 0.1 ms).
 #[inline(always)]
 pub(crate) fn prefetch_block(w: &Group<'_>, f: QFormat, b: usize) {
     if !w.prefetch() {
@@ -137,9 +142,9 @@ pub(crate) fn prefetch_block(w: &Group<'_>, f: QFormat, b: usize) {
     unsafe {
         let q = w.next.0.as_ptr().add(b * tb);
         for line in (0..tb).step_by(64) {
-            _mm_prefetch::<_MM_HINT_T0>(q.add(line).cast());
+            _mm_prefetch::<_MM_HINT_T1>(q.add(line).cast());
         }
-        _mm_prefetch::<_MM_HINT_T0>(w.next.1.as_ptr().add(b * ts).cast());
+        _mm_prefetch::<_MM_HINT_T1>(w.next.1.as_ptr().add(b * ts).cast());
     }
 }
 
