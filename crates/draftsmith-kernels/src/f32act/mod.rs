@@ -126,8 +126,9 @@ fn kernel(path: KernelPath, f: QFormat, w: Weights<'_>, xs: &[&[f32]], out: &mut
 
 /// Prefetches the `bytes` (a multiple of 64) at `q + ahead.0` and the first scale line at
 /// `s + ahead.1` into L2 (`T1`, as the int8 kernels do: 3–4 % faster than `T0` on a
-/// Qwen2.5-1.5B-shaped step with one to four rows, Zen 4), unless `ahead` is `(0, 0)`. Wrapping arithmetic: the addresses are only hints
-/// (the caller guarantees they lie in the matrix when `ahead` is set).
+/// Qwen2.5-1.5B-shaped step with one to four rows, Zen 4), unless `ahead` is `(0, 0)`.
+/// Wrapping arithmetic: the addresses are only hints (the caller guarantees they lie in the
+/// matrix when `ahead` is set).
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
 pub(crate) fn prefetch(q: *const u8, s: *const u16, bytes: usize, ahead: (usize, usize)) {
