@@ -118,11 +118,15 @@ wgpu-vs-cpu tokens="64":
 check-cuda:
     CUDARC_CUDA_VERSION=13000 cargo check --release -p draftsmith-cli --features cuda
     CUDARC_CUDA_VERSION=13000 cargo check --release -p draftsmith-model --features cuda --test cuda
+    CUDARC_CUDA_VERSION=13000 cargo check --release -p draftsmith-cli --features cuda --test cuda
 
-# The engine's CUDA checks (crates/draftsmith-model/tests/cuda.rs: golden logits, tree vs branch,
-# greedy against the dense CPU path) on a machine with an NVIDIA GPU and CUDA 13.
+# The CUDA checks on a machine with an NVIDIA GPU and CUDA 13: the engine's
+# (crates/draftsmith-model/tests/cuda.rs: golden logits, tree vs branch, greedy against the dense
+# CPU path) and the product's (crates/draftsmith-cli/tests/cuda.rs: distill, training, eval of
+# every method, TokenSwift, on the tiny model).
 test-cuda:
     CUDARC_CUDA_VERSION=13000 DRAFTSMITH_REQUIRE_CUDA=1 cargo test --release -p draftsmith-model --features cuda --test cuda -- --nocapture
+    CUDARC_CUDA_VERSION=13000 DRAFTSMITH_REQUIRE_CUDA=1 cargo test --release -p draftsmith-cli --features cuda --test cuda
 
 # Decode/prefill/tree-verify benchmark of the target engine.
 bench *args="": build

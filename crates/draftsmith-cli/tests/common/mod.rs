@@ -7,9 +7,11 @@ use std::process::{Command, Output};
 
 use serde_json::Value;
 
-/// The `draftsmith` binary under test, quiet.
+/// The `draftsmith` binary under test, quiet: cargo's build of it, or `DRAFTSMITH_BIN` (a test
+/// binary copied to another machine, e.g. a GPU host).
 pub fn bin() -> Command {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_draftsmith"));
+    let path = std::env::var_os("DRAFTSMITH_BIN").unwrap_or_else(|| env!("CARGO_BIN_EXE_draftsmith").into());
+    let mut cmd = Command::new(path);
     cmd.env_remove("RUST_BACKTRACE").env("DRAFTSMITH_LOG", "error");
     cmd
 }
