@@ -47,8 +47,9 @@ impl<B: Backend> KvCache<B> {
         }
     }
 
-    /// An empty cache whose keys and values live in host memory (the CPU path).
-    pub fn new_host(config: &ModelConfig, capacity: usize, device: &B::Device) -> Self {
+    /// An empty cache whose keys and values live in host memory (the CPU path), as f16 when
+    /// `half` (the int8 mode: half the bytes a long context reads) or f32.
+    pub fn new_host(config: &ModelConfig, capacity: usize, half: bool, device: &B::Device) -> Self {
         let capacity = capacity.max(16);
         Self {
             layers: Vec::new(),
@@ -57,7 +58,7 @@ impl<B: Backend> KvCache<B> {
             kv_heads: config.num_kv_heads,
             head_dim: config.head_dim,
             device: device.clone(),
-            host: Some(HostKv::new(config.num_layers, config.num_kv_heads, config.head_dim, capacity)),
+            host: Some(HostKv::new(config.num_layers, config.num_kv_heads, config.head_dim, capacity, half)),
             queries: None,
         }
     }
@@ -166,7 +167,7 @@ impl<B: Backend> KvCache<B> {
 
     /// Number of layers.
     pub fn num_layers(&self) -> usize {
-        self.host.as_ref().map_or(self.layers.len(), |h| h.k.len())
+        self.host.as_ref().map_or(self.layers.len(), |h| h.num_layers())
     }
 
     /// Starts (or stops) keeping each layer's last query, see [`KvCache::last_queries`].
@@ -192,13 +193,7 @@ impl<B: Backend> KvCache<B> {
         assert!(start + count <= self.len, "read_rows {start}+{count} beyond the cache length {}", self.len);
         let (h, d) = (self.kv_heads, self.head_dim);
         if let Some(host) = &self.host {
-            let cap = host.capacity;
-            let copy = |buf: &[f32]| -> Vec<f32> {
-                (0..h)
-                    .flat_map(|head| buf[(head * cap + start) * d..(head * cap + start + count) * d].iter().copied())
-                    .collect()
-            };
-            return (copy(&host.k[layer]), copy(&host.v[layer]));
+            return host.read_rows(layer, start, count);
         }
         let entry = &self.layers[layer];
         let read = |t: &Tensor<B, 3>| {
@@ -222,13 +217,7 @@ impl<B: Backend> KvCache<B> {
         assert_eq!(v.len(), k.len(), "write_rows: values and keys differ in size");
         self.ensure_capacity(start + count);
         if let Some(host) = &mut self.host {
-            let cap = host.capacity;
-            for (dst, src) in [(&mut host.k[layer], k), (&mut host.v[layer], v)] {
-                for head in 0..h {
-                    dst[(head * cap + start) * d..(head * cap + start + count) * d]
-                        .copy_from_slice(&src[head * count * d..(head + 1) * count * d]);
-                }
-            }
+            host.write_rows(layer, start, k, v);
             return;
         }
         let device = self.device.clone();

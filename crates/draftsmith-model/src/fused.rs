@@ -234,15 +234,7 @@ impl HostStack {
         query(i, &s.q);
         kv.write(i, input.cached, &s.k, &s.v);
         let t = Phase::start();
-        host::attend_into(
-            &s.q,
-            &kv.k[i],
-            &kv.v[i],
-            kv.capacity,
-            (d.heads, d.kv_heads, d.head_dim),
-            &input.visibility,
-            &mut s.attn,
-        );
+        kv.attend(i, &s.q, d.heads, &input.visibility, &mut s.attn);
         t.stop(&PROFILE.attention);
         l.o.forward(mode, &s.attn, n, &mut s.proj);
         x.iter_mut().zip(&s.proj).for_each(|(a, b)| *a += b);

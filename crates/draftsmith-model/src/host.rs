@@ -6,33 +6,116 @@
 //! greedy speculative decoding exactly lossless on the CPU.
 
 use draftsmith_kernels::KernelPath;
+use half::f16;
 
-/// Keys and values of all layers, `[kv_heads, capacity, head_dim]` per layer, in host memory.
+/// One element of the host KV cache: `f32`, or `f16` for half the bytes a long context reads.
+/// A value is rounded once, when its token's pass writes it, and widened exactly on every read,
+/// so a token's cached keys and values are the same whichever pass (alone, in a batch, in a
+/// draft tree) wrote them, and attention stays batch-invariant in both formats.
+pub trait KvElem: Copy + Default + Send + Sync + 'static {
+    /// Whether the element is an IEEE half (the SIMD kernels widen it with `vcvtph2ps`).
+    const F16: bool;
+    /// Rounds `x` to the element (round to nearest even).
+    fn from_f32(x: f32) -> Self;
+    /// `row` as f32: the row itself, or its exact widening into `buf` (at least as long).
+    fn widen<'a>(row: &'a [Self], buf: &'a mut [f32]) -> &'a [f32];
+}
+
+impl KvElem for f32 {
+    const F16: bool = false;
+    fn from_f32(x: f32) -> Self {
+        x
+    }
+    fn widen<'a>(row: &'a [f32], _buf: &'a mut [f32]) -> &'a [f32] {
+        row
+    }
+}
+
+impl KvElem for f16 {
+    const F16: bool = true;
+    fn from_f32(x: f32) -> Self {
+        f16::from_f32(x)
+    }
+    fn widen<'a>(row: &'a [f16], buf: &'a mut [f32]) -> &'a [f32] {
+        let out = &mut buf[..row.len()];
+        out.iter_mut().zip(row).for_each(|(o, x)| *o = x.to_f32());
+        out
+    }
+}
+
+/// Writes `src` widened to f32 into `dst` (the same length).
+fn widen_into<T: KvElem>(src: &[T], dst: &mut [f32]) {
+    let mut buf = vec![0.0f32; if T::F16 { src.len() } else { 0 }];
+    dst.copy_from_slice(T::widen(src, &mut buf));
+}
+
+/// Keys and values of every layer in one element format, `[kv_heads, capacity, head_dim]` per
+/// layer.
+#[derive(Debug, Clone)]
+pub(crate) struct KvLayers<T> {
+    pub(crate) k: Vec<Vec<T>>,
+    pub(crate) v: Vec<Vec<T>>,
+}
+
+/// The host cache's layers in the format chosen at creation.
+#[derive(Debug, Clone)]
+pub(crate) enum KvStore {
+    F32(KvLayers<f32>),
+    F16(KvLayers<f16>),
+}
+
+/// Runs `$body` with `$l` bound to the [`KvLayers`] of `$store`, whatever its element type.
+macro_rules! with_layers {
+    ($store:expr, $l:ident => $body:expr) => {
+        match $store {
+            KvStore::F32($l) => $body,
+            KvStore::F16($l) => $body,
+        }
+    };
+}
+
+/// Keys and values of all layers, `[kv_heads, capacity, head_dim]` per layer, in host memory:
+/// f32, or f16 when created with `half` (the int8 mode's cache: see [`KvElem`]).
 #[derive(Debug, Clone)]
 pub struct HostKv {
-    pub(crate) k: Vec<Vec<f32>>,
-    pub(crate) v: Vec<Vec<f32>>,
+    pub(crate) store: KvStore,
     pub(crate) kv_heads: usize,
     pub(crate) head_dim: usize,
     pub(crate) capacity: usize,
 }
 
 impl HostKv {
-    pub fn new(layers: usize, kv_heads: usize, head_dim: usize, capacity: usize) -> Self {
+    pub fn new(layers: usize, kv_heads: usize, head_dim: usize, capacity: usize, half: bool) -> Self {
+        fn zeros<T: KvElem>(layers: usize, size: usize) -> KvLayers<T> {
+            KvLayers { k: vec![vec![T::default(); size]; layers], v: vec![vec![T::default(); size]; layers] }
+        }
         let size = kv_heads * capacity * head_dim;
-        Self { k: vec![vec![0.0; size]; layers], v: vec![vec![0.0; size]; layers], kv_heads, head_dim, capacity }
+        let store = if half { KvStore::F16(zeros(layers, size)) } else { KvStore::F32(zeros(layers, size)) };
+        Self { store, kv_heads, head_dim, capacity }
+    }
+
+    /// Whether the elements are f16.
+    pub fn is_half(&self) -> bool {
+        matches!(self.store, KvStore::F16(_))
+    }
+
+    /// Number of layers.
+    pub fn num_layers(&self) -> usize {
+        with_layers!(&self.store, l => l.k.len())
     }
 
     /// Grows every layer to `capacity` positions, keeping the first `len`.
     pub fn grow(&mut self, capacity: usize, len: usize) {
         let (h, d, old) = (self.kv_heads, self.head_dim, self.capacity);
-        for buf in self.k.iter_mut().chain(self.v.iter_mut()) {
-            let mut new = vec![0.0; h * capacity * d];
-            for head in 0..h {
-                new[head * capacity * d..][..len * d].copy_from_slice(&buf[head * old * d..][..len * d]);
+        with_layers!(&mut self.store, l => {
+            for buf in l.k.iter_mut().chain(l.v.iter_mut()) {
+                let mut new = vec![Default::default(); h * capacity * d];
+                for head in 0..h {
+                    new[head * capacity * d..][..len * d].copy_from_slice(&buf[head * old * d..][..len * d]);
+                }
+                *buf = new;
             }
-            *buf = new;
-        }
+        });
         self.capacity = capacity;
     }
 
@@ -40,26 +123,72 @@ impl HostKv {
     pub fn write(&mut self, layer: usize, start: usize, k: &[f32], v: &[f32]) {
         let (h, d, cap) = (self.kv_heads, self.head_dim, self.capacity);
         let n = k.len() / (h * d);
-        for (dst, src) in [(&mut self.k[layer], k), (&mut self.v[layer], v)] {
-            for i in 0..n {
-                for head in 0..h {
-                    dst[(head * cap + start + i) * d..][..d].copy_from_slice(&src[(i * h + head) * d..][..d]);
+        with_layers!(&mut self.store, l => {
+            for (dst, src) in [(&mut l.k[layer], k), (&mut l.v[layer], v)] {
+                for i in 0..n {
+                    for head in 0..h {
+                        let (to, from) = (&mut dst[(head * cap + start + i) * d..][..d], &src[(i * h + head) * d..][..d]);
+                        to.iter_mut().zip(from).for_each(|(t, &x)| *t = KvElem::from_f32(x));
+                    }
                 }
             }
-        }
+        });
     }
 
     /// Moves the entries at `from` (increasing) to positions `to..to+from.len()`.
     pub fn compact(&mut self, to: usize, from: &[usize]) {
         let (h, d, cap) = (self.kv_heads, self.head_dim, self.capacity);
-        for buf in self.k.iter_mut().chain(self.v.iter_mut()) {
-            for head in 0..h {
-                for (i, &src) in from.iter().enumerate() {
-                    let (s, t) = ((head * cap + src) * d, (head * cap + to + i) * d);
-                    buf.copy_within(s..s + d, t);
+        with_layers!(&mut self.store, l => {
+            for buf in l.k.iter_mut().chain(l.v.iter_mut()) {
+                for head in 0..h {
+                    for (i, &src) in from.iter().enumerate() {
+                        let (s, t) = ((head * cap + src) * d, (head * cap + to + i) * d);
+                        buf.copy_within(s..s + d, t);
+                    }
                 }
             }
-        }
+        });
+    }
+
+    /// Keys and values of positions `start..start + count` of `layer`, widened to f32,
+    /// `[kv_heads, count, head_dim]` each.
+    pub fn read_rows(&self, layer: usize, start: usize, count: usize) -> (Vec<f32>, Vec<f32>) {
+        let (h, d, cap) = (self.kv_heads, self.head_dim, self.capacity);
+        with_layers!(&self.store, l => {
+            let copy = |buf: &[_]| -> Vec<f32> {
+                let mut out = vec![0.0f32; h * count * d];
+                for head in 0..h {
+                    let rows = &buf[(head * cap + start) * d..(head * cap + start + count) * d];
+                    let dst = &mut out[head * count * d..(head + 1) * count * d];
+                    widen_into(rows, dst);
+                }
+                out
+            };
+            (copy(&l.k[layer]), copy(&l.v[layer]))
+        })
+    }
+
+    /// Writes `[kv_heads, count, head_dim]` keys and values at positions `start..start + count`
+    /// of `layer` (rounded to the cache's element type).
+    pub fn write_rows(&mut self, layer: usize, start: usize, k: &[f32], v: &[f32]) {
+        let (h, d, cap) = (self.kv_heads, self.head_dim, self.capacity);
+        let count = k.len() / (h * d);
+        with_layers!(&mut self.store, l => {
+            for (dst, src) in [(&mut l.k[layer], k), (&mut l.v[layer], v)] {
+                for head in 0..h {
+                    dst[(head * cap + start) * d..(head * cap + start + count) * d]
+                        .iter_mut()
+                        .zip(&src[head * count * d..(head + 1) * count * d])
+                        .for_each(|(t, &x)| *t = KvElem::from_f32(x));
+                }
+            }
+        });
+    }
+
+    /// [`attend_into`] of the queries `q` over `layer`'s cached keys and values.
+    pub fn attend(&self, layer: usize, q: &[f32], heads: usize, visibility: &Visibility<'_>, out: &mut Vec<f32>) {
+        let dims = (heads, self.kv_heads, self.head_dim);
+        with_layers!(&self.store, l => attend_into(q, &l.k[layer], &l.v[layer], self.capacity, dims, visibility, out));
     }
 }
 
@@ -196,10 +325,10 @@ impl Visibility<'_> {
 /// Softmax attention of `q` (`[n, heads, head_dim]`) over the cached keys/values of one layer
 /// (`[kv_heads, capacity, head_dim]`), grouped-query; returns `[n, heads, head_dim]`.
 #[allow(clippy::too_many_arguments)]
-pub fn attend(
+pub fn attend<T: KvElem>(
     q: &[f32],
-    keys: &[f32],
-    values: &[f32],
+    keys: &[T],
+    values: &[T],
     capacity: usize,
     heads: usize,
     kv_heads: usize,
@@ -216,10 +345,10 @@ pub fn attend(
 /// and values are walked in blocks of [`KEY_BLOCK`] positions, each block serving every query
 /// row of the unit while it is in cache, so a long context is read once per unit rather than
 /// once per token. Per query row the arithmetic is that of [`attend_group`].
-pub fn attend_into(
+pub fn attend_into<T: KvElem>(
     q: &[f32],
-    keys: &[f32],
-    values: &[f32],
+    keys: &[T],
+    values: &[T],
     capacity: usize,
     (heads, kv_heads, head_dim): (usize, usize, usize),
     visibility: &Visibility<'_>,
@@ -285,10 +414,10 @@ type RowsPtr<'a> = draftsmith_kernels::pool::DisjointSlice<'a, f32>;
 
 /// One unit of [`attend_into`]: kv head `g`, query rows of the tokens in `tokens`.
 #[allow(clippy::too_many_arguments)]
-fn attend_unit(
+fn attend_unit<T: KvElem>(
     q: &[f32],
-    keys: &[f32],
-    values: &[f32],
+    keys: &[T],
+    values: &[T],
     sh: &AttendShape,
     g: usize,
     tokens: std::ops::Range<usize>,
@@ -357,10 +486,10 @@ thread_local! {
 
 /// The arithmetic of [`attend_unit`] on its prepared lists.
 #[allow(clippy::too_many_arguments, clippy::type_complexity)]
-fn unit_body<'q>(
+fn unit_body<'q, T: KvElem>(
     qs: impl Fn(usize) -> &'q [f32],
-    keys: &[f32],
-    values: &[f32],
+    keys: &[T],
+    values: &[T],
     sh: &AttendShape,
     g: usize,
     tokens: std::ops::Range<usize>,
@@ -404,7 +533,7 @@ fn unit_body<'q>(
 }
 
 /// Scores of the rows `qs` against the keys `visible` into `out[r · stride + idx]`.
-fn scores(qs: &[f32], keys: &[f32], visible: &[usize], sh: &AttendShape, out: &mut [f32], stride: usize) {
+fn scores<T: KvElem>(qs: &[f32], keys: &[T], visible: &[usize], sh: &AttendShape, out: &mut [f32], stride: usize) {
     #[cfg(target_arch = "x86_64")]
     if sh.wide && matches!(sh.head_dim, 64 | 128) {
         // Three query rows per pass over the keys (32 vector registers hold their 24
@@ -417,8 +546,8 @@ fn scores(qs: &[f32], keys: &[f32], visible: &[usize], sh: &AttendShape, out: &m
             // SAFETY: AVX-512 F/VL, AVX2 and FMA are available (`wide`); the kernel checks its bounds.
             unsafe {
                 match hd {
-                    64 => scores3_wide::<8>(q3, keys, visible, sh.scale, o3, stride),
-                    _ => scores3_wide::<16>(q3, keys, visible, sh.scale, o3, stride),
+                    64 => scores3_wide::<T, 8>(q3, keys, visible, sh.scale, o3, stride),
+                    _ => scores3_wide::<T, 16>(q3, keys, visible, sh.scale, o3, stride),
                 }
             }
         }
@@ -426,12 +555,22 @@ fn scores(qs: &[f32], keys: &[f32], visible: &[usize], sh: &AttendShape, out: &m
             // SAFETY: as below.
             unsafe {
                 match hd {
-                    64 => {
-                        scores_avx2::<8>(&qs[full * hd..], keys, visible, sh.scale, &mut out[full * stride..], stride)
-                    }
-                    _ => {
-                        scores_avx2::<16>(&qs[full * hd..], keys, visible, sh.scale, &mut out[full * stride..], stride)
-                    }
+                    64 => scores_avx2::<T, 8>(
+                        &qs[full * hd..],
+                        keys,
+                        visible,
+                        sh.scale,
+                        &mut out[full * stride..],
+                        stride,
+                    ),
+                    _ => scores_avx2::<T, 16>(
+                        &qs[full * hd..],
+                        keys,
+                        visible,
+                        sh.scale,
+                        &mut out[full * stride..],
+                        stride,
+                    ),
                 }
             }
         }
@@ -442,16 +581,17 @@ fn scores(qs: &[f32], keys: &[f32], visible: &[usize], sh: &AttendShape, out: &m
         // SAFETY: AVX2 and FMA are available (`simd`); the kernel checks its bounds.
         unsafe {
             match sh.head_dim {
-                64 => scores_avx2::<8>(qs, keys, visible, sh.scale, out, stride),
-                _ => scores_avx2::<16>(qs, keys, visible, sh.scale, out, stride),
+                64 => scores_avx2::<T, 8>(qs, keys, visible, sh.scale, out, stride),
+                _ => scores_avx2::<T, 16>(qs, keys, visible, sh.scale, out, stride),
             }
         }
         return;
     }
     let hd = sh.head_dim;
+    let mut buf = vec![0.0f32; hd];
     for (r, qv) in qs.chunks(hd).enumerate() {
         for (idx, &j) in visible.iter().enumerate() {
-            out[r * stride + idx] = dot(qv, &keys[j * hd..][..hd]) * sh.scale;
+            out[r * stride + idx] = dot(qv, T::widen(&keys[j * hd..][..hd], &mut buf)) * sh.scale;
         }
     }
 }
@@ -459,7 +599,14 @@ fn scores(qs: &[f32], keys: &[f32], visible: &[usize], sh: &AttendShape, out: &m
 /// [`weighted_sum`] for every row of `o` (`[rows, head_dim]`), row `r`'s weights at
 /// `w[r · stride ..]`: with AVX-512 F/VL, three rows per pass over the values (each value row
 /// read once for the three), the same FMA per element and key, in the same order.
-fn weighted_sums(values: &[f32], visible: &[usize], w: &[f32], stride: usize, o: &mut [f32], sh: &AttendShape) {
+fn weighted_sums<T: KvElem>(
+    values: &[T],
+    visible: &[usize],
+    w: &[f32],
+    stride: usize,
+    o: &mut [f32],
+    sh: &AttendShape,
+) {
     let hd = sh.head_dim;
     let rows = o.len() / hd;
     let mut r0 = 0;
@@ -469,14 +616,14 @@ fn weighted_sums(values: &[f32], visible: &[usize], w: &[f32], stride: usize, o:
             // SAFETY: AVX-512 F/VL, AVX2 and FMA are available (`wide`); the kernel checks its bounds.
             unsafe {
                 match hd {
-                    64 => weighted_sum3_wide::<8>(
+                    64 => weighted_sum3_wide::<T, 8>(
                         values,
                         visible,
                         &w[r0 * stride..],
                         stride,
                         &mut o[r0 * hd..(r0 + 3) * hd],
                     ),
-                    _ => weighted_sum3_wide::<16>(
+                    _ => weighted_sum3_wide::<T, 16>(
                         values,
                         visible,
                         &w[r0 * stride..],
@@ -494,21 +641,22 @@ fn weighted_sums(values: &[f32], visible: &[usize], w: &[f32], stride: usize, o:
 }
 
 /// `o += Σ_j w_j · v_j` over `visible` in order (one FMA per element per key).
-fn weighted_sum(values: &[f32], visible: &[usize], w: &[f32], o: &mut [f32], sh: &AttendShape) {
+fn weighted_sum<T: KvElem>(values: &[T], visible: &[usize], w: &[f32], o: &mut [f32], sh: &AttendShape) {
     #[cfg(target_arch = "x86_64")]
     if sh.simd && matches!(sh.head_dim, 64 | 128) {
         // SAFETY: as in `scores`.
         unsafe {
             match sh.head_dim {
-                64 => weighted_sum_avx2::<8>(values, visible, w, o),
-                _ => weighted_sum_avx2::<16>(values, visible, w, o),
+                64 => weighted_sum_avx2::<T, 8>(values, visible, w, o),
+                _ => weighted_sum_avx2::<T, 16>(values, visible, w, o),
             }
         }
         return;
     }
     let hd = sh.head_dim;
+    let mut buf = vec![0.0f32; hd];
     for (&j, &p) in visible.iter().zip(w) {
-        axpy(o, p, &values[j * hd..][..hd], sh.simd);
+        axpy(o, p, T::widen(&values[j * hd..][..hd], &mut buf), sh.simd);
     }
 }
 
@@ -520,10 +668,10 @@ fn weighted_sum(values: &[f32], visible: &[usize], w: &[f32], o: &mut [f32], sh:
 /// the operations of [`dot`] and [`axpy`], reading each key once for the whole group and
 /// keeping the accumulators in registers.
 #[allow(clippy::too_many_arguments)]
-fn attend_group(
+fn attend_group<T: KvElem>(
     qs: &[f32],
-    keys: &[f32],
-    values: &[f32],
+    keys: &[T],
+    values: &[T],
     head_dim: usize,
     scale: f32,
     visible: &[usize],
@@ -542,14 +690,14 @@ fn attend_group(
         // SAFETY: AVX2 and FMA are available (`simd`); the kernels check their bounds.
         unsafe {
             match head_dim {
-                64 => scores_avx2::<8>(qs, keys, visible, scale, &mut weights, m),
-                _ => scores_avx2::<16>(qs, keys, visible, scale, &mut weights, m),
+                64 => scores_avx2::<T, 8>(qs, keys, visible, scale, &mut weights, m),
+                _ => scores_avx2::<T, 16>(qs, keys, visible, scale, &mut weights, m),
             }
         }
     } else {
         for (qv, w) in qs.chunks(head_dim).zip(weights.chunks_mut(m.max(1))) {
             for (x, &j) in w.iter_mut().zip(visible) {
-                *x = dot(qv, &keys[j * head_dim..][..head_dim]) * scale;
+                *x = dot(qv, T::widen(&keys[j * head_dim..][..head_dim], &mut vec![0.0; head_dim])) * scale;
             }
         }
     }
@@ -560,17 +708,33 @@ fn attend_group(
             // SAFETY: as above.
             unsafe {
                 match head_dim {
-                    64 => weighted_sum_avx2::<8>(values, visible, w, oh),
-                    _ => weighted_sum_avx2::<16>(values, visible, w, oh),
+                    64 => weighted_sum_avx2::<T, 8>(values, visible, w, oh),
+                    _ => weighted_sum_avx2::<T, 16>(values, visible, w, oh),
                 }
             }
         } else {
             for (&j, &p) in visible.iter().zip(w.iter()) {
-                axpy(oh, p, &values[j * head_dim..][..head_dim], simd);
+                axpy(oh, p, T::widen(&values[j * head_dim..][..head_dim], &mut vec![0.0; head_dim]), simd);
             }
         }
         let inv = 1.0 / sum;
         oh.iter_mut().for_each(|x| *x *= inv);
+    }
+}
+
+/// Eight cache elements at `p` as f32: a plain load, or `vcvtph2ps` of eight halves (exact).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,f16c")]
+#[inline]
+unsafe fn load8<T: KvElem>(p: *const T) -> std::arch::x86_64::__m256 {
+    use std::arch::x86_64::*;
+    // SAFETY: the caller guarantees eight elements at `p`.
+    unsafe {
+        if T::F16 {
+            _mm256_cvtph_ps(_mm_loadu_si128(p.cast()))
+        } else {
+            _mm256_loadu_ps(p.cast())
+        }
     }
 }
 
@@ -599,10 +763,10 @@ fn reduce_eight_keys(acc: &[std::arch::x86_64::__m256; 8], scale: f32) -> std::a
 /// the order of [`reduce_lanes`] (lanes `l` and `l + 4` first, then the pairs), so every score
 /// has the bits of the one-pair form, which handles the remainder.
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn scores_avx2<const C: usize>(
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn scores_avx2<T: KvElem, const C: usize>(
     qs: &[f32],
-    keys: &[f32],
+    keys: &[T],
     visible: &[usize],
     scale: f32,
     out: &mut [f32],
@@ -622,13 +786,13 @@ unsafe fn scores_avx2<const C: usize>(
         let qp = unsafe { qs.as_ptr().add(r * d) };
         for base in (0..full).step_by(8) {
             let mut acc = [_mm256_setzero_ps(); 8];
-            let kp: [*const f32; 8] = std::array::from_fn(|k| unsafe { keys.as_ptr().add(visible[base + k] * d) });
+            let kp: [*const T; 8] = std::array::from_fn(|k| unsafe { keys.as_ptr().add(visible[base + k] * d) });
             // Chunk-outer: each query chunk is loaded once for the eight keys; every pair still
             // accumulates its chunks in order, as `dot_avx2` does.
             for c in 0..C {
                 let qc = unsafe { _mm256_loadu_ps(qp.add(c * 8)) };
                 for (a, p) in acc.iter_mut().zip(&kp) {
-                    *a = _mm256_fmadd_ps(qc, unsafe { _mm256_loadu_ps(p.add(c * 8)) }, *a);
+                    *a = _mm256_fmadd_ps(qc, unsafe { load8(p.add(c * 8)) }, *a);
                 }
             }
             unsafe { _mm256_storeu_ps(out.as_mut_ptr().add(r * stride + base), reduce_eight_keys(&acc, scale)) };
@@ -637,11 +801,7 @@ unsafe fn scores_avx2<const C: usize>(
             let kp = unsafe { keys.as_ptr().add(visible[idx] * d) };
             let mut acc = _mm256_setzero_ps();
             for c in 0..C {
-                acc = _mm256_fmadd_ps(
-                    unsafe { _mm256_loadu_ps(qp.add(c * 8)) },
-                    unsafe { _mm256_loadu_ps(kp.add(c * 8)) },
-                    acc,
-                );
+                acc = _mm256_fmadd_ps(unsafe { _mm256_loadu_ps(qp.add(c * 8)) }, unsafe { load8(kp.add(c * 8)) }, acc);
             }
             let mut lanes = [0.0f32; 8];
             unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), acc) };
@@ -653,8 +813,13 @@ unsafe fn scores_avx2<const C: usize>(
 /// `o = Σ_j w_j · v_j` over the visible keys in order: [`axpy_avx2`]'s FMA per element, with
 /// the `C` × 8 accumulators in registers.
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-unsafe fn weighted_sum_avx2<const C: usize>(values: &[f32], visible: &[usize], weights: &[f32], o: &mut [f32]) {
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn weighted_sum_avx2<T: KvElem, const C: usize>(
+    values: &[T],
+    visible: &[usize],
+    weights: &[f32],
+    o: &mut [f32],
+) {
     use std::arch::x86_64::*;
     let d = C * 8;
     assert!(o.len() == d && visible.iter().all(|&j| (j + 1) * d <= values.len()));
@@ -664,7 +829,7 @@ unsafe fn weighted_sum_avx2<const C: usize>(values: &[f32], visible: &[usize], w
         let vp = unsafe { values.as_ptr().add(j * d) };
         let pv = _mm256_set1_ps(p);
         for (c, a) in acc.iter_mut().enumerate() {
-            *a = _mm256_fmadd_ps(pv, unsafe { _mm256_loadu_ps(vp.add(c * 8)) }, *a);
+            *a = _mm256_fmadd_ps(pv, unsafe { load8(vp.add(c * 8)) }, *a);
         }
     }
     for (c, a) in acc.iter().enumerate() {
@@ -676,10 +841,10 @@ unsafe fn weighted_sum_avx2<const C: usize>(values: &[f32], visible: &[usize], w
 /// `out[r · stride + idx]`): each key chunk is loaded once for the three rows; per pair the same
 /// FMA sequence and the same eight-key reduction.
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma,avx512f,avx512vl")]
-unsafe fn scores3_wide<const C: usize>(
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl")]
+unsafe fn scores3_wide<T: KvElem, const C: usize>(
     qs: &[f32],
-    keys: &[f32],
+    keys: &[T],
     visible: &[usize],
     scale: f32,
     out: &mut [f32],
@@ -693,11 +858,11 @@ unsafe fn scores3_wide<const C: usize>(
     for base in (0..full).step_by(8) {
         let mut acc = [[_mm256_setzero_ps(); 8]; 3];
         // SAFETY (all loads and stores): key rows, the rows of `qs` and `out` are in bounds (asserted).
-        let kp: [*const f32; 8] = std::array::from_fn(|k| unsafe { keys.as_ptr().add(visible[base + k] * d) });
+        let kp: [*const T; 8] = std::array::from_fn(|k| unsafe { keys.as_ptr().add(visible[base + k] * d) });
         for c in 0..C {
             let q: [__m256; 3] = std::array::from_fn(|r| unsafe { _mm256_loadu_ps(qs.as_ptr().add(r * d + c * 8)) });
             for (k, p) in kp.iter().enumerate() {
-                let kv = unsafe { _mm256_loadu_ps(p.add(c * 8)) };
+                let kv = unsafe { load8(p.add(c * 8)) };
                 for r in 0..3 {
                     acc[r][k] = _mm256_fmadd_ps(q[r], kv, acc[r][k]);
                 }
@@ -711,7 +876,7 @@ unsafe fn scores3_wide<const C: usize>(
         for r in 0..3 {
             // SAFETY: the same CPU features; `scores_avx2` checks its bounds.
             unsafe {
-                scores_avx2::<C>(
+                scores_avx2::<T, C>(
                     &qs[r * d..(r + 1) * d],
                     keys,
                     &visible[full..],
@@ -728,9 +893,9 @@ unsafe fn scores3_wide<const C: usize>(
 /// `[3, C·8]`): the head is walked four chunks at a time, each value chunk loaded once for the
 /// three rows; per element the same FMA per key, in key order.
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma,avx512f,avx512vl")]
-unsafe fn weighted_sum3_wide<const C: usize>(
-    values: &[f32],
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl")]
+unsafe fn weighted_sum3_wide<T: KvElem, const C: usize>(
+    values: &[T],
     visible: &[usize],
     w: &[f32],
     stride: usize,
@@ -748,7 +913,7 @@ unsafe fn weighted_sum3_wide<const C: usize>(
         });
         for (idx, &j) in visible.iter().enumerate() {
             let vp = unsafe { values.as_ptr().add(j * d + c0 * 8) };
-            let v: [__m256; 4] = std::array::from_fn(|c| unsafe { _mm256_loadu_ps(vp.add(c * 8)) });
+            let v: [__m256; 4] = std::array::from_fn(|c| unsafe { load8(vp.add(c * 8)) });
             for (r, a) in acc.iter_mut().enumerate() {
                 let p = _mm256_set1_ps(unsafe { *w.get_unchecked(r * stride + idx) });
                 for c in 0..4 {
@@ -804,25 +969,42 @@ mod tests {
         }
     }
 
+    /// `xs` rounded to the cache element `T`.
+    fn cached<T: KvElem>(xs: impl Iterator<Item = f32>) -> Vec<T> {
+        xs.map(T::from_f32).collect()
+    }
+
+    /// `xs` widened back to f32.
+    fn widened<T: KvElem>(xs: &[T]) -> Vec<f32> {
+        let mut buf = vec![0.0f32; xs.len()];
+        T::widen(xs, &mut buf).to_vec()
+    }
+
     #[test]
     fn fused_row_kernels_match_dot_and_axpy_bit_for_bit() {
         if !simd_available() {
             return;
         }
+        fused_rows_match::<f32>();
+        fused_rows_match::<f16>();
+    }
+
+    fn fused_rows_match<T: KvElem>() {
         for d in [64usize, 128] {
             let f = |i: usize| ((i * 7919 % 1013) as f32 - 506.0) / 317.0;
-            let keys: Vec<f32> = (0..40 * d).map(f).collect();
-            let values: Vec<f32> = (0..40 * d).map(|i| f(i + 3)).collect();
+            let keys: Vec<T> = cached((0..40 * d).map(f));
+            let values: Vec<T> = cached((0..40 * d).map(|i| f(i + 3)));
+            let (kf, vf) = (widened(&keys), widened(&values));
             let q: Vec<f32> = (0..d).map(|i| f(i + 11)).collect();
             let visible: Vec<usize> = (0..40).filter(|j| j % 3 != 1).collect();
             let scale = 1.0 / (d as f32).sqrt();
             let (mut fused, mut generic) = (vec![0.0f32; d], vec![0.0f32; d]);
             attend_group(&q, &keys, &values, d, scale, &visible, &mut fused, true);
-            // The generic path: dot + axpy per key, as for other head sizes.
-            let mut w: Vec<f32> = visible.iter().map(|&j| dot(&q, &keys[j * d..][..d]) * scale).collect();
+            // The generic path: dot + axpy per key over the widened cache, as for other head sizes.
+            let mut w: Vec<f32> = visible.iter().map(|&j| dot(&q, &kf[j * d..][..d]) * scale).collect();
             let sum = draftsmith_kernels::rowops::softmax_numerators(&mut w);
             for (&j, &p) in visible.iter().zip(&w) {
-                axpy(&mut generic, p, &values[j * d..][..d], true);
+                axpy(&mut generic, p, &vf[j * d..][..d], true);
             }
             generic.iter_mut().for_each(|x| *x *= 1.0 / sum);
             assert!(fused.iter().zip(&generic).all(|(a, b)| a.to_bits() == b.to_bits()), "head_dim {d}");
@@ -841,25 +1023,34 @@ mod tests {
 
     #[test]
     fn blocked_multi_token_attention_matches_the_row_reference_bit_for_bit() {
+        blocked_matches_rows::<f32>();
+        blocked_matches_rows::<f16>();
+    }
+
+    fn blocked_matches_rows<T: KvElem>() {
         // Long enough for several key blocks and the 8-key score path with a remainder.
         for d in [64usize, 128, 8] {
-            let (heads, kvh, cached, n) = (6, 2, 300, 5);
-            let cap = cached + n;
+            let (heads, kvh, cached_len, n) = (6, 2, 300, 5);
+            let cap = cached_len + n;
             let f = |i: usize| ((i * 7919 % 1013) as f32 - 506.0) / 317.0;
-            let keys: Vec<f32> = (0..kvh * cap * d).map(f).collect();
-            let values: Vec<f32> = (0..kvh * cap * d).map(|i| f(i + 3)).collect();
+            let keys: Vec<T> = cached((0..kvh * cap * d).map(f));
+            let values: Vec<T> = cached((0..kvh * cap * d).map(|i| f(i + 3)));
             let q: Vec<f32> = (0..n * heads * d).map(|i| f(i + 11) * 0.1).collect();
             // A tree mask: every row sees the cache and a few of the new tokens.
-            let total = cached + n;
+            let total = cached_len + n;
             let mask: Vec<bool> = (0..n * total)
                 .map(|x| {
-                    x % total < cached
-                        || (x % total - cached) * 2 <= x / total * 2 && (x % total - cached) % 2 == 0
-                        || x % total - cached == x / total
+                    x % total < cached_len
+                        || (x % total - cached_len) * 2 <= x / total * 2 && (x % total - cached_len) % 2 == 0
+                        || x % total - cached_len == x / total
                 })
                 .collect();
             let vis = Visibility::Mask { mask: &mask, total };
             let got = attend(&q, &keys, &values, cap, heads, kvh, d, &vis);
+            // A cache of halves attends exactly as an f32 cache holding the same (rounded) values.
+            let (kf, vf) = (widened(&keys), widened(&values));
+            let as_f32 = attend(&q, &kf, &vf, cap, heads, kvh, d, &vis);
+            assert!(got.iter().zip(&as_f32).all(|(a, b)| a.to_bits() == b.to_bits()), "head_dim {d}: widened");
             let group = heads / kvh;
             for i in 0..n {
                 let mut visible = Vec::new();
@@ -907,14 +1098,21 @@ mod tests {
 
     #[test]
     fn write_grow_compact_keep_rows() {
-        let mut kv = HostKv::new(1, 2, 2, 2);
-        kv.write(0, 0, &[1.0, 1.0, 2.0, 2.0, 3.0, 3.0, 4.0, 4.0], &[0.0; 8]);
-        kv.grow(4, 2);
-        kv.write(0, 2, &[5.0, 5.0, 6.0, 6.0], &[0.0; 4]);
-        // head 0 rows: 1, 3, 5; head 1 rows: 2, 4, 6.
-        assert_eq!(&kv.k[0][..6], &[1.0, 1.0, 3.0, 3.0, 5.0, 5.0]);
-        kv.compact(1, &[2]);
-        assert_eq!(&kv.k[0][2..4], &[5.0, 5.0]);
-        assert_eq!(&kv.k[0][8 + 2..8 + 4], &[6.0, 6.0]);
+        for half in [false, true] {
+            let mut kv = HostKv::new(1, 2, 2, 2, half);
+            assert_eq!(kv.is_half(), half);
+            kv.write(0, 0, &[1.0, 1.0, 2.0, 2.0, 3.0, 3.0, 4.0, 4.0], &[0.0; 8]);
+            kv.grow(4, 2);
+            kv.write(0, 2, &[5.0, 5.0, 6.0, 6.0], &[0.0; 4]);
+            // head 0 rows: 1, 3, 5; head 1 rows: 2, 4, 6.
+            assert_eq!(kv.read_rows(0, 0, 3).0, [1.0, 1.0, 3.0, 3.0, 5.0, 5.0, 2.0, 2.0, 4.0, 4.0, 6.0, 6.0]);
+            kv.compact(1, &[2]);
+            assert_eq!(kv.read_rows(0, 1, 1).0, [5.0, 5.0, 6.0, 6.0]);
+            kv.write_rows(0, 3, &[0.1, 0.2, 0.3, 0.4], &[1.0; 4]);
+            let (k, v) = kv.read_rows(0, 3, 1);
+            let round = |x: f32| if half { f16::from_f32(x).to_f32() } else { x };
+            assert_eq!(k, [round(0.1), round(0.2), round(0.3), round(0.4)]);
+            assert_eq!(v, [1.0; 4]);
+        }
     }
 }

@@ -158,8 +158,9 @@ impl<B: Backend> Model<B> {
 
     /// A fresh cache for this model.
     pub fn new_cache(&self, capacity: usize) -> KvCache<B> {
-        if self.host.is_some() {
-            KvCache::new_host(&self.config, capacity, &self.device)
+        if let Some(host) = &self.host {
+            let half = host.activations == draftsmith_kernels::Activations::Int8;
+            KvCache::new_host(&self.config, capacity, half, &self.device)
         } else {
             KvCache::new(&self.config, capacity, &self.device)
         }
