@@ -132,10 +132,9 @@ fn truncate(probs: &mut [f32], cfg: &SamplingConfig) {
         let entropy: f32 = probs.iter().filter(|&&p| p > 0.0).map(|&p| -p * p.ln()).sum();
         cfg.eta.min(cfg.eta.sqrt() * (-entropy).exp())
     });
-    let mut order: Vec<usize> = (0..probs.len()).collect();
-    order.sort_unstable_by(|&a, &b| probs[b].total_cmp(&probs[a]).then(a.cmp(&b)));
+    let order = candidates_in_order(probs, cfg, eta_floor);
     let top = probs[order[0]];
-    let mut keep = probs.len();
+    let mut keep = order.len();
     if cfg.top_k > 0 {
         keep = keep.min(cfg.top_k);
     }
@@ -155,10 +154,33 @@ fn truncate(probs: &mut [f32], cfg: &SamplingConfig) {
         let n = order.iter().take_while(|&&i| probs[i] >= floor).count();
         keep = keep.min(n.max(1));
     }
-    for &i in &order[keep..] {
-        probs[i] = 0.0;
-    }
+    let mut kept = vec![false; probs.len()];
+    order[..keep].iter().for_each(|&i| kept[i] = true);
+    probs.iter_mut().zip(&kept).filter(|(_, &k)| !k).for_each(|(p, _)| *p = 0.0);
     normalize(probs);
+}
+
+/// The tokens [`truncate`] may keep, most probable first (ties by id): every token, sorted,
+/// when top-p alone limits the set; otherwise only those above the min-p and η floors (which
+/// drop everything below them whatever the other limits keep) and, with top-k, the k best of
+/// those (`select_nth` in the same order), so a 49K vocabulary is not sorted at every step.
+fn candidates_in_order(probs: &[f32], cfg: &SamplingConfig, eta_floor: Option<f32>) -> Vec<usize> {
+    let top = probs.iter().copied().fold(0.0f32, f32::max);
+    let floor = [(cfg.min_p > 0.0).then(|| cfg.min_p * top), eta_floor].into_iter().flatten().fold(0.0f32, f32::max);
+    // The most probable token always stays (`keep` is at least 1), whatever the floor.
+    let floor = floor.min(top);
+    let mut order: Vec<usize> = if floor > 0.0 {
+        (0..probs.len()).filter(|&i| probs[i] >= floor).collect()
+    } else {
+        (0..probs.len()).collect()
+    };
+    let before = |a: &usize, b: &usize| probs[*b].total_cmp(&probs[*a]).then(a.cmp(b));
+    if cfg.top_k > 0 && cfg.top_k < order.len() {
+        order.select_nth_unstable_by(cfg.top_k - 1, before);
+        order.truncate(cfg.top_k);
+    }
+    order.sort_unstable_by(before);
+    order
 }
 
 /// Chooses next tokens: greedy, or sampling with a seeded generator.
@@ -256,6 +278,60 @@ mod tests {
         assert!((p[0] - 0.625).abs() < 1e-6 && p[1] > 0.0 && p[2] == 0.0 && p[3] == 0.0, "{p:?}");
         let p = probabilities(&logits, &[], &SamplingConfig { eta: 0.1, ..base });
         assert!(p[2] > 0.0 && p[3] == 0.0, "floor min(0.1, 0.1010) = 0.1 keeps 0.15, drops 0.05: {p:?}");
+    }
+
+    /// The full-sort truncation the candidate pre-selection replaced.
+    fn truncate_by_full_sort(probs: &mut [f32], cfg: &SamplingConfig) {
+        let eta_floor = (cfg.eta > 0.0).then(|| {
+            let entropy: f32 = probs.iter().filter(|&&p| p > 0.0).map(|&p| -p * p.ln()).sum();
+            cfg.eta.min(cfg.eta.sqrt() * (-entropy).exp())
+        });
+        let mut order: Vec<usize> = (0..probs.len()).collect();
+        order.sort_unstable_by(|&a, &b| probs[b].total_cmp(&probs[a]).then(a.cmp(&b)));
+        let top = probs[order[0]];
+        let mut keep = probs.len();
+        if cfg.top_k > 0 {
+            keep = keep.min(cfg.top_k);
+        }
+        if cfg.top_p < 1.0 {
+            let mut acc = 0.0;
+            let n = order.iter().position(|&i| {
+                acc += probs[i];
+                acc >= cfg.top_p
+            });
+            keep = keep.min(n.map_or(probs.len(), |n| n + 1));
+        }
+        for floor in [(cfg.min_p > 0.0).then(|| cfg.min_p * top), eta_floor].into_iter().flatten() {
+            let n = order.iter().take_while(|&&i| probs[i] >= floor).count();
+            keep = keep.min(n.max(1));
+        }
+        for &i in &order[keep..] {
+            probs[i] = 0.0;
+        }
+        normalize(probs);
+    }
+
+    #[test]
+    fn candidate_preselection_truncates_exactly_as_a_full_sort() {
+        let mut rng = StdRng::seed_from_u64(7);
+        for trial in 0..400 {
+            let n = 1 + trial % 97;
+            // Coarse values make ties common.
+            let mut probs: Vec<f32> = (0..n).map(|_| (rng.random_range(0..8u32) as f32).exp()).collect();
+            normalize(&mut probs);
+            let cfg = SamplingConfig {
+                temperature: 1.0,
+                top_k: [0, 1, 3, 10][trial % 4],
+                top_p: [1.0, 0.9, 0.5][trial % 3],
+                min_p: [0.0, 0.05, 0.3, 1.0][(trial / 4) % 4],
+                eta: [0.0, 0.02][(trial / 16) % 2],
+                ..Default::default()
+            };
+            let (mut fast, mut slow) = (probs.clone(), probs.clone());
+            truncate(&mut fast, &cfg);
+            truncate_by_full_sort(&mut slow, &cfg);
+            assert_eq!(fast, slow, "trial {trial}: {cfg:?}");
+        }
     }
 
     #[test]

@@ -555,11 +555,6 @@ impl Proposer for Auto {
         let started = Instant::now();
         let tree = self.inner.propose(ctx)?;
         let ms = started.elapsed().as_secs_f64() * 1e3;
-        if probing {
-            // What a probe really costs (a draft model's catch-up on the tokens of the plain
-            // steps before it, the prompt's prefill in a new generation): spaces the next ones.
-            self.probe_ms = Some(self.probe_ms.map_or(ms, |d| d + EMA * (ms - d)));
-        }
         // Drafting times are learned from proposals that follow a drafted step: the first one
         // may include the drafter's own prefill of the prompt (a draft model's catch-up), and
         // one after plain steps its catch-up on the tokens they added; counted as steady-state
@@ -581,6 +576,13 @@ impl Proposer for Auto {
         let nodes = self.inner.node_classes(&tree);
         let p = self.accept.path_probabilities_nodes(self.class, nodes.as_deref(), &tree);
         let (keep, predicted) = choose(&tree, &p, &self.cost, probe);
+        if probing {
+            // What a probe really costs — its drafting (a draft model's catch-up on the tokens
+            // of the plain steps before it, the prompt's prefill in a new generation) and the
+            // longer verification of the node it keeps: spaces the next ones.
+            let cost = ms + (predicted - self.cost.predict(1)).max(0.0);
+            self.probe_ms = Some(self.probe_ms.map_or(cost, |d| d + EMA * (cost - d)));
+        }
         if keep.len() < tree.len() {
             self.inner.pruned(&keep);
         }
