@@ -166,7 +166,7 @@ fn truncate(probs: &mut [f32], cfg: &SamplingConfig) {
 /// those (`select_nth` in the same order), so a 49K vocabulary is not sorted at every step.
 fn candidates_in_order(probs: &[f32], cfg: &SamplingConfig, eta_floor: Option<f32>) -> Vec<usize> {
     let top = probs.iter().copied().fold(0.0f32, f32::max);
-    let floor = [(cfg.min_p > 0.0).then(|| cfg.min_p * top), eta_floor].into_iter().flatten().fold(0.0f32, f32::max);
+    let floor = [(cfg.min_p > 0.0).then_some(cfg.min_p * top), eta_floor].into_iter().flatten().fold(0.0f32, f32::max);
     // The most probable token always stays (`keep` is at least 1), whatever the floor.
     let floor = floor.min(top);
     let mut order: Vec<usize> = if floor > 0.0 {
@@ -301,7 +301,7 @@ mod tests {
             });
             keep = keep.min(n.map_or(probs.len(), |n| n + 1));
         }
-        for floor in [(cfg.min_p > 0.0).then(|| cfg.min_p * top), eta_floor].into_iter().flatten() {
+        for floor in [(cfg.min_p > 0.0).then_some(cfg.min_p * top), eta_floor].into_iter().flatten() {
             let n = order.iter().take_while(|&&i| probs[i] >= floor).count();
             keep = keep.min(n.max(1));
         }
