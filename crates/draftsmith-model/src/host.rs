@@ -17,14 +17,23 @@ pub trait KvElem: Copy + Default + Send + Sync + 'static {
     const F16: bool;
     /// Rounds `x` to the element (round to nearest even).
     fn from_f32(x: f32) -> Self;
-    /// `row` as f32: the row itself, or its exact widening into `buf` (at least as long).
-    fn widen<'a>(row: &'a [Self], buf: &'a mut [f32]) -> &'a [f32];
+    /// The element as f32 (exact).
+    fn to_f32(self) -> f32;
+    /// `row` as f32: its exact widening into `buf` (at least as long), or for f32 the row itself.
+    fn widen<'a>(row: &'a [Self], buf: &'a mut [f32]) -> &'a [f32] {
+        let out = &mut buf[..row.len()];
+        widen_into(row, out);
+        out
+    }
 }
 
 impl KvElem for f32 {
     const F16: bool = false;
     fn from_f32(x: f32) -> Self {
         x
+    }
+    fn to_f32(self) -> f32 {
+        self
     }
     fn widen<'a>(row: &'a [f32], _buf: &'a mut [f32]) -> &'a [f32] {
         row
@@ -36,17 +45,19 @@ impl KvElem for f16 {
     fn from_f32(x: f32) -> Self {
         f16::from_f32(x)
     }
-    fn widen<'a>(row: &'a [f16], buf: &'a mut [f32]) -> &'a [f32] {
-        let out = &mut buf[..row.len()];
-        out.iter_mut().zip(row).for_each(|(o, x)| *o = x.to_f32());
-        out
+    fn to_f32(self) -> f32 {
+        f16::to_f32(self)
     }
 }
 
 /// Writes `src` widened to f32 into `dst` (the same length).
 fn widen_into<T: KvElem>(src: &[T], dst: &mut [f32]) {
-    let mut buf = vec![0.0f32; if T::F16 { src.len() } else { 0 }];
-    dst.copy_from_slice(T::widen(src, &mut buf));
+    dst.iter_mut().zip(src).for_each(|(o, &x)| *o = x.to_f32());
+}
+
+/// Writes `src` rounded to the cache element into `dst` (the same length).
+fn round_into<T: KvElem>(src: &[f32], dst: &mut [T]) {
+    dst.iter_mut().zip(src).for_each(|(o, &x)| *o = T::from_f32(x));
 }
 
 /// Keys and values of every layer in one element format, `[kv_heads, capacity, head_dim]` per
@@ -127,8 +138,7 @@ impl HostKv {
             for (dst, src) in [(&mut l.k[layer], k), (&mut l.v[layer], v)] {
                 for i in 0..n {
                     for head in 0..h {
-                        let (to, from) = (&mut dst[(head * cap + start + i) * d..][..d], &src[(i * h + head) * d..][..d]);
-                        to.iter_mut().zip(from).for_each(|(t, &x)| *t = KvElem::from_f32(x));
+                        round_into(&src[(i * h + head) * d..][..d], &mut dst[(head * cap + start + i) * d..][..d]);
                     }
                 }
             }
@@ -176,10 +186,10 @@ impl HostKv {
         with_layers!(&mut self.store, l => {
             for (dst, src) in [(&mut l.k[layer], k), (&mut l.v[layer], v)] {
                 for head in 0..h {
-                    dst[(head * cap + start) * d..(head * cap + start + count) * d]
-                        .iter_mut()
-                        .zip(&src[head * count * d..(head + 1) * count * d])
-                        .for_each(|(t, &x)| *t = KvElem::from_f32(x));
+                    round_into(
+                        &src[head * count * d..(head + 1) * count * d],
+                        &mut dst[(head * cap + start) * d..(head * cap + start + count) * d],
+                    );
                 }
             }
         });
@@ -982,8 +992,7 @@ mod tests {
 
     /// `xs` widened back to f32.
     fn widened<T: KvElem>(xs: &[T]) -> Vec<f32> {
-        let mut buf = vec![0.0f32; xs.len()];
-        T::widen(xs, &mut buf).to_vec()
+        xs.iter().map(|&x| x.to_f32()).collect()
     }
 
     #[test]
