@@ -79,6 +79,12 @@ impl DraftTree {
         self.depths.iter().map(|d| root_position + d).collect()
     }
 
+    /// Whether every node's parent is the node before it (a plain chain, the empty tree
+    /// included): its attention mask is the causal one.
+    pub fn is_chain(&self) -> bool {
+        self.parents.iter().enumerate().all(|(i, p)| *p == i.checked_sub(1))
+    }
+
     /// Row-major `[n, cached + n]` visibility (`true` = may attend) for verifying the tree after
     /// `cached` committed positions: every node sees the whole cache, its ancestors and itself.
     pub fn visibility(&self, cached: usize) -> Vec<bool> {
@@ -105,6 +111,10 @@ mod tests {
     #[test]
     fn chain_is_causal() {
         let t = DraftTree::chain(&[5, 6, 7]);
+        assert!(t.is_chain() && DraftTree::new().is_chain());
+        let mut forked = DraftTree::chain(&[5, 6]);
+        forked.push(8, Some(0));
+        assert!(!forked.is_chain());
         assert_eq!(t.positions(10), vec![11, 12, 13]);
         let m = t.visibility(2);
         let rows: Vec<&[bool]> = m.chunks(5).collect();

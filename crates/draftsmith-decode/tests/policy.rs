@@ -81,6 +81,22 @@ fn useless_drafts_cost_at_most_five_percent_over_ar() {
 }
 
 #[test]
+fn probes_of_a_method_that_stays_cold_back_off() {
+    let Case { model, prompt, want, reference } = case(Architecture::Llama, 8, 12, 480);
+    let (vocab, n) = (model.config().vocab_size, want.len());
+    let inner = Scripted { reference, len: 8, wrong: true, vocab };
+    let mut auto = Auto::with_fixed_cost(Box::new(inner), cost_model());
+    let got = generate_speculative(&model, &prompt, n, &[], &mut auto).unwrap();
+    assert_eq!(got.tokens, want, "lossless");
+    // Probes every PROBE_EVERY steps would draft ~30 times in 480 steps; backing off (16, 32,
+    // 64, then every 128 steps) leaves a handful.
+    let drafted: Vec<usize> = got.steps.iter().enumerate().filter(|(_, s)| s.tree_size > 0).map(|(i, _)| i).collect();
+    let late = drafted.iter().filter(|&&i| i >= 2 * PROBE_EVERY).count();
+    assert!(late <= 6, "drafted at steps {drafted:?}");
+    assert!(late >= 2, "it still probes: drafted at steps {drafted:?}");
+}
+
+#[test]
 fn perfect_drafts_grow_to_their_full_length() {
     let Case { model, prompt, want, reference } = case(Architecture::Qwen2, 4, 10, 160);
     let (vocab, n) = (model.config().vocab_size, want.len());

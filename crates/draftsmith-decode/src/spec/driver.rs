@@ -145,7 +145,10 @@ pub fn generate_speculative_with<B: Backend>(
             let t1 = Instant::now();
             let full = with_root(*tokens.last().expect("at least one token"), &tree);
             let cached = cache.len();
-            let mask = AttentionMask::Visible(full.visibility(cached));
+            // A chain (a plain step included) attends causally: the same rows as its visibility
+            // mask, without building and scanning one per layer.
+            let mask =
+                if full.is_chain() { AttentionMask::Causal } else { AttentionMask::Visible(full.visibility(cached)) };
             let out =
                 model.forward(full.tokens(), &full.positions(cached - 1), &mask, LogitsSelect::All, &mut cache)?;
             let (acceptance, next) = verify(&tree, &tokens, out.logits, sampler);

@@ -75,6 +75,11 @@ pub const PROBE_EVERY: usize = 16;
 /// Probes of a drafter that is not paying may cost at most this share of the plain steps: the
 /// probe interval grows to `draft time / (PROBE_BUDGET · t(1))` steps.
 pub const PROBE_BUDGET: f64 = 0.02;
+/// Each probe after which the method is still not worth calling halves the probes' share of
+/// the time (and doubles `PROBE_EVERY`), at most this many times: a method that stays cold
+/// (TokenSwift's heads under sampling, right 4–6 % of the time) costs 0.25 % instead of 2 %,
+/// and one that pays again resets it.
+const PROBE_BACKOFF: u32 = 3;
 /// Deepest level and widest sibling rank with their own acceptance counts.
 const DEPTHS: usize = 16;
 const RANKS: usize = 4;
@@ -404,6 +409,10 @@ pub struct Auto {
     call_ms: Option<f64>,
     /// Running average of what a probe's drafting took, ms (catch-up included).
     probe_ms: Option<f64>,
+    /// Whether the last call was a probe.
+    probed: bool,
+    /// Probes in a row after which the method was still not worth calling ([`PROBE_BACKOFF`]).
+    cold_probes: u32,
     /// Whether the method has drafted in this generation (its next drafting time is steady).
     drafted_before: bool,
 }
@@ -429,6 +438,8 @@ impl Auto {
             call_ms: None,
             drafted_before: false,
             probe_ms: None,
+            probed: false,
+            cold_probes: 0,
         }
     }
 
@@ -473,10 +484,14 @@ impl Auto {
 
     /// Plain steps between probes of a method that is not paying: probes may cost at most
     /// [`PROBE_BUDGET`] of the plain steps' time, at the measured cost of a probe (or, before
-    /// one was measured, of a drafter call for a method told its depth, or of a draft).
+    /// one was measured, of a drafter call for a method told its depth, or of a draft), halved
+    /// for every probe in a row that did not revive the method ([`PROBE_BACKOFF`]).
     fn probe_interval(&self, told_depth: bool) -> usize {
+        let backoff = 1usize << self.cold_probes.min(PROBE_BACKOFF);
+        let every = PROBE_EVERY * backoff;
+        let budget = PROBE_BUDGET / backoff as f64;
         let typical = self.probe_ms.or(if told_depth { self.call_ms } else { self.draft_ms });
-        typical.map_or(PROBE_EVERY, |d| PROBE_EVERY.max((d / (PROBE_BUDGET * self.cost.predict(1))).ceil() as usize))
+        typical.map_or(every, |d| every.max((d / (budget * self.cost.predict(1))).ceil() as usize))
     }
 
     /// Draft sizes chosen and predicted against measured verify time so far.
@@ -517,6 +532,7 @@ impl Proposer for Auto {
         // Called once at the start of each generation: the next drafting time may include
         // the drafter's prefill of the new prompt.
         self.drafted_before = false;
+        self.cold_probes = 0;
         self.inner.set_sampling(cfg);
     }
 
@@ -539,8 +555,15 @@ impl Proposer for Auto {
             Some(max) => self.choose_depth(max),
             None => usize::from(self.worth_drafting()),
         };
+        // A probe that did not make the method worth calling again backs the next ones off.
+        if std::mem::take(&mut self.probed) {
+            self.cold_probes = if depth == 0 { self.cold_probes.saturating_add(1) } else { 0 };
+        } else if depth > 0 {
+            self.cold_probes = 0;
+        }
         self.since_probe += 1;
         let probing = depth == 0 && self.since_probe >= self.probe_interval(depth_range.is_some());
+        self.probed = probing;
         let was_skipped = std::mem::replace(&mut self.skipped, depth == 0 && !probing);
         if self.skipped {
             self.last = Some((self.cost.predict(1), Instant::now()));
