@@ -13,7 +13,8 @@ use std::arch::x86_64::*;
 
 use crate::act::PackedTile;
 use crate::avx2::prefetch_block;
-use crate::dispatch::{check_packed, Group, TileOut};
+use crate::dispatch::{check_packed, Group, OutPtr, TileOut};
+use crate::matrix::QMatrix;
 use crate::layout::{tile_bytes, tile_scales, GROUP, QK, UNIT};
 use crate::QFormat;
 
@@ -50,6 +51,79 @@ pub(crate) unsafe fn tile_packed(f: QFormat, w: Group<'_>, a: PackedTile<'_>, ou
     match f {
         QFormat::Q8_0 => width!(q8_0_packed),
         QFormat::Q4_1 => width!(q4_1_packed),
+    }
+}
+
+/// Row groups `groups` of `m` against one packed activation tile (its rows `c0 ..`), each
+/// group's results copied straight into the output rows: the whole range in one call, so the
+/// per-group work outside the arithmetic (slicing, dispatch, checks) is a few instructions.
+/// Prefetches the next group while computing one, up to `prefetch_end` (the calling thread's
+/// range). Every group gets exactly the arithmetic of [`tile_packed`].
+///
+/// # Safety
+/// The CPU must support AVX-512 F/BW/VL/VNNI, AVX2, FMA and F16C; no other thread may write the
+/// output of these row groups for the tile's rows.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+pub(crate) unsafe fn groups_packed(
+    m: &QMatrix,
+    groups: std::ops::Range<usize>,
+    a: PackedTile<'_>,
+    c0: usize,
+    out: &OutPtr<'_>,
+) {
+    if groups.is_empty() {
+        return;
+    }
+    let f = m.format();
+    let empty: (&[u8], &[u16]) = (&[], &[]);
+    // Every group of a matrix has the same shape: one check covers the range.
+    let (quants, scales) = m.group(groups.start);
+    check_packed(f, Group { quants, scales, next: empty }, a, crate::dispatch::TILE);
+    let rows = m.rows();
+    let end = groups.end;
+    macro_rules! width {
+        ($kernel:ident) => {
+            match a.cn {
+                1 => each::<1>(m, groups, end, a, c0, rows, out, $kernel::<1>),
+                2 => each::<2>(m, groups, end, a, c0, rows, out, $kernel::<2>),
+                3 => each::<3>(m, groups, end, a, c0, rows, out, $kernel::<3>),
+                4 => each::<4>(m, groups, end, a, c0, rows, out, $kernel::<4>),
+                5 => each::<5>(m, groups, end, a, c0, rows, out, $kernel::<5>),
+                6 => each::<6>(m, groups, end, a, c0, rows, out, $kernel::<6>),
+                7 => each::<7>(m, groups, end, a, c0, rows, out, $kernel::<7>),
+                _ => each::<8>(m, groups, end, a, c0, rows, out, $kernel::<8>),
+            }
+        };
+    }
+    match f {
+        QFormat::Q8_0 => width!(q8_0_packed),
+        QFormat::Q4_1 => width!(q4_1_packed),
+    }
+}
+
+/// The loop of [`groups_packed`] for a tile of `C` rows.
+#[allow(clippy::too_many_arguments)]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+unsafe fn each<const C: usize>(
+    m: &QMatrix,
+    groups: std::ops::Range<usize>,
+    end: usize,
+    a: PackedTile<'_>,
+    c0: usize,
+    rows: usize,
+    out: &OutPtr<'_>,
+    kernel: unsafe fn(Group<'_>, PackedTile<'_>, &mut TileOut),
+) {
+    let mut tile: TileOut = [[0.0; GROUP]; crate::dispatch::TILE];
+    let empty: (&[u8], &[u16]) = (&[], &[]);
+    for g in groups {
+        let (quants, scales) = m.group(g);
+        let next = if g + 1 < end { m.group(g + 1) } else { empty };
+        kernel(Group { quants, scales, next }, a, &mut tile);
+        let valid = GROUP.min(rows - g * GROUP);
+        for (t, res) in tile.iter().enumerate().take(C) {
+            crate::dispatch::write_out(out, (c0 + t) * rows + g * GROUP, &res[..valid]);
+        }
     }
 }
 

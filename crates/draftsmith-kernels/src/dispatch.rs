@@ -166,6 +166,14 @@ fn run(m: &QMatrix, path: KernelPath, act: &ActQuant, y: &mut [f32]) {
 
 /// Computes all activation rows for the row groups in `range`.
 fn compute(m: &QMatrix, path: KernelPath, act: &ActQuant, range: Range<usize>, out: &OutPtr<'_>) {
+    #[cfg(target_arch = "x86_64")]
+    if path == KernelPath::Avx512Vnni && act.tiles().len() == 1 {
+        // One tile (up to 8 rows: a decoding step or a draft's verification): the kernel walks
+        // the whole range itself.
+        // SAFETY: callers only pass supported paths; this thread owns the range's outputs.
+        unsafe { crate::avx512::groups_packed(m, range, act.packed_tile(0), act.tiles()[0].0, out) };
+        return;
+    }
     let rows = m.rows();
     let mut tile: TileOut = [[0.0; GROUP]; TILE];
     let last = range.end;
