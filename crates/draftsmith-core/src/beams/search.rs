@@ -12,6 +12,13 @@ pub trait BeamDrafter {
     /// Advances every live beam: new beam `i` continues old beam `parents[i]` with `tokens[i]`;
     /// returns raw logits of the next token for each new beam (len = `parents.len()`).
     fn step(&mut self, parents: &[usize], tokens: &[u32]) -> Vec<Vec<f32>>;
+    /// The token ids the logit rows cover, strictly increasing, for a drafter that scores only
+    /// part of the vocabulary (entry `i` of a row is token `ids[i]`): the search then ranks
+    /// those entries alone instead of a full-vocabulary row padded with −∞ — the same beams,
+    /// without scanning the rest of the vocabulary. `None` (the default): rows cover every id.
+    fn vocabulary(&self) -> Option<std::sync::Arc<[u32]>> {
+        None
+    }
 }
 
 /// Shape and warp of one beam search.
@@ -86,6 +93,10 @@ pub fn beam_search(drafter: &mut dyn BeamDrafter, g0: u32, cfg: &BeamSearchConfi
     if length == 1 {
         return Beams { beams: vec![vec![g0]; width], scores: vec![0.0; width], log_probs: vec![vec![]; width] };
     }
+    let ids = drafter.vocabulary();
+    debug_assert!(ids.as_deref().is_none_or(|ids| ids.windows(2).all(|w| w[0] < w[1])), "vocabulary ids increase");
+    // Row entry → token id.
+    let token_id = |t: u32| ids.as_deref().map_or(t, |ids| ids[t as usize]);
     let first = drafter.start(g0);
     let vocab = first.len();
     assert!(vocab >= width, "beam_search: vocab ({vocab}) must be ≥ width ({width})");
@@ -99,9 +110,9 @@ pub fn beam_search(drafter: &mut dyn BeamDrafter, g0: u32, cfg: &BeamSearchConfi
             .flat_map(|(beam, l)| {
                 assert_eq!(l.len(), vocab, "beam_search: drafter logits of beam {beam} at step {step}");
                 let score = live.scores[beam];
-                top_k_log_probs(l, top_k).into_iter().map(move |(token, log_prob)| Candidate {
+                top_k_log_probs(l, top_k).into_iter().map(move |(entry, log_prob)| Candidate {
                     beam,
-                    token,
+                    token: token_id(entry),
                     log_prob,
                     score: score + log_prob,
                 })

@@ -127,7 +127,7 @@ impl<B: Backend> ReDrafterProposer<B> {
         let draft_vocab = match &loaded.file.draft_vocab {
             None => None,
             Some(ids) => Some(DraftVocab {
-                ids: ids.clone(),
+                ids: ids.as_slice().into(),
                 rows: match loaded.file.head {
                     HeadKind::Tied => Some(
                         target.lm_head_rows(ids).map_err(|e| DecodeError::Drafter(format!("draft vocabulary: {e}")))?,
@@ -154,49 +154,44 @@ impl<B: Backend> ReDrafterProposer<B> {
     }
 }
 
-/// The tokens a drafter may propose, and for a tied head the target's LM head rows of just
-/// those tokens (so drafting multiplies by them alone, not by the whole vocabulary).
+/// The tokens a drafter may propose (strictly increasing, as the drafter file guarantees),
+/// and for a tied head the target's LM head rows of just those tokens (so drafting multiplies
+/// by them alone, not by the whole vocabulary). The beam search ranks these entries alone
+/// ([`BeamDrafter::vocabulary`]): no full-vocabulary row is built or scanned.
 #[derive(Debug, Clone)]
 struct DraftVocab<B: Backend> {
-    ids: Vec<u32>,
+    ids: Arc<[u32]>,
     rows: Option<Linear<B>>,
 }
 
 impl<B: Backend> DraftVocab<B> {
-    /// Full-vocabulary logit rows (−∞ outside the draft vocabulary) from the drafter's output:
-    /// `out` is `[n, hidden]` for a tied head (projected onto the vocabulary's rows) or already
-    /// `[n, vocab]` logits for a full head.
+    /// Logit rows over `ids` from the drafter's output: `out` is `[n, hidden]` for a tied head
+    /// (projected onto the vocabulary's rows) or already `[n, vocab]` logits for a full head.
     fn logits(&self, out: Tensor<B, 2>, vocab: usize) -> Vec<Vec<f32>> {
-        let kept = match &self.rows {
-            Some(rows) => draftsmith_model::host_f32(rows.forward(out)),
+        match &self.rows {
+            Some(rows) => self.split(draftsmith_model::host_f32(rows.forward(out))),
             None => self.select(&draftsmith_model::host_f32(out), vocab),
-        };
-        self.scatter(&kept, vocab)
+        }
     }
 
     /// [`DraftVocab::logits`] on host rows (`n` of them), the rows' layer run with `mode`.
     fn logits_host(&self, mode: Activations, out: &[f32], n: usize, vocab: usize) -> Vec<Vec<f32>> {
-        let kept = match &self.rows {
-            Some(rows) => rows.forward_host(mode, out, n).expect("a quantized target's LM head rows are quantized"),
+        match &self.rows {
+            Some(rows) => {
+                self.split(rows.forward_host(mode, out, n).expect("a quantized target's LM head rows are quantized"))
+            }
             None => self.select(out, vocab),
-        };
-        self.scatter(&kept, vocab)
+        }
     }
 
     /// The vocabulary's columns of full logit rows, in `ids` order.
-    fn select(&self, logits: &[f32], vocab: usize) -> Vec<f32> {
-        logits.chunks(vocab).flat_map(|row| self.ids.iter().map(move |&t| row[t as usize])).collect()
+    fn select(&self, logits: &[f32], vocab: usize) -> Vec<Vec<f32>> {
+        logits.chunks(vocab).map(|row| self.ids.iter().map(|&t| row[t as usize]).collect()).collect()
     }
 
-    /// `[n, ids.len()]` kept logits back to full rows.
-    fn scatter(&self, kept: &[f32], vocab: usize) -> Vec<Vec<f32>> {
-        kept.chunks(self.ids.len())
-            .map(|row| {
-                let mut full = vec![f32::NEG_INFINITY; vocab];
-                self.ids.iter().zip(row).for_each(|(&t, &x)| full[t as usize] = x);
-                full
-            })
-            .collect()
+    /// `[n, ids.len()]` logits as rows.
+    fn split(&self, kept: Vec<f32>) -> Vec<Vec<f32>> {
+        kept.chunks(self.ids.len()).map(<[f32]>::to_vec).collect()
     }
 }
 
@@ -266,6 +261,10 @@ impl<B: Backend> BeamDrafter for Search<'_, B> {
 
     fn step(&mut self, parents: &[usize], tokens: &[u32]) -> Vec<Vec<f32>> {
         self.logits(parents, tokens)
+    }
+
+    fn vocabulary(&self) -> Option<Arc<[u32]>> {
+        self.p.draft_vocab.as_ref().map(|v| v.ids.clone())
     }
 }
 

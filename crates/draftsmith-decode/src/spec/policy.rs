@@ -75,10 +75,10 @@ pub const PROBE_EVERY: usize = 16;
 /// Probes of a drafter that is not paying may cost at most this share of the plain steps: the
 /// probe interval grows to `draft time / (PROBE_BUDGET · t(1))` steps.
 pub const PROBE_BUDGET: f64 = 0.02;
-/// Each probe after which the method is still not worth calling halves the probes' share of
-/// the time (and doubles `PROBE_EVERY`), at most this many times: a method that stays cold
-/// (TokenSwift's heads under sampling, right 4–6 % of the time) costs 0.25 % instead of 2 %,
-/// and one that pays again resets it.
+/// Each probe whose node the target rejected halves the probes' share of the time (and doubles
+/// `PROBE_EVERY`), at most this many times: a method that stays cold (TokenSwift's heads under
+/// sampling, right 4–6 % of the time) costs 0.25 % instead of 2 %; an accepted probe, a step
+/// that drafts and a new generation reset it.
 const PROBE_BACKOFF: u32 = 3;
 /// Deepest level and widest sibling rank with their own acceptance counts.
 const DEPTHS: usize = 16;
@@ -409,9 +409,9 @@ pub struct Auto {
     call_ms: Option<f64>,
     /// Running average of what a probe's drafting took, ms (catch-up included).
     probe_ms: Option<f64>,
-    /// Whether the last call was a probe.
+    /// Whether the step being verified is a probe.
     probed: bool,
-    /// Probes in a row after which the method was still not worth calling ([`PROBE_BACKOFF`]).
+    /// Probes rejected in a row ([`PROBE_BACKOFF`]).
     cold_probes: u32,
     /// Whether the method has drafted in this generation (its next drafting time is steady).
     drafted_before: bool,
@@ -485,7 +485,7 @@ impl Auto {
     /// Plain steps between probes of a method that is not paying: probes may cost at most
     /// [`PROBE_BUDGET`] of the plain steps' time, at the measured cost of a probe (or, before
     /// one was measured, of a drafter call for a method told its depth, or of a draft), halved
-    /// for every probe in a row that did not revive the method ([`PROBE_BACKOFF`]).
+    /// for every probe in a row the target rejected ([`PROBE_BACKOFF`]).
     fn probe_interval(&self, told_depth: bool) -> usize {
         let backoff = 1usize << self.cold_probes.min(PROBE_BACKOFF);
         let every = PROBE_EVERY * backoff;
@@ -555,10 +555,7 @@ impl Proposer for Auto {
             Some(max) => self.choose_depth(max),
             None => usize::from(self.worth_drafting()),
         };
-        // A probe that did not make the method worth calling again backs the next ones off.
-        if std::mem::take(&mut self.probed) {
-            self.cold_probes = if depth == 0 { self.cold_probes.saturating_add(1) } else { 0 };
-        } else if depth > 0 {
+        if depth > 0 {
             self.cold_probes = 0;
         }
         self.since_probe += 1;
@@ -617,6 +614,10 @@ impl Proposer for Auto {
 
     fn observe_verified(&mut self, ctx: &DraftContext<'_>, tree: &DraftTree, verified: &Verified<'_>) {
         let skipped = self.skipped;
+        // A rejected probe backs the next ones off; an accepted one resets them.
+        if std::mem::take(&mut self.probed) {
+            self.cold_probes = if verified.accepted.is_empty() { self.cold_probes.saturating_add(1) } else { 0 };
+        }
         if let Some((predicted, at)) = self.last.take() {
             let measured = at.elapsed().as_secs_f64() * 1e3;
             if self.learn_cost {

@@ -230,3 +230,55 @@ fn matches_a_naive_beam_search_on_random_drafters() {
         }
     }
 }
+
+/// [`FakeDrafter`] scoring only the ids in `ids` (its rows hold those entries), or padding the
+/// same rows to the whole vocabulary with −∞.
+struct SubsetDrafter {
+    inner: FakeDrafter,
+    ids: std::sync::Arc<[u32]>,
+    padded: bool,
+}
+
+impl SubsetDrafter {
+    fn row(&self, full: Vec<f32>) -> Vec<f32> {
+        if self.padded {
+            let mut row = vec![f32::NEG_INFINITY; full.len()];
+            self.ids.iter().for_each(|&t| row[t as usize] = full[t as usize]);
+            row
+        } else {
+            self.ids.iter().map(|&t| full[t as usize]).collect()
+        }
+    }
+}
+
+impl BeamDrafter for SubsetDrafter {
+    fn start(&mut self, g0: u32) -> Vec<f32> {
+        let full = self.inner.start(g0);
+        self.row(full)
+    }
+
+    fn step(&mut self, parents: &[usize], tokens: &[u32]) -> Vec<Vec<f32>> {
+        self.inner.step(parents, tokens).into_iter().map(|full| self.row(full)).collect()
+    }
+
+    fn vocabulary(&self) -> Option<std::sync::Arc<[u32]>> {
+        (!self.padded).then(|| self.ids.clone())
+    }
+}
+
+#[test]
+fn a_drafter_over_part_of_the_vocabulary_finds_the_beams_of_its_padded_rows() {
+    let mut rng = XorShift::new(11);
+    for trial in 0..20u64 {
+        let vocab = 40 + rng.range(0, 40);
+        let ids: std::sync::Arc<[u32]> = (0..vocab as u32).filter(|_| rng.range(0, 3) > 0).collect();
+        let (width, length) = (1 + rng.range(0, 4), 2 + rng.range(0, 4));
+        let c = cfg(width, length, width.max(1 + rng.range(0, 8)).min(ids.len()));
+        let g0 = ids[rng.range(0, ids.len())];
+        let run = |padded| {
+            let inner = FakeDrafter::new(vocab, trial);
+            beam_search(&mut SubsetDrafter { inner, ids: ids.clone(), padded }, g0, &c)
+        };
+        assert_eq!(run(false), run(true), "trial {trial}: vocab {vocab}, {c:?}");
+    }
+}
