@@ -14,8 +14,8 @@ use std::arch::x86_64::*;
 use crate::act::PackedTile;
 use crate::avx2::prefetch_block;
 use crate::dispatch::{check_packed, Group, OutPtr, TileOut};
-use crate::matrix::QMatrix;
 use crate::layout::{tile_bytes, tile_scales, GROUP, QK, UNIT};
+use crate::matrix::QMatrix;
 use crate::QFormat;
 
 /// Broadcasts the four activation bytes at `p` to every 32-bit lane.

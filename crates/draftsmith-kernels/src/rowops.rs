@@ -66,22 +66,8 @@ pub fn silu_mul(gate: &[f32], up: &[f32], out: &mut [f32]) {
 pub fn exp_shifted(x: &mut [f32], shift: f32) {
     #[cfg(target_arch = "x86_64")]
     if simd() {
-        let mut chunks = x.chunks_exact_mut(8);
-        for c in &mut chunks {
-            // SAFETY: as in `sum_squares`; `c` holds 8 values.
-            unsafe { avx2::exp8_in_place(c, shift) };
-        }
-        let tail = chunks.into_remainder();
-        if !tail.is_empty() {
-            // The tail goes through the same vector code on a padded copy, so every element
-            // gets the same rounding wherever it sits.
-            let mut pad = [0.0f32; 8];
-            pad[..tail.len()].copy_from_slice(tail);
-            // SAFETY: as above.
-            unsafe { avx2::exp8_in_place(&mut pad, shift) };
-            let n = tail.len();
-            tail.copy_from_slice(&pad[..n]);
-        }
+        // SAFETY: AVX2 and FMA are available (`simd`).
+        unsafe { avx2::exp_shifted(x, shift) };
         return;
     }
     x.iter_mut().for_each(|v| *v = exp_scalar(*v - shift));
@@ -93,6 +79,13 @@ pub fn exp_shifted(x: &mut [f32], shift: f32) {
 /// then the tail in order — one fixed sequence for a given length, on both paths.
 pub fn softmax_numerators(x: &mut [f32]) -> f32 {
     let max = row_max(x);
+    #[cfg(target_arch = "x86_64")]
+    if simd() {
+        // SAFETY: AVX2 and FMA are available (`simd`).
+        let acc = unsafe { avx2::exp_shifted(x, max) };
+        let tail: f32 = x[x.len() / 8 * 8..].iter().sum();
+        return reduce8(acc) + tail;
+    }
     exp_shifted(x, max);
     let mut acc = [0.0f32; 8];
     let chunks = x.chunks_exact(8);
@@ -167,14 +160,40 @@ mod avx2 {
         _mm256_mul_ps(y, _mm256_castsi256_ps(_mm256_slli_epi32::<23>(bits)))
     }
 
+    /// [`super::exp_shifted`] in one call (a call per eight values cost as much as their
+    /// `exp` at long context); returns the lane sums of the whole 8-value chunks, lane `l`
+    /// adding elements `l, l + 8, …` in order (what [`super::softmax_numerators`] sums). The
+    /// tail goes through the same vector code on a padded copy, so every element gets the same
+    /// rounding wherever it sits.
     #[target_feature(enable = "avx2,fma")]
-    pub(super) unsafe fn exp8_in_place(x: &mut [f32], shift: f32) {
-        assert!(x.len() >= 8);
-        // SAFETY: `x` holds at least 8 values.
-        unsafe {
-            let v = _mm256_sub_ps(_mm256_loadu_ps(x.as_ptr()), _mm256_set1_ps(shift));
-            _mm256_storeu_ps(x.as_mut_ptr(), exp8(v));
+    pub(super) unsafe fn exp_shifted(x: &mut [f32], shift: f32) -> [f32; 8] {
+        let s = _mm256_set1_ps(shift);
+        let mut acc = _mm256_setzero_ps();
+        let mut chunks = x.chunks_exact_mut(8);
+        for c in &mut chunks {
+            // SAFETY: `c` holds 8 values.
+            unsafe {
+                let e = exp8(_mm256_sub_ps(_mm256_loadu_ps(c.as_ptr()), s));
+                _mm256_storeu_ps(c.as_mut_ptr(), e);
+                acc = _mm256_add_ps(acc, e);
+            }
         }
+        let tail = chunks.into_remainder();
+        if !tail.is_empty() {
+            let mut pad = [0.0f32; 8];
+            pad[..tail.len()].copy_from_slice(tail);
+            // SAFETY: `pad` holds 8 values.
+            unsafe {
+                let v = _mm256_sub_ps(_mm256_loadu_ps(pad.as_ptr()), s);
+                _mm256_storeu_ps(pad.as_mut_ptr(), exp8(v));
+            }
+            let n = tail.len();
+            tail.copy_from_slice(&pad[..n]);
+        }
+        let mut lanes = [0.0f32; 8];
+        // SAFETY: `lanes` holds 8 values.
+        unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), acc) };
+        lanes
     }
 
     #[target_feature(enable = "avx2,fma")]
@@ -222,6 +241,12 @@ mod tests {
             assert!(got.iter().zip(&want).all(|(a, b)| a.to_bits() == b.to_bits()), "len {len}");
             let exact: f64 = want.iter().map(|&v| v as f64).sum();
             assert!((sum as f64 - exact).abs() <= 1e-6 * exact, "len {len}: {sum} vs {exact}");
+            // The documented order: lane l sums elements l, l + 8, … in order, then the tail.
+            let mut lanes = [0.0f32; 8];
+            let chunks = want.chunks_exact(8);
+            let tail: f32 = chunks.remainder().iter().sum();
+            chunks.for_each(|c| (0..8).for_each(|l| lanes[l] += c[l]));
+            assert_eq!(sum.to_bits(), (reduce8(lanes) + tail).to_bits(), "len {len}: summation order");
         }
         assert_eq!(row_max(&[]), f32::NEG_INFINITY);
     }

@@ -914,7 +914,7 @@ unsafe fn scores3_wide<T: KvElem, const C: usize>(
 }
 
 /// [`weighted_sum_avx2`] for three rows at once (`w`: row `r` at `w[r · stride ..]`; `o`:
-/// `[3, C·8]`): the head is walked four chunks at a time, each value chunk loaded once for the
+/// `[3, C·8]`): the head is walked eight chunks at a time, each value chunk loaded once for the
 /// three rows; per element the same FMA per key, in key order.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl")]
@@ -929,19 +929,21 @@ unsafe fn weighted_sum3_wide<T: KvElem, const C: usize>(
     let d = C * 8;
     let m = visible.len();
     assert!(o.len() == 3 * d && w.len() >= 2 * stride + m && rows_in_bounds(visible, d, values.len()));
-    for c0 in (0..C).step_by(4) {
+    // Eight chunks (64 elements) per pass: 24 accumulators, one value chunk and the three
+    // weights in registers, so a 64-wide head walks its values once.
+    for c0 in (0..C).step_by(8) {
         // SAFETY (all loads and stores): `o` holds 3·d floats, every visible value row d floats,
-        // and row r's weights are in bounds (asserted).
-        let mut acc: [[__m256; 4]; 3] = std::array::from_fn(|r| {
+        // and row r's weights are in bounds (asserted); C is a multiple of 8.
+        let mut acc: [[__m256; 8]; 3] = std::array::from_fn(|r| {
             std::array::from_fn(|c| unsafe { _mm256_loadu_ps(o.as_ptr().add(r * d + (c0 + c) * 8)) })
         });
         for (idx, &j) in visible.iter().enumerate() {
             let vp = unsafe { values.as_ptr().add(j * d + c0 * 8) };
-            let v: [__m256; 4] = std::array::from_fn(|c| unsafe { load8(vp.add(c * 8)) });
-            for (r, a) in acc.iter_mut().enumerate() {
-                let p = _mm256_set1_ps(unsafe { *w.get_unchecked(r * stride + idx) });
-                for c in 0..4 {
-                    a[c] = _mm256_fmadd_ps(p, v[c], a[c]);
+            let p: [__m256; 3] = std::array::from_fn(|r| _mm256_set1_ps(unsafe { *w.get_unchecked(r * stride + idx) }));
+            for c in 0..8 {
+                let v = unsafe { load8(vp.add(c * 8)) };
+                for (a, &pr) in acc.iter_mut().zip(&p) {
+                    a[c] = _mm256_fmadd_ps(pr, v, a[c]);
                 }
             }
         }
