@@ -6,7 +6,7 @@ mod common;
 
 use common::{ar, tiny, Lcg};
 use draftsmith_core::DraftTree;
-use draftsmith_decode::spec::policy::PROBE_EVERY;
+use draftsmith_decode::spec::policy::{PROBE_EVERY, REFRESH_ONE};
 use draftsmith_decode::spec::{Auto, CostModel};
 use draftsmith_decode::{generate_speculative, DecodeError, DraftContext, DraftCost, Proposer};
 use draftsmith_model::Architecture;
@@ -94,6 +94,23 @@ fn probes_of_a_method_that_stays_cold_back_off() {
     let late = drafted.iter().filter(|&&i| i >= 2 * PROBE_EVERY).count();
     assert!(late <= 6, "drafted at steps {drafted:?}");
     assert!(late >= 2, "it still probes: drafted at steps {drafted:?}");
+}
+
+#[test]
+fn a_policy_that_learns_its_costs_measures_a_plain_step_now_and_then() {
+    // Measured costs (not a fixed model): whatever the drafts, the first step of a generation
+    // and one in every REFRESH_ONE + 1 after it are plain steps, so the 1-token cost at the
+    // current context is measured rather than extrapolated.
+    let Case { model, prompt, want, reference } = case(Architecture::Llama, 9, 10, 400);
+    let (vocab, n) = (model.config().vocab_size, want.len());
+    let inner = Scripted { reference, len: 4, wrong: false, vocab };
+    let mut auto = Auto::new(Box::new(inner), CostModel::from_points(&[(1, 1.0), (64, 64.0)]));
+    let got = generate_speculative(&model, &prompt, n, &[], &mut auto).unwrap();
+    assert_eq!(got.tokens, want, "lossless");
+    assert_eq!(got.steps[0].tree_size, 0, "the first step measures a plain pass");
+    let plain: Vec<usize> = got.steps.iter().enumerate().filter(|(_, s)| s.tree_size == 0).map(|(i, _)| i).collect();
+    let gaps = plain.windows(2).map(|w| w[1] - w[0]).chain([got.steps.len() - plain[plain.len() - 1]]);
+    assert!(gaps.into_iter().all(|g| g <= REFRESH_ONE + 1), "plain steps at {plain:?} of {}", got.steps.len());
 }
 
 #[test]
