@@ -57,8 +57,8 @@ pub(crate) unsafe fn tile_packed(f: QFormat, w: Group<'_>, a: PackedTile<'_>, ou
 /// Row groups `groups` of `m` against one packed activation tile (its rows `c0 ..`), each
 /// group's results copied straight into the output rows: the whole range in one call, so the
 /// per-group work outside the arithmetic (slicing, dispatch, checks) is a few instructions.
-/// Prefetches the next group while computing one, up to `prefetch_end` (the calling thread's
-/// range). Every group gets exactly the arithmetic of [`tile_packed`].
+/// Prefetches the next group of the range while computing one. Every group gets exactly the
+/// arithmetic of [`tile_packed`].
 ///
 /// # Safety
 /// The CPU must support AVX-512 F/BW/VL/VNNI, AVX2, FMA and F16C; no other thread may write the
@@ -80,18 +80,17 @@ pub(crate) unsafe fn groups_packed(
     let (quants, scales) = m.group(groups.start);
     check_packed(f, Group { quants, scales, next: empty }, a, crate::dispatch::TILE);
     let rows = m.rows();
-    let end = groups.end;
     macro_rules! width {
         ($kernel:ident) => {
             match a.cn {
-                1 => each::<1>(m, groups, end, a, c0, rows, out, $kernel::<1>),
-                2 => each::<2>(m, groups, end, a, c0, rows, out, $kernel::<2>),
-                3 => each::<3>(m, groups, end, a, c0, rows, out, $kernel::<3>),
-                4 => each::<4>(m, groups, end, a, c0, rows, out, $kernel::<4>),
-                5 => each::<5>(m, groups, end, a, c0, rows, out, $kernel::<5>),
-                6 => each::<6>(m, groups, end, a, c0, rows, out, $kernel::<6>),
-                7 => each::<7>(m, groups, end, a, c0, rows, out, $kernel::<7>),
-                _ => each::<8>(m, groups, end, a, c0, rows, out, $kernel::<8>),
+                1 => each::<1>(m, groups, a, c0, rows, out, $kernel::<1>),
+                2 => each::<2>(m, groups, a, c0, rows, out, $kernel::<2>),
+                3 => each::<3>(m, groups, a, c0, rows, out, $kernel::<3>),
+                4 => each::<4>(m, groups, a, c0, rows, out, $kernel::<4>),
+                5 => each::<5>(m, groups, a, c0, rows, out, $kernel::<5>),
+                6 => each::<6>(m, groups, a, c0, rows, out, $kernel::<6>),
+                7 => each::<7>(m, groups, a, c0, rows, out, $kernel::<7>),
+                _ => each::<8>(m, groups, a, c0, rows, out, $kernel::<8>),
             }
         };
     }
@@ -107,7 +106,6 @@ pub(crate) unsafe fn groups_packed(
 unsafe fn each<const C: usize>(
     m: &QMatrix,
     groups: std::ops::Range<usize>,
-    end: usize,
     a: PackedTile<'_>,
     c0: usize,
     rows: usize,
@@ -116,6 +114,7 @@ unsafe fn each<const C: usize>(
 ) {
     let mut tile: TileOut = [[0.0; GROUP]; crate::dispatch::TILE];
     let empty: (&[u8], &[u16]) = (&[], &[]);
+    let end = groups.end;
     for g in groups {
         let (quants, scales) = m.group(g);
         let next = if g + 1 < end { m.group(g + 1) } else { empty };

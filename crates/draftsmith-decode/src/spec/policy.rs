@@ -20,7 +20,11 @@
 //!   the best expected rate. After at least `PROBE_EVERY` plain steps a probe drafts (one token
 //!   for a method told its depth) and keeps its best node, so a method that went cold can prove
 //!   itself again; probes are spaced by their measured cost (catch-up included) to stay within
-//!   [`PROBE_BUDGET`] of the plain steps' time.
+//!   [`PROBE_BUDGET`] of the plain steps' time, less after probes the target rejected
+//!   ([`PROBE_BACKOFF`]).
+//! * **Measuring the plain step**: the first step of a generation, and a step after
+//!   [`REFRESH_ONE`] without a 1-token pass, is a plain step, so the 1-token cost the choices
+//!   compare against is measured at the current context.
 //!
 //! Pruning only removes nodes (with their subtrees) from a tree, so any choice is lossless.
 
@@ -79,7 +83,7 @@ pub const PROBE_BUDGET: f64 = 0.02;
 /// `PROBE_EVERY`), at most this many times: a method that stays cold (TokenSwift's heads under
 /// sampling, right 4–6 % of the time) costs 0.25 % instead of 2 %; an accepted probe, a step
 /// that drafts and a new generation reset it.
-const PROBE_BACKOFF: u32 = 3;
+pub const PROBE_BACKOFF: u32 = 3;
 /// A step without a 1-token pass in this many is a plain step (when the cost model learns): the
 /// 1-token cost at the current context is then measured, not predicted from the start-up
 /// calibration scaled by multi-token passes, which at long context overstates it (attention
@@ -574,8 +578,7 @@ impl Proposer for Auto {
             self.cold_probes = 0;
         }
         self.since_probe += 1;
-        let probing =
-            !refresh && depth == 0 && self.since_probe >= self.probe_interval(depth_range.is_some());
+        let probing = !refresh && depth == 0 && self.since_probe >= self.probe_interval(depth_range.is_some());
         self.probed = probing;
         let was_skipped = std::mem::replace(&mut self.skipped, depth == 0 && !probing);
         if self.skipped {
