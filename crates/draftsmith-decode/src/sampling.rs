@@ -128,11 +128,26 @@ fn normalize(probs: &mut [f32]) {
 
 /// Zeroes tokens removed by top-k, top-p, min-p and η, then renormalizes.
 fn truncate(probs: &mut [f32], cfg: &SamplingConfig) {
-    let eta_floor = (cfg.eta > 0.0).then(|| {
+    let eta_floor = eta_floor(probs, cfg);
+    let order = candidates_in_order(probs, cfg, eta_floor);
+    let keep = kept(probs, &order, cfg, eta_floor);
+    let mut mask = vec![false; probs.len()];
+    order[..keep].iter().for_each(|&i| mask[i] = true);
+    probs.iter_mut().zip(&mask).filter(|(_, &k)| !k).for_each(|(p, _)| *p = 0.0);
+    normalize(probs);
+}
+
+/// The η-sampling floor `min(η, √η · e^{−H})` of `probs`, when η is set.
+fn eta_floor(probs: &[f32], cfg: &SamplingConfig) -> Option<f32> {
+    (cfg.eta > 0.0).then(|| {
         let entropy: f32 = probs.iter().filter(|&&p| p > 0.0).map(|&p| -p * p.ln()).sum();
         cfg.eta.min(cfg.eta.sqrt() * (-entropy).exp())
-    });
-    let order = candidates_in_order(probs, cfg, eta_floor);
+    })
+}
+
+/// How many of `order` (candidate tokens, most probable first; the whole vocabulary when
+/// top-p limits the set) top-k, top-p, min-p and η keep — at least one.
+fn kept(probs: &[f32], order: &[usize], cfg: &SamplingConfig, eta_floor: Option<f32>) -> usize {
     let top = probs[order[0]];
     let mut keep = order.len();
     if cfg.top_k > 0 {
@@ -154,10 +169,7 @@ fn truncate(probs: &mut [f32], cfg: &SamplingConfig) {
         let n = order.iter().take_while(|&&i| probs[i] >= floor).count();
         keep = keep.min(n.max(1));
     }
-    let mut kept = vec![false; probs.len()];
-    order[..keep].iter().for_each(|&i| kept[i] = true);
-    probs.iter_mut().zip(&kept).filter(|(_, &k)| !k).for_each(|(p, _)| *p = 0.0);
-    normalize(probs);
+    keep
 }
 
 /// The tokens [`truncate`] may keep, most probable first (ties by id): every token, sorted,
@@ -280,31 +292,12 @@ mod tests {
         assert!(p[2] > 0.0 && p[3] == 0.0, "floor min(0.1, 0.1010) = 0.1 keeps 0.15, drops 0.05: {p:?}");
     }
 
-    /// The full-sort truncation the candidate pre-selection replaced.
+    /// The full-sort truncation the candidate pre-selection replaced: the same limits applied
+    /// to the whole vocabulary sorted.
     fn truncate_by_full_sort(probs: &mut [f32], cfg: &SamplingConfig) {
-        let eta_floor = (cfg.eta > 0.0).then(|| {
-            let entropy: f32 = probs.iter().filter(|&&p| p > 0.0).map(|&p| -p * p.ln()).sum();
-            cfg.eta.min(cfg.eta.sqrt() * (-entropy).exp())
-        });
         let mut order: Vec<usize> = (0..probs.len()).collect();
         order.sort_unstable_by(|&a, &b| probs[b].total_cmp(&probs[a]).then(a.cmp(&b)));
-        let top = probs[order[0]];
-        let mut keep = probs.len();
-        if cfg.top_k > 0 {
-            keep = keep.min(cfg.top_k);
-        }
-        if cfg.top_p < 1.0 {
-            let mut acc = 0.0;
-            let n = order.iter().position(|&i| {
-                acc += probs[i];
-                acc >= cfg.top_p
-            });
-            keep = keep.min(n.map_or(probs.len(), |n| n + 1));
-        }
-        for floor in [(cfg.min_p > 0.0).then_some(cfg.min_p * top), eta_floor].into_iter().flatten() {
-            let n = order.iter().take_while(|&&i| probs[i] >= floor).count();
-            keep = keep.min(n.max(1));
-        }
+        let keep = kept(probs, &order, cfg, eta_floor(probs, cfg));
         for &i in &order[keep..] {
             probs[i] = 0.0;
         }
