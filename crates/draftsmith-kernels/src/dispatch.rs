@@ -131,7 +131,13 @@ pub(crate) type OutPtr<'a> = DisjointSlice<'a, f32>;
 /// Copies `vals` to `out[at .. at + vals.len()]`, indices of the calling thread's row groups.
 pub(crate) fn write_out(out: &OutPtr<'_>, at: usize, vals: &[f32]) {
     // SAFETY: each thread writes only the outputs of its own row groups (`run_groups`).
-    unsafe { out.part(at, vals.len()) }.copy_from_slice(vals);
+    let dst = unsafe { out.part(at, vals.len()) };
+    // A whole group (every group but a matrix's last) is a fixed-size copy: a few vector moves
+    // instead of a `memcpy` call per group and activation row.
+    match (<&mut [f32; GROUP]>::try_from(&mut *dst), <&[f32; GROUP]>::try_from(vals)) {
+        (Ok(d), Ok(v)) => *d = *v,
+        _ => dst.copy_from_slice(vals),
+    }
 }
 
 /// Splits `groups` row groups over the kernel pool's threads ([`Pool`](crate::Pool)), or runs

@@ -19,6 +19,14 @@ pub trait KvElem: Copy + Default + Send + Sync + 'static {
     fn from_f32(x: f32) -> Self;
     /// The element as f32 (exact).
     fn to_f32(self) -> f32;
+    /// `dst[i] = from_f32(src[i])` (the same lengths).
+    fn round_slice(src: &[f32], dst: &mut [Self]) {
+        dst.iter_mut().zip(src).for_each(|(o, &x)| *o = Self::from_f32(x));
+    }
+    /// `dst[i] = src[i].to_f32()` (the same lengths).
+    fn widen_slice(src: &[Self], dst: &mut [f32]) {
+        dst.iter_mut().zip(src).for_each(|(o, &x)| *o = x.to_f32());
+    }
     /// `row` as f32: its exact widening into `buf` (at least as long), or for f32 the row itself.
     fn widen<'a>(row: &'a [Self], buf: &'a mut [f32]) -> &'a [f32] {
         let out = &mut buf[..row.len()];
@@ -48,16 +56,23 @@ impl KvElem for f16 {
     fn to_f32(self) -> f32 {
         f16::to_f32(self)
     }
+    // Eight at a time with F16C where the CPU has it; the same round-to-nearest-even bits.
+    fn round_slice(src: &[f32], dst: &mut [Self]) {
+        half::slice::HalfFloatSliceExt::convert_from_f32_slice(dst, src);
+    }
+    fn widen_slice(src: &[Self], dst: &mut [f32]) {
+        half::slice::HalfFloatSliceExt::convert_to_f32_slice(src, dst);
+    }
 }
 
 /// Writes `src` widened to f32 into `dst` (the same length).
 fn widen_into<T: KvElem>(src: &[T], dst: &mut [f32]) {
-    dst.iter_mut().zip(src).for_each(|(o, &x)| *o = x.to_f32());
+    T::widen_slice(src, dst);
 }
 
 /// Writes `src` rounded to the cache element into `dst` (the same length).
 fn round_into<T: KvElem>(src: &[f32], dst: &mut [T]) {
-    dst.iter_mut().zip(src).for_each(|(o, &x)| *o = T::from_f32(x));
+    T::round_slice(src, dst);
 }
 
 /// Keys and values of every layer in one element format, `[kv_heads, capacity, head_dim]` per
@@ -389,16 +404,32 @@ pub fn attend_into<T: KvElem>(
         simd: simd_available(),
         wide: wide_available(),
     };
+    let group = shape.group;
     let dst = RowsPtr::new(out);
     let work = |t: usize, threads: usize| {
         let dst = &dst;
+        if n == 1 && kv_heads % threads != 0 {
+            // One token whose kv heads do not split evenly (SmolLM2: 3 over 2 threads would be
+            // 2 : 1): split its query heads instead, each thread taking a run of them kv head by
+            // kv head (a kv head on both sides is read by both). Per row the arithmetic is the
+            // same whichever rows share a kernel call.
+            let mine = draftsmith_kernels::pool::split(heads, t, threads);
+            let mut h = mine.start;
+            while h < mine.end {
+                let g = h / group;
+                let end = mine.end.min((g + 1) * group);
+                attend_unit(q, keys, values, &shape, g, 0..1, h..end, visibility, dst);
+                h = end;
+            }
+            return;
+        }
         for u in draftsmith_kernels::pool::split(units, t, threads) {
             let (g, c) = (u / chunks, u % chunks);
             let tokens = draftsmith_kernels::pool::split(n, c, chunks);
-            attend_unit(q, keys, values, &shape, g, tokens, visibility, dst);
+            attend_unit(q, keys, values, &shape, g, tokens, g * group..(g + 1) * group, visibility, dst);
         }
     };
-    if n * heads * total >= PARALLEL_SCORES && units > 1 {
+    if n * heads * total >= PARALLEL_SCORES && (units > 1 || group > 1) {
         pool.run(&work);
     } else {
         work(0, 1);
@@ -437,18 +468,20 @@ fn attend_unit<T: KvElem>(
     sh: &AttendShape,
     g: usize,
     tokens: std::ops::Range<usize>,
+    heads: std::ops::Range<usize>,
     visibility: &Visibility<'_>,
     dst: &RowsPtr<'_>,
 ) {
-    let (hd, group, span) = (sh.head_dim, sh.group, sh.group * sh.head_dim);
+    let (hd, width) = (sh.head_dim, heads.len());
     let kv = g * sh.capacity * hd..(g + 1) * sh.capacity * hd;
     let (keys, values) = (&keys[kv.clone()], &values[kv]);
     draftsmith_kernels::pool::with_thread_scratch(&UNIT_SCRATCH, |s: &mut UnitScratch| {
-        s.prepare(tokens.clone(), visibility, group);
+        s.prepare(tokens.clone(), visibility, width);
         let UnitScratch { visible, weights, cuts, sums } = s;
         let rows = tokens.len();
         let (visible, weights) = (&visible[..rows], &mut weights[..rows]);
-        let qs = |i: usize| &q[(i * sh.heads + g * group) * hd..][..span];
+        let first = heads.start;
+        let qs = |i: usize| &q[(i * sh.heads + first) * hd..][..width * hd];
         // Each token's visible keys cut at the key-block boundaries: in block `b`, token `k` sees
         // `visible[k][cuts[k][b]..cuts[k][b + 1]]`. Both walks below go block by block, every token
         // of the unit within a block, so a block of keys or values serves them all while cached.
@@ -459,7 +492,7 @@ fn attend_unit<T: KvElem>(
             c.extend((0..=blocks).map(|b| v.partition_point(|&j| j < b * KEY_BLOCK)));
         }
         let cuts = &cuts[..rows];
-        unit_body(qs, keys, values, sh, g, tokens, (visible, weights, cuts, sums), blocks, dst);
+        unit_body(qs, keys, values, sh, heads, tokens, (visible, weights, cuts, sums), blocks, dst);
     });
 }
 
@@ -474,8 +507,8 @@ struct UnitScratch {
 }
 
 impl UnitScratch {
-    /// Fills the visible keys of `tokens` and sizes the score rows (`group` per token).
-    fn prepare(&mut self, tokens: std::ops::Range<usize>, visibility: &Visibility<'_>, group: usize) {
+    /// Fills the visible keys of `tokens` and sizes the score rows (`width` query heads per token).
+    fn prepare(&mut self, tokens: std::ops::Range<usize>, visibility: &Visibility<'_>, width: usize) {
         let rows = tokens.len();
         for list in [&mut self.visible, &mut self.cuts] {
             if list.len() < rows {
@@ -489,10 +522,10 @@ impl UnitScratch {
             visibility.keys(i, &mut self.visible[k]);
             let w = &mut self.weights[k];
             w.clear();
-            w.resize(group * self.visible[k].len(), 0.0);
+            w.resize(width * self.visible[k].len(), 0.0);
         }
         self.sums.clear();
-        self.sums.resize(rows * group, 0.0);
+        self.sums.resize(rows * width, 0.0);
     }
 }
 
@@ -507,13 +540,13 @@ fn unit_body<'q, T: KvElem>(
     keys: &[T],
     values: &[T],
     sh: &AttendShape,
-    g: usize,
+    heads: std::ops::Range<usize>,
     tokens: std::ops::Range<usize>,
     (visible, weights, cuts, sums): (&[Vec<usize>], &mut [Vec<f32>], &[Vec<usize>], &mut [f32]),
     blocks: usize,
     dst: &RowsPtr<'_>,
 ) {
-    let (hd, group, span) = (sh.head_dim, sh.group, sh.group * sh.head_dim);
+    let (hd, width) = (sh.head_dim, heads.len());
     let segments = || {
         (0..blocks)
             .flat_map(|b| tokens.clone().enumerate().map(move |(k, i)| (k, i, b)))
@@ -528,21 +561,21 @@ fn unit_body<'q, T: KvElem>(
     for (k, w) in weights.iter_mut().enumerate() {
         let m = visible[k].len().max(1);
         for (r, row) in w.chunks_mut(m).enumerate() {
-            sums[k * group + r] = draftsmith_kernels::rowops::softmax_numerators(row);
+            sums[k * width + r] = draftsmith_kernels::rowops::softmax_numerators(row);
         }
     }
     // Weighted sums of the values (the accumulators wait in the output rows between blocks).
     for (k, i, b) in segments() {
         let (lo, hi) = (cuts[k][b], cuts[k][b + 1]);
         // SAFETY: a unit writes only the rows of its own kv head and tokens.
-        let o = unsafe { dst.part((i * sh.heads + g * group) * hd, span) };
+        let o = unsafe { dst.part((i * sh.heads + heads.start) * hd, width * hd) };
         weighted_sums(values, &visible[k][lo..hi], &weights[k][lo..], visible[k].len(), o, sh);
     }
     for (k, i) in tokens.enumerate() {
         // SAFETY: as above.
-        let o = unsafe { dst.part((i * sh.heads + g * group) * hd, span) };
+        let o = unsafe { dst.part((i * sh.heads + heads.start) * hd, width * hd) };
         for (r, oh) in o.chunks_mut(hd).enumerate() {
-            let inv = 1.0 / sums[k * group + r];
+            let inv = 1.0 / sums[k * width + r];
             oh.iter_mut().for_each(|x| *x *= inv);
         }
     }
@@ -1105,12 +1138,65 @@ mod tests {
     }
 
     #[test]
+    fn a_token_whose_heads_split_over_threads_matches_the_row_reference_bit_for_bit() {
+        // SmolLM2's shape: 9 query heads over 3 kv heads, which a 2-thread pool splits by
+        // query head; long enough a context to run on the pool.
+        let (heads, kvh, d, cached_len) = (9, 3, 64, 200);
+        let cap = cached_len + 1;
+        let f = |i: usize| ((i * 7919 % 1013) as f32 - 506.0) / 317.0;
+        let keys: Vec<f16> = cached((0..kvh * cap * d).map(f));
+        let values: Vec<f16> = cached((0..kvh * cap * d).map(|i| f(i + 3)));
+        let q: Vec<f32> = (0..heads * d).map(|i| f(i + 11) * 0.1).collect();
+        let vis = Visibility::Causal { cached: cached_len };
+        let got = attend(&q, &keys, &values, cap, heads, kvh, d, &vis);
+        let visible: Vec<usize> = (0..=cached_len).collect();
+        let group = heads / kvh;
+        for g in 0..kvh {
+            let kv = g * cap * d..(g + 1) * cap * d;
+            let mut want = vec![0.0f32; group * d];
+            let qs = &q[g * group * d..(g + 1) * group * d];
+            attend_group(
+                qs,
+                &keys[kv.clone()],
+                &values[kv],
+                d,
+                1.0 / (d as f32).sqrt(),
+                &visible,
+                &mut want,
+                simd_available(),
+            );
+            let ours = &got[g * group * d..(g + 1) * group * d];
+            assert!(ours.iter().zip(&want).all(|(a, b)| a.to_bits() == b.to_bits()), "kv head {g}");
+        }
+    }
+
+    #[test]
     fn dot_paths_agree() {
         let a: Vec<f32> = (0..67).map(|i| (i as f32 * 0.37).sin()).collect();
         let b: Vec<f32> = (0..67).map(|i| (i as f32 * 0.11).cos()).collect();
         let exact: f64 = a.iter().zip(&b).map(|(x, y)| *x as f64 * *y as f64).sum();
         assert!((dot(&a, &b) as f64 - exact).abs() < 1e-5);
         assert!((dot_portable(&a, &b) as f64 - exact).abs() < 1e-5);
+    }
+
+    #[test]
+    fn slice_rounding_gives_each_elements_bits() {
+        // Normal, subnormal, overflowing and tie values, in a length with a remainder.
+        let xs: Vec<f32> = (0..203)
+            .map(|i| match i % 5 {
+                0 => (i as f32 * 0.731).sin() * 3.0,
+                1 => 1e-6 * i as f32,
+                2 => 7e4 * i as f32,
+                3 => 1.0 + (i as f32) * 2f32.powi(-11),
+                _ => -(i as f32) / 7.0,
+            })
+            .collect();
+        let mut halves = vec![f16::ZERO; xs.len()];
+        f16::round_slice(&xs, &mut halves);
+        assert!(halves.iter().zip(&xs).all(|(h, &x)| h.to_bits() == f16::from_f32(x).to_bits()));
+        let mut back = vec![0.0f32; xs.len()];
+        f16::widen_slice(&halves, &mut back);
+        assert!(back.iter().zip(&halves).all(|(b, h)| b.to_bits() == h.to_f32().to_bits()));
     }
 
     #[test]
