@@ -1109,31 +1109,43 @@ mod tests {
             let (kf, vf) = (widened(&keys), widened(&values));
             let as_f32 = attend(&q, &kf, &vf, cap, heads, kvh, d, &vis);
             assert!(got.iter().zip(&as_f32).all(|(a, b)| a.to_bits() == b.to_bits()), "head_dim {d}: widened");
-            let group = heads / kvh;
+            let row = heads * d;
             for i in 0..n {
                 let mut visible = Vec::new();
                 vis.keys(i, &mut visible);
-                for g in 0..kvh {
-                    let kv = g * cap * d..(g + 1) * cap * d;
-                    let qs = &q[(i * heads + g * group) * d..][..group * d];
-                    let mut want = vec![0.0f32; group * d];
-                    attend_group(
-                        qs,
-                        &keys[kv.clone()],
-                        &values[kv],
-                        d,
-                        1.0 / (d as f32).sqrt(),
-                        &visible,
-                        &mut want,
-                        simd_available(),
-                    );
-                    let ours = &got[(i * heads + g * group) * d..][..group * d];
-                    assert!(
-                        ours.iter().zip(&want).all(|(a, b)| a.to_bits() == b.to_bits()),
-                        "head_dim {d}, token {i}, kv head {g}"
-                    );
-                }
+                let (q, got) = (&q[i * row..(i + 1) * row], &got[i * row..(i + 1) * row]);
+                let what = format!("head_dim {d}, token {i}");
+                assert_token_matches_reference(q, (&keys, &values), (cap, kvh, d), &visible, got, &what);
             }
+        }
+    }
+
+    /// Asserts that `got`, one token's attention output (`[heads, d]`), has kv head by kv head
+    /// the bits of [`attend_group`] for its queries `q` over the `visible` keys.
+    fn assert_token_matches_reference<T: KvElem>(
+        q: &[f32],
+        (keys, values): (&[T], &[T]),
+        (cap, kvh, d): (usize, usize, usize),
+        visible: &[usize],
+        got: &[f32],
+        what: &str,
+    ) {
+        let group = q.len() / d / kvh;
+        for g in 0..kvh {
+            let (kv, span) = (g * cap * d..(g + 1) * cap * d, g * group * d..(g + 1) * group * d);
+            let mut want = vec![0.0f32; group * d];
+            let scale = 1.0 / (d as f32).sqrt();
+            attend_group(
+                &q[span.clone()],
+                &keys[kv.clone()],
+                &values[kv],
+                d,
+                scale,
+                visible,
+                &mut want,
+                simd_available(),
+            );
+            assert!(got[span].iter().zip(&want).all(|(a, b)| a.to_bits() == b.to_bits()), "{what}, kv head {g}");
         }
     }
 
@@ -1150,24 +1162,7 @@ mod tests {
         let vis = Visibility::Causal { cached: cached_len };
         let got = attend(&q, &keys, &values, cap, heads, kvh, d, &vis);
         let visible: Vec<usize> = (0..=cached_len).collect();
-        let group = heads / kvh;
-        for g in 0..kvh {
-            let kv = g * cap * d..(g + 1) * cap * d;
-            let mut want = vec![0.0f32; group * d];
-            let qs = &q[g * group * d..(g + 1) * group * d];
-            attend_group(
-                qs,
-                &keys[kv.clone()],
-                &values[kv],
-                d,
-                1.0 / (d as f32).sqrt(),
-                &visible,
-                &mut want,
-                simd_available(),
-            );
-            let ours = &got[g * group * d..(g + 1) * group * d];
-            assert!(ours.iter().zip(&want).all(|(a, b)| a.to_bits() == b.to_bits()), "kv head {g}");
-        }
+        assert_token_matches_reference(&q, (&keys, &values), (cap, kvh, d), &visible, &got, "one token");
     }
 
     #[test]
