@@ -30,7 +30,7 @@ pub trait KvElem: Copy + Default + Send + Sync + 'static {
     /// `row` as f32: its exact widening into `buf` (at least as long), or for f32 the row itself.
     fn widen<'a>(row: &'a [Self], buf: &'a mut [f32]) -> &'a [f32] {
         let out = &mut buf[..row.len()];
-        widen_into(row, out);
+        Self::widen_slice(row, out);
         out
     }
 }
@@ -63,16 +63,6 @@ impl KvElem for f16 {
     fn widen_slice(src: &[Self], dst: &mut [f32]) {
         half::slice::HalfFloatSliceExt::convert_to_f32_slice(src, dst);
     }
-}
-
-/// Writes `src` widened to f32 into `dst` (the same length).
-fn widen_into<T: KvElem>(src: &[T], dst: &mut [f32]) {
-    T::widen_slice(src, dst);
-}
-
-/// Writes `src` rounded to the cache element into `dst` (the same length).
-fn round_into<T: KvElem>(src: &[f32], dst: &mut [T]) {
-    T::round_slice(src, dst);
 }
 
 /// Keys and values of every layer in one element format, `[kv_heads, capacity, head_dim]` per
@@ -153,7 +143,7 @@ impl HostKv {
             for (dst, src) in [(&mut l.k[layer], k), (&mut l.v[layer], v)] {
                 for i in 0..n {
                     for head in 0..h {
-                        round_into(&src[(i * h + head) * d..][..d], &mut dst[(head * cap + start + i) * d..][..d]);
+                        KvElem::round_slice(&src[(i * h + head) * d..][..d], &mut dst[(head * cap + start + i) * d..][..d]);
                     }
                 }
             }
@@ -185,7 +175,7 @@ impl HostKv {
                 for head in 0..h {
                     let rows = &buf[(head * cap + start) * d..(head * cap + start + count) * d];
                     let dst = &mut out[head * count * d..(head + 1) * count * d];
-                    widen_into(rows, dst);
+                    KvElem::widen_slice(rows, dst);
                 }
                 out
             };
@@ -201,7 +191,7 @@ impl HostKv {
         with_layers!(&mut self.store, l => {
             for (dst, src) in [(&mut l.k[layer], k), (&mut l.v[layer], v)] {
                 for head in 0..h {
-                    round_into(
+                    KvElem::round_slice(
                         &src[head * count * d..(head + 1) * count * d],
                         &mut dst[(head * cap + start) * d..(head * cap + start + count) * d],
                     );
@@ -418,7 +408,7 @@ pub fn attend_into<T: KvElem>(
             while h < mine.end {
                 let g = h / group;
                 let end = mine.end.min((g + 1) * group);
-                attend_unit(q, keys, values, &shape, g, 0..1, h..end, visibility, dst);
+                attend_unit(q, keys, values, &shape, 0..1, h..end, visibility, dst);
                 h = end;
             }
             return;
@@ -426,7 +416,7 @@ pub fn attend_into<T: KvElem>(
         for u in draftsmith_kernels::pool::split(units, t, threads) {
             let (g, c) = (u / chunks, u % chunks);
             let tokens = draftsmith_kernels::pool::split(n, c, chunks);
-            attend_unit(q, keys, values, &shape, g, tokens, g * group..(g + 1) * group, visibility, dst);
+            attend_unit(q, keys, values, &shape, tokens, g * group..(g + 1) * group, visibility, dst);
         }
     };
     if n * heads * total >= PARALLEL_SCORES && (units > 1 || group > 1) {
@@ -459,20 +449,21 @@ struct AttendShape {
 /// The output rows of one attention call, written by units that own disjoint rows.
 type RowsPtr<'a> = draftsmith_kernels::pool::DisjointSlice<'a, f32>;
 
-/// One unit of [`attend_into`]: kv head `g`, query rows of the tokens in `tokens`.
+/// One unit of [`attend_into`]: the query heads `heads` (all of one kv head's group) of the
+/// tokens in `tokens`.
 #[allow(clippy::too_many_arguments)]
 fn attend_unit<T: KvElem>(
     q: &[f32],
     keys: &[T],
     values: &[T],
     sh: &AttendShape,
-    g: usize,
     tokens: std::ops::Range<usize>,
     heads: std::ops::Range<usize>,
     visibility: &Visibility<'_>,
     dst: &RowsPtr<'_>,
 ) {
-    let (hd, width) = (sh.head_dim, heads.len());
+    let (hd, width, g) = (sh.head_dim, heads.len(), heads.start / sh.group);
+    debug_assert!(heads.end <= (g + 1) * sh.group, "a unit's query heads share one kv head");
     let kv = g * sh.capacity * hd..(g + 1) * sh.capacity * hd;
     let (keys, values) = (&keys[kv.clone()], &values[kv]);
     draftsmith_kernels::pool::with_thread_scratch(&UNIT_SCRATCH, |s: &mut UnitScratch| {
