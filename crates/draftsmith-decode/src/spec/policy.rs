@@ -73,6 +73,10 @@ impl std::fmt::Display for DraftPolicy {
 const MAX_N: usize = 128;
 /// Weight of a new measurement in a bucket's running average.
 const EMA: f64 = 0.2;
+/// A measured pass counts at most this many times the running average it updates.
+const OUTLIER: f64 = 2.0;
+/// Sizes on each side of a measured multi-token pass whose averages it also updates.
+const NEIGHBOURS: usize = 3;
 /// A step that would otherwise draft nothing keeps the best node once in this many steps (more
 /// for a slow drafter: see [`PROBE_BUDGET`]).
 pub const PROBE_EVERY: usize = 16;
@@ -154,13 +158,34 @@ impl CostModel {
     /// fresh `n`-token average below the 1-token one also lowers the latter: under a policy that
     /// drafts most steps, 1-token passes are rare, and a stale high estimate of them would floor
     /// every prediction ([`CostModel::predict`]) and stop the drafts from growing.
+    ///
+    /// A multi-token pass also moves the averages of the sizes near it ([`NEIGHBOURS`], toward
+    /// its cost over a 1-token pass scaled linearly to their size, at half the weight per step
+    /// away; the calibration's own shape is too noisy for that on a shared host): the
+    /// averages follow a noisy host, and a size whose average went up in a loud moment would
+    /// otherwise not be chosen again, so never measured again, and would keep the drafts it
+    /// prices out away for the rest of the run (SmolLM2 on a shared Zen 4: t(2) stuck at 1.55
+    /// t(1) beside t(3) at 1.05 t(1), session 20). One pass counts at most [`OUTLIER`] times
+    /// the average it updates.
     pub fn observe(&mut self, n: usize, ms: f64) {
         if n == 0 || n > MAX_N || !ms.is_finite() || ms <= 0.0 {
             return;
         }
-        let avg = |old: Option<f64>| old.map_or(ms, |o| o + EMA * (ms - o));
-        let now = avg(self.seen[n]);
-        self.seen[n] = Some(now);
+        let one = self.predict(1);
+        let sizes = if n == 1 { 1..=1 } else { n.saturating_sub(NEIGHBOURS).max(2)..=(n + NEIGHBOURS).min(MAX_N) };
+        for m in sizes {
+            // Near `n` the cost over a 1-token pass grows about linearly with the size.
+            let implied = if m == n { ms } else { one + (ms - one).max(0.0) * (m - 1) as f64 / (n - 1) as f64 };
+            let weight = EMA * 0.5f64.powi(m.abs_diff(n) as i32);
+            self.seen[m] = Some(match self.seen[m] {
+                None if m == n => implied,
+                old => {
+                    let o = old.unwrap_or(self.prior[m] * self.scale);
+                    o + weight * (implied.min(OUTLIER * o) - o)
+                }
+            });
+        }
+        let now = self.seen[n].expect("just set");
         if let Some(one) = self.seen[1].as_mut() {
             *one = one.min(now);
         }
@@ -684,6 +709,28 @@ mod tests {
         }
         assert!((c.predict(8) - 11.0).abs() < 0.1, "a measured size follows its measurements");
         assert!(c.predict(16) > 2.0 * 5.5 * 0.9, "unseen sizes scale with the machine");
+    }
+
+    #[test]
+    fn a_size_priced_out_in_a_loud_moment_follows_its_neighbours_back() {
+        let mut c = CostModel::from_points(&[(1, 4.0), (2, 4.2), (4, 4.8), (8, 7.0)]);
+        c.observe(1, 4.0);
+        // Three 2-token passes while the host's neighbours load it: t(2) looks dear.
+        for _ in 0..3 {
+            c.observe(2, 7.0);
+        }
+        let loud = c.predict(2);
+        assert!(loud > 5.0, "{loud}");
+        // Then only 3-token passes (the policy no longer picks 2): quiet ones.
+        for _ in 0..30 {
+            c.observe(3, 4.4);
+        }
+        assert!(c.predict(2) < 4.5, "t(2) follows t(3) back down: {}", c.predict(2));
+        assert!(c.predict(2) <= c.predict(3) + 1e-9 && c.predict(3) <= c.predict(4) + 1e-9);
+        // One pass ten times too slow moves an average as a pass at twice it would.
+        let before = c.predict(3);
+        c.observe(3, 44.0);
+        assert!(c.predict(3) <= before * (1.0 + EMA) + 1e-9, "{}", c.predict(3));
     }
 
     #[test]
