@@ -171,11 +171,11 @@ impl CostModel {
         if n == 0 || n > MAX_N || !ms.is_finite() || ms <= 0.0 {
             return;
         }
-        let one = self.predict(1);
+        let t1 = self.predict(1);
         let sizes = if n == 1 { 1..=1 } else { n.saturating_sub(NEIGHBOURS).max(2)..=(n + NEIGHBOURS).min(MAX_N) };
         for m in sizes {
             // Near `n` the cost over a 1-token pass grows about linearly with the size.
-            let implied = if m == n { ms } else { one + (ms - one).max(0.0) * (m - 1) as f64 / (n - 1) as f64 };
+            let implied = if m == n { ms } else { t1 + (ms - t1).max(0.0) * (m - 1) as f64 / (n - 1) as f64 };
             let weight = EMA * 0.5f64.powi(m.abs_diff(n) as i32);
             self.seen[m] = Some(match self.seen[m] {
                 None if m == n => implied,
