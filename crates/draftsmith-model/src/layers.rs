@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use burn::tensor::{backend::Backend, Tensor, TensorData};
-use draftsmith_kernels::{Activations, QMatrix};
+use draftsmith_kernels::{Activations, QFormat, QMatrix};
 
 use crate::error::ModelError;
 
@@ -42,16 +42,17 @@ impl<B: Backend> Linear<B> {
 }
 
 impl<B: Backend> Linear<B> {
-    /// A quantized layer from a row-major `[out, in]` f32 weight (re-quantized to Q8_0, as
+    /// A quantized layer from a row-major `[out, in]` f32 weight (quantized to `format`, as
     /// llama.cpp rounds) and an optional bias on `device`: for small modules run beside a
     /// quantized target on the same kernels (a drafter's layers). `in` must be a multiple of 32.
     pub fn quantized(
         weight: &[f32],
         (out, input): (usize, usize),
+        format: QFormat,
         bias: Option<Vec<f32>>,
         device: &B::Device,
     ) -> Result<Self, ModelError> {
-        let q = QMatrix::quantize_q8_0(weight, out, input)
+        let q = QMatrix::quantize(format, weight, out, input)
             .map_err(|e| ModelError::Input(format!("quantized layer: {e}")))?;
         if let Some(b) = &bias {
             if b.len() != out {
@@ -212,12 +213,14 @@ mod tests {
         let w: Vec<f32> = (0..out * input).map(|i| ((i * 37 % 29) as f32 - 14.0) / 9.0).collect();
         let bias = vec![0.5, -1.0, 2.0];
         let device = Default::default();
-        let l = Linear::<Flex>::quantized(&w, (out, input), Some(bias), &device).unwrap();
         let x: Vec<f32> = (0..n * input).map(|i| ((i * 13 % 17) as f32 - 8.0) / 5.0).collect();
-        let host = l.forward_host(Activations::F32, &x, n).unwrap();
-        let burn = l.forward(Tensor::from_data(TensorData::new(x, [n, input]), &device));
-        assert_eq!(crate::host_f32(burn), host);
-        let err = Linear::<Flex>::quantized(&w, (out, input), Some(vec![0.0; 2]), &device).unwrap_err();
+        for format in [QFormat::Q8_0, QFormat::Q4_1] {
+            let l = Linear::<Flex>::quantized(&w, (out, input), format, Some(bias.clone()), &device).unwrap();
+            let host = l.forward_host(Activations::F32, &x, n).unwrap();
+            let burn = l.forward(Tensor::from_data(TensorData::new(x.clone(), [n, input]), &device));
+            assert_eq!(crate::host_f32(burn), host, "{format:?}");
+        }
+        let err = Linear::<Flex>::quantized(&w, (out, input), QFormat::Q8_0, Some(vec![0.0; 2]), &device).unwrap_err();
         assert!(err.to_string().contains("bias has 2 values"), "{err}");
     }
 }

@@ -186,10 +186,10 @@ impl<B: Backend> Model<B> {
     }
 
     /// The LM head restricted to the rows `ids`, in that order (a drafter's draft vocabulary):
-    /// `[n, hidden]` → `[n, ids.len()]`. A quantized head keeps those rows re-quantized to Q8_0
-    /// (close to the full head's logits, not bit-equal: for drafting, never for the target's
-    /// own logits); a dense one is sliced.
-    pub fn lm_head_rows(&self, ids: &[u32]) -> Result<Linear<B>, ModelError> {
+    /// `[n, hidden]` → `[n, ids.len()]`. A quantized head keeps those rows re-quantized to
+    /// `format` (close to the full head's logits, not bit-equal: for drafting, never for the
+    /// target's own logits); a dense one is sliced.
+    pub fn lm_head_rows(&self, ids: &[u32], format: draftsmith_kernels::QFormat) -> Result<Linear<B>, ModelError> {
         let vocab = self.config.vocab_size;
         if let Some(&bad) = ids.iter().find(|&&t| t as usize >= vocab) {
             return Err(ModelError::Input(format!("lm_head_rows: token {bad} is outside the vocabulary of {vocab}")));
@@ -208,7 +208,7 @@ impl<B: Backend> Model<B> {
                 for (&t, row) in ids.iter().zip(data.chunks_mut(cols)) {
                     q.dequantize_row(t as usize, row);
                 }
-                let sub = draftsmith_kernels::QMatrix::quantize_q8_0(&data, ids.len(), cols)
+                let sub = draftsmith_kernels::QMatrix::quantize(format, &data, ids.len(), cols)
                     .map_err(|e| ModelError::Input(format!("lm_head_rows: {e}")))?;
                 crate::layers::LinearWeight::Quant(std::sync::Arc::new(sub))
             }

@@ -32,7 +32,7 @@
 use burn::tensor::backend::Backend;
 use draftsmith_core::DraftTree;
 use draftsmith_model::layers::Linear;
-use draftsmith_model::{AttentionMask, KvCache, LogitsSelect, Model, ModelError, TextTokenizer};
+use draftsmith_model::{AttentionMask, KvCache, LogitsSelect, Model, ModelError, QFormat, TextTokenizer};
 
 use super::precut::{Action, DraftStep, PreCut, PreCutConfig};
 use super::token_cache::{insert_branch, PhraseCache, TokenCacheConfig};
@@ -124,7 +124,7 @@ impl<B: Backend> DraftModel<B> {
                     bound: "must be at least 1",
                 })
             }
-            Some(n) if n < vocab => Some(model.lm_head_rows(&(0..n as u32).collect::<Vec<_>>())?),
+            Some(n) if n < vocab => Some(model.lm_head_rows(&(0..n as u32).collect::<Vec<_>>(), QFormat::Q8_0)?),
             _ => None,
         };
         let cache = model.new_cache(256);

@@ -91,6 +91,30 @@ fn quantize_q8_0_follows_ggml_rule() {
 }
 
 #[test]
+fn quantize_q4_1_follows_ggml_rule() {
+    let mut rng = Rng::new(4);
+    let (rows, cols) = (5, 96);
+    let mut w = rng.activations(rows * cols);
+    w[..32].fill(0.25); // a constant block gets d = 0 and keeps its value as the minimum
+    let m = QMatrix::quantize_q4_1(&w, rows, cols).unwrap();
+    assert_eq!((m.format(), m.rows(), m.cols()), (QFormat::Q4_1, rows, cols));
+    let got = dequantize_all(&m);
+    for (xb, gb) in w.chunks_exact(32).zip(got.chunks_exact(32)) {
+        let lo = xb.iter().fold(f32::INFINITY, |a, &v| a.min(v));
+        let hi = xb.iter().fold(f32::NEG_INFINITY, |a, &v| a.max(v));
+        let d = (hi - lo) / 15.0;
+        let id = if d == 0.0 { 0.0 } else { 1.0 / d };
+        let (dh, mh) = (half::f16::from_f32(d).to_f32(), half::f16::from_f32(lo).to_f32());
+        for (&x, &g) in xb.iter().zip(gb) {
+            let q = ((x - lo) * id + 0.5).min(15.0).trunc();
+            assert_eq!(g, dh * q + mh, "ggml: q = min(15, (x − min) / d + 0.5), value = f16(d) · q + f16(min)");
+        }
+    }
+    assert_eq!(QMatrix::quantize(QFormat::Q4_1, &w, rows, cols).unwrap().n_bytes(), m.n_bytes());
+    assert!(QMatrix::quantize_q4_1(&w[..95], 1, 95).is_err(), "columns not a multiple of 32");
+}
+
+#[test]
 fn scalar_quantizer_rounds_half_away_and_clamps() {
     let mut x = [0.0f32; 32];
     x[0] = 127.0; // d = 1
