@@ -249,6 +249,57 @@ fn a_useless_drafter_told_its_depth_costs_at_most_five_percent_over_ar() {
     assert!(cost <= 1.05 * ar_cost, "auto {cost:.1} ms vs ar {ar_cost} ({calls} drafter calls)");
 }
 
+/// A drafter told its depth, right, whose second proposal stalls (a loud moment of the host):
+/// the stall is one measurement among many, not the drafter's price for the rest of the run.
+struct Stall {
+    deep: Deep,
+    proposals: usize,
+}
+
+impl Proposer for Stall {
+    fn name(&self) -> &str {
+        "stall"
+    }
+
+    fn depth_range(&self) -> Option<usize> {
+        self.deep.depth_range()
+    }
+
+    fn limit_depth(&mut self, depth: usize) {
+        self.deep.limit_depth(depth);
+    }
+
+    fn last_cost(&self) -> Option<DraftCost> {
+        self.deep.last_cost()
+    }
+
+    fn propose(&mut self, ctx: &DraftContext<'_>) -> Result<DraftTree, DecodeError> {
+        self.proposals += 1;
+        if self.proposals == 2 {
+            std::thread::sleep(std::time::Duration::from_millis(300));
+        }
+        self.deep.propose(ctx)
+    }
+}
+
+#[test]
+fn one_stalled_drafter_call_does_not_price_the_drafter_out() {
+    let Case { model, prompt, want, reference } = case(Architecture::Llama, 9, 12, 160);
+    let (vocab, n) = (model.config().vocab_size, want.len());
+    let calls = std::rc::Rc::new(std::cell::Cell::new(0));
+    let inner = Scripted { reference, len: 4, wrong: false, vocab };
+    let deep = Deep { inner, right: 4, call_ms: CALL_MS, limit: None, calls, last: 0 };
+    let cost = CostModel::from_points(&[(1, STEP_MS * units(1)), (2, STEP_MS * units(2)), (64, STEP_MS * units(64))]);
+    let mut auto = Auto::with_fixed_cost(Box::new(Stall { deep, proposals: 0 }), cost);
+    let got = generate_speculative(&model, &prompt, n, &[], &mut auto).unwrap();
+    assert_eq!(got.tokens, want, "lossless");
+    // The stall (75 ms per call of its 4-token draft, 150 steps' worth) would keep every later
+    // step plain, probes aside; the first probe's call shows the drafter's real time.
+    let late = &got.steps[got.steps.len() / 2..got.steps.len() - 1];
+    let drafted = late.iter().filter(|s| s.tree_size > 0).count();
+    assert!(drafted * 4 >= late.len() * 3, "{drafted} of the last {} steps drafted", late.len());
+}
+
 /// A right drafter whose first proposal of each generation is slow (a draft model's prefill of
 /// the prompt), the rest free.
 struct SlowStart {

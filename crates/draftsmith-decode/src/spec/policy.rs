@@ -427,8 +427,8 @@ pub struct Auto {
     stats: PolicyStats,
     /// Whether measured verify times update the cost model (off for a fixed what-if model).
     learn_cost: bool,
-    /// Running average of the method's own drafting time per call, ms (`None` before the first).
-    draft_ms: Option<f64>,
+    /// The method's own drafting time per call, ms (`None` before the first steady one).
+    draft_ms: DraftTime,
     /// The method's last draft, as the shape to expect from the next one, with its node classes.
     template: DraftTree,
     template_nodes: Option<Vec<usize>>,
@@ -440,9 +440,9 @@ pub struct Auto {
     since_probe: usize,
     /// The draft class of the last proposal.
     class: usize,
-    /// Running average of the drafter's time per forward call, ms, for methods that are told
-    /// their depth before drafting ([`Proposer::depth_range`]); `None` before it is measured.
-    call_ms: Option<f64>,
+    /// The drafter's time per forward call, ms, for methods that are told their depth before
+    /// drafting ([`Proposer::depth_range`]); `None` before it is measured.
+    call_ms: DraftTime,
     /// Running average of what a probe's drafting took, ms (catch-up included).
     probe_ms: Option<f64>,
     /// Whether the step being verified is a probe.
@@ -466,14 +466,14 @@ impl Auto {
             name,
             stats: PolicyStats::default(),
             learn_cost: true,
-            draft_ms: None,
+            draft_ms: DraftTime::default(),
             template: DraftTree::new(),
             template_nodes: None,
             nodes: None,
             skipped: false,
             since_probe: 0,
             class: 0,
-            call_ms: None,
+            call_ms: DraftTime::default(),
             drafted_before: false,
             probe_ms: None,
             probed: false,
@@ -491,7 +491,7 @@ impl Auto {
     /// beat a plain step once the drafting time is paid: `(1 + Σ p) / (draft + t(1 + k)) >
     /// 1 / t(1)`. True until the method has drafted once.
     fn worth_drafting(&self) -> bool {
-        let Some(draft_ms) = self.draft_ms else { return true };
+        let Some(draft_ms) = self.draft_ms.get() else { return true };
         if self.template.is_empty() {
             return true;
         }
@@ -507,7 +507,7 @@ impl Auto {
     /// 0 (a plain step) when no depth beats `1 / t(1)`. The full depth until the drafter's
     /// time per call has been measured.
     fn choose_depth(&self, max: usize) -> usize {
-        let Some(call_ms) = self.call_ms else { return max };
+        let Some(call_ms) = self.call_ms.get() else { return max };
         let chain = DraftTree::chain(&vec![0; max]);
         let p = self.accept.path_probabilities_class(self.class, &chain);
         let (mut best, mut best_rate, mut gain) = (0, 1.0 / self.cost.predict(1), 1.0);
@@ -529,13 +529,39 @@ impl Auto {
         let backoff = 1usize << self.cold_probes.min(PROBE_BACKOFF);
         let every = PROBE_EVERY * backoff;
         let budget = PROBE_BUDGET / backoff as f64;
-        let typical = self.probe_ms.or(if told_depth { self.call_ms } else { self.draft_ms });
+        let typical = self.probe_ms.or(if told_depth { self.call_ms } else { self.draft_ms }.get());
         typical.map_or(every, |d| every.max((d / (budget * self.cost.predict(1))).ceil() as usize))
     }
 
     /// Draft sizes chosen and predicted against measured verify time so far.
     pub fn stats(&self) -> &PolicyStats {
         &self.stats
+    }
+}
+
+/// A drafting time learned from measurements: a running average of the steady ones (each moves
+/// it by [`EMA`], counting at most [`OUTLIER`] times the average), kept at or below the latest
+/// other one — a proposal after plain steps or at the start of a generation may include a
+/// catch-up, which only adds time, so its time bounds the steady time from above.
+#[derive(Debug, Clone, Copy, Default)]
+struct DraftTime {
+    average: Option<f64>,
+    bound: Option<f64>,
+}
+
+impl DraftTime {
+    fn get(&self) -> Option<f64> {
+        self.average
+    }
+
+    fn learn(&mut self, ms: f64, steady: bool) {
+        if steady {
+            let bound = self.bound.unwrap_or(f64::INFINITY);
+            self.average = Some(self.average.map_or(ms.min(bound), |a| a + EMA * (ms.min(OUTLIER * a) - a)));
+        } else {
+            self.bound = Some(ms);
+            self.average = self.average.map(|a| a.min(ms));
+        }
     }
 }
 
@@ -624,15 +650,21 @@ impl Proposer for Auto {
         // one after plain steps its catch-up on the tokens they added; counted as steady-state
         // drafting time, either would keep the policy from drafting for the rest of the
         // generation.
+        //
+        // Any other proposal's time still bounds the steady time from above ([`DraftTime`]).
+        // Without that bound, one slow call in a loud moment of the host (27 ms against ~0.3,
+        // the second call of an 80-prompt ReDrafter run, session 21) priced the drafter out for
+        // the whole run: plain steps are not timed as drafting, and probes follow plain steps.
         let steady = self.drafted_before && !was_skipped;
         self.drafted_before = true;
         let calls = self.inner.last_cost().map_or(0, |c| c.calls);
-        if steady && depth_range.is_some() && calls > 0 {
-            let per_call = ms / calls as f64;
-            self.call_ms = Some(self.call_ms.map_or(per_call, |c| c + EMA * (per_call - c)));
+        if depth_range.is_some() && calls > 0 {
+            self.call_ms.learn(ms / calls as f64, steady);
         }
-        if steady {
-            self.draft_ms = Some(self.draft_ms.map_or(ms, |d| d + EMA * (ms - d)));
+        // A method told its depth is priced per call; its probes draft one token, so their
+        // whole drafting time bounds nothing.
+        if depth_range.is_none() || steady {
+            self.draft_ms.learn(ms, steady);
         }
         let probe = usize::from(probing);
         self.template = tree.clone();
