@@ -216,31 +216,16 @@ impl<B: Backend> Search<'_, B> {
     fn logits(&mut self, parents: &[usize], tokens: &[u32]) -> Vec<Vec<f32>> {
         let n = tokens.len();
         let vocab = self.p.target.config().vocab_size;
-        let t0 = std::time::Instant::now();
         let emb = self.p.target.embed_tokens(tokens);
         match &mut self.state {
             SearchState::Host { drafter, mode, context, state } => {
                 let hidden = context.len();
                 let prev: Vec<f32> =
                     parents.iter().flat_map(|&p| &state[p * hidden..(p + 1) * hidden]).copied().collect();
-                let e = draftsmith_model::host_f32(emb);
-                let t1 = std::time::Instant::now();
-                *state = drafter.next_state(*mode, &prev, &e, n);
-                let t2 = std::time::Instant::now();
+                *state = drafter.next_state(*mode, &prev, &draftsmith_model::host_f32(emb), n);
                 let out = drafter.head(*mode, context, state, n);
-                let t3 = std::time::Instant::now();
                 if let Some(draft_vocab) = &self.p.draft_vocab {
-                    let r = draft_vocab.logits_host(*mode, &out, n, vocab);
-                    let t4 = std::time::Instant::now();
-                    eprintln!(
-                        "DRAFTT {} {} {} {} {}",
-                        n,
-                        (t1 - t0).as_micros(),
-                        (t2 - t1).as_micros(),
-                        (t3 - t2).as_micros(),
-                        (t4 - t3).as_micros()
-                    );
-                    return r;
+                    return draft_vocab.logits_host(*mode, &out, n, vocab);
                 }
                 let logits = match self.p.head {
                     HeadKind::Full => out,
@@ -343,10 +328,7 @@ impl<B: Backend> Proposer for ReDrafterProposer<B> {
                 },
             };
             let mut search = Search { p: self, state };
-            let t0 = std::time::Instant::now();
-            let r = beam_search(&mut search, g0, &cfg);
-            eprintln!("DRAFTB {} {}", cfg.length, t0.elapsed().as_micros());
-            r
+            beam_search(&mut search, g0, &cfg)
         };
         let (beams, log_probs) = (beams.beams, beams.log_probs);
         let class = |lp: f32| probability_class(f64::from(lp).exp());
