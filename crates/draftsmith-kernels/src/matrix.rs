@@ -85,24 +85,14 @@ impl QMatrix {
     /// [`KernelError::ColsNotBlockMultiple`], [`KernelError::ValueCount`] when
     /// `w.len() != rows × cols`, [`KernelError::ShapeOverflow`].
     pub fn quantize_q8_0(w: &[f32], rows: usize, cols: usize) -> Result<Self, KernelError> {
-        let blocks = check_shape(rows, cols)?;
-        if w.len() != blocks * QK {
-            let (expected, actual) = (blocks * QK, w.len());
-            return Err(KernelError::ValueCount { rows, cols, expected, actual });
-        }
-        let mut m = Self::empty(QFormat::Q8_0, rows, cols);
-        let nb = cols / QK;
-        let mut block = [0u8; 34];
         let mut q = [0i8; QK];
-        for (i, x) in w.chunks_exact(QK).enumerate() {
+        Self::quantize_blocks(QFormat::Q8_0, w, rows, cols, |x, block| {
             let (d, _) = quantize_block_scalar(x, &mut q);
             block[..2].copy_from_slice(&layout::f32_to_f16(d).to_le_bytes());
             for (dst, &v) in block[2..].iter_mut().zip(&q) {
                 *dst = v as u8;
             }
-            m.pack(&block, i / nb, i % nb);
-        }
-        Ok(m)
+        })
     }
 
     /// Quantizes an f32 row-major `[rows, cols]` matrix to Q4_1 with ggml's rounding:
@@ -113,15 +103,7 @@ impl QMatrix {
     /// # Errors
     /// As [`QMatrix::quantize_q8_0`].
     pub fn quantize_q4_1(w: &[f32], rows: usize, cols: usize) -> Result<Self, KernelError> {
-        let blocks = check_shape(rows, cols)?;
-        if w.len() != blocks * QK {
-            let (expected, actual) = (blocks * QK, w.len());
-            return Err(KernelError::ValueCount { rows, cols, expected, actual });
-        }
-        let mut m = Self::empty(QFormat::Q4_1, rows, cols);
-        let nb = cols / QK;
-        let mut block = [0u8; 20];
-        for (i, x) in w.chunks_exact(QK).enumerate() {
+        Self::quantize_blocks(QFormat::Q4_1, w, rows, cols, |x, block| {
             let (lo, hi) = x.iter().fold((f32::INFINITY, f32::NEG_INFINITY), |(a, b), &v| (a.min(v), b.max(v)));
             let d = (hi - lo) / 15.0;
             let id = if d != 0.0 { 1.0 / d } else { 0.0 };
@@ -131,6 +113,28 @@ impl QMatrix {
             for j in 0..QK / 2 {
                 block[4 + j] = q(x[j]) | (q(x[j + QK / 2]) << 4);
             }
+        })
+    }
+
+    /// A `[rows, cols]` matrix of `format` from f32 values, each 32-value block encoded into
+    /// its GGUF bytes by `encode`.
+    fn quantize_blocks(
+        format: QFormat,
+        w: &[f32],
+        rows: usize,
+        cols: usize,
+        mut encode: impl FnMut(&[f32], &mut [u8]),
+    ) -> Result<Self, KernelError> {
+        let blocks = check_shape(rows, cols)?;
+        if w.len() != blocks * QK {
+            let (expected, actual) = (blocks * QK, w.len());
+            return Err(KernelError::ValueCount { rows, cols, expected, actual });
+        }
+        let mut m = Self::empty(format, rows, cols);
+        let nb = cols / QK;
+        let mut block = vec![0u8; format.block_bytes()];
+        for (i, x) in w.chunks_exact(QK).enumerate() {
+            encode(x, &mut block);
             m.pack(&block, i / nb, i % nb);
         }
         Ok(m)
