@@ -165,7 +165,8 @@ fn a_drafter_slower_than_what_it_saves_is_not_called() {
 
 /// A drafter whose time grows with its depth, told the depth before drafting (a draft model):
 /// one forward call per drafted token, each taking `call_ms`, right for the first `right`
-/// tokens of each draft and wrong after them.
+/// tokens of each draft and wrong after them; `stall` = `(k, ms)` makes its `k`-th proposal take
+/// `ms` longer (a loud moment of the host).
 struct Deep {
     inner: Scripted,
     right: usize,
@@ -173,6 +174,8 @@ struct Deep {
     limit: Option<usize>,
     calls: std::rc::Rc<std::cell::Cell<usize>>,
     last: usize,
+    stall: Option<(usize, u64)>,
+    proposals: usize,
 }
 
 impl Proposer for Deep {
@@ -193,6 +196,10 @@ impl Proposer for Deep {
     }
 
     fn propose(&mut self, ctx: &DraftContext<'_>) -> Result<DraftTree, DecodeError> {
+        self.proposals += 1;
+        if let Some((_, ms)) = self.stall.filter(|&(k, _)| k == self.proposals) {
+            std::thread::sleep(std::time::Duration::from_millis(ms));
+        }
         let depth = self.limit.take().unwrap_or(self.inner.len);
         let full = self.inner.propose(ctx)?;
         let mut tree = DraftTree::new();
@@ -216,7 +223,8 @@ fn deep_run(right: usize, seed: u64) -> (Vec<draftsmith_decode::StepRecord>, usi
     let (vocab, n) = (model.config().vocab_size, want.len());
     let calls = std::rc::Rc::new(std::cell::Cell::new(0));
     let inner = Scripted { reference, len: 8, wrong: false, vocab };
-    let deep = Deep { inner, right, call_ms: CALL_MS, limit: None, calls: calls.clone(), last: 0 };
+    let deep =
+        Deep { inner, right, call_ms: CALL_MS, limit: None, calls: calls.clone(), last: 0, stall: None, proposals: 0 };
     let cost = CostModel::from_points(&[(1, STEP_MS * units(1)), (2, STEP_MS * units(2)), (64, STEP_MS * units(64))]);
     let mut auto = Auto::with_fixed_cost(Box::new(deep), cost);
     let got = generate_speculative(&model, &prompt, n, &[], &mut auto).unwrap();
@@ -249,48 +257,17 @@ fn a_useless_drafter_told_its_depth_costs_at_most_five_percent_over_ar() {
     assert!(cost <= 1.05 * ar_cost, "auto {cost:.1} ms vs ar {ar_cost} ({calls} drafter calls)");
 }
 
-/// A drafter told its depth, right, whose second proposal stalls (a loud moment of the host):
-/// the stall is one measurement among many, not the drafter's price for the rest of the run.
-struct Stall {
-    deep: Deep,
-    proposals: usize,
-}
-
-impl Proposer for Stall {
-    fn name(&self) -> &str {
-        "stall"
-    }
-
-    fn depth_range(&self) -> Option<usize> {
-        self.deep.depth_range()
-    }
-
-    fn limit_depth(&mut self, depth: usize) {
-        self.deep.limit_depth(depth);
-    }
-
-    fn last_cost(&self) -> Option<DraftCost> {
-        self.deep.last_cost()
-    }
-
-    fn propose(&mut self, ctx: &DraftContext<'_>) -> Result<DraftTree, DecodeError> {
-        self.proposals += 1;
-        if self.proposals == 2 {
-            std::thread::sleep(std::time::Duration::from_millis(300));
-        }
-        self.deep.propose(ctx)
-    }
-}
-
 #[test]
 fn one_stalled_drafter_call_does_not_price_the_drafter_out() {
     let Case { model, prompt, want, reference } = case(Architecture::Llama, 9, 12, 160);
     let (vocab, n) = (model.config().vocab_size, want.len());
     let calls = std::rc::Rc::new(std::cell::Cell::new(0));
     let inner = Scripted { reference, len: 4, wrong: false, vocab };
-    let deep = Deep { inner, right: 4, call_ms: CALL_MS, limit: None, calls, last: 0 };
+    // The second proposal (the first one timed as steady drafting) stalls for 300 ms.
+    let stall = Some((2, 300));
+    let deep = Deep { inner, right: 4, call_ms: CALL_MS, limit: None, calls, last: 0, stall, proposals: 0 };
     let cost = CostModel::from_points(&[(1, STEP_MS * units(1)), (2, STEP_MS * units(2)), (64, STEP_MS * units(64))]);
-    let mut auto = Auto::with_fixed_cost(Box::new(Stall { deep, proposals: 0 }), cost);
+    let mut auto = Auto::with_fixed_cost(Box::new(deep), cost);
     let got = generate_speculative(&model, &prompt, n, &[], &mut auto).unwrap();
     assert_eq!(got.tokens, want, "lossless");
     // The stall (75 ms per call of its 4-token draft, 150 steps' worth) would keep every later

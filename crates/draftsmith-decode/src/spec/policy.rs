@@ -427,7 +427,7 @@ pub struct Auto {
     stats: PolicyStats,
     /// Whether measured verify times update the cost model (off for a fixed what-if model).
     learn_cost: bool,
-    /// The method's own drafting time per call, ms (`None` before the first steady one).
+    /// The method's own drafting time per proposal, ms (`None` before the first steady one).
     draft_ms: DraftTime,
     /// The method's last draft, as the shape to expect from the next one, with its node classes.
     template: DraftTree,
