@@ -541,12 +541,18 @@ impl Auto {
 
 /// A drafting time learned from measurements: a running average of the steady ones (each moves
 /// it by [`EMA`], counting at most [`OUTLIER`] times the average), kept at or below the latest
-/// other one — a proposal after plain steps or at the start of a generation may include a
-/// catch-up, which only adds time, so its time bounds the steady time from above.
+/// other one that made at least as many drafter calls as the last steady one — a proposal after
+/// plain steps or at the start of a generation may include a catch-up, which only adds time,
+/// so its time bounds the steady time of as deep a draft from above. (A shallower one bounds
+/// nothing: a ReDrafter call with several live beams costs more than its first, one-beam call,
+/// so a one-token probe's time per call is below a deeper draft's.)
 #[derive(Debug, Clone, Copy, Default)]
 struct DraftTime {
     average: Option<f64>,
-    bound: Option<f64>,
+    /// The latest non-steady measurement and its drafter calls.
+    bound: Option<(f64, usize)>,
+    /// Drafter calls of the latest steady measurement.
+    steady_calls: usize,
 }
 
 impl DraftTime {
@@ -554,13 +560,17 @@ impl DraftTime {
         self.average
     }
 
-    fn learn(&mut self, ms: f64, steady: bool) {
+    /// A measurement `ms` of a proposal that made `calls` drafter calls.
+    fn learn(&mut self, ms: f64, calls: usize, steady: bool) {
         if steady {
-            let bound = self.bound.unwrap_or(f64::INFINITY);
+            let bound = self.bound.filter(|&(_, c)| c >= calls).map_or(f64::INFINITY, |(b, _)| b);
             self.average = Some(self.average.map_or(ms.min(bound), |a| a + EMA * (ms.min(OUTLIER * a) - a)));
+            self.steady_calls = calls;
         } else {
-            self.bound = Some(ms);
-            self.average = self.average.map(|a| a.min(ms));
+            self.bound = Some((ms, calls));
+            if calls >= self.steady_calls {
+                self.average = self.average.map(|a| a.min(ms));
+            }
         }
     }
 }
@@ -659,12 +669,13 @@ impl Proposer for Auto {
         self.drafted_before = true;
         let calls = self.inner.last_cost().map_or(0, |c| c.calls);
         if depth_range.is_some() && calls > 0 {
-            self.call_ms.learn(ms / calls as f64, steady);
+            self.call_ms.learn(ms / calls as f64, calls, steady);
         }
         // A method told its depth is priced per call; its probes draft one token, so their
-        // whole drafting time bounds nothing.
+        // whole drafting time bounds nothing. Any other method drafts the same whatever came
+        // before: every measurement is comparable.
         if depth_range.is_none() || steady {
-            self.draft_ms.learn(ms, steady);
+            self.draft_ms.learn(ms, 0, steady);
         }
         let probe = usize::from(probing);
         self.template = tree.clone();
