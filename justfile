@@ -26,6 +26,8 @@ generate prompt="Write a haiku about the sea." *args="": build
 # with `just distill_limit=2000 train_epochs=1 pipeline`, or `just pipeline-gpu` on a GPU host.
 distill_limit := "1200"
 train_epochs := "1"
+# Weight of the target's own next-token distribution in the drafter's loss (0: labels alone).
+train_soft := "0.5"
 run := "redrafter-demo"
 distilled := "data/distilled/" + model + "-sharegpt-demo"
 
@@ -40,7 +42,7 @@ hidden *args="": build
 
 # Train a ReDrafter on the distilled data; exports checkpoints/<run>/drafter.safetensors + config.json.
 train-redrafter *args="": build
-    {{bin}} train redrafter --model {{model}} --data {{distilled}} --out checkpoints/{{run}} --epochs {{train_epochs}} --horizon 4 {{args}}
+    {{bin}} train redrafter --model {{model}} --data {{distilled}} --out checkpoints/{{run}} --epochs {{train_epochs}} --horizon 4 --soft-labels {{train_soft}} {{args}}
 
 # Train TokenSwift heads on long texts (Gutenberg + KJV, four books held out); exports
 # checkpoints/tokenswift-demo/{drafter.safetensors,config.json} plus split.json and eval-prompts.jsonl.

@@ -5,7 +5,8 @@ use burn::backend::{Autodiff, Flex};
 use burn::optim::{AdamWConfig, GradientsParams, Optimizer};
 use burn::tensor::{Distribution, Int, Tensor, TensorData};
 use draftsmith_heads::redrafter::{
-    load_redrafter, save_redrafter, teacher_forced_loss, HeadKind, ReDrafterConfig, TrainBatch, VocabProjection,
+    load_redrafter, save_redrafter, teacher_forced_loss, HeadKind, ReDrafterConfig, SoftLabels, TrainBatch,
+    VocabProjection,
 };
 use draftsmith_heads::{HeadsError, TargetIdentity};
 
@@ -133,6 +134,7 @@ fn training_steps_fit_a_deterministic_next_token_rule() {
         labels: vec![Tensor::from_data(TensorData::new(labels, [rows]), &dev)],
         weights: vec![Tensor::ones([rows], &dev)],
         in_vocab: vec![Tensor::ones([rows], &dev)],
+        soft: None,
     };
     let (first, m0) = teacher_forced_loss(&d, &emb, &projection, &batch);
     let first = first.into_scalar();
@@ -155,4 +157,29 @@ fn training_steps_fit_a_deterministic_next_token_rule() {
     assert_eq!((mh[0].count, mh[0].trained), (rows, rows / 2));
     assert!(mh[0].top1_acc() <= 0.5 && mh[0].top1_acc() > 0.45, "half the rows cannot be hits: {}", mh[0].top1_acc());
     assert!((loss_half.into_scalar() - last).abs() < 0.5, "the mean loss is over the trained rows only");
+
+    // Soft labels: one-hot target distributions at the labels give the labels' loss whatever
+    // their weight; uniform ones at full weight give the cross-entropy against uniform.
+    let labels_f: Vec<f32> = batch.labels[0]
+        .to_data()
+        .iter::<i64>()
+        .flat_map(|l| (0..vocab as i64).map(move |v| (v == l) as i32 as f32))
+        .collect();
+    let one_hot = Tensor::<AB, 2>::from_data(TensorData::new(labels_f, [rows, vocab]), &dev);
+    for weight in [0.3, 1.0] {
+        let soft = TrainBatch { soft: Some(SoftLabels { probs: vec![one_hot.clone()], weight }), ..batch.clone() };
+        let (loss, m) = teacher_forced_loss(&d, &emb, &projection, &soft);
+        assert!((loss.into_scalar() - last).abs() < 1e-4, "one-hot soft labels at weight {weight}");
+        assert_eq!(m[0].top1_acc(), teacher_forced_loss(&d, &emb, &projection, &batch).1[0].top1_acc());
+    }
+    let uniform = Tensor::<AB, 2>::ones([rows, vocab], &dev) / vocab as f32;
+    let soft = TrainBatch { soft: Some(SoftLabels { probs: vec![uniform], weight: 1.0 }), ..batch.clone() };
+    let (loss, _) = teacher_forced_loss(&d, &emb, &projection, &soft);
+    let logits = d.logits(
+        batch.hidden.clone(),
+        d.next_state(d.initial_state(rows, hidden, &dev), emb.clone().select(0, batch.inputs[0].clone())),
+        &projection,
+    );
+    let expect = -burn::tensor::activation::log_softmax(logits, 1).mean().into_scalar();
+    assert!((loss.into_scalar() - expect).abs() < 1e-4, "uniform soft labels: cross-entropy against uniform");
 }

@@ -5,9 +5,9 @@ use std::time::Instant;
 
 use burn::optim::AdamWConfig;
 use burn::tensor::backend::{AutodiffBackend, Backend};
-use burn::tensor::{Int, Tensor, TensorData};
+use burn::tensor::{activation, Int, Tensor, TensorData};
 use draftsmith_heads::redrafter::{
-    load_redrafter, save_redrafter, teacher_forced_loss, HeadKind, ReDrafter, ReDrafterConfig, TrainBatch,
+    load_redrafter, save_redrafter, teacher_forced_loss, HeadKind, ReDrafter, ReDrafterConfig, SoftLabels, TrainBatch,
     VocabProjection,
 };
 use draftsmith_heads::{StepMetrics, TargetIdentity};
@@ -37,6 +37,11 @@ pub struct ReDrafterTrainConfig {
     pub rnn: bool,
     /// `ground-truth` or `teacher` (distilled per-position continuations).
     pub labels: LabelSource,
+    /// Weight in [0, 1] of the target's own next-token distribution in each step's loss
+    /// (knowledge distillation through the target's frozen LM head at the label's position;
+    /// `ground-truth` labels only). 0 trains on the labels alone.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub soft_labels: f64,
     /// Future tokens per context position (reference: 5).
     pub horizon: usize,
     pub epochs: usize,
@@ -68,6 +73,7 @@ impl Default for ReDrafterTrainConfig {
             num_draft_layers: 2,
             rnn: true,
             labels: LabelSource::GroundTruth,
+            soft_labels: 0.0,
             horizon: 5,
             epochs: 2,
             max_steps: None,
@@ -96,6 +102,12 @@ impl ReDrafterTrainConfig {
         }
         if self.lr <= 0.0 || self.checkpoint_every == 0 || self.log_every == 0 {
             return bad("lr, checkpoint_every and log_every must be positive");
+        }
+        if !(0.0..=1.0).contains(&self.soft_labels) {
+            return bad("soft_labels must be in [0, 1]");
+        }
+        if self.soft_labels > 0.0 && self.labels == LabelSource::Teacher {
+            return bad("soft_labels needs ground-truth labels (the target's distribution is read at the label's position in the sequence)");
         }
         Ok(())
     }
@@ -178,6 +190,20 @@ pub fn train_redrafter<AB: AutodiffBackend>(
         VocabProjection::None => VocabProjection::None,
         VocabProjection::Embeddings(e) => VocabProjection::Embeddings(Tensor::from_inner(e.clone())),
     };
+    // The target's next-token distribution needs its own LM head (which a tied drafter shares
+    // only when the target ties its embeddings), on the drafter's vocabulary.
+    let teacher = (cfg.soft_labels > 0.0).then(|| {
+        let head = target.lm_head_matrix();
+        let head = match &draft {
+            Some(d) => {
+                let ids: Vec<i32> = d.ids.iter().map(|&t| t as i32).collect();
+                let n = ids.len();
+                head.select(1, Tensor::<AB::InnerBackend, 1, Int>::from_data(TensorData::new(ids, [n]), &device))
+            }
+            None => head,
+        };
+        VocabProjection::Embeddings(Tensor::<AB, 2>::from_inner(head))
+    });
     let task = ReDrafterTask {
         seqs,
         hidden: &hidden,
@@ -188,6 +214,7 @@ pub fn train_redrafter<AB: AutodiffBackend>(
         vocab,
         inner_embeddings,
         inner_vocab,
+        teacher,
         device: device.clone(),
         config: &config,
         target_id,
@@ -248,6 +275,8 @@ struct ReDrafterTask<'a, AB: AutodiffBackend> {
     vocab: VocabProjection<AB>,
     inner_embeddings: Tensor<AB::InnerBackend, 2>,
     inner_vocab: VocabProjection<AB::InnerBackend>,
+    /// The target's own LM head onto the logits' vocabulary, `[hidden, vocab]`, with soft labels.
+    teacher: Option<VocabProjection<AB>>,
     device: AB::Device,
     config: &'a ReDrafterConfig,
     target_id: &'a TargetIdentity,
@@ -264,7 +293,8 @@ impl<AB: AutodiffBackend> DrafterTask<AB> for ReDrafterTask<'_, AB> {
     }
 
     fn loss(&self, module: &ReDrafter<AB>, items: &[Example]) -> Result<(Tensor<AB, 1>, Vec<StepMetrics>), TrainError> {
-        let batch = make_batch::<AB>(items, self.seqs, self.hidden, self.cfg, self.draft, &self.device);
+        let soft = self.teacher.as_ref().map(|t| (t, self.cfg.soft_labels));
+        let batch = make_batch::<AB>(items, self.seqs, self.hidden, self.cfg, self.draft, soft, &self.device);
         Ok(teacher_forced_loss(module, &self.embeddings, &self.vocab, &batch))
     }
 
@@ -281,6 +311,12 @@ impl<AB: AutodiffBackend> DrafterTask<AB> for ReDrafterTask<'_, AB> {
         let draft_ids = self.draft.map(|d| d.ids.as_slice());
         Ok(save_redrafter(dir, module, self.config, self.target_id, draft_ids, (self.info)(step))?)
     }
+}
+
+/// Keeps a setting at its default out of serialized configs (and so out of run fingerprints
+/// written before the setting existed).
+fn is_zero(x: &f64) -> bool {
+    *x == 0.0
 }
 
 /// A seeded split of sequence indices into (train, validation).
@@ -341,10 +377,14 @@ fn make_batch<B: Backend>(
     hidden: &HiddenStore,
     cfg: &ReDrafterTrainConfig,
     draft: Option<&DraftVocab>,
+    soft: Option<(&VocabProjection<B>, f64)>,
     device: &B::Device,
 ) -> TrainBatch<B> {
     let n = rows.len();
-    let mut h = Vec::with_capacity(n * hidden.hidden_size());
+    let width = hidden.hidden_size();
+    let mut h = Vec::with_capacity(n * width);
+    // With soft labels: per step, the target's hidden state where it predicted the label.
+    let mut ahead = vec![Vec::with_capacity(if soft.is_some() { n * width } else { 0 }); cfg.horizon];
     let mut inputs = vec![Vec::with_capacity(n); cfg.horizon];
     let mut labels = vec![Vec::with_capacity(n); cfg.horizon];
     let mut weights = vec![Vec::with_capacity(n); cfg.horizon];
@@ -359,8 +399,28 @@ fn make_batch<B: Backend>(
             labels[i].push(if label == u32::MAX { 0 } else { label as i32 });
             weights[i].push(st.weight);
             in_vocab[i].push(if label == u32::MAX { 0.0 } else { 1.0 });
+            if soft.is_some() {
+                // Ground-truth labels: step i's label is token pos + 1 + i, which the target
+                // predicted at position pos + i (padding rows get zeros; their weight is 0).
+                let at = ex.pos as usize + 1 + i;
+                if st.weight > 0.0 && at < seqs[ex.seq as usize].tokens.len() {
+                    hidden.extend_row(ex.seq as usize, at, &mut ahead[i]);
+                } else {
+                    ahead[i].extend(std::iter::repeat_n(0.0, width));
+                }
+            }
         }
     }
+    let soft = soft.map(|(head, weight)| SoftLabels {
+        probs: ahead
+            .into_iter()
+            .map(|rows| {
+                let states = Tensor::<B, 2>::from_data(TensorData::new(rows, [n, width]), device);
+                activation::softmax(head.apply(states), 1)
+            })
+            .collect(),
+        weight,
+    });
     let ints = |v: Vec<i32>| Tensor::<B, 1, Int>::from_data(TensorData::new(v, [n]), device);
     TrainBatch {
         hidden: Tensor::from_data(TensorData::new(h, [n, hidden.hidden_size()]), device),
@@ -368,6 +428,7 @@ fn make_batch<B: Backend>(
         labels: labels.into_iter().map(ints).collect(),
         weights: weights.into_iter().map(|w| Tensor::from_data(TensorData::new(w, [n]), device)).collect(),
         in_vocab: in_vocab.into_iter().map(|w| Tensor::from_data(TensorData::new(w, [n]), device)).collect(),
+        soft,
     }
 }
 
@@ -384,7 +445,7 @@ fn validate<B: Backend>(
 ) -> Vec<StepMetrics> {
     let mut total = vec![StepMetrics::default(); cfg.horizon];
     for rows in val.chunks(cfg.batch_size) {
-        let batch = make_batch::<B>(rows, seqs, hidden, cfg, draft, &embeddings.device());
+        let batch = make_batch::<B>(rows, seqs, hidden, cfg, draft, None, &embeddings.device());
         let (_, metrics) = teacher_forced_loss(drafter, embeddings, vocab, &batch);
         metrics.iter().zip(total.iter_mut()).for_each(|(m, t)| t.add(m));
     }

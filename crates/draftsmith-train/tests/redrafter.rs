@@ -98,6 +98,42 @@ fn learns_the_targets_continuations() {
 }
 
 #[test]
+fn soft_labels_learn_the_targets_continuations_and_need_ground_truth_labels() {
+    let model = tiny();
+    let seqs = self_distilled(&model, 40);
+    // Half the loss from the target's own distributions, on a draft vocabulary (the teacher's
+    // LM head is cut to it) and on the whole one.
+    for draft_vocab in [12, 0] {
+        let dir = tmp(&format!("soft-{draft_vocab}"));
+        let soft = ReDrafterTrainConfig { soft_labels: 0.5, draft_vocab, ..cfg() };
+        let summary =
+            train_redrafter::<AB>(&model, &identity(), &seqs, &soft, &dir, serde_json::json!("t"), None, &mut |_| {})
+                .unwrap();
+        assert!(summary.val_top1[0] > 0.6, "validation top-1 of head 1: {:?}", summary.val_top1);
+    }
+    // A setting left at 0 stays out of the run's fingerprint (runs from before it resume).
+    assert!(serde_json::to_value(cfg()).unwrap().get("soft_labels").is_none());
+    for bad in [
+        ReDrafterTrainConfig { soft_labels: 1.5, ..cfg() },
+        ReDrafterTrainConfig { soft_labels: 0.5, labels: LabelSource::Teacher, ..cfg() },
+    ] {
+        let err = train_redrafter::<AB>(
+            &model,
+            &identity(),
+            &seqs,
+            &bad,
+            &tmp("soft-bad"),
+            serde_json::json!("t"),
+            None,
+            &mut |_| {},
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("soft_labels"), "{err}");
+    }
+}
+
+#[test]
 fn a_draft_vocabulary_keeps_the_most_frequent_labels() {
     let model = tiny();
     let seqs = self_distilled(&model, 40);

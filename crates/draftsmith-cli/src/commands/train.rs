@@ -58,6 +58,10 @@ pub struct RedrafterArgs {
     /// Label source.
     #[arg(long, value_enum, default_value_t = LabelsArg::GroundTruth)]
     pub labels: LabelsArg,
+    /// Weight in [0, 1] of the target's own next-token distribution in the loss (knowledge
+    /// distillation through its frozen LM head; ground-truth labels only). 0: labels alone.
+    #[arg(long, default_value_t = ReDrafterTrainConfig::default().soft_labels)]
+    pub soft_labels: f64,
     /// Future tokens per position (the reference: 5).
     #[arg(long, default_value_t = ReDrafterTrainConfig::default().horizon)]
     pub horizon: usize,
@@ -110,6 +114,7 @@ impl RedrafterArgs {
                 LabelsArg::GroundTruth => LabelSource::GroundTruth,
                 LabelsArg::Teacher => LabelSource::Teacher,
             },
+            soft_labels: self.soft_labels,
             horizon: self.horizon,
             epochs: self.epochs,
             max_steps: self.max_steps,

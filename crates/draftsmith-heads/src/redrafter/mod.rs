@@ -11,6 +11,6 @@ pub use config::{HeadKind, ReDrafterConfig};
 pub use export::{
     load_redrafter, read_drafter_file, save_redrafter, weights_path, DrafterFile, CONFIG_FILE, WEIGHTS_FILE,
 };
-pub use loss::{teacher_forced_loss, TrainBatch};
+pub use loss::{teacher_forced_loss, SoftLabels, TrainBatch};
 pub use model::{ReDrafter, VocabProjection};
 pub use reference::{save_reference, write_probe, PROBE_FILE, REFERENCE_MODEL_TYPE, REFERENCE_WEIGHTS_FILE};
