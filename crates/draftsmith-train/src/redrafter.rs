@@ -173,18 +173,16 @@ pub fn train_redrafter<AB: AutodiffBackend>(
     // One transposed copy of the frozen embeddings, shared by training (as a constant of the
     // autodiff backend) and validation (on the inner backend).
     let inner_embeddings = target.embeddings().clone();
-    let inner_vocab = match (cfg.head, &draft) {
+    // The draft vocabulary's token ids, which cut both the drafter's and the teacher's heads.
+    let draft_ids = draft.as_ref().map(|d| {
+        let ids: Vec<i32> = d.ids.iter().map(|&t| t as i32).collect();
+        let n = ids.len();
+        Tensor::<AB::InnerBackend, 1, Int>::from_data(TensorData::new(ids, [n]), &device)
+    });
+    let inner_vocab = match (cfg.head, &draft_ids) {
         (HeadKind::Full, _) => VocabProjection::None,
         (HeadKind::Tied, None) => VocabProjection::tied(&inner_embeddings),
-        (HeadKind::Tied, Some(d)) => {
-            let ids: Vec<i32> = d.ids.iter().map(|&t| t as i32).collect();
-            let n = ids.len();
-            VocabProjection::tied(
-                &inner_embeddings
-                    .clone()
-                    .select(0, Tensor::<AB::InnerBackend, 1, Int>::from_data(TensorData::new(ids, [n]), &device)),
-            )
-        }
+        (HeadKind::Tied, Some(ids)) => VocabProjection::tied(&inner_embeddings.clone().select(0, ids.clone())),
     };
     let vocab = match &inner_vocab {
         VocabProjection::None => VocabProjection::None,
@@ -194,12 +192,8 @@ pub fn train_redrafter<AB: AutodiffBackend>(
     // only when the target ties its embeddings), on the drafter's vocabulary.
     let teacher = (cfg.soft_labels > 0.0).then(|| {
         let head = target.lm_head_matrix();
-        let head = match &draft {
-            Some(d) => {
-                let ids: Vec<i32> = d.ids.iter().map(|&t| t as i32).collect();
-                let n = ids.len();
-                head.select(1, Tensor::<AB::InnerBackend, 1, Int>::from_data(TensorData::new(ids, [n]), &device))
-            }
+        let head = match &draft_ids {
+            Some(ids) => head.select(1, ids.clone()),
             None => head,
         };
         VocabProjection::Embeddings(Tensor::<AB, 2>::from_inner(head))
@@ -423,7 +417,7 @@ fn make_batch<B: Backend>(
     });
     let ints = |v: Vec<i32>| Tensor::<B, 1, Int>::from_data(TensorData::new(v, [n]), device);
     TrainBatch {
-        hidden: Tensor::from_data(TensorData::new(h, [n, hidden.hidden_size()]), device),
+        hidden: Tensor::from_data(TensorData::new(h, [n, width]), device),
         inputs: inputs.into_iter().map(ints).collect(),
         labels: labels.into_iter().map(ints).collect(),
         weights: weights.into_iter().map(|w| Tensor::from_data(TensorData::new(w, [n]), device)).collect(),

@@ -43,7 +43,7 @@ pub struct SpecOutput {
     pub stop: StopReason,
 }
 
-/// Per-row argmax of `[n, vocab]` logits, computed on the device.
+/// Per-row argmax of `[n, vocab]` logits.
 fn row_argmax<B: Backend>(logits: Tensor<B, 2>) -> Vec<u32> {
     // On the host, with the plain decoder's own argmax (the first of equal maxima): a backend's
     // argmax op costs several times more per row on the CPU and need not break ties alike.

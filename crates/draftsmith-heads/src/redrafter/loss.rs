@@ -52,8 +52,8 @@ pub fn teacher_forced_loss<B: Backend>(
     let mut state = drafter.initial_state(rows, hidden, &device);
     let mut total = Tensor::<B, 1>::zeros([1], &device);
     let mut metrics = Vec::with_capacity(batch.inputs.len());
-    for (((input, label), weight), in_vocab) in
-        batch.inputs.iter().zip(&batch.labels).zip(&batch.weights).zip(&batch.in_vocab)
+    for (step, (((input, label), weight), in_vocab)) in
+        batch.inputs.iter().zip(&batch.labels).zip(&batch.weights).zip(&batch.in_vocab).enumerate()
     {
         state = drafter.next_state(state, embeddings.clone().select(0, input.clone()));
         let logits = drafter.logits(batch.hidden.clone(), state.clone(), vocab);
@@ -68,7 +68,7 @@ pub fn teacher_forced_loss<B: Backend>(
         if let Some(soft) = &batch.soft {
             // Every counted row learns the target's distribution over the logits' vocabulary,
             // also where its label lies outside it.
-            let cross = (soft.probs[metrics.len()].clone() * log_probs).sum_dim(1).reshape([rows]).neg();
+            let cross = (soft.probs[step].clone() * log_probs).sum_dim(1).reshape([rows]).neg();
             let soft_term = (cross * weight.clone()).sum() / count.max(1.0);
             term = term * (1.0 - soft.weight) + soft_term * soft.weight;
         }
