@@ -164,13 +164,15 @@ fn a_drafter_slower_than_what_it_saves_is_not_called() {
 }
 
 /// A drafter whose time grows with its depth, told the depth before drafting (a draft model):
-/// one forward call per drafted token, each taking `call_ms`, right for the first `right`
-/// tokens of each draft and wrong after them; `stall` = `(k, ms)` makes its `k`-th proposal take
-/// `ms` longer (a loud moment of the host).
+/// one forward call per drafted token, each taking `call_ms` (the first one `first_ms` when
+/// set: a beam search's first call runs one beam, its later ones every beam), right for the
+/// first `right` tokens of each draft and wrong after them; `stall` = `(k, ms)` makes its
+/// `k`-th proposal take `ms` longer (a loud moment of the host).
 struct Deep {
     inner: Scripted,
     right: usize,
     call_ms: f64,
+    first_ms: Option<f64>,
     limit: Option<usize>,
     calls: std::rc::Rc<std::cell::Cell<usize>>,
     last: usize,
@@ -209,7 +211,12 @@ impl Proposer for Deep {
         }
         self.last = tree.len();
         self.calls.set(self.calls.get() + tree.len());
-        std::thread::sleep(std::time::Duration::from_secs_f64(self.call_ms * tree.len() as f64 / 1e3));
+        let ms = match (self.first_ms, tree.len()) {
+            (_, 0) => 0.0,
+            (Some(first), n) => first + self.call_ms * (n - 1) as f64,
+            (None, n) => self.call_ms * n as f64,
+        };
+        std::thread::sleep(std::time::Duration::from_secs_f64(ms / 1e3));
         Ok(tree)
     }
 }
@@ -223,8 +230,17 @@ fn deep_run(right: usize, seed: u64) -> (Vec<draftsmith_decode::StepRecord>, usi
     let (vocab, n) = (model.config().vocab_size, want.len());
     let calls = std::rc::Rc::new(std::cell::Cell::new(0));
     let inner = Scripted { reference, len: 8, wrong: false, vocab };
-    let deep =
-        Deep { inner, right, call_ms: CALL_MS, limit: None, calls: calls.clone(), last: 0, stall: None, proposals: 0 };
+    let deep = Deep {
+        inner,
+        right,
+        call_ms: CALL_MS,
+        first_ms: None,
+        limit: None,
+        calls: calls.clone(),
+        last: 0,
+        stall: None,
+        proposals: 0,
+    };
     let cost = CostModel::from_points(&[(1, STEP_MS * units(1)), (2, STEP_MS * units(2)), (64, STEP_MS * units(64))]);
     let mut auto = Auto::with_fixed_cost(Box::new(deep), cost);
     let got = generate_speculative(&model, &prompt, n, &[], &mut auto).unwrap();
@@ -248,6 +264,36 @@ fn a_drafter_told_its_depth_drafts_only_as_deep_as_pays() {
 }
 
 #[test]
+fn a_cheap_first_call_is_priced_apart_from_dear_later_ones() {
+    // A wide beam search: its first call (one beam) takes 0.3 ms, each later one (every beam)
+    // 6 ms; right for one token. One-token drafts pay (2 tokens for 0.3 ms and a 2-token pass
+    // of 6 ms, against 5 ms a token); the first, full-depth drafts average 4.6 ms a call, at
+    // which one call would not pay: priced per call alone, the drafter stayed off.
+    let Case { model, prompt, want, reference } = case(Architecture::Llama, 11, 12, 160);
+    let (vocab, n) = (model.config().vocab_size, want.len());
+    let calls = std::rc::Rc::new(std::cell::Cell::new(0));
+    let inner = Scripted { reference, len: 4, wrong: false, vocab };
+    let deep = Deep {
+        inner,
+        right: 1,
+        call_ms: 6.0,
+        first_ms: Some(0.3),
+        limit: None,
+        calls,
+        last: 0,
+        stall: None,
+        proposals: 0,
+    };
+    let cost = CostModel::from_points(&[(1, STEP_MS * units(1)), (2, STEP_MS * units(2)), (64, STEP_MS * units(64))]);
+    let mut auto = Auto::with_fixed_cost(Box::new(deep), cost);
+    let got = generate_speculative(&model, &prompt, n, &[], &mut auto).unwrap();
+    assert_eq!(got.tokens, want, "lossless");
+    let late = &got.steps[got.steps.len() / 2..got.steps.len() - 1];
+    let one = late.iter().filter(|s| s.tree_size == 1).count();
+    assert!(one * 4 >= late.len() * 3, "{one} of the last {} steps drafted one token", late.len());
+}
+
+#[test]
 fn a_useless_drafter_told_its_depth_costs_at_most_five_percent_over_ar() {
     // Counted cost: target passes in steps plus drafter calls, never wall time.
     let (steps, calls, n) = deep_run(0, 6);
@@ -265,7 +311,8 @@ fn one_stalled_drafter_call_does_not_price_the_drafter_out() {
     let inner = Scripted { reference, len: 4, wrong: false, vocab };
     // The second proposal (the first one timed as steady drafting) stalls for 300 ms.
     let stall = Some((2, 300));
-    let deep = Deep { inner, right: 4, call_ms: CALL_MS, limit: None, calls, last: 0, stall, proposals: 0 };
+    let deep =
+        Deep { inner, right: 4, call_ms: CALL_MS, first_ms: None, limit: None, calls, last: 0, stall, proposals: 0 };
     let cost = CostModel::from_points(&[(1, STEP_MS * units(1)), (2, STEP_MS * units(2)), (64, STEP_MS * units(64))]);
     let mut auto = Auto::with_fixed_cost(Box::new(deep), cost);
     let got = generate_speculative(&model, &prompt, n, &[], &mut auto).unwrap();
