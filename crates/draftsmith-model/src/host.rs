@@ -328,6 +328,22 @@ pub enum Visibility<'a> {
 }
 
 impl Visibility<'_> {
+    /// Row `row`'s visible keys as a run `0..prefix` (returned) and the later ones in `extra`
+    /// (ascending): a draft tree's rows see the whole cache and a few of the tree's nodes.
+    fn split(&self, row: usize, extra: &mut Vec<usize>) -> usize {
+        extra.clear();
+        match self {
+            Self::Causal { cached } => cached + row + 1,
+            Self::Mask { mask, total } => {
+                let row = &mask[row * total..][..*total];
+                let prefix = row.iter().position(|&v| !v).unwrap_or(row.len());
+                extra.extend((prefix..*total).filter(|&j| row[j]));
+                prefix
+            }
+        }
+    }
+
+    #[cfg(test)]
     fn keys(&self, row: usize, out: &mut Vec<usize>) {
         out.clear();
         match self {
@@ -340,6 +356,62 @@ impl Visibility<'_> {
                 out.extend((prefix..*total).filter(|&j| row[j]));
             }
         }
+    }
+}
+
+/// A query row's visible keys as the attention kernels walk them, in position order: a list,
+/// or a run of consecutive positions (no list to build or read).
+trait Keys: Copy {
+    fn len(self) -> usize;
+    /// The `i`-th key (`i < len`).
+    fn at(self, i: usize) -> usize;
+    fn last(self) -> Option<usize>;
+    /// The keys from the `i`-th on.
+    fn skip(self, i: usize) -> Self;
+    /// Whether they ascend strictly (checked in debug builds).
+    fn ascends(self) -> bool;
+}
+
+impl Keys for &[usize] {
+    fn len(self) -> usize {
+        <[usize]>::len(self)
+    }
+    fn at(self, i: usize) -> usize {
+        self[i]
+    }
+    fn last(self) -> Option<usize> {
+        <[usize]>::last(self).copied()
+    }
+    fn skip(self, i: usize) -> Self {
+        &self[i..]
+    }
+    fn ascends(self) -> bool {
+        self.windows(2).all(|w| w[0] < w[1])
+    }
+}
+
+/// Keys `start..start + len`.
+#[derive(Debug, Clone, Copy)]
+struct Run {
+    start: usize,
+    len: usize,
+}
+
+impl Keys for Run {
+    fn len(self) -> usize {
+        self.len
+    }
+    fn at(self, i: usize) -> usize {
+        self.start + i
+    }
+    fn last(self) -> Option<usize> {
+        (self.len > 0).then(|| self.start + self.len - 1)
+    }
+    fn skip(self, i: usize) -> Self {
+        Run { start: self.start + i, len: self.len - i }
+    }
+    fn ascends(self) -> bool {
+        true
     }
 }
 
@@ -468,52 +540,72 @@ fn attend_unit<T: KvElem>(
     let (keys, values) = (&keys[kv.clone()], &values[kv]);
     draftsmith_kernels::pool::with_thread_scratch(&UNIT_SCRATCH, |s: &mut UnitScratch| {
         s.prepare(tokens.clone(), visibility, width);
-        let UnitScratch { visible, weights, cuts, sums } = s;
-        let rows = tokens.len();
-        let (visible, weights) = (&visible[..rows], &mut weights[..rows]);
         let first = heads.start;
         let qs = |i: usize| &q[(i * sh.heads + first) * hd..][..width * hd];
-        // Each token's visible keys cut at the key-block boundaries: in block `b`, token `k` sees
-        // `visible[k][cuts[k][b]..cuts[k][b + 1]]`. Both walks below go block by block, every token
-        // of the unit within a block, so a block of keys or values serves them all while cached.
-        let end = visible.iter().filter_map(|v| v.last()).max().map_or(0, |&j| j + 1);
-        let blocks = end.div_ceil(KEY_BLOCK);
-        for (c, v) in cuts.iter_mut().zip(visible) {
-            c.clear();
-            c.extend((0..=blocks).map(|b| v.partition_point(|&j| j < b * KEY_BLOCK)));
-        }
-        let cuts = &cuts[..rows];
-        unit_body(qs, keys, values, sh, heads, tokens, (visible, weights, cuts, sums), blocks, dst);
+        unit_body(qs, keys, values, sh, heads, tokens, s, dst);
     });
+}
+
+/// One query row's visible keys in a unit: the run `0..prefix` and the later keys `extra`
+/// (a draft tree's nodes), with `extra` cut at the key-block boundaries: in block `b` the row
+/// sees the run's part in that block, then `extra[cuts[b]..cuts[b + 1]]`.
+#[derive(Default)]
+struct RowKeys {
+    prefix: usize,
+    extra: Vec<usize>,
+    cuts: Vec<usize>,
+}
+
+impl RowKeys {
+    /// How many keys the row sees.
+    fn count(&self) -> usize {
+        self.prefix + self.extra.len()
+    }
+
+    /// The row's keys in block `b`: the run's part and the extra keys' part, each with the
+    /// index of its first key among the row's keys.
+    fn in_block(&self, b: usize) -> ((Run, usize), (&[usize], usize)) {
+        let (lo, hi) = (b * KEY_BLOCK, ((b + 1) * KEY_BLOCK).min(self.prefix));
+        let run = Run { start: lo, len: hi.saturating_sub(lo) };
+        let (el, eh) = (self.cuts[b], self.cuts[b + 1]);
+        ((run, lo), (&self.extra[el..eh], self.prefix + el))
+    }
 }
 
 /// Per-thread buffers of [`attend_unit`], reused between calls (a decoding step makes a few
 /// dozen attention calls per layer stack, each of which would otherwise allocate its lists).
 #[derive(Default)]
 struct UnitScratch {
-    visible: Vec<Vec<usize>>,
+    rows: Vec<RowKeys>,
     weights: Vec<Vec<f32>>,
-    cuts: Vec<Vec<usize>>,
     sums: Vec<f32>,
+    /// Key blocks up to the last visible key of any row.
+    blocks: usize,
 }
 
 impl UnitScratch {
-    /// Fills the visible keys of `tokens` and sizes the score rows (`width` query heads per token).
+    /// The visible keys of `tokens` and their score rows (`width` query heads per token; their
+    /// values are left as they are: the score kernels write every entry before it is read).
     fn prepare(&mut self, tokens: std::ops::Range<usize>, visibility: &Visibility<'_>, width: usize) {
         let rows = tokens.len();
-        for list in [&mut self.visible, &mut self.cuts] {
-            if list.len() < rows {
-                list.resize_with(rows, Vec::new);
-            }
+        if self.rows.len() < rows {
+            self.rows.resize_with(rows, RowKeys::default);
         }
         if self.weights.len() < rows {
             self.weights.resize_with(rows, Vec::new);
         }
+        let mut end = 0;
         for (k, i) in tokens.enumerate() {
-            visibility.keys(i, &mut self.visible[k]);
-            let w = &mut self.weights[k];
-            w.clear();
-            w.resize(width * self.visible[k].len(), 0.0);
+            let r = &mut self.rows[k];
+            r.prefix = visibility.split(i, &mut r.extra);
+            end = end.max(r.extra.last().map_or(r.prefix, |&j| j + 1));
+            self.weights[k].resize(width * r.count(), 0.0);
+        }
+        self.blocks = end.div_ceil(KEY_BLOCK);
+        for r in &mut self.rows[..rows] {
+            let extra = &r.extra;
+            r.cuts.clear();
+            r.cuts.extend((0..=self.blocks).map(|b| extra.partition_point(|&j| j < b * KEY_BLOCK)));
         }
         self.sums.clear();
         self.sums.resize(rows * width, 0.0);
@@ -524,8 +616,11 @@ thread_local! {
     static UNIT_SCRATCH: std::cell::RefCell<UnitScratch> = std::cell::RefCell::new(UnitScratch::default());
 }
 
-/// The arithmetic of [`attend_unit`] on its prepared lists.
-#[allow(clippy::too_many_arguments, clippy::type_complexity)]
+/// The arithmetic of [`attend_unit`] on its prepared rows. Both walks go block by block, every
+/// token of the unit within a block, so a block of keys or values serves them all while cached;
+/// within a block a row's run comes before its extra keys, so every row visits its keys in
+/// position order.
+#[allow(clippy::too_many_arguments)]
 fn unit_body<'q, T: KvElem>(
     qs: impl Fn(usize) -> &'q [f32],
     keys: &[T],
@@ -533,34 +628,44 @@ fn unit_body<'q, T: KvElem>(
     sh: &AttendShape,
     heads: std::ops::Range<usize>,
     tokens: std::ops::Range<usize>,
-    (visible, weights, cuts, sums): (&[Vec<usize>], &mut [Vec<f32>], &[Vec<usize>], &mut [f32]),
-    blocks: usize,
+    s: &mut UnitScratch,
     dst: &RowsPtr<'_>,
 ) {
     let (hd, width) = (sh.head_dim, heads.len());
-    let segments = || {
-        (0..blocks)
-            .flat_map(|b| tokens.clone().enumerate().map(move |(k, i)| (k, i, b)))
-            .filter(|&(k, _, b)| cuts[k][b] < cuts[k][b + 1])
-    };
+    let UnitScratch { rows, weights, sums, blocks } = s;
+    let rows = &rows[..tokens.len()];
     // Scores.
-    for (k, i, b) in segments() {
-        let (lo, hi) = (cuts[k][b], cuts[k][b + 1]);
-        scores(qs(i), keys, &visible[k][lo..hi], sh, &mut weights[k][lo..], visible[k].len());
+    for b in 0..*blocks {
+        for (k, i) in tokens.clone().enumerate() {
+            let (m, ((run, lo), (extra, el))) = (rows[k].count(), rows[k].in_block(b));
+            if run.len > 0 {
+                scores(qs(i), keys, run, sh, &mut weights[k][lo..], m);
+            }
+            if !extra.is_empty() {
+                scores(qs(i), keys, extra, sh, &mut weights[k][el..], m);
+            }
+        }
     }
     // Softmax numerators per row, and their sums.
-    for (k, w) in weights.iter_mut().enumerate() {
-        let m = visible[k].len().max(1);
+    for (k, w) in weights[..rows.len()].iter_mut().enumerate() {
+        let m = rows[k].count().max(1);
         for (r, row) in w.chunks_mut(m).enumerate() {
             sums[k * width + r] = draftsmith_kernels::rowops::softmax_numerators(row);
         }
     }
     // Weighted sums of the values (the accumulators wait in the output rows between blocks).
-    for (k, i, b) in segments() {
-        let (lo, hi) = (cuts[k][b], cuts[k][b + 1]);
-        // SAFETY: a unit writes only the rows of its own kv head and tokens.
-        let o = unsafe { dst.part((i * sh.heads + heads.start) * hd, width * hd) };
-        weighted_sums(values, &visible[k][lo..hi], &weights[k][lo..], visible[k].len(), o, sh);
+    for b in 0..*blocks {
+        for (k, i) in tokens.clone().enumerate() {
+            let (m, ((run, lo), (extra, el))) = (rows[k].count(), rows[k].in_block(b));
+            // SAFETY: a unit writes only the rows of its own kv head and tokens.
+            let o = unsafe { dst.part((i * sh.heads + heads.start) * hd, width * hd) };
+            if run.len > 0 {
+                weighted_sums(values, run, &weights[k][lo..], m, o, sh);
+            }
+            if !extra.is_empty() {
+                weighted_sums(values, extra, &weights[k][el..], m, o, sh);
+            }
+        }
     }
     for (k, i) in tokens.enumerate() {
         // SAFETY: as above.
@@ -573,7 +678,7 @@ fn unit_body<'q, T: KvElem>(
 }
 
 /// Scores of the rows `qs` against the keys `visible` into `out[r · stride + idx]`.
-fn scores<T: KvElem>(qs: &[f32], keys: &[T], visible: &[usize], sh: &AttendShape, out: &mut [f32], stride: usize) {
+fn scores<T: KvElem, K: Keys>(qs: &[f32], keys: &[T], visible: K, sh: &AttendShape, out: &mut [f32], stride: usize) {
     #[cfg(target_arch = "x86_64")]
     if sh.wide && matches!(sh.head_dim, 64 | 128) {
         // Three query rows per pass over the keys (32 vector registers hold their 24
@@ -586,8 +691,8 @@ fn scores<T: KvElem>(qs: &[f32], keys: &[T], visible: &[usize], sh: &AttendShape
             // SAFETY: AVX-512 F/VL, AVX2 and FMA are available (`wide`); the kernel checks its bounds.
             unsafe {
                 match hd {
-                    64 => scores3_wide::<T, 8>(q3, keys, visible, sh.scale, o3, stride),
-                    _ => scores3_wide::<T, 16>(q3, keys, visible, sh.scale, o3, stride),
+                    64 => scores3_wide::<T, K, 8>(q3, keys, visible, sh.scale, o3, stride),
+                    _ => scores3_wide::<T, K, 16>(q3, keys, visible, sh.scale, o3, stride),
                 }
             }
         }
@@ -595,7 +700,7 @@ fn scores<T: KvElem>(qs: &[f32], keys: &[T], visible: &[usize], sh: &AttendShape
             // SAFETY: as below.
             unsafe {
                 match hd {
-                    64 => scores_avx2::<T, 8>(
+                    64 => scores_avx2::<T, K, 8>(
                         &qs[full * hd..],
                         keys,
                         visible,
@@ -603,7 +708,7 @@ fn scores<T: KvElem>(qs: &[f32], keys: &[T], visible: &[usize], sh: &AttendShape
                         &mut out[full * stride..],
                         stride,
                     ),
-                    _ => scores_avx2::<T, 16>(
+                    _ => scores_avx2::<T, K, 16>(
                         &qs[full * hd..],
                         keys,
                         visible,
@@ -621,8 +726,8 @@ fn scores<T: KvElem>(qs: &[f32], keys: &[T], visible: &[usize], sh: &AttendShape
         // SAFETY: AVX2 and FMA are available (`simd`); the kernel checks its bounds.
         unsafe {
             match sh.head_dim {
-                64 => scores_avx2::<T, 8>(qs, keys, visible, sh.scale, out, stride),
-                _ => scores_avx2::<T, 16>(qs, keys, visible, sh.scale, out, stride),
+                64 => scores_avx2::<T, K, 8>(qs, keys, visible, sh.scale, out, stride),
+                _ => scores_avx2::<T, K, 16>(qs, keys, visible, sh.scale, out, stride),
             }
         }
         return;
@@ -630,7 +735,8 @@ fn scores<T: KvElem>(qs: &[f32], keys: &[T], visible: &[usize], sh: &AttendShape
     let hd = sh.head_dim;
     let mut buf = vec![0.0f32; hd];
     for (r, qv) in qs.chunks(hd).enumerate() {
-        for (idx, &j) in visible.iter().enumerate() {
+        for idx in 0..visible.len() {
+            let j = visible.at(idx);
             out[r * stride + idx] = dot(qv, T::widen(&keys[j * hd..][..hd], &mut buf)) * sh.scale;
         }
     }
@@ -639,9 +745,9 @@ fn scores<T: KvElem>(qs: &[f32], keys: &[T], visible: &[usize], sh: &AttendShape
 /// [`weighted_sum`] for every row of `o` (`[rows, head_dim]`), row `r`'s weights at
 /// `w[r · stride ..]`: with AVX-512 F/VL, three rows per pass over the values (each value row
 /// read once for the three), the same FMA per element and key, in the same order.
-fn weighted_sums<T: KvElem>(
+fn weighted_sums<T: KvElem, K: Keys>(
     values: &[T],
-    visible: &[usize],
+    visible: K,
     w: &[f32],
     stride: usize,
     o: &mut [f32],
@@ -656,14 +762,14 @@ fn weighted_sums<T: KvElem>(
             // SAFETY: AVX-512 F/VL, AVX2 and FMA are available (`wide`); the kernel checks its bounds.
             unsafe {
                 match hd {
-                    64 => weighted_sum3_wide::<T, 8>(
+                    64 => weighted_sum3_wide::<T, K, 8>(
                         values,
                         visible,
                         &w[r0 * stride..],
                         stride,
                         &mut o[r0 * hd..(r0 + 3) * hd],
                     ),
-                    _ => weighted_sum3_wide::<T, 16>(
+                    _ => weighted_sum3_wide::<T, K, 16>(
                         values,
                         visible,
                         &w[r0 * stride..],
@@ -681,22 +787,22 @@ fn weighted_sums<T: KvElem>(
 }
 
 /// `o += Σ_j w_j · v_j` over `visible` in order (one FMA per element per key).
-fn weighted_sum<T: KvElem>(values: &[T], visible: &[usize], w: &[f32], o: &mut [f32], sh: &AttendShape) {
+fn weighted_sum<T: KvElem, K: Keys>(values: &[T], visible: K, w: &[f32], o: &mut [f32], sh: &AttendShape) {
     #[cfg(target_arch = "x86_64")]
     if sh.simd && matches!(sh.head_dim, 64 | 128) {
         // SAFETY: as in `scores`.
         unsafe {
             match sh.head_dim {
-                64 => weighted_sum_avx2::<T, 8>(values, visible, w, o),
-                _ => weighted_sum_avx2::<T, 16>(values, visible, w, o),
+                64 => weighted_sum_avx2::<T, K, 8>(values, visible, w, o),
+                _ => weighted_sum_avx2::<T, K, 16>(values, visible, w, o),
             }
         }
         return;
     }
     let hd = sh.head_dim;
     let mut buf = vec![0.0f32; hd];
-    for (&j, &p) in visible.iter().zip(w) {
-        axpy(o, p, T::widen(&values[j * hd..][..hd], &mut buf), sh.simd);
+    for (idx, &p) in w.iter().enumerate().take(visible.len()) {
+        axpy(o, p, T::widen(&values[visible.at(idx) * hd..][..hd], &mut buf), sh.simd);
     }
 }
 
@@ -730,8 +836,8 @@ fn attend_group<T: KvElem>(
         // SAFETY: AVX2 and FMA are available (`simd`); the kernels check their bounds.
         unsafe {
             match head_dim {
-                64 => scores_avx2::<T, 8>(qs, keys, visible, scale, &mut weights, m),
-                _ => scores_avx2::<T, 16>(qs, keys, visible, scale, &mut weights, m),
+                64 => scores_avx2::<T, &[usize], 8>(qs, keys, visible, scale, &mut weights, m),
+                _ => scores_avx2::<T, &[usize], 16>(qs, keys, visible, scale, &mut weights, m),
             }
         }
     } else {
@@ -748,8 +854,8 @@ fn attend_group<T: KvElem>(
             // SAFETY: as above.
             unsafe {
                 match head_dim {
-                    64 => weighted_sum_avx2::<T, 8>(values, visible, w, oh),
-                    _ => weighted_sum_avx2::<T, 16>(values, visible, w, oh),
+                    64 => weighted_sum_avx2::<T, &[usize], 8>(values, visible, w, oh),
+                    _ => weighted_sum_avx2::<T, &[usize], 16>(values, visible, w, oh),
                 }
             }
         } else {
@@ -804,10 +910,10 @@ fn reduce_eight_keys(acc: &[std::arch::x86_64::__m256; 8], scale: f32) -> std::a
 /// has the bits of the one-pair form, which handles the remainder.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn scores_avx2<T: KvElem, const C: usize>(
+unsafe fn scores_avx2<T: KvElem, K: Keys, const C: usize>(
     qs: &[f32],
     keys: &[T],
-    visible: &[usize],
+    visible: K,
     scale: f32,
     out: &mut [f32],
     stride: usize,
@@ -826,7 +932,7 @@ unsafe fn scores_avx2<T: KvElem, const C: usize>(
         let qp = unsafe { qs.as_ptr().add(r * d) };
         for base in (0..full).step_by(8) {
             let mut acc = [_mm256_setzero_ps(); 8];
-            let kp: [*const T; 8] = std::array::from_fn(|k| unsafe { keys.as_ptr().add(visible[base + k] * d) });
+            let kp: [*const T; 8] = std::array::from_fn(|k| unsafe { keys.as_ptr().add(visible.at(base + k) * d) });
             // Chunk-outer: each query chunk is loaded once for the eight keys; every pair still
             // accumulates its chunks in order, as `dot_avx2` does.
             for c in 0..C {
@@ -838,7 +944,7 @@ unsafe fn scores_avx2<T: KvElem, const C: usize>(
             unsafe { _mm256_storeu_ps(out.as_mut_ptr().add(r * stride + base), reduce_eight_keys(&acc, scale)) };
         }
         for idx in full..m {
-            let kp = unsafe { keys.as_ptr().add(visible[idx] * d) };
+            let kp = unsafe { keys.as_ptr().add(visible.at(idx) * d) };
             let mut acc = _mm256_setzero_ps();
             for c in 0..C {
                 acc = _mm256_fmadd_ps(unsafe { _mm256_loadu_ps(qp.add(c * 8)) }, unsafe { load8(kp.add(c * 8)) }, acc);
@@ -854,9 +960,9 @@ unsafe fn scores_avx2<T: KvElem, const C: usize>(
 /// the `C` × 8 accumulators in registers.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn weighted_sum_avx2<T: KvElem, const C: usize>(
+unsafe fn weighted_sum_avx2<T: KvElem, K: Keys, const C: usize>(
     values: &[T],
-    visible: &[usize],
+    visible: K,
     weights: &[f32],
     o: &mut [f32],
 ) {
@@ -865,8 +971,8 @@ unsafe fn weighted_sum_avx2<T: KvElem, const C: usize>(
     assert!(o.len() == d && rows_in_bounds(visible, d, values.len()));
     // SAFETY (all loads and stores): `o` holds d floats and every visible value row d floats.
     let mut acc: [__m256; C] = std::array::from_fn(|c| unsafe { _mm256_loadu_ps(o.as_ptr().add(c * 8)) });
-    for (&j, &p) in visible.iter().zip(weights) {
-        let vp = unsafe { values.as_ptr().add(j * d) };
+    for (idx, &p) in weights.iter().enumerate().take(visible.len()) {
+        let vp = unsafe { values.as_ptr().add(visible.at(idx) * d) };
         let pv = _mm256_set1_ps(p);
         for (c, a) in acc.iter_mut().enumerate() {
             *a = _mm256_fmadd_ps(pv, unsafe { load8(vp.add(c * 8)) }, *a);
@@ -877,12 +983,12 @@ unsafe fn weighted_sum_avx2<T: KvElem, const C: usize>(
     }
 }
 
-/// Whether every row `j` of the ascending `visible` (as [`Visibility::keys`] lists them) lies
+/// Whether every row `j` of the ascending `visible` (a run or a list of [`Visibility::split`]) lies
 /// within `len` elements of `d`-wide rows: the last one decides (the order itself is checked in
 /// debug builds; a full scan per call cost a tenth of the score kernels' time at long context).
-fn rows_in_bounds(visible: &[usize], d: usize, len: usize) -> bool {
-    debug_assert!(visible.windows(2).all(|w| w[0] < w[1]), "visible keys ascend");
-    visible.last().is_none_or(|&j| (j + 1) * d <= len)
+fn rows_in_bounds<K: Keys>(visible: K, d: usize, len: usize) -> bool {
+    debug_assert!(visible.ascends(), "visible keys ascend");
+    visible.last().is_none_or(|j| (j + 1) * d <= len)
 }
 
 /// [`scores_avx2`] for three query rows at once (`qs` = `[3, C·8]`, row `r` into
@@ -890,10 +996,10 @@ fn rows_in_bounds(visible: &[usize], d: usize, len: usize) -> bool {
 /// FMA sequence and the same eight-key reduction.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl")]
-unsafe fn scores3_wide<T: KvElem, const C: usize>(
+unsafe fn scores3_wide<T: KvElem, K: Keys, const C: usize>(
     qs: &[f32],
     keys: &[T],
-    visible: &[usize],
+    visible: K,
     scale: f32,
     out: &mut [f32],
     stride: usize,
@@ -906,7 +1012,7 @@ unsafe fn scores3_wide<T: KvElem, const C: usize>(
     for base in (0..full).step_by(8) {
         let mut acc = [[_mm256_setzero_ps(); 8]; 3];
         // SAFETY (all loads and stores): key rows, the rows of `qs` and `out` are in bounds (asserted).
-        let kp: [*const T; 8] = std::array::from_fn(|k| unsafe { keys.as_ptr().add(visible[base + k] * d) });
+        let kp: [*const T; 8] = std::array::from_fn(|k| unsafe { keys.as_ptr().add(visible.at(base + k) * d) });
         for c in 0..C {
             let q: [__m256; 3] = std::array::from_fn(|r| unsafe { _mm256_loadu_ps(qs.as_ptr().add(r * d + c * 8)) });
             for (k, p) in kp.iter().enumerate() {
@@ -924,10 +1030,10 @@ unsafe fn scores3_wide<T: KvElem, const C: usize>(
         for r in 0..3 {
             // SAFETY: the same CPU features; `scores_avx2` checks its bounds.
             unsafe {
-                scores_avx2::<T, C>(
+                scores_avx2::<T, K, C>(
                     &qs[r * d..(r + 1) * d],
                     keys,
-                    &visible[full..],
+                    visible.skip(full),
                     scale,
                     &mut out[r * stride + full..],
                     stride,
@@ -942,9 +1048,9 @@ unsafe fn scores3_wide<T: KvElem, const C: usize>(
 /// three rows; per element the same FMA per key, in key order.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl")]
-unsafe fn weighted_sum3_wide<T: KvElem, const C: usize>(
+unsafe fn weighted_sum3_wide<T: KvElem, K: Keys, const C: usize>(
     values: &[T],
-    visible: &[usize],
+    visible: K,
     w: &[f32],
     stride: usize,
     o: &mut [f32],
@@ -961,8 +1067,8 @@ unsafe fn weighted_sum3_wide<T: KvElem, const C: usize>(
         let mut acc: [[__m256; 8]; 3] = std::array::from_fn(|r| {
             std::array::from_fn(|c| unsafe { _mm256_loadu_ps(o.as_ptr().add(r * d + (c0 + c) * 8)) })
         });
-        for (idx, &j) in visible.iter().enumerate() {
-            let vp = unsafe { values.as_ptr().add(j * d + c0 * 8) };
+        for idx in 0..m {
+            let vp = unsafe { values.as_ptr().add(visible.at(idx) * d + c0 * 8) };
             let p: [__m256; 3] = std::array::from_fn(|r| _mm256_set1_ps(unsafe { *w.get_unchecked(r * stride + idx) }));
             for c in 0..8 {
                 let v = unsafe { load8(vp.add(c * 8)) };
