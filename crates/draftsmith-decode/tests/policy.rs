@@ -225,14 +225,21 @@ impl Proposer for Deep {
 const STEP_MS: f64 = 5.0;
 const CALL_MS: f64 = 0.5;
 
-fn deep_run(right: usize, seed: u64) -> (Vec<draftsmith_decode::StepRecord>, usize, usize) {
+/// `auto` (5 ms steps, fixed cost model) over a [`Deep`] drafter of at most `len` tokens on a
+/// seeded case, right for its whole depth and `CALL_MS` a call unless `shape` says otherwise;
+/// checks the output is `ar`'s and returns the steps, the drafter calls and the tokens generated.
+fn deep_generate(
+    seed: u64,
+    len: usize,
+    shape: impl FnOnce(&mut Deep),
+) -> (Vec<draftsmith_decode::StepRecord>, usize, usize) {
     let Case { model, prompt, want, reference } = case(Architecture::Llama, seed, 12, 160);
     let (vocab, n) = (model.config().vocab_size, want.len());
     let calls = std::rc::Rc::new(std::cell::Cell::new(0));
-    let inner = Scripted { reference, len: 8, wrong: false, vocab };
-    let deep = Deep {
+    let inner = Scripted { reference, len, wrong: false, vocab };
+    let mut deep = Deep {
         inner,
-        right,
+        right: len,
         call_ms: CALL_MS,
         first_ms: None,
         limit: None,
@@ -241,11 +248,16 @@ fn deep_run(right: usize, seed: u64) -> (Vec<draftsmith_decode::StepRecord>, usi
         stall: None,
         proposals: 0,
     };
+    shape(&mut deep);
     let cost = CostModel::from_points(&[(1, STEP_MS * units(1)), (2, STEP_MS * units(2)), (64, STEP_MS * units(64))]);
     let mut auto = Auto::with_fixed_cost(Box::new(deep), cost);
     let got = generate_speculative(&model, &prompt, n, &[], &mut auto).unwrap();
     assert_eq!(got.tokens, want, "lossless");
     (got.steps, calls.get(), n)
+}
+
+fn deep_run(right: usize, seed: u64) -> (Vec<draftsmith_decode::StepRecord>, usize, usize) {
+    deep_generate(seed, 8, |d| d.right = right)
 }
 
 #[test]
@@ -269,26 +281,10 @@ fn a_cheap_first_call_is_priced_apart_from_dear_later_ones() {
     // 6 ms; right for one token. One-token drafts pay (2 tokens for 0.3 ms and a 2-token pass
     // of 6 ms, against 5 ms a token); the first, full-depth drafts average 4.6 ms a call, at
     // which one call would not pay: priced per call alone, the drafter stayed off.
-    let Case { model, prompt, want, reference } = case(Architecture::Llama, 11, 12, 160);
-    let (vocab, n) = (model.config().vocab_size, want.len());
-    let calls = std::rc::Rc::new(std::cell::Cell::new(0));
-    let inner = Scripted { reference, len: 4, wrong: false, vocab };
-    let deep = Deep {
-        inner,
-        right: 1,
-        call_ms: 6.0,
-        first_ms: Some(0.3),
-        limit: None,
-        calls,
-        last: 0,
-        stall: None,
-        proposals: 0,
-    };
-    let cost = CostModel::from_points(&[(1, STEP_MS * units(1)), (2, STEP_MS * units(2)), (64, STEP_MS * units(64))]);
-    let mut auto = Auto::with_fixed_cost(Box::new(deep), cost);
-    let got = generate_speculative(&model, &prompt, n, &[], &mut auto).unwrap();
-    assert_eq!(got.tokens, want, "lossless");
-    let late = &got.steps[got.steps.len() / 2..got.steps.len() - 1];
+    let (steps, _, _) = deep_generate(11, 4, |d| {
+        (d.right, d.call_ms, d.first_ms) = (1, 6.0, Some(0.3));
+    });
+    let late = &steps[steps.len() / 2..steps.len() - 1];
     let one = late.iter().filter(|s| s.tree_size == 1).count();
     assert!(one * 4 >= late.len() * 3, "{one} of the last {} steps drafted one token", late.len());
 }
@@ -305,21 +301,11 @@ fn a_useless_drafter_told_its_depth_costs_at_most_five_percent_over_ar() {
 
 #[test]
 fn one_stalled_drafter_call_does_not_price_the_drafter_out() {
-    let Case { model, prompt, want, reference } = case(Architecture::Llama, 9, 12, 160);
-    let (vocab, n) = (model.config().vocab_size, want.len());
-    let calls = std::rc::Rc::new(std::cell::Cell::new(0));
-    let inner = Scripted { reference, len: 4, wrong: false, vocab };
     // The second proposal (the first one timed as steady drafting) stalls for 300 ms.
-    let stall = Some((2, 300));
-    let deep =
-        Deep { inner, right: 4, call_ms: CALL_MS, first_ms: None, limit: None, calls, last: 0, stall, proposals: 0 };
-    let cost = CostModel::from_points(&[(1, STEP_MS * units(1)), (2, STEP_MS * units(2)), (64, STEP_MS * units(64))]);
-    let mut auto = Auto::with_fixed_cost(Box::new(deep), cost);
-    let got = generate_speculative(&model, &prompt, n, &[], &mut auto).unwrap();
-    assert_eq!(got.tokens, want, "lossless");
+    let (steps, _, _) = deep_generate(9, 4, |d| d.stall = Some((2, 300)));
     // The stall (75 ms per call of its 4-token draft, 150 steps' worth) would keep every later
     // step plain, probes aside; the first probe's call shows the drafter's real time.
-    let late = &got.steps[got.steps.len() / 2..got.steps.len() - 1];
+    let late = &steps[steps.len() / 2..steps.len() - 1];
     let drafted = late.iter().filter(|s| s.tree_size > 0).count();
     assert!(drafted * 4 >= late.len() * 3, "{drafted} of the last {} steps drafted", late.len());
 }
