@@ -343,18 +343,14 @@ impl Visibility<'_> {
         }
     }
 
+    /// Row `row`'s visible keys as one list, by the definition (the tests' reference for
+    /// [`Visibility::split`]'s run and list).
     #[cfg(test)]
     fn keys(&self, row: usize, out: &mut Vec<usize>) {
         out.clear();
         match self {
             Self::Causal { cached } => out.extend(0..=cached + row),
-            Self::Mask { mask, total } => {
-                // A draft tree sees the whole cache: take its all-visible prefix in one scan.
-                let row = &mask[row * total..][..*total];
-                let prefix = row.iter().position(|&v| !v).unwrap_or(row.len());
-                out.extend(0..prefix);
-                out.extend((prefix..*total).filter(|&j| row[j]));
-            }
+            Self::Mask { mask, total } => out.extend((0..*total).filter(|&j| mask[row * total + j])),
         }
     }
 }
