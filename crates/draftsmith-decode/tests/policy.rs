@@ -7,7 +7,7 @@ mod common;
 use common::{ar, tiny, Lcg};
 use draftsmith_core::DraftTree;
 use draftsmith_decode::spec::policy::{PROBE_EVERY, REFRESH_ONE};
-use draftsmith_decode::spec::{Auto, CostModel};
+use draftsmith_decode::spec::{Auto, CostModel, DepthStop};
 use draftsmith_decode::{generate_speculative, DecodeError, DraftContext, DraftCost, Proposer};
 use draftsmith_model::Architecture;
 
@@ -347,4 +347,112 @@ fn a_slow_first_draft_does_not_stop_the_drafting() {
     assert_eq!(got.tokens, want, "lossless");
     let drafted = got.steps.iter().filter(|s| s.tree_size > 0).count();
     assert!(drafted + 1 >= got.steps.len(), "{drafted} of {} steps drafted", got.steps.len());
+}
+
+/// A drafter told its depth that knows how sure it is of each node (a ReDrafter's probability
+/// of its token): every proposal is right for a random number of tokens (0 ..= `len`), each of
+/// them node class 0, then wrong with node class 3. One forward call per drafted node, `CALL_MS`
+/// each; it stops below a node where the policy's [`DepthStop`] says so when `stops`. `drafts`
+/// records (right tokens, calls) per proposal.
+struct Graded {
+    inner: Scripted,
+    rng: Lcg,
+    stops: bool,
+    limit: Option<usize>,
+    rule: Option<DepthStop>,
+    classes: Vec<usize>,
+    last: usize,
+    drafts: std::rc::Rc<std::cell::RefCell<Vec<(usize, usize)>>>,
+}
+
+impl Proposer for Graded {
+    fn name(&self) -> &str {
+        "graded"
+    }
+
+    fn depth_range(&self) -> Option<usize> {
+        Some(self.inner.len)
+    }
+
+    fn limit_depth(&mut self, depth: usize) {
+        self.limit = Some(depth);
+    }
+
+    fn set_depth_stop(&mut self, rule: DepthStop) -> bool {
+        self.rule = Some(rule);
+        self.stops
+    }
+
+    fn last_cost(&self) -> Option<DraftCost> {
+        Some(DraftCost { calls: self.last, generated: self.last })
+    }
+
+    fn node_classes(&self, tree: &DraftTree) -> Option<Vec<usize>> {
+        (tree.len() == self.classes.len()).then(|| self.classes.clone())
+    }
+
+    fn propose(&mut self, ctx: &DraftContext<'_>) -> Result<DraftTree, DecodeError> {
+        let depth = self.limit.take().unwrap_or(self.inner.len);
+        let rule = self.rule.take().filter(|_| self.stops);
+        let right = self.rng.next(self.inner.len + 1);
+        let full = self.inner.propose(ctx)?;
+        let mut tree = DraftTree::new();
+        self.classes.clear();
+        for (i, &t) in full.tokens().iter().take(depth).enumerate() {
+            let (t, class) = if i < right { (t, 0) } else { ((t + 1) % self.inner.vocab as u32, 3) };
+            tree.push(t, i.checked_sub(1));
+            self.classes.push(class);
+            if rule.as_ref().is_some_and(|r| !r.more(&self.classes)) {
+                break;
+            }
+        }
+        self.last = tree.len();
+        self.drafts.borrow_mut().push((right.min(full.len()), tree.len()));
+        std::thread::sleep(std::time::Duration::from_secs_f64(CALL_MS * tree.len() as f64 / 1e3));
+        Ok(tree)
+    }
+}
+
+/// `auto` over a [`Graded`] drafter of at most 8 tokens (5 ms steps, fixed cost model): the
+/// counted cost (target passes and drafter calls), the tokens, and (right tokens, calls) per
+/// proposal.
+fn graded_run(stops: bool, seed: u64) -> (f64, usize, Vec<(usize, usize)>) {
+    let Case { model, prompt, want, reference } = case(Architecture::Llama, seed, 12, 240);
+    let (vocab, n) = (model.config().vocab_size, want.len());
+    let drafts = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
+    let inner = Scripted { reference, len: 8, wrong: false, vocab };
+    let graded = Graded {
+        inner,
+        rng: Lcg(seed),
+        stops,
+        limit: None,
+        rule: None,
+        classes: vec![],
+        last: 0,
+        drafts: drafts.clone(),
+    };
+    let cost = CostModel::from_points(&[(1, STEP_MS * units(1)), (2, STEP_MS * units(2)), (64, STEP_MS * units(64))]);
+    let mut auto = Auto::with_fixed_cost(Box::new(graded), cost);
+    let got = generate_speculative(&model, &prompt, n, &[], &mut auto).unwrap();
+    assert_eq!(got.tokens, want, "lossless");
+    let drafts = drafts.take();
+    let calls: usize = drafts.iter().map(|d| d.1).sum();
+    let passes: f64 = got.steps.iter().map(|s| STEP_MS * units(s.tree_size + 1)).sum::<f64>() + STEP_MS;
+    (passes + CALL_MS * calls as f64, n, drafts)
+}
+
+#[test]
+fn drafting_stops_below_the_first_unsure_node_and_goes_deep_on_sure_ones() {
+    let (cost, n, drafts) = graded_run(true, 21);
+    // Once the policy knows the classes, a draft ends right after the first class-3 node (or at
+    // full depth): no call is spent below a node that will be rejected, none held back above one.
+    let late = &drafts[drafts.len() / 2..drafts.len() - 1];
+    let exact = late.iter().filter(|&&(right, calls)| calls == (right + 1).min(8)).count();
+    assert!(exact * 10 >= late.len() * 9, "late (right, calls): {late:?}");
+    // Against the depth chosen before drafting (the same drafter, not stopping): cheaper.
+    let (fixed_depth, _, _) = graded_run(false, 21);
+    assert!(
+        cost < 0.95 * fixed_depth,
+        "stopping {cost:.0} ms vs a depth chosen before {fixed_depth:.0} ms ({n} tokens)"
+    );
 }

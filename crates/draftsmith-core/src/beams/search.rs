@@ -19,6 +19,13 @@ pub trait BeamDrafter {
     fn vocabulary(&self) -> Option<std::sync::Arc<[u32]>> {
         None
     }
+    /// Asked before each [`BeamDrafter::step`] with the beams drafted so far: `false` ends the
+    /// search there, with beams shorter than the configured length (a draft policy that stops
+    /// drafting once the drafter is unsure: every further step costs a drafter call). The
+    /// default always goes on.
+    fn keep_going(&mut self, _live: &Beams) -> bool {
+        true
+    }
 }
 
 /// Shape and warp of one beam search.
@@ -44,7 +51,8 @@ impl BeamSearchConfig {
 /// The result of [`beam_search`], best beam first.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Beams {
-    /// `width` beams, each `length` tokens starting with `g0`.
+    /// `width` beams, each `length` tokens starting with `g0` (fewer when the drafter stopped
+    /// the search early, [`BeamDrafter::keep_going`]; all beams have the same length).
     pub beams: Vec<Vec<u32>>,
     /// Summed warped log-probs of each beam's drafted tokens.
     pub scores: Vec<f32>,
@@ -81,6 +89,7 @@ fn keep_best(mut candidates: Vec<Candidate>, width: usize) -> Vec<Candidate> {
 /// [`top_k_log_probs`]), scores = beam score + log-prob, and keeps the best `width`
 /// (ties: lower beam index, then lower token id). The drafter sees `start` once and `step`
 /// `length − 2` times, each with only the kept beams; with `length == 1` it is not called.
+/// Before each `step` the drafter may end the search ([`BeamDrafter::keep_going`]).
 /// A kept token has a −∞ log-prob only if its logit was −∞ and too few finite ones existed.
 pub fn beam_search(drafter: &mut dyn BeamDrafter, g0: u32, cfg: &BeamSearchConfig) -> Beams {
     let BeamSearchConfig { width, length, top_k } = *cfg;
@@ -125,6 +134,9 @@ pub fn beam_search(drafter: &mut dyn BeamDrafter, g0: u32, cfg: &BeamSearchConfi
             log_probs: kept.iter().map(|c| extend(&live.log_probs[c.beam], c.log_prob)).collect(),
         };
         if step + 1 < length {
+            if !drafter.keep_going(&live) {
+                break;
+            }
             let parents: Vec<usize> = kept.iter().map(|c| c.beam).collect();
             let tokens: Vec<u32> = kept.iter().map(|c| c.token).collect();
             logits = drafter.step(&parents, &tokens);

@@ -38,7 +38,7 @@ use super::precut::{Action, DraftStep, PreCut, PreCutConfig};
 use super::token_cache::{insert_branch, PhraseCache, TokenCacheConfig};
 use crate::error::DecodeError;
 use crate::method::Method;
-use crate::spec::{verify_greedy, DraftContext, DraftCost, Proposer, Verified};
+use crate::spec::{probability_class, verify_greedy, DepthStop, DraftContext, DraftCost, Proposer, Verified};
 
 /// Phrase tokens kept with their confidences, and the drafter's logits after the last one.
 type Extension = (Vec<(u32, f32)>, Vec<f32>);
@@ -95,6 +95,8 @@ pub struct DraftModel<B: Backend> {
     round_lambda: usize,
     /// A draft policy's limit on the next round's λ ([`Proposer::limit_depth`]).
     depth_limit: Option<usize>,
+    /// A draft policy's rule for stopping the next round early ([`Proposer::set_depth_stop`]).
+    depth_stop: Option<DepthStop>,
     stats: DraftModelStats,
     last_cost: DraftCost,
 }
@@ -141,6 +143,7 @@ impl<B: Backend> DraftModel<B> {
             steps: Vec::new(),
             round_lambda: 0,
             depth_limit: None,
+            depth_stop: None,
             stats: DraftModelStats::default(),
             last_cost: DraftCost::default(),
         })
@@ -265,6 +268,7 @@ impl<B: Backend> DraftModel<B> {
         self.steps.clear();
         let room = self.model.config().max_position_embeddings.saturating_sub(tokens.len() + 1);
         let limit = self.depth_limit.take().unwrap_or(usize::MAX);
+        let stop = self.depth_stop.take();
         self.round_lambda = self.config.lambda.min(room).min(limit);
         if self.round_lambda == 0 {
             return Ok(Vec::new());
@@ -285,6 +289,9 @@ impl<B: Backend> DraftModel<B> {
                     break;
                 }
             }
+            if stop.as_ref().is_some_and(|rule| !rule.more(&confidence_classes(&self.confidences))) {
+                break;
+            }
             let (matched, next) = self.extend(token, self.round_lambda - self.draft.len() - 1)?;
             calls += 1;
             for (t, c) in matched {
@@ -296,6 +303,11 @@ impl<B: Backend> DraftModel<B> {
         }
         Ok(self.draft.clone())
     }
+}
+
+/// The node class of each drafted token from the drafter's confidence in it.
+fn confidence_classes(confidences: &[f32]) -> Vec<usize> {
+    confidences.iter().map(|&c| probability_class(f64::from(c))).collect()
 }
 
 /// The highest logit's id (the first on ties) and its softmax probability.
@@ -321,6 +333,21 @@ impl<B: Backend> Proposer for DraftModel<B> {
 
     fn limit_depth(&mut self, depth: usize) {
         self.depth_limit = Some(depth.max(1));
+    }
+
+    /// Pre-cut is the method's own stopping controller (what the paper compares): with it the
+    /// policy's rule is not applied.
+    fn set_depth_stop(&mut self, rule: DepthStop) -> bool {
+        if self.precut.is_some() {
+            return false;
+        }
+        self.depth_stop = Some(rule);
+        true
+    }
+
+    /// The drafter's confidence in each token of the chain, as a class.
+    fn node_classes(&self, tree: &DraftTree) -> Option<Vec<usize>> {
+        (tree.tokens() == self.draft.as_slice()).then(|| confidence_classes(&self.confidences))
     }
 
     fn last_cost(&self) -> Option<DraftCost> {

@@ -6,7 +6,7 @@ use std::path::Path;
 use std::sync::{Arc, OnceLock};
 
 use burn::tensor::{backend::Backend, Int, Tensor, TensorData};
-use draftsmith_core::beams::{beam_search, pack_beams, BeamDrafter, BeamSearchConfig};
+use draftsmith_core::beams::{beam_search, pack_beams, BeamDrafter, BeamSearchConfig, Beams};
 use draftsmith_core::DraftTree;
 use draftsmith_heads::redrafter::{load_redrafter, DrafterFile, HeadKind, ReDrafter};
 use draftsmith_heads::TargetIdentity;
@@ -16,7 +16,7 @@ use draftsmith_model::{Activations, Model};
 use super::redrafter_host::{HostReDrafter, DRAFTER_WEIGHTS};
 use crate::error::DecodeError;
 use crate::method::Method;
-use crate::spec::{probability_class, DraftContext, DraftCost, Proposer};
+use crate::spec::{probability_class, DepthStop, DraftContext, DraftCost, Proposer};
 
 /// A ReDrafter drafter loaded for one target.
 #[derive(Debug, Clone)]
@@ -84,6 +84,9 @@ pub struct ReDrafterProposer<B: Backend> {
     /// A draft policy's limit on the next proposal's drafted tokens per beam
     /// ([`Proposer::limit_depth`]).
     depth_limit: Option<usize>,
+    /// A draft policy's rule for stopping the next proposal's search early
+    /// ([`Proposer::set_depth_stop`]).
+    depth_stop: Option<DepthStop>,
     /// The node class of every node of the last tree: the drafter's probability of the token
     /// ([`probability_class`]).
     classes: Vec<usize>,
@@ -151,6 +154,7 @@ impl<B: Backend> ReDrafterProposer<B> {
             packing: PackingStats::default(),
             last_cost: DraftCost::default(),
             depth_limit: None,
+            depth_stop: None,
             classes: Vec::new(),
         })
     }
@@ -210,6 +214,8 @@ enum SearchState<B: Backend> {
 struct Search<'a, B: Backend> {
     p: &'a ReDrafterProposer<B>,
     state: SearchState<B>,
+    /// Where to stop: asked with the node classes of the best beam so far.
+    stop: Option<DepthStop>,
 }
 
 impl<B: Backend> Search<'_, B> {
@@ -268,6 +274,10 @@ impl<B: Backend> BeamDrafter for Search<'_, B> {
     fn vocabulary(&self) -> Option<Arc<[u32]>> {
         self.p.draft_vocab.as_ref().map(|v| v.ids.clone())
     }
+
+    fn keep_going(&mut self, live: &Beams) -> bool {
+        self.stop.as_ref().is_none_or(|rule| rule.more(&node_classes(&live.log_probs[0]).collect::<Vec<_>>()))
+    }
 }
 
 impl<B: Backend> Proposer for ReDrafterProposer<B> {
@@ -286,6 +296,11 @@ impl<B: Backend> Proposer for ReDrafterProposer<B> {
 
     fn limit_depth(&mut self, depth: usize) {
         self.depth_limit = Some(depth.max(1));
+    }
+
+    fn set_depth_stop(&mut self, rule: DepthStop) -> bool {
+        self.depth_stop = Some(rule);
+        true
     }
 
     fn wants_hidden(&self) -> bool {
@@ -327,17 +342,19 @@ impl<B: Backend> Proposer for ReDrafterProposer<B> {
                     state: Tensor::zeros([1, h], &device),
                 },
             };
-            let mut search = Search { p: self, state };
+            let stop = self.depth_stop.take();
+            let mut search = Search { p: self, state, stop };
             beam_search(&mut search, g0, &cfg)
         };
+        // The search may have stopped before `cfg.length` (the depth stop).
+        let length = beams.beams[0].len();
         let (beams, log_probs) = (beams.beams, beams.log_probs);
-        let class = |lp: f32| probability_class(f64::from(lp).exp());
         let tree = if self.settings.tree_attention {
             let packed = pack_beams(&beams);
             self.classes = vec![0; packed.tree.len()];
             for (nodes, lps) in packed.node.iter().zip(&log_probs) {
-                for (&n, &lp) in nodes.iter().zip(lps) {
-                    self.classes[n] = class(lp);
+                for (&n, k) in nodes.iter().zip(node_classes(lps)) {
+                    self.classes[n] = k;
                 }
             }
             packed.tree
@@ -346,18 +363,23 @@ impl<B: Backend> Proposer for ReDrafterProposer<B> {
             self.classes.clear();
             for (beam, lps) in beams.iter().zip(&log_probs) {
                 let mut parent = None;
-                for (&t, &lp) in beam[1..].iter().zip(lps) {
+                for (&t, k) in beam[1..].iter().zip(node_classes(lps)) {
                     parent = Some(tree.push(t, parent));
-                    self.classes.push(class(lp));
+                    self.classes.push(k);
                 }
             }
             tree
         };
         self.packing.steps += 1;
-        self.packing.unpacked_tokens += beams.len() * cfg.length;
+        self.packing.unpacked_tokens += beams.len() * length;
         self.packing.packed_tokens += 1 + tree.len();
         // One drafter call for g0 and one per further beam step (beam_length counts g0).
-        self.last_cost = DraftCost { calls: cfg.length - 1, generated: tree.len() };
+        self.last_cost = DraftCost { calls: length - 1, generated: tree.len() };
         Ok(tree)
     }
+}
+
+/// The node class of each drafted token of a beam, from its warped log-prob.
+fn node_classes(log_probs: &[f32]) -> impl Iterator<Item = usize> + '_ {
+    log_probs.iter().map(|&lp| probability_class(f64::from(lp).exp()))
 }

@@ -307,6 +307,10 @@ impl<P: Proposer> Proposer for TokenCache<P> {
         self.inner.limit_depth(depth);
     }
 
+    fn set_depth_stop(&mut self, rule: crate::spec::DepthStop) -> bool {
+        self.inner.set_depth_stop(rule)
+    }
+
     fn last_cost(&self) -> Option<DraftCost> {
         Some(self.inner.last_cost().unwrap_or(DraftCost { calls: 0, generated: self.inner_tree.len() }))
     }

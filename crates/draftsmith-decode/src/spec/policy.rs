@@ -402,6 +402,70 @@ pub fn subtree(tree: &DraftTree, keep: &[usize]) -> DraftTree {
     out
 }
 
+/// When a method told its depth stops drafting ([`Proposer::set_depth_stop`]): after each
+/// drafter call, with the node classes of the best path so far, whether a deeper draft is
+/// expected to raise the step's tokens per millisecond — SpecDec++'s stopping, priced with the
+/// policy's own models. A depth chosen before drafting prices every level with the acceptance of
+/// a node of any class; the drafter's own certainty of the nodes it has just drafted (a
+/// ReDrafter's probability of its token) is known only as it drafts, so a sure path goes deeper
+/// than that depth and an unsure one stops before paying for calls whose nodes would be
+/// pruned anyway.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DepthStop {
+    /// Chance that a node at depth `j + 1` of node class `k` is accepted when its parent is:
+    /// `[j][k]`.
+    by_class: Vec<[f64; NODE_CLASSES]>,
+    /// The same for a node not drafted yet (any class).
+    any: Vec<f64>,
+    /// Drafting ms of a draft of depth `d` (index `d`, `0 ..= max`).
+    draft_ms: Vec<f64>,
+    /// Verify ms of a pass over `1 + d` tokens (index `d`).
+    verify_ms: Vec<f64>,
+}
+
+impl DepthStop {
+    /// A rule for drafts of at most `max ≥ 1` levels: `by_class[j][k]` and `any[j]` the
+    /// acceptance at depth `j + 1` given the parent's, `draft_ms(d)` and `verify_ms(d)` the
+    /// drafting time of a draft of depth `d` and the pass over its `1 + d` tokens.
+    pub fn new(
+        by_class: Vec<[f64; NODE_CLASSES]>,
+        any: Vec<f64>,
+        draft_ms: impl Fn(usize) -> f64,
+        verify_ms: impl Fn(usize) -> f64,
+    ) -> Self {
+        let max = any.len();
+        assert!(max >= 1 && by_class.len() == max, "a depth stop covers the same depths in both tables");
+        Self {
+            by_class,
+            any,
+            draft_ms: (0..=max).map(draft_ms).collect(),
+            verify_ms: (0..=max).map(verify_ms).collect(),
+        }
+    }
+
+    /// Whether to draft one more level below a path whose nodes (depth 1 first) have node
+    /// classes `classes`: true when some deeper draft, its further nodes priced at the
+    /// any-class acceptance, has a better `(1 + Σ path probability) / (drafting + verify ms)`
+    /// than stopping here (the time already spent drafting counts in both).
+    pub fn more(&self, classes: &[usize]) -> bool {
+        let (d, max) = (classes.len(), self.any.len());
+        if d >= max {
+            return false;
+        }
+        let (mut gain, mut path) = (1.0, 1.0);
+        for (j, &k) in classes.iter().enumerate() {
+            path *= self.by_class[j][k.min(NODE_CLASSES - 1)];
+            gain += path;
+        }
+        let stop = gain / (self.draft_ms[d] + self.verify_ms[d]);
+        (d + 1..=max).any(|e| {
+            path *= self.any[e - 1];
+            gain += path;
+            gain / (self.draft_ms[e] + self.verify_ms[e]) > stop
+        })
+    }
+}
+
 /// What the policy chose over a run: for reports.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct PolicyStats {
@@ -543,6 +607,18 @@ impl Auto {
         }
     }
 
+    /// The stopping rule for a draft of at most `max` levels of a method told its depth, from
+    /// this draft class's acceptance and the drafting and verify times; `None` before the
+    /// drafter's time per call is measured (the draft then goes to the chosen depth).
+    fn depth_stop(&self, max: usize) -> Option<DepthStop> {
+        let call_ms = self.call_ms.get()?;
+        let by_class =
+            (1..=max).map(|d| std::array::from_fn(|k| self.accept.p_node(self.class, Some(k), d, 0))).collect();
+        let any = (1..=max).map(|d| self.accept.p_node(self.class, None, d, 0)).collect();
+        let draft_ms = |d: usize| if d == 0 { 0.0 } else { self.depth_ms(d, call_ms) };
+        Some(DepthStop::new(by_class, any, draft_ms, |d| self.cost.predict(1 + d)))
+    }
+
     /// Plain steps between probes of a method that is not paying: probes may cost at most
     /// [`PROBE_BUDGET`] of the plain steps' time, at the measured cost of a probe (or, before
     /// one was measured, of a drafter call for a method told its depth, or of a draft), halved
@@ -675,9 +751,12 @@ impl Proposer for Auto {
             return Ok(DraftTree::new());
         }
         self.since_probe = 0;
-        if depth_range.is_some() {
-            // A probe of a method told its depth drafts one token.
-            self.inner.limit_depth(depth.max(1));
+        if let Some(max) = depth_range {
+            // A probe of a method told its depth drafts one token; any other draft may go as
+            // deep as the method can when it stops by itself where a level stops paying.
+            let stops = !probing && self.depth_stop(max).is_some_and(|rule| self.inner.set_depth_stop(rule));
+            let limit = if stops { max } else { depth.max(1) };
+            self.inner.limit_depth(limit);
         }
         let started = Instant::now();
         let tree = self.inner.propose(ctx)?;
@@ -697,7 +776,8 @@ impl Proposer for Auto {
         let calls = self.inner.last_cost().map_or(0, |c| c.calls);
         if depth_range.is_some() && calls > 0 {
             self.call_ms.learn(ms / calls as f64, calls, steady);
-            let d = depth.max(1);
+            // Priced by the depth it reached (a method may stop before the limit).
+            let d = tree.depths().iter().copied().max().unwrap_or(depth).max(1);
             if self.depth_times.len() <= d {
                 self.depth_times.resize(d + 1, DraftTime::default());
             }

@@ -2,6 +2,8 @@
 
 use draftsmith_core::DraftTree;
 
+use super::policy::DepthStop;
+
 /// What a proposer sees before drafting.
 #[derive(Debug, Clone, Copy)]
 pub struct DraftContext<'a> {
@@ -62,6 +64,15 @@ pub trait Proposer {
     /// Limits the next [`Proposer::propose`] to paths of at most `depth` tokens (`1 ..=`
     /// [`Proposer::depth_range`]); later proposals draft their full depth again unless limited.
     fn limit_depth(&mut self, _depth: usize) {}
+
+    /// Lets the next [`Proposer::propose`] of a method told its depth stop drafting after any
+    /// level where `rule` says one more is not worth its drafter call ([`DepthStop::more`], asked
+    /// with the node classes of the method's best path so far). Returns whether the method
+    /// applies it; the default does not (the draft then goes as deep as
+    /// [`Proposer::limit_depth`] said).
+    fn set_depth_stop(&mut self, _rule: DepthStop) -> bool {
+        false
+    }
 
     /// Method-specific statistics of the generation so far, by name (TokenSwift: `beta`).
     fn extra_stats(&self) -> Vec<(&'static str, f64)> {

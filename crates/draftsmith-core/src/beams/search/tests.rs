@@ -282,3 +282,40 @@ fn a_drafter_over_part_of_the_vocabulary_finds_the_beams_of_its_padded_rows() {
         assert_eq!(run(false), run(true), "trial {trial}: vocab {vocab}, {c:?}");
     }
 }
+
+/// A [`FakeDrafter`] that ends the search once its beams hold `stop_at` tokens.
+struct StoppingDrafter {
+    inner: FakeDrafter,
+    stop_at: usize,
+    asked: usize,
+}
+
+impl BeamDrafter for StoppingDrafter {
+    fn start(&mut self, g0: u32) -> Vec<f32> {
+        self.inner.start(g0)
+    }
+
+    fn step(&mut self, parents: &[usize], tokens: &[u32]) -> Vec<Vec<f32>> {
+        self.inner.step(parents, tokens)
+    }
+
+    fn keep_going(&mut self, live: &Beams) -> bool {
+        self.asked += 1;
+        live.beams[0].len() < self.stop_at
+    }
+}
+
+#[test]
+fn a_drafter_that_stops_gets_the_shorter_search_without_further_calls() {
+    for width in [1, 3] {
+        for stop_at in 2..=4 {
+            let mut d = StoppingDrafter { inner: FakeDrafter::new(12, 7), stop_at, asked: 0 };
+            let stopped = beam_search(&mut d, 3, &cfg(width, 6, 12));
+            let full = beam_search(&mut FakeDrafter::new(12, 7), 3, &cfg(width, stop_at, 12));
+            assert_eq!(stopped, full, "width {width}, stop at {stop_at}");
+            // One `step` per kept level after the first; asked before each, the last one said no.
+            assert_eq!(d.inner.calls.len(), stop_at - 2);
+            assert_eq!(d.asked, stop_at - 1);
+        }
+    }
+}
