@@ -307,9 +307,9 @@ impl<P: Proposer> Proposer for TokenCache<P> {
         self.inner.limit_depth(depth);
     }
 
-    fn set_depth_stop(&mut self, rule: crate::spec::DepthStop) -> bool {
-        self.inner.set_depth_stop(rule)
-    }
+    // No `set_depth_stop`: the phrases this cache adds have no node classes of the drafter's,
+    // so the policy cannot price the inner drafter's nodes by class here; it drafts to the
+    // depth chosen before drafting (`limit_depth`).
 
     fn last_cost(&self) -> Option<DraftCost> {
         Some(self.inner.last_cost().unwrap_or(DraftCost { calls: 0, generated: self.inner_tree.len() }))

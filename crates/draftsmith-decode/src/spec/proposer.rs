@@ -69,7 +69,9 @@ pub trait Proposer {
     /// level where `rule` says one more is not worth its drafter call ([`DepthStop::more`], asked
     /// with the node classes of the method's best path so far). Returns whether the method
     /// applies it; the default does not (the draft then goes as deep as
-    /// [`Proposer::limit_depth`] said).
+    /// [`Proposer::limit_depth`] said). A method that applies it must give its nodes' classes
+    /// ([`Proposer::node_classes`]): the rule prices each drafted node by its class's acceptance,
+    /// which the policy learns only from methods that give them.
     fn set_depth_stop(&mut self, _rule: DepthStop) -> bool {
         false
     }
