@@ -402,10 +402,12 @@ pub fn subtree(tree: &DraftTree, keep: &[usize]) -> DraftTree {
     out
 }
 
-/// When a method told its depth stops drafting ([`Proposer::set_depth_stop`]): after each
-/// drafter call, with the node classes of the best path so far, whether a deeper draft is
-/// expected to raise the step's tokens per millisecond — SpecDec++'s stopping, priced with the
-/// policy's own models. A depth chosen before drafting prices every level with the acceptance of
+/// How deep a method told its depth drafts: before drafting, the depth with the best expected
+/// tokens per millisecond (0: a plain step), and for a method that applies it
+/// ([`Proposer::set_depth_stop`]) after each drafter call, with the node classes of the best path
+/// so far, whether a deeper draft is expected to raise the step's tokens per millisecond —
+/// SpecDec++'s stopping, priced with the policy's own models. A depth chosen before drafting
+/// prices every level with the acceptance of
 /// a node of any class; the drafter's own certainty of the nodes it has just drafted (a
 /// ReDrafter's probability of its token) is known only as it drafts, so a sure path goes deeper
 /// than that depth and an unsure one stops before paying for calls whose nodes would be
@@ -443,26 +445,37 @@ impl DepthStop {
         }
     }
 
-    /// Whether to draft one more level below a path whose nodes (depth 1 first) have node
-    /// classes `classes`: true when some deeper draft, its further nodes priced at the
-    /// any-class acceptance, has a better `(1 + Σ path probability) / (drafting + verify ms)`
-    /// than stopping here (the time already spent drafting counts in both).
-    pub fn more(&self, classes: &[usize]) -> bool {
+    /// The depth to draft to below a path whose nodes (depth 1 first) have node classes
+    /// `classes`: of that path's own depth and every deeper one (its further nodes priced at the
+    /// any-class acceptance), the one with the best `(1 + Σ path probability) / (drafting +
+    /// verify ms)`, the shallowest on ties (the time already spent drafting counts in each).
+    /// With no classes it is the depth to draft before drafting, 0 for a plain step.
+    pub fn best(&self, classes: &[usize]) -> usize {
         let (d, max) = (classes.len(), self.any.len());
         if d >= max {
-            return false;
+            return d;
         }
         let (mut gain, mut path) = (1.0, 1.0);
         for (j, &k) in classes.iter().enumerate() {
             path *= self.by_class[j][k.min(NODE_CLASSES - 1)];
             gain += path;
         }
-        let stop = gain / (self.draft_ms[d] + self.verify_ms[d]);
-        (d + 1..=max).any(|e| {
+        let (mut best, mut best_rate) = (d, gain / (self.draft_ms[d] + self.verify_ms[d]));
+        for e in d + 1..=max {
             path *= self.any[e - 1];
             gain += path;
-            gain / (self.draft_ms[e] + self.verify_ms[e]) > stop
-        })
+            let rate = gain / (self.draft_ms[e] + self.verify_ms[e]);
+            if rate > best_rate {
+                (best, best_rate) = (e, rate);
+            }
+        }
+        best
+    }
+
+    /// Whether to draft one more level below a path whose nodes have node classes `classes`:
+    /// some deeper draft beats stopping here ([`DepthStop::best`]).
+    pub fn more(&self, classes: &[usize]) -> bool {
+        self.best(classes) > classes.len()
     }
 }
 
@@ -570,26 +583,6 @@ impl Auto {
         gain / (draft_ms + verify_ms) > 1.0 / self.cost.predict(1)
     }
 
-    /// The depth to draft at for a method whose drafting time grows with the depth (up to
-    /// `max`): the depth `d` with the best `(1 + Σ_{j ≤ d} p_j) / (d · call + t(1 + d))`, where
-    /// `p_j` is the path probability at depth `j` and `call` the drafter's time per forward;
-    /// 0 (a plain step) when no depth beats `1 / t(1)`. The full depth until the drafter's
-    /// time per call has been measured.
-    fn choose_depth(&self, max: usize) -> usize {
-        let Some(call_ms) = self.call_ms.get() else { return max };
-        let chain = DraftTree::chain(&vec![0; max]);
-        let p = self.accept.path_probabilities_class(self.class, &chain);
-        let (mut best, mut best_rate, mut gain) = (0, 1.0 / self.cost.predict(1), 1.0);
-        for d in 1..=max {
-            gain += p[d - 1];
-            let rate = gain / (self.depth_ms(d, call_ms) + self.cost.predict(1 + d));
-            if rate > best_rate {
-                (best, best_rate) = (d, rate);
-            }
-        }
-        best
-    }
-
     /// The drafting time of a draft of depth `d` for a method told its depth: the steady
     /// average of drafts of that depth once there is one; before that `d` calls at the average
     /// time per call (`call_ms`), or less when a draft of that depth after plain steps took less
@@ -609,7 +602,7 @@ impl Auto {
 
     /// The stopping rule for a draft of at most `max` levels of a method told its depth, from
     /// this draft class's acceptance and the drafting and verify times; `None` before the
-    /// drafter's time per call is measured (the draft then goes to the chosen depth).
+    /// drafter's time per call is measured (the draft then goes to the full depth).
     fn depth_stop(&self, max: usize) -> Option<DepthStop> {
         let call_ms = self.call_ms.get()?;
         let by_class =
@@ -733,9 +726,13 @@ impl Proposer for Auto {
         // A step that only measures the 1-token cost at this context ([`REFRESH_ONE`]).
         let refresh = self.learn_cost && self.since_one >= REFRESH_ONE;
         self.since_one += 1;
+        // A method told its depth drafts to the best depth before it drafts, and with the same
+        // rule stops by itself where a level stops paying ([`DepthStop`]); the full depth
+        // until the drafter's time per call is measured.
+        let rule = depth_range.and_then(|max| self.depth_stop(max));
         let depth = match depth_range {
             _ if refresh => 0,
-            Some(max) => self.choose_depth(max),
+            Some(max) => rule.as_ref().map_or(max, |r| r.best(&[])),
             None => usize::from(self.worth_drafting()),
         };
         if depth > 0 {
@@ -754,7 +751,7 @@ impl Proposer for Auto {
         if let Some(max) = depth_range {
             // A probe of a method told its depth drafts one token; any other draft may go as
             // deep as the method can when it stops by itself where a level stops paying.
-            let stops = !probing && self.depth_stop(max).is_some_and(|rule| self.inner.set_depth_stop(rule));
+            let stops = !probing && rule.is_some_and(|rule| self.inner.set_depth_stop(rule));
             let limit = if stops { max } else { depth.max(1) };
             self.inner.limit_depth(limit);
         }
