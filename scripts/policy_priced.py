@@ -14,21 +14,9 @@ usage: scripts/policy_priced.py [--method redrafter] RUN_DIR...
 
 import argparse
 import collections
-import gzip
 import json
-import os
 
-
-def records(run):
-    path = os.path.join(run, "records.jsonl")
-    if os.path.exists(path):
-        return open(path)
-    return gzip.open(path + ".gz", "rt")
-
-
-def median(values):
-    values = sorted(values)
-    return values[len(values) // 2]
+from eval_records import median, records
 
 
 def main():

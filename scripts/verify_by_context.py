@@ -12,21 +12,9 @@ usage: scripts/verify_by_context.py [--method redrafter] [--bin 64] [--max-size 
 
 import argparse
 import collections
-import gzip
 import json
-import os
 
-
-def records(run):
-    path = os.path.join(run, "records.jsonl")
-    if os.path.exists(path):
-        return open(path)
-    return gzip.open(path + ".gz", "rt")
-
-
-def median(values):
-    values = sorted(values)
-    return values[len(values) // 2]
+from eval_records import median, records
 
 
 def main():
