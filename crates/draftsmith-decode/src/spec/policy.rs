@@ -728,8 +728,9 @@ impl Proposer for Auto {
         self.since_one += 1;
         // A method told its depth drafts to the best depth before it drafts, and with the same
         // rule stops by itself where a level stops paying ([`DepthStop`]); the full depth
-        // until the drafter's time per call is measured.
-        let rule = depth_range.and_then(|max| self.depth_stop(max));
+        // until the drafter's time per call is measured. A refresh step drafts nothing and
+        // builds no rule.
+        let rule = depth_range.filter(|_| !refresh).and_then(|max| self.depth_stop(max));
         let depth = match depth_range {
             _ if refresh => 0,
             Some(max) => rule.as_ref().map_or(max, |r| r.best(&[])),
