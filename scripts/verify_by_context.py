@@ -33,8 +33,8 @@ def main():
                 continue
             cached = len(r["prompt_ids"])
             for s in r["steps"]:
-                size = min(s["tree_size"], args.max_size + 1)
-                times[(cached // args.bin * args.bin, size)].append(s["verify_ms"])
+                if s["tree_size"] <= args.max_size:
+                    times[(cached // args.bin * args.bin, s["tree_size"])].append(s["verify_ms"])
                 cached += s["emitted"]
         sizes = list(range(args.max_size + 1))
         print(f"{run} ({args.method}): median verify ms [steps] by cached tokens and draft size")
