@@ -20,7 +20,34 @@ use draftsmith_model::{load_model, ChatMessage, LoadOptions, MatmulWeights};
 
 type B = Flex;
 
-const VARIANTS: [&str; 5] = ["drafter", "none", "spin", "evict", "plain"];
+/// What a step does before its verify pass.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Variant {
+    /// The real drafter call (its one-token draft is verified).
+    Drafter,
+    /// No call: a one-token guess (the last token) is verified.
+    NoCall,
+    /// A spin as long as a drafter call, then the guess.
+    Spin,
+    /// A write through a buffer the size of the drafter's weights, then the guess.
+    Evict,
+    /// No draft: a one-token pass.
+    Plain,
+}
+
+const VARIANTS: [Variant; 5] = [Variant::Drafter, Variant::NoCall, Variant::Spin, Variant::Evict, Variant::Plain];
+
+impl Variant {
+    fn label(self) -> &'static str {
+        match self {
+            Variant::Drafter => "after drafter",
+            Variant::NoCall => "no call",
+            Variant::Spin => "spin",
+            Variant::Evict => "5 MB write",
+            Variant::Plain => "plain step",
+        }
+    }
+}
 
 const PROMPTS: [&str; 8] = [
     "Write a short story about a lighthouse keeper who finds a message in a bottle.",
@@ -37,7 +64,7 @@ const PROMPTS: [&str; 8] = [
 struct Rotating {
     inner: Box<dyn Proposer>,
     step: usize,
-    ran: Vec<&'static str>,
+    ran: Vec<Variant>,
     spin: Duration,
     buffer: Vec<u8>,
 }
@@ -57,32 +84,32 @@ impl Proposer for Rotating {
         self.ran.push(variant);
         let guess = DraftTree::chain(&[*ctx.tokens.last().expect("a token")]);
         Ok(match variant {
-            "drafter" => {
+            Variant::Drafter => {
                 let started = Instant::now();
                 let tree = self.inner.propose(ctx)?;
                 // Learn what a call costs, for the spin variant.
                 self.spin = (self.spin * 7 + started.elapsed()) / 8;
                 tree
             }
-            "none" => guess,
-            "spin" => {
+            Variant::NoCall => guess,
+            Variant::Spin => {
                 let started = Instant::now();
                 while started.elapsed() < self.spin {
                     std::hint::spin_loop();
                 }
                 guess
             }
-            "evict" => {
+            Variant::Evict => {
                 let step = self.step as u8;
                 self.buffer.iter_mut().step_by(64).for_each(|b| *b = b.wrapping_add(step));
                 guess
             }
-            _ => DraftTree::new(),
+            Variant::Plain => DraftTree::new(),
         })
     }
 
     fn observe_verified(&mut self, ctx: &DraftContext<'_>, tree: &DraftTree, verified: &Verified<'_>) {
-        if self.ran.last() == Some(&"drafter") {
+        if self.ran.last() == Some(&Variant::Drafter) {
             self.inner.observe_verified(ctx, tree, verified);
         }
     }
@@ -130,7 +157,7 @@ fn main() {
         Rotating { inner, step: 0, ran: Vec::new(), spin: Duration::from_micros(250), buffer: vec![0u8; 5 << 20] };
     let stop = target.tokenizer.eos_ids().to_vec();
     // (variant, cached-length bin) → verify ms of each step.
-    let mut by_bin: BTreeMap<(usize, &str), Vec<f64>> = BTreeMap::new();
+    let mut by_bin: BTreeMap<(usize, Variant), Vec<f64>> = BTreeMap::new();
     for text in PROMPTS.iter().cycle().take(prompts) {
         let template = target.tokenizer.chat_template().expect("a chat template");
         let text = template.render(&[ChatMessage::new("user", text)], true).expect("render");
@@ -149,7 +176,7 @@ fn main() {
         .expect("generation");
         let mut cached = prompt.len();
         for (step, variant) in out.steps.iter().zip(&rotating.ran) {
-            by_bin.entry((cached / 64 * 64, variant)).or_default().push(step.verify_ms);
+            by_bin.entry((cached / 64 * 64, *variant)).or_default().push(step.verify_ms);
             cached += step.emitted;
         }
     }
@@ -159,7 +186,7 @@ fn main() {
     };
     println!("median verify ms by cached length (steps); drafter call ≈ {:.3} ms", rotating.spin.as_secs_f64() * 1e3);
     print!("{:>8}", "cached");
-    VARIANTS.iter().for_each(|v| print!("{v:>16}"));
+    VARIANTS.iter().for_each(|v| print!("{:>16}", v.label()));
     println!();
     let bins: Vec<usize> =
         by_bin.keys().map(|(b, _)| *b).collect::<std::collections::BTreeSet<_>>().into_iter().collect();
