@@ -26,6 +26,38 @@ use serde::{Deserialize, Serialize};
 use crate::error::DataError;
 use crate::manifest::TargetId;
 
+/// Two dataset identities (a cache's and a run's) in a few words each: their shard counts
+/// with the first and last hashes, and the other fields that differ. When the cache's shards
+/// are a prefix of the run's, the first says the dataset grew since (a later `distill --limit`
+/// extends a dataset in place), which is what such a refusal usually means.
+pub fn describe_datasets(cached: &serde_json::Value, run: &serde_json::Value) -> (String, String) {
+    let shards = |v: &serde_json::Value| -> Vec<String> {
+        v.get("shards")
+            .and_then(|s| s.as_array())
+            .map(|a| a.iter().map(|h| h.as_str().map_or_else(|| h.to_string(), str::to_string)).collect())
+            .unwrap_or_default()
+    };
+    let (old, new) = (shards(cached), shards(run));
+    let short = |h: &str| h.chars().take(8).collect::<String>();
+    let span = |s: &[String]| match (s.first(), s.last()) {
+        (Some(a), Some(b)) => format!("{} shards ({}…{})", s.len(), short(a), short(b)),
+        _ => "no shards".to_string(),
+    };
+    let others = |v: &serde_json::Value, w: &serde_json::Value| -> Vec<String> {
+        let empty = serde_json::Map::new();
+        let (a, b) = (v.as_object().unwrap_or(&empty), w.as_object().unwrap_or(&empty));
+        a.iter().filter(|(k, x)| *k != "shards" && b.get(*k) != Some(*x)).map(|(k, x)| format!("{k} = {x}")).collect()
+    };
+    let describe = |s: &[String], v: &serde_json::Value, w: &serde_json::Value| {
+        std::iter::once(span(s)).chain(others(v, w)).collect::<Vec<_>>().join(", ")
+    };
+    let mut was = describe(&old, cached, run);
+    if old.len() < new.len() && new.starts_with(&old) && others(cached, run).is_empty() {
+        was.push_str(" — the dataset has grown since (a later `distill --limit` extends it in place)");
+    }
+    (was, describe(&new, run, cached))
+}
+
 /// Where a dataset's hidden-state cache goes unless told otherwise: `<dataset>/hidden-states`.
 pub const HIDDEN_DIR: &str = "hidden-states";
 
@@ -172,7 +204,8 @@ impl HiddenWriter {
                 return Err(mismatch("target", format!("{:?}", existing.target), format!("{:?}", fresh.target)));
             }
             if existing.dataset != fresh.dataset {
-                return Err(mismatch("dataset", existing.dataset.to_string(), fresh.dataset.to_string()));
+                let (was, now) = describe_datasets(&existing.dataset, &fresh.dataset);
+                return Err(mismatch("dataset", was, now));
             }
             let shape = |m: &HiddenManifest| {
                 format!("{} sequences, {} tokens, hidden {}", m.sequences, m.tokens, m.hidden_size)
@@ -466,7 +499,11 @@ mod tests {
         assert!(err.contains("cannot resume") && err.contains("target"), "{err}");
         let other = serde_json::json!({"shards": ["bb"]});
         let err = HiddenWriter::open(&dir, target("t"), other, h, lengths.clone(), 1).err().unwrap().to_string();
-        assert!(err.contains("dataset"), "{err}");
+        assert!(err.contains("dataset") && err.contains("1 shards (aa…aa)"), "{err}");
+        // A dataset a later distill extended: said so.
+        let grown = serde_json::json!({"shards": ["aa", "cc"]});
+        let err = HiddenWriter::open(&dir, target("t"), grown, h, lengths.clone(), 1).err().unwrap().to_string();
+        assert!(err.contains("has grown since") && err.contains("2 shards (aa…cc)"), "{err}");
         let err = HiddenCache::open(&dir, &[2, 3]).err().unwrap().to_string();
         assert!(err.contains("hidden-00001.safetensors") && err.contains("lengths differ"), "{err}");
         let err = HiddenCache::open(&dir, &[2, 2, 2]).err().unwrap().to_string();

@@ -144,9 +144,9 @@ pub fn open_cached(dir: &Path, target_sha: &str, data: &DistilledSequences) -> R
     }
     let key = dataset_key(data);
     if manifest.dataset != key {
+        let (cache, run) = draftsmith_data::hidden::describe_datasets(&manifest.dataset, &key);
         return Err(refuse(format!(
-            "computed for another dataset or other reading settings (cache: {}; this run: {key})",
-            manifest.dataset
+            "computed for another dataset or other reading settings (cache: {cache}; this run: {run})"
         )));
     }
     let cache = HiddenCache::open(dir, &lengths(&data.sequences))?;
