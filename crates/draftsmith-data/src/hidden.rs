@@ -40,7 +40,9 @@ pub fn describe_datasets(cached: &serde_json::Value, run: &serde_json::Value) ->
     let (old, new) = (shards(cached), shards(run));
     let short = |h: &str| h.chars().take(8).collect::<String>();
     let span = |s: &[String]| match (s.first(), s.last()) {
-        (Some(a), Some(b)) => format!("{} shards ({}…{})", s.len(), short(a), short(b)),
+        (Some(a), Some(b)) => {
+            format!("{} shard{} ({}…{})", s.len(), if s.len() == 1 { "" } else { "s" }, short(a), short(b))
+        }
         _ => "no shards".to_string(),
     };
     let others = |v: &serde_json::Value, w: &serde_json::Value| -> Vec<String> {
@@ -499,7 +501,7 @@ mod tests {
         assert!(err.contains("cannot resume") && err.contains("target"), "{err}");
         let other = serde_json::json!({"shards": ["bb"]});
         let err = HiddenWriter::open(&dir, target("t"), other, h, lengths.clone(), 1).err().unwrap().to_string();
-        assert!(err.contains("dataset") && err.contains("1 shards (aa…aa)"), "{err}");
+        assert!(err.contains("dataset") && err.contains("1 shard (aa…aa)"), "{err}");
         // A dataset a later distill extended: said so.
         let grown = serde_json::json!({"shards": ["aa", "cc"]});
         let err = HiddenWriter::open(&dir, target("t"), grown, h, lengths.clone(), 1).err().unwrap().to_string();
