@@ -50,14 +50,15 @@ pub fn describe_datasets(cached: &serde_json::Value, run: &serde_json::Value) ->
         let (a, b) = (v.as_object().unwrap_or(&empty), w.as_object().unwrap_or(&empty));
         a.iter().filter(|(k, x)| *k != "shards" && b.get(*k) != Some(*x)).map(|(k, x)| format!("{k} = {x}")).collect()
     };
-    let describe = |s: &[String], v: &serde_json::Value, w: &serde_json::Value| {
-        std::iter::once(span(s)).chain(others(v, w)).collect::<Vec<_>>().join(", ")
-    };
-    let mut was = describe(&old, cached, run);
-    if old.len() < new.len() && new.starts_with(&old) && others(cached, run).is_empty() {
+    let (was_fields, now_fields) = (others(cached, run), others(run, cached));
+    let grown = old.len() < new.len() && new.starts_with(&old) && was_fields.is_empty() && now_fields.is_empty();
+    let describe =
+        |s: &[String], fields: Vec<String>| std::iter::once(span(s)).chain(fields).collect::<Vec<_>>().join(", ");
+    let mut was = describe(&old, was_fields);
+    if grown {
         was.push_str(" — the dataset has grown since (a later `distill --limit` extends it in place)");
     }
-    (was, describe(&new, run, cached))
+    (was, describe(&new, now_fields))
 }
 
 /// Where a dataset's hidden-state cache goes unless told otherwise: `<dataset>/hidden-states`.

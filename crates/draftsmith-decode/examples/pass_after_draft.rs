@@ -16,6 +16,7 @@ use draftsmith_decode::{
     build_proposer_with, generate_speculative_with, DraftContext, DraftPolicy, LoadedDrafters, Method, MethodParams,
     Proposer, Sampler, SamplingConfig, Verified,
 };
+use draftsmith_kernels::probe::CpuInfo;
 use draftsmith_model::{load_model, ChatMessage, LoadOptions, MatmulWeights};
 
 type B = Flex;
@@ -115,26 +116,9 @@ impl Proposer for Rotating {
     }
 }
 
-/// The CPU model and its vector flags, from `/proc/cpuinfo` (benchmarks print them).
-fn cpu() -> String {
-    let info = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
-    let field = |name: &str| {
-        info.lines().find(|l| l.starts_with(name)).and_then(|l| l.split_once(':')).map_or("?", |(_, v)| v.trim())
-    };
-    let flags: Vec<&str> = field("flags")
-        .split(' ')
-        .filter(|f| f.starts_with("avx") || f.starts_with("amx") || *f == "fma" || *f == "f16c")
-        .collect();
-    format!(
-        "{}, {} threads available; {}",
-        field("model name"),
-        std::thread::available_parallelism().map_or(1, |n| n.get()),
-        flags.join(" ")
-    )
-}
-
 fn main() {
-    println!("CPU: {}", cpu());
+    let cpu = CpuInfo::detect();
+    println!("CPU: {}; {} threads, {} kernels; {}", cpu.model, cpu.threads, cpu.kernel_path, cpu.flags.join(" "));
     let mut args = std::env::args().skip(1);
     let target_path = PathBuf::from(args.next().expect("TARGET.gguf"));
     let drafter_dir = PathBuf::from(args.next().expect("DRAFTER_DIR"));
@@ -158,8 +142,8 @@ fn main() {
     let stop = target.tokenizer.eos_ids().to_vec();
     // (variant, cached-length bin) → verify ms of each step.
     let mut by_bin: BTreeMap<(usize, Variant), Vec<f64>> = BTreeMap::new();
+    let template = target.tokenizer.chat_template().expect("a chat template");
     for text in PROMPTS.iter().cycle().take(prompts) {
-        let template = target.tokenizer.chat_template().expect("a chat template");
         let text = template.render(&[ChatMessage::new("user", text)], true).expect("render");
         let prompt = target.tokenizer.encode(&text).expect("encode");
         rotating.ran.clear();
