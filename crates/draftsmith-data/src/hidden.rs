@@ -26,18 +26,50 @@ use serde::{Deserialize, Serialize};
 use crate::error::DataError;
 use crate::manifest::TargetId;
 
+/// A dataset identity's shard hashes, in order.
+fn shard_hashes(v: &serde_json::Value) -> Vec<String> {
+    v.get("shards")
+        .and_then(|s| s.as_array())
+        .map(|a| a.iter().map(|h| h.as_str().map_or_else(|| h.to_string(), str::to_string)).collect())
+        .unwrap_or_default()
+}
+
+/// The fields of identity `v` other than its shards that `w` lacks or holds another value for,
+/// as `key = value`.
+fn other_fields(v: &serde_json::Value, w: &serde_json::Value) -> Vec<String> {
+    let empty = serde_json::Map::new();
+    let (a, b) = (v.as_object().unwrap_or(&empty), w.as_object().unwrap_or(&empty));
+    a.iter().filter(|(k, x)| *k != "shards" && b.get(*k) != Some(*x)).map(|(k, x)| format!("{k} = {x}")).collect()
+}
+
+/// How many leading shards dataset identities `cached` and `run` share (the same hashes in the
+/// same places), when every field but the shards is the same on both sides; 0 otherwise. The
+/// sequences of those shards are the same in both, first and in order.
+pub fn shared_shards(cached: &serde_json::Value, run: &serde_json::Value) -> usize {
+    if !other_fields(cached, run).is_empty() || !other_fields(run, cached).is_empty() {
+        return 0;
+    }
+    let (old, new) = (shard_hashes(cached), shard_hashes(run));
+    old.iter().zip(&new).take_while(|(a, b)| a == b).count()
+}
+
+/// Whether dataset identity `run` is `cached` grown: the cache's shards a strict prefix of the
+/// run's and every other field the same on both sides. A later `distill --limit` extends a
+/// dataset in place like this, appending shards and rewriting none, so the cached sequences
+/// are the run's first ones.
+pub fn dataset_grew(cached: &serde_json::Value, run: &serde_json::Value) -> bool {
+    let (old, new) = (shard_hashes(cached), shard_hashes(run));
+    old.len() < new.len()
+        && new.starts_with(&old)
+        && other_fields(cached, run).is_empty()
+        && other_fields(run, cached).is_empty()
+}
+
 /// Two dataset identities (a cache's and a run's) in a few words each: their shard counts
 /// with the first and last hashes, and the other fields that differ. When the cache's shards
-/// are a prefix of the run's, the first says the dataset grew since (a later `distill --limit`
-/// extends a dataset in place), which is what such a refusal usually means.
+/// are a prefix of the run's ([`dataset_grew`]), the first says the dataset grew since.
 pub fn describe_datasets(cached: &serde_json::Value, run: &serde_json::Value) -> (String, String) {
-    let shards = |v: &serde_json::Value| -> Vec<String> {
-        v.get("shards")
-            .and_then(|s| s.as_array())
-            .map(|a| a.iter().map(|h| h.as_str().map_or_else(|| h.to_string(), str::to_string)).collect())
-            .unwrap_or_default()
-    };
-    let (old, new) = (shards(cached), shards(run));
+    let (old, new) = (shard_hashes(cached), shard_hashes(run));
     let short = |h: &str| h.chars().take(8).collect::<String>();
     let span = |s: &[String]| match (s.first(), s.last()) {
         (Some(a), Some(b)) => {
@@ -45,13 +77,8 @@ pub fn describe_datasets(cached: &serde_json::Value, run: &serde_json::Value) ->
         }
         _ => "no shards".to_string(),
     };
-    let others = |v: &serde_json::Value, w: &serde_json::Value| -> Vec<String> {
-        let empty = serde_json::Map::new();
-        let (a, b) = (v.as_object().unwrap_or(&empty), w.as_object().unwrap_or(&empty));
-        a.iter().filter(|(k, x)| *k != "shards" && b.get(*k) != Some(*x)).map(|(k, x)| format!("{k} = {x}")).collect()
-    };
-    let (was_fields, now_fields) = (others(cached, run), others(run, cached));
-    let grown = old.len() < new.len() && new.starts_with(&old) && was_fields.is_empty() && now_fields.is_empty();
+    let (was_fields, now_fields) = (other_fields(cached, run), other_fields(run, cached));
+    let grown = dataset_grew(cached, run);
     let describe =
         |s: &[String], fields: Vec<String>| std::iter::once(span(s)).chain(fields).collect::<Vec<_>>().join(", ");
     let mut was = describe(&old, was_fields);
@@ -165,18 +192,36 @@ pub struct HiddenWriter {
     per_shard: usize,
     pending: Vec<u16>,
     pending_lengths: Vec<usize>,
+    kept: Option<Kept>,
+}
+
+/// What [`HiddenWriter::open`] kept of a cache computed for another state of the dataset.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Kept {
+    /// Sequences kept (the cache's shards within the dataset shards both share).
+    pub sequences: usize,
+    /// Sequences the cache held.
+    pub of: usize,
+    /// Dataset shards both share.
+    pub shards: usize,
 }
 
 impl HiddenWriter {
     /// Creates the cache for sequences of `lengths` tokens, or resumes the one already in `dir`
     /// (which must be for the same target, dataset, hidden size and lengths, with every listed
-    /// shard intact). Leftover temporary and unlisted shard files are removed with a warning.
+    /// shard intact). A cache computed for another state of the dataset — one sharing its first
+    /// shards ([`shared_shards`]), such as before a later `distill --limit` — keeps the rows of
+    /// those shards' sequences and goes on after them ([`HiddenWriter::kept`]);
+    /// `shard_sequences` are the sequences of each of the dataset's shards, in its identity's
+    /// order. Leftover temporary and unlisted shard files are removed with a warning.
+    #[allow(clippy::too_many_arguments)]
     pub fn open(
         dir: &Path,
         target: TargetId,
         dataset: serde_json::Value,
         hidden_size: usize,
         lengths: Vec<usize>,
+        shard_sequences: &[usize],
         per_shard: usize,
     ) -> Result<Self, DataError> {
         if per_shard == 0 || hidden_size == 0 {
@@ -184,6 +229,7 @@ impl HiddenWriter {
             return Err(DataError::InvalidArgument { path: dir.to_path_buf(), problem });
         }
         std::fs::create_dir_all(dir).map_err(DataError::io(dir))?;
+        let mut kept = None;
         let fresh = HiddenManifest {
             format_version: HIDDEN_FORMAT_VERSION,
             target,
@@ -206,25 +252,45 @@ impl HiddenWriter {
             if existing.target != fresh.target {
                 return Err(mismatch("target", format!("{:?}", existing.target), format!("{:?}", fresh.target)));
             }
-            if existing.dataset != fresh.dataset {
-                let (was, now) = describe_datasets(&existing.dataset, &fresh.dataset);
-                return Err(mismatch("dataset", was, now));
+            if existing.dataset == fresh.dataset {
+                let shape = |m: &HiddenManifest| {
+                    format!("{} sequences, {} tokens, hidden {}", m.sequences, m.tokens, m.hidden_size)
+                };
+                if shape(&existing) != shape(&fresh) {
+                    return Err(mismatch("size", shape(&existing), shape(&fresh)));
+                }
+                check_shards(dir, &existing.shards, hidden_size, &lengths)?;
+                existing
+            } else {
+                // Another state of the dataset (a later `distill --limit` appends shards and
+                // completes its last partial one): the sequences of the shards both share are
+                // the same, so the cache's shards that lie within them are kept.
+                let common = shared_shards(&existing.dataset, &fresh.dataset);
+                if common == 0 {
+                    let (was, now) = describe_datasets(&existing.dataset, &fresh.dataset);
+                    return Err(mismatch("dataset", was, now));
+                }
+                if existing.hidden_size != hidden_size {
+                    let hidden = |h: usize| format!("hidden {h}");
+                    return Err(mismatch("size", hidden(existing.hidden_size), hidden(hidden_size)));
+                }
+                let same = shard_sequences.iter().take(common).sum::<usize>().min(lengths.len());
+                let shards: Vec<HiddenShardInfo> =
+                    existing.shards.iter().take_while(|s| s.first_sequence + s.sequences <= same).cloned().collect();
+                check_shards(dir, &shards, hidden_size, &lengths)?;
+                let updated = HiddenManifest { shards, ..fresh };
+                kept =
+                    Some(Kept { sequences: updated.sequences_done(), of: existing.sequences_done(), shards: common });
+                write_manifest(dir, &updated)?;
+                for dropped in &existing.shards[updated.shards.len()..] {
+                    let path = dir.join(&dropped.file);
+                    match std::fs::remove_file(&path) {
+                        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(DataError::io(&path)(e)),
+                        _ => {}
+                    }
+                }
+                updated
             }
-            let shape = |m: &HiddenManifest| {
-                format!("{} sequences, {} tokens, hidden {}", m.sequences, m.tokens, m.hidden_size)
-            };
-            if shape(&existing) != shape(&fresh) {
-                return Err(mismatch("size", shape(&existing), shape(&fresh)));
-            }
-            for shard in &existing.shards {
-                let path = dir.join(&shard.file);
-                let bytes = std::fs::read(&path).map_err(|_| DataError::CorruptHidden {
-                    path: path.clone(),
-                    problem: "listed in the manifest but missing".into(),
-                })?;
-                check_shard(&path, &bytes, shard, hidden_size, &lengths)?;
-            }
-            existing
         } else {
             write_manifest(dir, &fresh)?;
             fresh
@@ -237,7 +303,14 @@ impl HiddenWriter {
             per_shard,
             pending: Vec::new(),
             pending_lengths: Vec::new(),
+            kept,
         })
+    }
+
+    /// When the cache in the directory was computed for another state of the dataset (one
+    /// sharing its first shards): what this run kept of it.
+    pub fn kept(&self) -> Option<Kept> {
+        self.kept
     }
 
     /// The next sequence to compute (sequences before it are written or pending).
@@ -360,6 +433,24 @@ fn check_shard(
     Ok(hidden.data().as_ptr() as usize - bytes.as_ptr() as usize)
 }
 
+/// Checks each of `shards` (present, intact, lengths as in `lengths`).
+fn check_shards(
+    dir: &Path,
+    shards: &[HiddenShardInfo],
+    hidden_size: usize,
+    lengths: &[usize],
+) -> Result<(), DataError> {
+    for shard in shards {
+        let path = dir.join(&shard.file);
+        let bytes = std::fs::read(&path).map_err(|_| DataError::CorruptHidden {
+            path: path.clone(),
+            problem: "listed in the manifest but missing".into(),
+        })?;
+        check_shard(&path, &bytes, shard, hidden_size, lengths)?;
+    }
+    Ok(())
+}
+
 /// Removes `*.tmp` files and shard files the manifest does not list, warning about each.
 fn remove_leftovers(dir: &Path, manifest: &HiddenManifest) -> Result<(), DataError> {
     let listed = |name: &str| manifest.shards.iter().any(|s| s.file == name);
@@ -462,13 +553,13 @@ mod tests {
         let dir = tmpdir("roundtrip");
         let (h, lengths) = (4, vec![3, 5, 2, 4, 1]);
         let data = serde_json::json!({"shards": ["aa"]});
-        let mut w = HiddenWriter::open(&dir, target("t"), data.clone(), h, lengths.clone(), 2).unwrap();
+        let mut w = HiddenWriter::open(&dir, target("t"), data.clone(), h, lengths.clone(), &[5], 2).unwrap();
         for (s, &len) in lengths.iter().enumerate().take(3) {
             w.push(&rows(s, len, h)).unwrap();
         }
         drop(w); // killed: sequence 2 was pending, one shard written
         std::fs::write(dir.join("hidden-00009.safetensors.tmp"), b"torn").unwrap();
-        let mut w = HiddenWriter::open(&dir, target("t"), data.clone(), h, lengths.clone(), 2).unwrap();
+        let mut w = HiddenWriter::open(&dir, target("t"), data.clone(), h, lengths.clone(), &[5], 2).unwrap();
         assert_eq!(w.next_sequence(), 2, "resumes after the finished shard");
         assert!(!dir.join("hidden-00009.safetensors.tmp").exists(), "leftovers removed");
         for (s, &len) in lengths.iter().enumerate().skip(2) {
@@ -490,23 +581,80 @@ mod tests {
     }
 
     #[test]
+    fn a_grown_dataset_keeps_the_rows_of_its_unchanged_shards() {
+        let dir = tmpdir("grown");
+        let (h, lengths) = (4, vec![3, 5, 2, 4, 1, 2]);
+        let write = |w: &mut HiddenWriter, upto: usize| {
+            for (s, &len) in lengths.iter().enumerate().take(upto).skip(w.next_sequence()) {
+                w.push(&rows(s, len, h)).unwrap();
+            }
+        };
+        // Dataset shards `aa` (sequences 0-1) and `bb` (sequence 2, a partial shard).
+        let small = serde_json::json!({"shards": ["aa", "bb"], "max_seq_len": 64});
+        let mut w = HiddenWriter::open(&dir, target("t"), small.clone(), h, lengths[..3].to_vec(), &[2, 1], 2).unwrap();
+        write(&mut w, 3);
+        assert_eq!(w.finish().unwrap().shards.len(), 2, "cache shards: sequences 0-1 and 2");
+        let first = std::fs::read(dir.join("hidden-00000.safetensors")).unwrap();
+
+        // Appended to: `bb` holds one sequence more now (another hash), `cc` is new. Only `aa`'s
+        // sequences are known to be the same: cache shard 0 is kept, shard 1 recomputed.
+        let grown = serde_json::json!({"shards": ["aa", "b2", "cc"], "max_seq_len": 64});
+        let mut w =
+            HiddenWriter::open(&dir, target("t"), grown.clone(), h, lengths[..5].to_vec(), &[2, 2, 1], 2).unwrap();
+        assert_eq!(w.kept(), Some(Kept { sequences: 2, of: 3, shards: 1 }));
+        assert_eq!(w.next_sequence(), 2);
+        assert!(!w.manifest().complete && w.manifest().dataset == grown && w.manifest().sequences == 5);
+        write(&mut w, 5);
+        let manifest = w.finish().unwrap();
+        assert!(manifest.complete && manifest.tokens == 15 && manifest.shards.len() == 3, "{manifest:?}");
+        assert_eq!(std::fs::read(dir.join("hidden-00000.safetensors")).unwrap(), first, "kept as it was");
+
+        // Appended to again, every earlier shard unchanged: everything kept, a plain extension.
+        let again = serde_json::json!({"shards": ["aa", "b2", "cc", "dd"], "max_seq_len": 64});
+        let mut w = HiddenWriter::open(&dir, target("t"), again.clone(), h, lengths.clone(), &[2, 2, 1, 1], 2).unwrap();
+        assert_eq!((w.kept(), w.next_sequence()), (Some(Kept { sequences: 5, of: 5, shards: 3 }), 5));
+        write(&mut w, 6);
+        w.finish().unwrap();
+        let cache = HiddenCache::open(&dir, &lengths).unwrap();
+        for (s, &len) in lengths.iter().enumerate() {
+            let mut got = Vec::new();
+            cache.extend_row(s, len - 1, &mut got);
+            assert_eq!(got, rows(s, len, h)[(len - 1) * h..], "sequence {s}");
+        }
+        // The same dataset again: a plain resume of a complete cache.
+        let w = HiddenWriter::open(&dir, target("t"), again, h, lengths.clone(), &[2, 2, 1, 1], 2).unwrap();
+        assert_eq!((w.kept(), w.next_sequence()), (None, 6));
+        // Other reading settings, or no shard in common: refused, nothing removed.
+        let cut = serde_json::json!({"shards": ["aa", "b2", "cc", "dd"], "max_seq_len": 32});
+        let err = HiddenWriter::open(&dir, target("t"), cut, h, lengths.clone(), &[2, 2, 1, 1], 2).err().unwrap();
+        assert!(err.to_string().contains("max_seq_len = 32"), "{err}");
+        let other = serde_json::json!({"shards": ["zz"], "max_seq_len": 64});
+        assert!(HiddenWriter::open(&dir, target("t"), other, h, lengths.clone(), &[6], 2).is_err());
+        assert!(HiddenCache::open(&dir, &lengths).is_ok(), "the cache is untouched");
+    }
+
+    #[test]
     fn another_target_dataset_or_damaged_shard_is_refused() {
         let dir = tmpdir("refused");
         let (h, lengths) = (2, vec![2, 2]);
         let data = serde_json::json!({"shards": ["aa"]});
-        let mut w = HiddenWriter::open(&dir, target("t"), data.clone(), h, lengths.clone(), 1).unwrap();
+        let mut w = HiddenWriter::open(&dir, target("t"), data.clone(), h, lengths.clone(), &[2], 1).unwrap();
         w.push(&rows(0, 2, h)).unwrap();
         w.push(&rows(1, 2, h)).unwrap();
         w.finish().unwrap();
-        let err = HiddenWriter::open(&dir, target("u"), data.clone(), h, lengths.clone(), 1).err().unwrap().to_string();
+        let err =
+            HiddenWriter::open(&dir, target("u"), data.clone(), h, lengths.clone(), &[2], 1).err().unwrap().to_string();
         assert!(err.contains("cannot resume") && err.contains("target"), "{err}");
         let other = serde_json::json!({"shards": ["bb"]});
-        let err = HiddenWriter::open(&dir, target("t"), other, h, lengths.clone(), 1).err().unwrap().to_string();
+        let err = HiddenWriter::open(&dir, target("t"), other, h, lengths.clone(), &[2], 1).err().unwrap().to_string();
         assert!(err.contains("dataset") && err.contains("1 shard (aa…aa)"), "{err}");
-        // A dataset a later distill extended: said so.
-        let grown = serde_json::json!({"shards": ["aa", "cc"]});
-        let err = HiddenWriter::open(&dir, target("t"), grown, h, lengths.clone(), 1).err().unwrap().to_string();
-        assert!(err.contains("has grown since") && err.contains("2 shards (aa…cc)"), "{err}");
+        // A dataset grown and changed in another field: refused, the growth said.
+        let grown = serde_json::json!({"shards": ["aa", "cc"], "max_seq_len": 64});
+        let err =
+            HiddenWriter::open(&dir, target("t"), grown, h, lengths.clone(), &[1, 1], 1).err().unwrap().to_string();
+        assert!(err.contains("2 shards (aa…cc), max_seq_len = 64"), "{err}");
+        let (was, _) = describe_datasets(&data, &serde_json::json!({"shards": ["aa", "cc"]}));
+        assert!(was.contains("has grown since") && was.contains("1 shard (aa…aa)"), "{was}");
         let err = HiddenCache::open(&dir, &[2, 3]).err().unwrap().to_string();
         assert!(err.contains("hidden-00001.safetensors") && err.contains("lengths differ"), "{err}");
         let err = HiddenCache::open(&dir, &[2, 2, 2]).err().unwrap().to_string();

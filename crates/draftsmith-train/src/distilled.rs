@@ -17,6 +17,9 @@ pub struct DistilledSequences {
     /// The shards' hashes, the distillation settings, `limit` and `max_len`: a run resumes
     /// only over the same data.
     pub fingerprint: serde_json::Value,
+    /// Sequences of each of the dataset's shards, in the fingerprint's order (before `limit`):
+    /// what a hidden-state cache of an earlier state of the dataset can keep.
+    pub shard_sequences: Vec<usize>,
 }
 
 impl DistilledSequences {
@@ -74,7 +77,8 @@ pub fn read_sequences(
         "limit": limit,
         "max_seq_len": max_len,
     });
-    Ok(DistilledSequences { sequences, fingerprint })
+    let shard_sequences = manifest.shards.iter().map(|s| s.records).collect();
+    Ok(DistilledSequences { sequences, fingerprint, shard_sequences })
 }
 
 #[cfg(test)]

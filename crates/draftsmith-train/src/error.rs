@@ -24,7 +24,7 @@ pub enum TrainError {
     #[error("{}: this dataset was distilled from `{name}` (sha256 {sha256}), not from the target being trained for (sha256 {target_sha}); distill it again with this --model", dir.display())]
     WrongTarget { dir: PathBuf, name: String, sha256: String, target_sha: String },
     /// A hidden-state cache made for another target or another dataset.
-    #[error("{}: {problem}; delete this cache and run `draftsmith hidden` for this dataset and target, or train with --online", path.display())]
+    #[error("{}: {problem}", path.display())]
     HiddenMismatch { path: PathBuf, problem: String },
     /// No held-out book is long enough for one eval prompt.
     #[error("no held-out book has {tokens} tokens: no eval prompts written")]

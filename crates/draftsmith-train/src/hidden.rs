@@ -8,7 +8,9 @@
 use std::path::Path;
 
 use burn::tensor::backend::Backend;
-use draftsmith_data::hidden::{read_hidden_manifest, HiddenCache, HiddenManifest, HiddenWriter, HIDDEN_MANIFEST_FILE};
+use draftsmith_data::hidden::{
+    read_hidden_manifest, HiddenCache, HiddenManifest, HiddenWriter, Kept, HIDDEN_MANIFEST_FILE,
+};
 use draftsmith_data::TargetId;
 use draftsmith_model::{AttentionMask, Model};
 use half::f16;
@@ -105,26 +107,39 @@ pub fn cache_bytes(data: &DistilledSequences, hidden_size: usize) -> u64 {
     draftsmith_data::hidden::hidden_bytes(data.tokens(), hidden_size)
 }
 
-/// Writes (or resumes) the hidden-state cache of `data` in `dir`, `per_shard` sequences per
-/// shard; `progress(done_tokens, total_tokens)` after each sequence.
+/// What [`write_hidden`] reports as it goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HiddenEvent {
+    /// The cache is open: `done` of `total` tokens are already written (a resumed run);
+    /// `kept` says what was kept of a cache computed for an earlier state of the dataset (before
+    /// a later `distill --limit`, say).
+    Opened { done: usize, total: usize, kept: Option<Kept> },
+    /// One more sequence written (pending its shard): `done` of `total` tokens.
+    Progress { done: usize, total: usize },
+}
+
+/// Writes (or resumes, or extends) the hidden-state cache of `data` in `dir`, `per_shard`
+/// sequences per shard, reporting to `on_event`.
 pub fn write_hidden<B: Backend>(
     model: &Model<B>,
     target: &TargetId,
     data: &DistilledSequences,
     dir: &Path,
     per_shard: usize,
-    progress: &mut dyn FnMut(usize, usize),
+    on_event: &mut dyn FnMut(HiddenEvent),
 ) -> Result<HiddenManifest, TrainError> {
     let hidden = model.config().hidden_size;
     let lengths = lengths(&data.sequences);
     let total: usize = lengths.iter().sum();
-    let mut writer = HiddenWriter::open(dir, target.clone(), dataset_key(data), hidden, lengths.clone(), per_shard)?;
+    let key = dataset_key(data);
+    let mut writer =
+        HiddenWriter::open(dir, target.clone(), key, hidden, lengths.clone(), &data.shard_sequences, per_shard)?;
     let mut done: usize = lengths[..writer.next_sequence()].iter().sum();
-    progress(done, total);
+    on_event(HiddenEvent::Opened { done, total, kept: writer.kept() });
     for seq in &data.sequences[writer.next_sequence()..] {
         writer.push(&sequence_hidden(model, seq)?)?;
         done += seq.tokens.len();
-        progress(done, total);
+        on_event(HiddenEvent::Progress { done, total });
     }
     Ok(writer.finish()?)
 }
@@ -138,15 +153,20 @@ pub fn open_cached(dir: &Path, target_sha: &str, data: &DistilledSequences) -> R
     let refuse = |problem: String| TrainError::HiddenMismatch { path: path.clone(), problem };
     if manifest.target.sha256 != target_sha {
         return Err(refuse(format!(
-            "computed with `{}` (sha256 {}), not with the target being trained for (sha256 {target_sha})",
+            "computed with `{}` (sha256 {}), not with the target being trained for (sha256 {target_sha}); delete this cache and run `draftsmith hidden` for this dataset and target, or train with --online",
             manifest.target.name, manifest.target.sha256
         )));
     }
     let key = dataset_key(data);
     if manifest.dataset != key {
         let (cache, run) = draftsmith_data::hidden::describe_datasets(&manifest.dataset, &key);
+        let fix = if draftsmith_data::hidden::shared_shards(&manifest.dataset, &key) > 0 {
+            "run `draftsmith hidden` for this dataset to update it (the rows of the dataset shards both share are kept)"
+        } else {
+            "delete this cache and run `draftsmith hidden` for this dataset and target"
+        };
         return Err(refuse(format!(
-            "computed for another dataset or other reading settings (cache: {cache}; this run: {run})"
+            "computed for another dataset or other reading settings (cache: {cache}; this run: {run}); {fix}, or train with --online"
         )));
     }
     let cache = HiddenCache::open(dir, &lengths(&data.sequences))?;

@@ -21,7 +21,7 @@ pub use examples::{LabelSource, Sequence};
 pub use export::{
     export_drafter, export_needs_target, run_drafter, ExportFormat, ExportOptions, ExportTarget, Exported,
 };
-pub use hidden::{cache_bytes, open_cached, write_hidden, HiddenStore};
+pub use hidden::{cache_bytes, open_cached, write_hidden, HiddenEvent, HiddenStore};
 pub use redrafter::{train_redrafter, ReDrafterTrainConfig};
 pub use run::{TrainEvent, TrainSummary};
 pub use tokenswift::{chunks, train_tokenswift, TokenSwiftTrainConfig};

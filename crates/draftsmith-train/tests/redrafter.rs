@@ -4,6 +4,7 @@
 //! same drafter as online mode.
 
 use burn::backend::{Autodiff, Flex};
+use draftsmith_data::hidden::Kept;
 use draftsmith_data::TargetId;
 use draftsmith_heads::redrafter::HeadKind;
 use draftsmith_heads::TargetIdentity;
@@ -12,8 +13,8 @@ use draftsmith_model::{
     ModelConfig,
 };
 use draftsmith_train::{
-    cache_bytes, open_cached, train_redrafter, write_hidden, DistilledSequences, LabelSource, ReDrafterTrainConfig,
-    Sequence, TrainError, TrainEvent,
+    cache_bytes, open_cached, train_redrafter, write_hidden, DistilledSequences, HiddenEvent, LabelSource,
+    ReDrafterTrainConfig, Sequence, TrainError, TrainEvent,
 };
 
 type B = Flex;
@@ -213,11 +214,17 @@ fn cached_hidden_states_train_the_same_drafter_and_resume_an_online_run() {
     let model = tiny();
     let seqs = self_distilled(&model, 12);
     let fingerprint = |shard: &str, limit: Option<usize>| serde_json::json!({ "shards": [shard], "params": {}, "limit": limit, "max_seq_len": 64 });
-    let data = DistilledSequences { sequences: seqs.clone(), fingerprint: fingerprint("s0", None) };
+    let data =
+        DistilledSequences { sequences: seqs.clone(), fingerprint: fingerprint("s0", None), shard_sequences: vec![12] };
     let cache = tmp("hidden-cache");
     let target = TargetId { name: "tiny".into(), sha256: identity().sha256 };
     let mut last = (0, 0);
-    let manifest = write_hidden(&model, &target, &data, &cache, 5, &mut |done, total| last = (done, total)).unwrap();
+    let manifest = write_hidden(&model, &target, &data, &cache, 5, &mut |e| {
+        if let HiddenEvent::Progress { done, total } = e {
+            last = (done, total)
+        }
+    })
+    .unwrap();
     assert!(manifest.complete && manifest.shards.len() == 3, "{manifest:?}");
     assert_eq!(last, (data.tokens(), data.tokens()));
     assert_eq!(cache_bytes(&data, 32), manifest.bytes());
@@ -258,11 +265,34 @@ fn cached_hidden_states_train_the_same_drafter_and_resume_an_online_run() {
 
     // The first sequences of the dataset (a --limit) are served by the whole dataset's cache;
     // another target or another dataset is refused, naming the manifest.
-    let first = DistilledSequences { sequences: seqs[..4].to_vec(), fingerprint: fingerprint("s0", Some(4)) };
+    let first = DistilledSequences {
+        sequences: seqs[..4].to_vec(),
+        fingerprint: fingerprint("s0", Some(4)),
+        shard_sequences: vec![12],
+    };
     assert!(open_cached(&cache, &identity().sha256, &first).is_ok());
     let err = open_cached(&cache, &"ff".repeat(32), &data).err().unwrap().to_string();
     assert!(err.contains("hidden-manifest.json") && err.contains("not with the target being trained for"), "{err}");
-    let other = DistilledSequences { sequences: seqs.clone(), fingerprint: fingerprint("s1", None) };
+    let other =
+        DistilledSequences { sequences: seqs.clone(), fingerprint: fingerprint("s1", None), shard_sequences: vec![12] };
     let err = open_cached(&cache, &identity().sha256, &other).err().unwrap().to_string();
-    assert!(err.contains("hidden-manifest.json") && err.contains("another dataset"), "{err}");
+    assert!(err.contains("hidden-manifest.json") && err.contains("another dataset") && err.contains("delete"), "{err}");
+
+    // The dataset grown by a later distill: the trainer asks for `hidden`, which extends the
+    // cache (its 12 sequences kept, 3 computed) to what the trainer then reads.
+    let grown = DistilledSequences {
+        sequences: seqs.iter().chain(&seqs[..3]).cloned().collect(),
+        fingerprint: serde_json::json!({ "shards": ["s0", "s1"], "params": {}, "limit": null, "max_seq_len": 64 }),
+        shard_sequences: vec![12, 3],
+    };
+    let err = open_cached(&cache, &identity().sha256, &grown).err().unwrap().to_string();
+    assert!(err.contains("has grown since") && err.contains("to update it"), "{err}");
+    let mut events = Vec::new();
+    let manifest = write_hidden(&model, &target, &grown, &cache, 5, &mut |e| events.push(e)).unwrap();
+    let done: usize = seqs.iter().map(|s| s.tokens.len()).sum();
+    let kept = Some(Kept { sequences: 12, of: 12, shards: 1 });
+    assert_eq!(events[0], HiddenEvent::Opened { done, total: grown.tokens(), kept });
+    assert_eq!(events.len(), 4, "three sequences computed");
+    assert!(manifest.complete && manifest.sequences == 15, "{manifest:?}");
+    assert!(open_cached(&cache, &identity().sha256, &grown).is_ok());
 }

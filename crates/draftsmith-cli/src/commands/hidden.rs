@@ -7,7 +7,7 @@ use anyhow::{Context, Result};
 use burn::tensor::backend::Backend;
 use clap::Args;
 use draftsmith_data::hidden::HIDDEN_DIR;
-use draftsmith_train::{cache_bytes, write_hidden, LabelSource};
+use draftsmith_train::{cache_bytes, write_hidden, HiddenEvent, LabelSource};
 use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::jobs::train::read_dataset;
@@ -66,8 +66,26 @@ fn hidden<B: Backend>(args: &HiddenArgs, device: &B::Device) -> Result<()> {
     let target = draftsmith_data::TargetId { name: identity.name.clone(), sha256: identity.sha256.clone() };
     let begin = std::time::Instant::now();
     let manifest =
-        write_hidden(&loaded.model, &target, &data, &out, args.sequences_per_shard as usize, &mut |done, _| {
-            bar.set_position(done as u64)
+        write_hidden(&loaded.model, &target, &data, &out, args.sequences_per_shard as usize, &mut |e| match e {
+            HiddenEvent::Opened { done, total, kept } => {
+                if let Some(k) = kept {
+                    bar.suspend(|| {
+                        eprintln!(
+                            "this cache was computed for an earlier state of the dataset (before a later \
+                         `distill --limit`, say): {} of its {} sequences kept (the dataset's first {} \
+                         unchanged), {} to compute",
+                            k.sequences,
+                            k.of,
+                            if k.shards == 1 { "shard is".to_string() } else { format!("{} shards are", k.shards) },
+                            data.sequences.len() - k.sequences
+                        )
+                    });
+                } else if done > 0 && done < total {
+                    bar.suspend(|| eprintln!("resuming: {done} of {total} tokens already written"));
+                }
+                bar.set_position(done as u64)
+            }
+            HiddenEvent::Progress { done, .. } => bar.set_position(done as u64),
         })
         .with_context(|| format!("writing hidden states into {}", out.display()))?;
     bar.finish_and_clear();
