@@ -54,15 +54,12 @@ pub fn shared_shards(cached: &serde_json::Value, run: &serde_json::Value) -> usi
 }
 
 /// Whether dataset identity `run` is `cached` grown: the cache's shards a strict prefix of the
-/// run's and every other field the same on both sides. A later `distill --limit` extends a
-/// dataset in place like this, appending shards and rewriting none, so the cached sequences
-/// are the run's first ones.
+/// run's and every other field the same on both sides (what a later `distill --limit` makes of
+/// a dataset whose last shard was full; one that ended on a partial shard completes it, a new
+/// hash, and shares one shard less).
 pub fn dataset_grew(cached: &serde_json::Value, run: &serde_json::Value) -> bool {
     let (old, new) = (shard_hashes(cached), shard_hashes(run));
-    old.len() < new.len()
-        && new.starts_with(&old)
-        && other_fields(cached, run).is_empty()
-        && other_fields(run, cached).is_empty()
+    old.len() < new.len() && shared_shards(cached, run) == old.len()
 }
 
 /// Two dataset identities (a cache's and a run's) in a few words each: their shard counts
