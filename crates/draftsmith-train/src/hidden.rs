@@ -150,12 +150,20 @@ pub fn write_hidden<B: Backend>(
 pub fn open_cached(dir: &Path, target_sha: &str, data: &DistilledSequences) -> Result<HiddenStore, TrainError> {
     let manifest = read_hidden_manifest(dir)?;
     let path = dir.join(HIDDEN_MANIFEST_FILE);
-    let refuse = |problem: String| TrainError::HiddenMismatch { path: path.clone(), problem };
+    // Each refusal ends with its remedy; training online always works.
+    let refuse = |problem: String, fix: &str| TrainError::HiddenMismatch {
+        path: path.clone(),
+        problem: format!("{problem}; {fix}, or train with --online"),
+    };
+    const RECOMPUTE: &str = "delete this cache and run `draftsmith hidden` for this dataset and target";
     if manifest.target.sha256 != target_sha {
-        return Err(refuse(format!(
-            "computed with `{}` (sha256 {}), not with the target being trained for (sha256 {target_sha}); delete this cache and run `draftsmith hidden` for this dataset and target, or train with --online",
-            manifest.target.name, manifest.target.sha256
-        )));
+        return Err(refuse(
+            format!(
+                "computed with `{}` (sha256 {}), not with the target being trained for (sha256 {target_sha})",
+                manifest.target.name, manifest.target.sha256
+            ),
+            RECOMPUTE,
+        ));
     }
     let key = dataset_key(data);
     if manifest.dataset != key {
@@ -163,11 +171,12 @@ pub fn open_cached(dir: &Path, target_sha: &str, data: &DistilledSequences) -> R
         let fix = if draftsmith_data::hidden::shared_shards(&manifest.dataset, &key) > 0 {
             "run `draftsmith hidden` for this dataset to update it (the rows of the dataset shards both share are kept)"
         } else {
-            "delete this cache and run `draftsmith hidden` for this dataset and target"
+            RECOMPUTE
         };
-        return Err(refuse(format!(
-            "computed for another dataset or other reading settings (cache: {cache}; this run: {run}); {fix}, or train with --online"
-        )));
+        return Err(refuse(
+            format!("computed for another dataset or other reading settings (cache: {cache}; this run: {run})"),
+            fix,
+        ));
     }
     let cache = HiddenCache::open(dir, &lengths(&data.sequences))?;
     Ok(HiddenStore { hidden: cache.hidden_size(), rows: Rows::Cached(cache) })
