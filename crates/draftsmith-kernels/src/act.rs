@@ -48,6 +48,8 @@ pub(crate) struct ActRow<'a> {
     pub d: &'a [f32],
     /// Block sums `Σ q`, `cols / 32` long.
     pub sum: &'a [i32],
+    /// Sums of each block's first 16 values (only after [`ActQuant::quantize`] with `halves`).
+    pub lo: &'a [i32],
 }
 
 /// Quantized activations for `n` rows of `cols` values; reused between calls as scratch.
@@ -58,6 +60,7 @@ pub(crate) struct ActQuant {
     qs: Vec<i8>,
     d: Vec<f32>,
     sum: Vec<i32>,
+    lo: Vec<i32>,
     /// The rows' split into kernel tiles, `(first row, rows)` ([`tile_split`] for the path).
     tiles: Vec<(usize, usize)>,
     /// On the SIMD paths, the rows laid out per tile instead (see [`Packed`]).
@@ -66,14 +69,16 @@ pub(crate) struct ActQuant {
 
 /// Rows `c0 .. c0 + cn` of each tile interleaved block by block: block `b` of the tile's row
 /// `t` at `qs[c0·cols + (b·cn + t)·32 ..]`, its scale, `scale · Σ q` and `−128 · Σ q` at
-/// `[c0·nb + b·cn + t]`. A kernel then reads a whole tile from one pointer with constant
-/// offsets. Only the layout changes: every value is the one of the row-major form.
+/// `[c0·nb + b·cn + t]`, and (with `halves`) `−32 · Σ q` of its two halves of 16 at
+/// `half_bias[2·(c0·nb + b·cn + t) ..]`. A kernel then reads a whole tile from one pointer with
+/// constant offsets. Only the layout changes: every value is the one of the row-major form.
 #[derive(Default)]
 struct Packed {
     qs: Vec<i8>,
     d: Vec<f32>,
     dsum: Vec<f32>,
     bias: Vec<i32>,
+    half_bias: Vec<i32>,
 }
 
 /// One tile of [`Packed`] activations.
@@ -83,8 +88,22 @@ pub(crate) struct PackedTile<'a> {
     pub d: &'a [f32],
     pub dsum: &'a [f32],
     pub bias: &'a [i32],
+    /// `−32 · Σ q` of each block's two halves (empty unless quantized with `halves`).
+    pub half_bias: &'a [i32],
     /// Rows in the tile.
     pub cn: usize,
+}
+
+/// `−32 · Σ q` of the two halves of 16 of a quantized block, from the block sum `sum` and its
+/// first half's `lo`: the integer offset a Q6_K half's dot product starts from (its weights are
+/// stored as `q_w + 32`).
+pub(crate) fn half_bias(sum: i32, lo: i32) -> [i32; 2] {
+    [-32 * lo, -32 * (sum - lo)]
+}
+
+/// The sum of the first 16 values of a quantized block.
+fn first_half(q: &[i8]) -> i32 {
+    q[..QK / 2].iter().map(|&v| i32::from(v)).sum()
 }
 
 /// The near-equal split of `n` rows into tiles of at most `width` (17 rows, width 8 → 6, 6, 5,
@@ -100,8 +119,10 @@ pub(crate) fn tile_split(n: usize, width: usize) -> impl ExactSizeIterator<Item 
 impl ActQuant {
     /// Quantizes `x` (`n × cols`, row-major) with the quantizer matching `path`, split into
     /// tiles of the path's width: per tile on the SIMD paths ([`Packed`], read with
-    /// [`ActQuant::packed_tile`]), row by row on the scalar path ([`ActQuant::row`]).
-    pub(crate) fn quantize(&mut self, x: &[f32], n: usize, cols: usize, path: KernelPath) {
+    /// [`ActQuant::packed_tile`]), row by row on the scalar path ([`ActQuant::row`]). With
+    /// `halves`, the sums of each block's two halves of 16 are kept too (Q6_K weights, whose
+    /// scales change every 16 values, need them).
+    pub(crate) fn quantize(&mut self, x: &[f32], n: usize, cols: usize, path: KernelPath, halves: bool) {
         assert_eq!(x.len(), n * cols, "activation length must be n * cols");
         assert_eq!(cols % QK, 0, "cols must be a multiple of 32");
         self.n = n;
@@ -109,9 +130,13 @@ impl ActQuant {
         self.tiles.clear();
         self.tiles.extend(tile_split(n, path.tile_width()));
         if path != KernelPath::Scalar {
-            self.quantize_packed(x, path);
+            self.quantize_packed(x, path, halves);
         } else {
             self.quantize_rows(x, path);
+            self.lo.clear();
+            if halves {
+                self.lo.extend(self.qs.chunks_exact(QK).map(first_half));
+            }
         }
     }
 
@@ -135,18 +160,20 @@ impl ActQuant {
 
     /// Straight into the per-tile layout of [`Packed`], tiles split over the kernel pool's
     /// threads when there are several and enough values.
-    fn quantize_packed(&mut self, x: &[f32], path: KernelPath) {
+    fn quantize_packed(&mut self, x: &[f32], path: KernelPath, halves: bool) {
         let (n, cols, nb) = (self.n, self.cols, self.cols / QK);
         let p = &mut self.packed;
         p.qs.resize(n * cols, 0);
         p.d.resize(n * nb, 0.0);
         p.dsum.resize(n * nb, 0.0);
         p.bias.resize(n * nb, 0);
-        let (qs, d, dsum, bias) = (
+        p.half_bias.resize(if halves { 2 * n * nb } else { 0 }, 0);
+        let (qs, d, dsum, bias, half) = (
             DisjointSlice::new(&mut p.qs),
             DisjointSlice::new(&mut p.d),
             DisjointSlice::new(&mut p.dsum),
             DisjointSlice::new(&mut p.bias),
+            DisjointSlice::new(&mut p.half_bias),
         );
         let tiles = &self.tiles;
         let work = |t: usize, threads: usize| {
@@ -173,6 +200,11 @@ impl ActQuant {
                         );
                         ts[i] = td[i] * sum[0] as f32;
                         tb[i] = -128 * sum[0];
+                        if halves {
+                            let h = half_bias(sum[0], first_half(&tq[i * QK..][..QK]));
+                            // SAFETY: as above (the tile's halves, two per block and row).
+                            unsafe { half.part(2 * (c0 * nb + i), 2) }.copy_from_slice(&h);
+                        }
                     }
                 }
             }
@@ -199,6 +231,7 @@ impl ActQuant {
             d: &p.d[c0 * nb..][..cn * nb],
             dsum: &p.dsum[c0 * nb..][..cn * nb],
             bias: &p.bias[c0 * nb..][..cn * nb],
+            half_bias: if p.half_bias.is_empty() { &[] } else { &p.half_bias[2 * c0 * nb..][..2 * cn * nb] },
             cn,
         }
     }
@@ -215,6 +248,7 @@ impl ActQuant {
             qs: &self.qs[c * self.cols..][..self.cols],
             d: &self.d[c * nb..][..nb],
             sum: &self.sum[c * nb..][..nb],
+            lo: if self.lo.is_empty() { &[] } else { &self.lo[c * nb..][..nb] },
         }
     }
 }

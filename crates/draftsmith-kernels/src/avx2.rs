@@ -7,6 +7,8 @@
 //!   `maddubs(|w|, sign(x, w))` trick (no saturation since `|x| <= 127`).
 //! * Q4_1: nibbles (≤ 15) times activations (|x| ≤ 127): the eight 16-bit pair sums of a block
 //!   stay below `8 · 2 · 15 · 127 = 30480`, so they are accumulated in 16 bits and widened once.
+//! * Q6_K: six-bit values (≤ 63) put together from their two planes; a unit's pair sums (≤
+//!   `2 · 63 · 127`) are widened at once, each half of 16 into its own accumulator.
 
 use std::arch::x86_64::*;
 
@@ -45,6 +47,10 @@ pub(crate) unsafe fn tile_packed(f: QFormat, w: Group<'_>, a: PackedTile<'_>, ou
             (QFormat::Q4_1, 2) => q4_1::<2>(w, a, out, h),
             (QFormat::Q4_1, 3) => q4_1::<3>(w, a, out, h),
             (QFormat::Q4_1, _) => q4_1::<4>(w, a, out, h),
+            (QFormat::Q6K, 1) => q6_k::<1>(w, a, out, h),
+            (QFormat::Q6K, 2) => q6_k::<2>(w, a, out, h),
+            (QFormat::Q6K, 3) => q6_k::<3>(w, a, out, h),
+            (QFormat::Q6K, _) => q6_k::<4>(w, a, out, h),
         }
     }
 }
@@ -118,6 +124,58 @@ unsafe fn q4_1<const C: usize>(w: Group<'_>, a: PackedTile<'_>, out: &mut TileOu
             let isum = _mm256_cvtepi32_ps(_mm256_madd_epi16(acc16[c], ones));
             facc[c] = _mm256_fmadd_ps(isum, _mm256_mul_ps(dw, _mm256_set1_ps(*db.add(c))), facc[c]);
             facc[c] = _mm256_fmadd_ps(mw, _mm256_set1_ps(*sb.add(c)), facc[c]);
+        }
+    }
+    for c in 0..C {
+        _mm256_storeu_ps(out[c].as_mut_ptr().add(h * HALF), facc[c]);
+    }
+}
+
+/// Q6_K half group `h` × `C` packed activation rows.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn q6_k<const C: usize>(w: Group<'_>, a: PackedTile<'_>, out: &mut TileOut, h: usize) {
+    let (quants, scales) = (w.quants, w.scales);
+    let (tb, ts) = (tile_bytes(QFormat::Q6K), tile_scales(QFormat::Q6K));
+    let nb = quants.len() / tb;
+    let (ones, low, top) = (_mm256_set1_epi16(1), _mm256_set1_epi8(0x0F), _mm256_set1_epi8(0x30));
+    let mut facc = [_mm256_setzero_ps(); C];
+    for b in 0..nb {
+        if h == 0 {
+            prefetch_block(&w, QFormat::Q6K, b);
+        }
+        let wq = quants.as_ptr().add(b * tb + h * 32);
+        let xb = a.qs.as_ptr().add(b * C * QK);
+        let t0 = _mm256_loadu_si256(wq.add(4 * UNIT).cast());
+        let t1 = _mm256_loadu_si256(wq.add(5 * UNIT).cast());
+        let hb = a.half_bias.as_ptr().add(2 * b * C);
+        let mut ia: [__m256i; C] = std::array::from_fn(|c| _mm256_set1_epi32(*hb.add(2 * c)));
+        let mut ib: [__m256i; C] = std::array::from_fn(|c| _mm256_set1_epi32(*hb.add(2 * c + 1)));
+        for u in 0..4 {
+            let v = _mm256_loadu_si256(wq.add(u * UNIT).cast());
+            // As on the AVX-512 path: unit u's top bits moved to bits 4..6, spills masked off.
+            let (h0, h1) = match u {
+                0 => (_mm256_slli_epi16::<4>(t0), _mm256_slli_epi16::<4>(t1)),
+                1 => (_mm256_slli_epi16::<2>(t0), _mm256_slli_epi16::<2>(t1)),
+                2 => (t0, t1),
+                _ => (_mm256_srli_epi16::<2>(t0), _mm256_srli_epi16::<2>(t1)),
+            };
+            let lo = _mm256_or_si256(_mm256_and_si256(v, low), _mm256_and_si256(h0, top));
+            let hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16::<4>(v), low), _mm256_and_si256(h1, top));
+            for c in 0..C {
+                let x = xb.add(c * QK + 4 * u);
+                ia[c] = _mm256_add_epi32(ia[c], _mm256_madd_epi16(_mm256_maddubs_epi16(lo, bcast4!(x)), ones));
+                ib[c] = _mm256_add_epi32(ib[c], _mm256_madd_epi16(_mm256_maddubs_epi16(hi, bcast4!(x.add(16))), ones));
+            }
+        }
+        let sc = scales.as_ptr().add(b * ts);
+        let d = _mm256_cvtph_ps(_mm_loadu_si128(sc.add(h * HALF).cast()));
+        let v = _mm256_cvtepi16_epi32(_mm_loadu_si128(sc.add(GROUP + h * HALF).cast()));
+        let s0 = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_srai_epi32::<24>(_mm256_slli_epi32::<24>(v))));
+        let s1 = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_srai_epi32::<8>(v)));
+        let db = a.d.as_ptr().add(b * C);
+        for c in 0..C {
+            let v = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ib[c]), s1, _mm256_mul_ps(_mm256_cvtepi32_ps(ia[c]), s0));
+            facc[c] = _mm256_fmadd_ps(v, _mm256_set1_ps(*db.add(c)), facc[c]);
         }
     }
     for c in 0..C {

@@ -8,6 +8,9 @@
 //! * Q8_0: packed weights are `q + 128` (unsigned); the bias is removed by starting each block's
 //!   integer accumulator at `-128 · Σ q_x`.
 //! * Q4_1: nibbles are already unsigned; the minimum adds `m · d_x · Σ q_x` per block.
+//! * Q6_K: the six-bit `q` (unsigned) is put together from its two planes in registers; each
+//!   half of 16 has its own accumulator, started at `−32 · Σ q_x` of the half (the offset), and
+//!   the two are scaled by their `d · sc` and summed before `d_x`.
 
 use std::arch::x86_64::*;
 
@@ -51,6 +54,7 @@ pub(crate) unsafe fn tile_packed(f: QFormat, w: Group<'_>, a: PackedTile<'_>, ou
     match f {
         QFormat::Q8_0 => width!(q8_0_packed),
         QFormat::Q4_1 => width!(q4_1_packed),
+        QFormat::Q6K => width!(q6_k_packed),
     }
 }
 
@@ -97,6 +101,7 @@ pub(crate) unsafe fn groups_packed(
     match f {
         QFormat::Q8_0 => width!(q8_0_packed),
         QFormat::Q4_1 => width!(q4_1_packed),
+        QFormat::Q6K => width!(q6_k_packed),
     }
 }
 
@@ -199,6 +204,65 @@ unsafe fn q4_1_packed<const C: usize>(w: Group<'_>, a: PackedTile<'_>, out: &mut
             let isum = _mm512_cvtepi32_ps(_mm512_add_epi32(ia[c], ib[c]));
             facc[c] = _mm512_fmadd_ps(isum, _mm512_mul_ps(dw, _mm512_set1_ps(*db.add(c))), facc[c]);
             facc[c] = _mm512_fmadd_ps(mw, _mm512_set1_ps(*sb.add(c)), facc[c]);
+        }
+    }
+    for c in 0..C {
+        _mm512_storeu_ps(out[c].as_mut_ptr(), facc[c]);
+    }
+}
+
+/// The two sub-block scales `d · sc` of a packed Q6_K tile's 16 rows (`sc`: the tile's scales).
+#[inline(always)]
+unsafe fn q6_k_scales(sc: *const u16) -> (__m512, __m512) {
+    let d = _mm512_cvtph_ps(_mm256_loadu_si256(sc.cast()));
+    // Each row's two signed scale bytes as one sign-extended 16-bit value `hi·256 + lo as u8`.
+    let v = _mm512_cvtepi16_epi32(_mm256_loadu_si256(sc.add(GROUP).cast()));
+    let lo = _mm512_srai_epi32::<24>(_mm512_slli_epi32::<24>(v));
+    let hi = _mm512_srai_epi32::<8>(v);
+    (_mm512_mul_ps(d, _mm512_cvtepi32_ps(lo)), _mm512_mul_ps(d, _mm512_cvtepi32_ps(hi)))
+}
+
+/// Q6_K group × `C` packed activation rows.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+unsafe fn q6_k_packed<const C: usize>(w: Group<'_>, a: PackedTile<'_>, out: &mut TileOut) {
+    let (quants, scales) = (w.quants, w.scales);
+    let (tb, ts) = (tile_bytes(QFormat::Q6K), tile_scales(QFormat::Q6K));
+    let nb = quants.len() / tb;
+    let (low, top) = (_mm512_set1_epi8(0x0F), _mm512_set1_epi8(0x30));
+    let mut facc = [_mm512_setzero_ps(); C];
+    for b in 0..nb {
+        prefetch_block(&w, QFormat::Q6K, b);
+        let wq = quants.as_ptr().add(b * tb);
+        let xb = a.qs.as_ptr().add(b * C * QK);
+        let (t0, t1) = (_mm512_loadu_si512(wq.add(4 * UNIT).cast()), _mm512_loadu_si512(wq.add(5 * UNIT).cast()));
+        // Each half's integer sum starts at −32 · Σ q_x of the half (the weights' offset).
+        let hb = a.half_bias.as_ptr().add(2 * b * C);
+        let mut ia: [__m512i; C] = std::array::from_fn(|c| _mm512_set1_epi32(*hb.add(2 * c)));
+        let mut ib: [__m512i; C] = std::array::from_fn(|c| _mm512_set1_epi32(*hb.add(2 * c + 1)));
+        for u in 0..4 {
+            let v = _mm512_loadu_si512(wq.add(u * UNIT).cast());
+            // Unit u's top bits (bits 2u..2u+2 of each plane byte) moved to bits 4..6; the
+            // 16-bit shifts' spill into the neighbouring byte is masked off.
+            let (h0, h1) = match u {
+                0 => (_mm512_slli_epi16::<4>(t0), _mm512_slli_epi16::<4>(t1)),
+                1 => (_mm512_slli_epi16::<2>(t0), _mm512_slli_epi16::<2>(t1)),
+                2 => (t0, t1),
+                _ => (_mm512_srli_epi16::<2>(t0), _mm512_srli_epi16::<2>(t1)),
+            };
+            // (nibble & 0x0F) | (top & 0x30) in one ternary op each.
+            let lo = _mm512_ternarylogic_epi32::<0xEC>(v, _mm512_and_si512(h0, top), low);
+            let hi = _mm512_ternarylogic_epi32::<0xEC>(_mm512_srli_epi16::<4>(v), _mm512_and_si512(h1, top), low);
+            for c in 0..C {
+                let x = xb.add(c * QK + 4 * u);
+                ia[c] = _mm512_dpbusd_epi32(ia[c], lo, bcast4!(x));
+                ib[c] = _mm512_dpbusd_epi32(ib[c], hi, bcast4!(x.add(16)));
+            }
+        }
+        let (s0, s1) = q6_k_scales(scales.as_ptr().add(b * ts));
+        let db = a.d.as_ptr().add(b * C);
+        for c in 0..C {
+            let v = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ib[c]), s1, _mm512_mul_ps(_mm512_cvtepi32_ps(ia[c]), s0));
+            facc[c] = _mm512_fmadd_ps(v, _mm512_set1_ps(*db.add(c)), facc[c]);
         }
     }
     for c in 0..C {

@@ -120,7 +120,7 @@ pub(crate) fn matmul_impl(m: &QMatrix, path: KernelPath, x: &[f32], n: usize, y:
         return;
     }
     crate::pool::with_thread_scratch(&SCRATCH, |act: &mut ActQuant| {
-        act.quantize(x, n, m.cols(), path);
+        act.quantize(x, n, m.cols(), path, m.format() == QFormat::Q6K);
         run(m, path, act, y);
     });
 }
@@ -230,4 +230,5 @@ pub(crate) fn check_packed(f: QFormat, w: Group<'_>, a: PackedTile<'_>, width: u
         a.qs.len() >= rows * QK && a.d.len() >= rows && a.dsum.len() >= rows && a.bias.len() >= rows,
         "packed activations too short"
     );
+    assert!(f != QFormat::Q6K || a.half_bias.len() >= 2 * rows, "Q6_K needs the activations' half sums");
 }

@@ -5,11 +5,19 @@ use crate::QFormat;
 /// Why a quantized matrix could not be built.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum KernelError {
-    /// The number of input columns is not a multiple of the 32-element block size.
-    #[error("matrix has {cols} columns, which is not a multiple of the block size 32")]
+    /// The number of input columns is not a multiple of the block size.
+    #[error("matrix has {cols} columns, which is not a multiple of the block size {block}")]
     ColsNotBlockMultiple {
         /// The offending column count.
         cols: usize,
+        /// Elements per block of the format (32, or 256 for a K-quant super-block).
+        block: usize,
+    },
+    /// The format has no quantizer from f32 values (its matrices come from GGUF blocks).
+    #[error("{format:?} matrices are read from GGUF blocks; there is no quantizer from f32 values")]
+    NoQuantizer {
+        /// The format asked for.
+        format: QFormat,
     },
     /// The raw GGUF block bytes do not match `rows × cols/32 × block size`.
     #[error("{format:?} matrix of {rows}×{cols} needs {expected} bytes of blocks, got {actual}")]

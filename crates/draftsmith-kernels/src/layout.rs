@@ -10,8 +10,16 @@
 //! * Q4_1: unit `u` holds the GGUF nibble bytes `4u .. 4u+4` of each row: low nibbles are
 //!   elements `4u .. 4u+4`, high nibbles elements `16+4u .. 16+4u+4`.
 //!
-//! Scales live in a separate `u16` (f16 bits) array, per `(g, b)`: 16 values of `d` (Q8_0), or 16
-//! of `d` followed by 16 of `m` (Q4_1). Padding rows have zero scales.
+//! * Q6_K: the 6-bit `q` (0..=63) of each block of 32 split in two planes. Units 0..4 hold the
+//!   low four bits as Q4_1 holds its nibbles (unit `u`: elements `4u .. 4u+4` in the low nibbles,
+//!   `16+4u .. 16+4u+4` in the high ones); units 4 and 5 hold the top two bits of elements
+//!   `0..16` and `16..32`: in unit `4 + h`, byte `j*4+t` carries element `16h + 4u + t`'s two bits
+//!   at bits `2u .. 2u+2`, for `u` in `0..4`.
+//!
+//! Scales live in a separate `u16` array, per `(g, b)`: 16 values of `d` (Q8_0, f16 bits), or 16
+//! of `d` followed by 16 of `m` (Q4_1), or 16 of the super-block's `d` followed by 16 of the two
+//! sub-block scales (Q6_K: the first half's `sc` in the low byte, the second's in the high byte,
+//! both signed). Padding rows have zero scales.
 
 use crate::QFormat;
 
@@ -27,6 +35,7 @@ pub(crate) const fn tile_bytes(format: QFormat) -> usize {
     match format {
         QFormat::Q8_0 => 8 * UNIT,
         QFormat::Q4_1 => 4 * UNIT,
+        QFormat::Q6K => 6 * UNIT,
     }
 }
 
@@ -34,7 +43,7 @@ pub(crate) const fn tile_bytes(format: QFormat) -> usize {
 pub(crate) const fn tile_scales(format: QFormat) -> usize {
     match format {
         QFormat::Q8_0 => GROUP,
-        QFormat::Q4_1 => 2 * GROUP,
+        QFormat::Q4_1 | QFormat::Q6K => 2 * GROUP,
     }
 }
 
@@ -104,7 +113,85 @@ pub(crate) fn pack_block(
                 unit[j * 4..j * 4 + 4].copy_from_slice(&src[4 + 4 * u..4 + 4 * u + 4]);
             }
         }
+        QFormat::Q6K => unreachable!("Q6_K super-blocks are packed by pack_q6_k"),
     }
+}
+
+/// Writes one GGUF Q6_K super-block (`src`, 210 bytes: `ql` 128, `qh` 64, 16 × i8 scales, f16
+/// `d`) of row `row`, super-block `sb` (blocks `8·sb .. 8·sb + 8`) into the packed buffers.
+///
+/// In each half of 128 values, value `32k + l` takes the low (`k` = 0, 1) or high (`k` = 2, 3)
+/// nibble of `ql[64·half + l + 32·(k % 2)]` and bits `2k .. 2k+2` of `qh[32·half + l]`; value
+/// `i` of the super-block has scale `i / 16`.
+pub(crate) fn pack_q6_k(src: &[u8], (row, sb, nb): (usize, usize, usize), quants: &mut [u8], scales: &mut [u16]) {
+    let mut q = [0u8; 256];
+    for half in 0..2 {
+        let (ql, qh) = (&src[64 * half..][..64], &src[128 + 32 * half..][..32]);
+        for l in 0..32 {
+            let at = 128 * half + l;
+            q[at] = (ql[l] & 0x0F) | ((qh[l] & 3) << 4);
+            q[at + 32] = (ql[l + 32] & 0x0F) | (((qh[l] >> 2) & 3) << 4);
+            q[at + 64] = (ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4);
+            q[at + 96] = (ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4);
+        }
+    }
+    let d = le16(&src[208..]);
+    for k in 0..8 {
+        pack_q6_k_block(
+            &q[32 * k..][..32],
+            d,
+            [src[192 + 2 * k], src[193 + 2 * k]],
+            (row, 8 * sb + k, nb),
+            quants,
+            scales,
+        );
+    }
+}
+
+/// Writes the 32 six-bit values `q` of block `b` of row `row`, with the super-block scale `d`
+/// (f16 bits) and the two sub-block scales `sc` (i8 bits), into the packed buffers.
+pub(crate) fn pack_q6_k_block(
+    q: &[u8],
+    d: u16,
+    sc: [u8; 2],
+    (row, b, nb): (usize, usize, usize),
+    quants: &mut [u8],
+    scales: &mut [u16],
+) {
+    let (g, j) = (row / GROUP, row % GROUP);
+    let tile = g * nb + b;
+    let t_q = &mut quants[tile * tile_bytes(QFormat::Q6K)..][..tile_bytes(QFormat::Q6K)];
+    let s = &mut scales[tile * tile_scales(QFormat::Q6K)..][..tile_scales(QFormat::Q6K)];
+    s[j] = d;
+    s[GROUP + j] = u16::from_le_bytes(sc);
+    let (nibbles, tops) = t_q.split_at_mut(4 * UNIT);
+    for t in 0..4 {
+        for u in 0..4 {
+            let (lo, hi) = (q[4 * u + t], q[16 + 4 * u + t]);
+            nibbles[u * UNIT + j * 4 + t] = (lo & 0x0F) | ((hi & 0x0F) << 4);
+        }
+        for h in 0..2 {
+            tops[h * UNIT + j * 4 + t] =
+                (0..4).fold(0u8, |acc, u| acc | (((q[16 * h + 4 * u + t] >> 4) & 3) << (2 * u)));
+        }
+    }
+}
+
+/// The six-bit value of element `e` (0..32) of row `j` in a packed Q6_K tile `q`.
+pub(crate) fn q6_k_value(q: &[u8], j: usize, e: usize) -> u8 {
+    let (half, u, t) = (e / 16, (e % 16) / 4, e % 4);
+    let nibble = q[u * UNIT + j * 4 + t];
+    let low = if half == 0 { nibble & 0x0F } else { nibble >> 4 };
+    let top = (q[(4 + half) * UNIT + j * 4 + t] >> (2 * u)) & 3;
+    low | (top << 4)
+}
+
+/// The two sub-block scales `d · sc` of row `j` in a packed Q6_K tile's scales `s` (exact in f32:
+/// an f16 times a signed byte).
+pub(crate) fn q6_k_scales(s: &[u16], j: usize) -> [f32; 2] {
+    let d = f16_to_f32(s[j]);
+    let [lo, hi] = s[GROUP + j].to_le_bytes();
+    [d * f32::from(lo as i8), d * f32::from(hi as i8)]
 }
 
 /// Decodes block `b` of row `row` from the packed buffers into `out` (32 values).
@@ -136,6 +223,12 @@ pub(crate) fn unpack_block(
                     out[4 * u + t] = d * f32::from(byte & 0x0F) + m;
                     out[16 + 4 * u + t] = d * f32::from(byte >> 4) + m;
                 }
+            }
+        }
+        QFormat::Q6K => {
+            let sc = q6_k_scales(s, j);
+            for (e, o) in out.iter_mut().enumerate().take(QK) {
+                *o = sc[e / 16] * f32::from(q6_k_value(q, j, e) as i8 - 32);
             }
         }
     }

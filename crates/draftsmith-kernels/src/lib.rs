@@ -1,7 +1,7 @@
 //! Quantized CPU matrix kernels for the LLM decode and small-batch verify path.
 //!
 //! A [`QMatrix`] holds a weight matrix `W` (`rows` outputs × `cols` inputs) in one of the GGUF
-//! block formats ([`QFormat::Q8_0`], [`QFormat::Q4_1`]) and computes `y[n, rows] = x[n, cols] · Wᵀ`
+//! block formats ([`QFormat::Q8_0`], [`QFormat::Q4_1`], [`QFormat::Q6K`]) and computes `y[n, rows] = x[n, cols] · Wᵀ`
 //! in one of two modes ([`Activations`]):
 //!
 //! * [`Activations::F32`] (the default of [`QMatrix::matmul`]): weight-only quantization. Weight
@@ -100,19 +100,34 @@ pub enum QFormat {
     /// 32 unsigned 4-bit values with an f16 scale and an f16 minimum: `value = d * q + m`
     /// (20 bytes per block; low nibbles are elements 0..16, high nibbles 16..32).
     Q4_1,
+    /// A GGUF K-quant super-block of 256 values: 6-bit `q` and one signed 8-bit scale per 16
+    /// values, with one f16 `d`: `value = d · sc · (q − 32)` (210 bytes per 256 values). Kept
+    /// in its own bits (7 bits per value once packed, against Q8_0's 8.5); multiplied with 8-bit
+    /// activations by the int8 kernels, with f32 activations by the scalar kernel only.
+    Q6K,
 }
 
 impl QFormat {
-    /// Bytes of one 32-element block in the GGUF (ggml) layout.
+    /// Bytes of one block ([`QFormat::block_elems`] values) in the GGUF (ggml) layout.
     pub const fn block_bytes(self) -> usize {
         match self {
             QFormat::Q8_0 => 34,
             QFormat::Q4_1 => 20,
+            QFormat::Q6K => 210,
         }
     }
 
-    /// Number of elements per block (32 for every supported format).
+    /// Number of elements per GGUF block: 32, or 256 for the K-quant super-block.
     pub const fn block_elems(self) -> usize {
-        layout::QK
+        match self {
+            QFormat::Q6K => 256,
+            _ => layout::QK,
+        }
+    }
+
+    /// Whether products in `mode` run on SIMD kernels (Q6_K with f32 activations has only the
+    /// scalar reference kernel: load such weights as Q8_0 for that mode).
+    pub const fn fast_in(self, mode: Activations) -> bool {
+        !matches!((self, mode), (QFormat::Q6K, Activations::F32))
     }
 }

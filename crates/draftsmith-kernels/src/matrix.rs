@@ -31,12 +31,12 @@ impl std::fmt::Debug for QMatrix {
     }
 }
 
-/// Checks `cols % 32 == 0` and that `rows × cols` fits; returns `rows × cols / 32` blocks.
-fn check_shape(rows: usize, cols: usize) -> Result<usize, KernelError> {
-    if !cols.is_multiple_of(QK) {
-        return Err(KernelError::ColsNotBlockMultiple { cols });
+/// Checks `cols % block == 0` and that `rows × cols` fits; returns `rows × cols / block` blocks.
+fn check_shape(rows: usize, cols: usize, block: usize) -> Result<usize, KernelError> {
+    if !cols.is_multiple_of(block) {
+        return Err(KernelError::ColsNotBlockMultiple { cols, block });
     }
-    rows.checked_mul(cols).map(|e| e / QK).ok_or(KernelError::ShapeOverflow { rows, cols })
+    rows.checked_mul(cols).map(|e| e / block).ok_or(KernelError::ShapeOverflow { rows, cols })
 }
 
 impl QMatrix {
@@ -59,12 +59,14 @@ impl QMatrix {
     ///
     /// Q8_0 block: f16 `d` + 32 × i8 (34 bytes). Q4_1 block: f16 `d`, f16 `m`, 16 nibble bytes
     /// (20 bytes), `value = d * q + m`, low nibbles are elements 0..16, high nibbles 16..32.
+    /// Q6_K super-block: 256 values in 210 bytes (see [`QFormat::Q6K`]).
     ///
     /// # Errors
-    /// [`KernelError::ColsNotBlockMultiple`] when `cols % 32 != 0`, [`KernelError::ByteLength`]
-    /// when `bytes.len() != rows × cols/32 × block_bytes`, [`KernelError::ShapeOverflow`].
+    /// [`KernelError::ColsNotBlockMultiple`] when `cols` is not a multiple of the format's
+    /// [block](QFormat::block_elems), [`KernelError::ByteLength`] when `bytes.len() != rows ×
+    /// cols / block_elems × block_bytes`, [`KernelError::ShapeOverflow`].
     pub fn from_ggml_blocks(format: QFormat, bytes: &[u8], rows: usize, cols: usize) -> Result<Self, KernelError> {
-        let blocks = check_shape(rows, cols)?;
+        let blocks = check_shape(rows, cols, format.block_elems())?;
         let expected = blocks.checked_mul(format.block_bytes()).ok_or(KernelError::ShapeOverflow { rows, cols })?;
         if bytes.len() != expected {
             let actual = bytes.len();
@@ -72,8 +74,13 @@ impl QMatrix {
         }
         let mut m = Self::empty(format, rows, cols);
         let nb = cols / QK;
+        let per_row = cols / format.block_elems();
         for (i, src) in bytes.chunks_exact(format.block_bytes()).enumerate() {
-            m.pack(src, i / nb, i % nb);
+            if format == QFormat::Q6K {
+                layout::pack_q6_k(src, (i / per_row, i % per_row, nb), m.quants.as_mut_slice(), &mut m.scales);
+            } else {
+                m.pack(src, i / nb, i % nb);
+            }
         }
         Ok(m)
     }
@@ -125,7 +132,7 @@ impl QMatrix {
         cols: usize,
         mut encode: impl FnMut(&[f32], &mut [u8]),
     ) -> Result<Self, KernelError> {
-        let blocks = check_shape(rows, cols)?;
+        let blocks = check_shape(rows, cols, QK)?;
         if w.len() != blocks * QK {
             let (expected, actual) = (blocks * QK, w.len());
             return Err(KernelError::ValueCount { rows, cols, expected, actual });
@@ -143,11 +150,12 @@ impl QMatrix {
     /// [`QMatrix::quantize_q8_0`] or [`QMatrix::quantize_q4_1`] by `format`.
     ///
     /// # Errors
-    /// As [`QMatrix::quantize_q8_0`].
+    /// As [`QMatrix::quantize_q8_0`]; [`KernelError::NoQuantizer`] for Q6_K.
     pub fn quantize(format: QFormat, w: &[f32], rows: usize, cols: usize) -> Result<Self, KernelError> {
         match format {
             QFormat::Q8_0 => Self::quantize_q8_0(w, rows, cols),
             QFormat::Q4_1 => Self::quantize_q4_1(w, rows, cols),
+            QFormat::Q6K => Err(KernelError::NoQuantizer { format }),
         }
     }
 

@@ -3,9 +3,9 @@
 //! Loops run over whole 64-byte units (all 16 rows at once) so the compiler can vectorize them
 //! with the baseline instruction set of any target.
 
-use crate::act::ActRow;
+use crate::act::{half_bias, ActRow};
 use crate::dispatch::{Group, TileOut};
-use crate::layout::{f16_to_f32, tile_bytes, tile_scales, GROUP, QK, UNIT};
+use crate::layout::{f16_to_f32, q6_k_scales, q6_k_value, tile_bytes, tile_scales, GROUP, QK, UNIT};
 use crate::QFormat;
 
 /// Computes `out[t][j] = Σ_b` block dot products of group row `j` with activation row `t`.
@@ -24,6 +24,9 @@ pub(crate) fn tile(format: QFormat, w: Group<'_>, acts: &[ActRow<'_>], out: &mut
             match format {
                 QFormat::Q8_0 => block_q8_0(q, &sf, x, a.d[b], res),
                 QFormat::Q4_1 => block_q4_1(q, &sf, x, (a.d[b], a.sum[b]), res),
+                QFormat::Q6K => {
+                    block_q6_k(q, &w.scales[b * ts..][..ts], x, (a.d[b], half_bias(a.sum[b], a.lo[b])), res)
+                }
             }
         }
     }
@@ -59,6 +62,21 @@ fn block_q4_1(q: &[u8], s: &[f32], x: &[i8], (dx, xsum): (f32, i32), acc: &mut [
     }
     let sx = dx * xsum as f32;
     add_scaled(acc, &lanes, |j| s[j] * dx, |j| s[GROUP + j] * sx);
+}
+
+/// Adds `dx · (s₀·I₀ + s₁·I₁)` for a packed Q6_K tile (scales `s`: `d` and the packed
+/// sub-block scales, `s_h = d·sc_h`) and activation block `x` to `acc`, where `I_h = Σ_{half h}
+/// q·qx − 32·Σ_{half h} qx` is exact (`bias` holds the second terms) — the SIMD kernels' order.
+fn block_q6_k(q: &[u8], s: &[u16], x: &[i8], (dx, bias): (f32, [i32; 2]), acc: &mut [f32; GROUP]) {
+    for (j, a) in acc.iter_mut().enumerate() {
+        let sc = q6_k_scales(s, j);
+        let mut isum = bias;
+        for (e, &xe) in x.iter().enumerate() {
+            isum[e / 16] += i32::from(q6_k_value(q, j, e)) * i32::from(xe);
+        }
+        let v = (isum[1] as f32).mul_add(sc[1], isum[0] as f32 * sc[0]);
+        *a = v.mul_add(dx, *a);
+    }
 }
 
 /// `acc[j] += (Σ_{t<4} lanes[4j+t]) · scale(j) + offset(j)`.

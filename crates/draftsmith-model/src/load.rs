@@ -24,9 +24,9 @@ use crate::tokenizer::TextTokenizer;
 pub enum MatmulWeights {
     /// f32 burn tensors (any backend; exact for f32/f16/bf16 checkpoints).
     Dense,
-    /// Quantized blocks with the CPU kernels (GGUF Q8_0/Q4_1 kept as stored, Q4_0/Q5_0 rewritten
-    /// as Q8_0 exactly, Q4_K as Q4_1 with f16-rounded sub-block scales, other types re-quantized
-    /// to Q8_0). CPU backends only.
+    /// Quantized blocks with the CPU kernels (GGUF Q8_0/Q4_1 kept as stored, Q6_K too with int8
+    /// activations, Q4_0/Q5_0 rewritten as Q8_0 exactly, Q4_K as Q4_1 with f16-rounded sub-block
+    /// scales, other types re-quantized to Q8_0). CPU backends only.
     Quantized,
 }
 
@@ -368,7 +368,7 @@ impl<B: Backend> Builder<'_, B> {
         // The kernels work on 32-wide blocks; narrower matrices (tiny test models) stay dense.
         let weight = match self.options.matmul {
             MatmulWeights::Quantized if cols.is_multiple_of(32) => {
-                LinearWeight::Quant(Arc::new(self.source.load_quant(name)?))
+                LinearWeight::Quant(Arc::new(self.source.load_quant(name, self.options.activations)?))
             }
             _ => LinearWeight::Dense(self.matrix(name, true)?),
         };

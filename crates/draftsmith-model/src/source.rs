@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use draftsmith_gguf::{dequant, GgmlType, GgufFile};
-use draftsmith_kernels::{QFormat, QMatrix};
+use draftsmith_kernels::{Activations, QFormat, QMatrix};
 use memmap2::Mmap;
 use safetensors::{Dtype, SafeTensors};
 
@@ -23,9 +23,10 @@ pub trait WeightSource {
     fn shape(&self, name: &str) -> Option<Vec<usize>>;
     /// Tensor values as f32, row-major in HF order.
     fn load_f32(&self, name: &str) -> Result<Vec<f32>, ModelError>;
-    /// A 2-D weight as a quantized CPU matrix: the file's own blocks when the kernels support
-    /// them, otherwise re-quantized to Q8_0 (GGUF files rewrite some block formats instead).
-    fn load_quant(&self, name: &str) -> Result<QMatrix, ModelError> {
+    /// A 2-D weight as a quantized CPU matrix for products with `activations`: the file's own
+    /// blocks when the kernels multiply them fast in that mode, otherwise re-quantized to Q8_0
+    /// (GGUF files rewrite some block formats instead).
+    fn load_quant(&self, name: &str, _activations: Activations) -> Result<QMatrix, ModelError> {
         let shape = self.shape(name).unwrap_or_default();
         let values = self.load_f32(name)?;
         quantize(self.path(), name, &values, &shape)
@@ -135,14 +136,16 @@ impl WeightSource for GgufSource {
         })
     }
 
-    fn load_quant(&self, name: &str) -> Result<QMatrix, ModelError> {
+    fn load_quant(&self, name: &str, activations: Activations) -> Result<QMatrix, ModelError> {
         let info = self.info(name)?;
-        // Formats the kernels multiply natively are kept; Q4_0 / Q5_0 become Q8_0 exactly and
-        // Q4_K becomes Q4_1 (same nibbles, sub-block scales rounded to f16) without a detour
-        // through f32; the rest is re-quantized to Q8_0 from its values.
+        // Formats the kernels multiply natively are kept (Q6_K where its kernels are fast: int8
+        // activations); Q4_0 / Q5_0 become Q8_0 exactly and Q4_K becomes Q4_1 (same nibbles,
+        // sub-block scales rounded to f16) without a detour through f32; the rest is
+        // re-quantized to Q8_0 from its values.
         let (format, repack): (QFormat, Option<Repack>) = match info.dtype {
             GgmlType::Q8_0 => (QFormat::Q8_0, None),
             GgmlType::Q4_1 => (QFormat::Q4_1, None),
+            GgmlType::Q6_K if QFormat::Q6K.fast_in(activations) => (QFormat::Q6K, None),
             GgmlType::Q4_0 => (QFormat::Q8_0, Some(dequant::q4_0_as_q8_0)),
             GgmlType::Q5_0 => (QFormat::Q8_0, Some(dequant::q5_0_as_q8_0)),
             GgmlType::Q4_K => (QFormat::Q4_1, Some(dequant::q4_k_as_q4_1)),

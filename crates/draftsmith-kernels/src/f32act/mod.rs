@@ -17,6 +17,7 @@
 //! s  = c0 + c1
 //! Q8_0 (w_e = q_e):          acc = fma(s, d, acc)
 //! Q4_1 (w_e = fma(q_e, d, m)): acc = acc + s
+//! Q6_K (w_e = q_e − 32):      acc = fma(c1, d·sc₁, fma(c0, d·sc₀, acc))
 //! ```
 //!
 //! starting from `acc = 0`. The SIMD paths evaluate Q8_0 with `w_e = q_e·2²⁴` and `d·2⁻²⁴`,
@@ -113,6 +114,10 @@ fn compute(m: &QMatrix, path: KernelPath, x: &[f32], n: usize, range: Range<usiz
 
 /// Runs one kernel call: `w.groups` (1 ..= [`MAX_GROUPS`]) against `xs` (1 ..= [`TILE`] rows).
 fn kernel(path: KernelPath, f: QFormat, w: Weights<'_>, xs: &[&[f32]], out: &mut [TileOut]) {
+    if f == QFormat::Q6K {
+        // The reference kernel only ([`QFormat::fast_in`]): same order, so every path agrees.
+        return scalar::tile(f, w.groups, xs, out);
+    }
     match path {
         #[cfg(target_arch = "x86_64")]
         // SAFETY: callers only pass supported paths (`detect` / `matmul_f32_with` check).

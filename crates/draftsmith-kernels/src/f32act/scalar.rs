@@ -7,19 +7,21 @@
 
 use super::{check, Packed};
 use crate::dispatch::TileOut;
-use crate::layout::{f16_to_f32, tile_bytes, tile_scales, GROUP, QK, UNIT};
+use crate::layout::{f16_to_f32, q6_k_scales, q6_k_value, tile_bytes, tile_scales, GROUP, QK, UNIT};
 use crate::QFormat;
 
-/// One decoded `(group, block)` tile: `w[j][e]` for the 16 rows `j` and `d[j]`.
+/// One decoded `(group, block)` tile: `w[j][e]` for the 16 rows `j` and `d[j]` (Q6_K: the
+/// two sub-block scales `d[j]`, `d2[j]`).
 struct Decoded {
     w: [[f32; QK]; GROUP],
     d: [f32; GROUP],
+    d2: [f32; GROUP],
 }
 
 /// Computes `out[g][t][j]` for every group `g`, activation row `t` and group row `j`.
 pub(super) fn tile(f: QFormat, groups: &[Packed<'_>], xs: &[&[f32]], out: &mut [TileOut]) {
     let nb = check(f, groups, xs, out);
-    let mut dec = Decoded { w: [[0.0; QK]; GROUP], d: [0.0; GROUP] };
+    let mut dec = Decoded { w: [[0.0; QK]; GROUP], d: [0.0; GROUP], d2: [0.0; GROUP] };
     for (&(quants, scales), res) in groups.iter().zip(out.iter_mut()) {
         res.iter_mut().for_each(|r| *r = [0.0; GROUP]);
         for b in 0..nb {
@@ -29,7 +31,7 @@ pub(super) fn tile(f: QFormat, groups: &[Packed<'_>], xs: &[&[f32]], out: &mut [
             for (x, acc) in xs.iter().zip(res.iter_mut()) {
                 let x = &x[b * QK..][..QK];
                 for (j, a) in acc.iter_mut().enumerate() {
-                    *a = block_step(f, &dec.w[j], dec.d[j], x, *a);
+                    *a = block_step(f, &dec.w[j], (dec.d[j], dec.d2[j]), x, *a);
                 }
             }
         }
@@ -37,23 +39,34 @@ pub(super) fn tile(f: QFormat, groups: &[Packed<'_>], xs: &[&[f32]], out: &mut [
 }
 
 /// One block of the canonical order: two 16-element FMA chains, their sum, then the scale
-/// (Q8_0) or a plain add (Q4_1, whose weights already include `d` and `m`).
-fn block_step(f: QFormat, w: &[f32; QK], d: f32, x: &[f32], acc: f32) -> f32 {
+/// (Q8_0) or a plain add (Q4_1, whose weights already include `d` and `m`); Q6_K (weights
+/// `q − 32`) scales each chain by its own sub-block scale instead: `fma(c1, d2, fma(c0, d, acc))`.
+fn block_step(f: QFormat, w: &[f32; QK], (d, d2): (f32, f32), x: &[f32], acc: f32) -> f32 {
     let chain = |r: std::ops::Range<usize>| r.fold(0.0f32, |c, e| w[e].mul_add(x[e], c));
-    let s = chain(0..QK / 2) + chain(QK / 2..QK);
+    let (c0, c1) = (chain(0..QK / 2), chain(QK / 2..QK));
     match f {
-        QFormat::Q8_0 => s.mul_add(d, acc),
-        QFormat::Q4_1 => acc + s,
+        QFormat::Q8_0 => (c0 + c1).mul_add(d, acc),
+        QFormat::Q4_1 => acc + (c0 + c1),
+        QFormat::Q6K => c1.mul_add(d2, c0.mul_add(d, acc)),
     }
 }
 
 /// Decodes a packed tile: Q8_0 weights as the integers `q` (the scale is applied per block),
-/// Q4_1 weights as `fma(q, d, m)`, which equals the exact `d·q` rounded once after adding `m`.
+/// Q4_1 weights as `fma(q, d, m)`, which equals the exact `d·q` rounded once after adding `m`,
+/// Q6_K weights as the integers `q − 32` with the exact sub-block scales `d·sc`.
 fn decode(f: QFormat, q: &[u8], s: &[u16], out: &mut Decoded) {
     for j in 0..GROUP {
         out.d[j] = f16_to_f32(s[j]);
     }
     match f {
+        QFormat::Q6K => {
+            for (j, w) in out.w.iter_mut().enumerate() {
+                [out.d[j], out.d2[j]] = q6_k_scales(s, j);
+                for (e, v) in w.iter_mut().enumerate() {
+                    *v = f32::from(q6_k_value(q, j, e) as i8 - 32);
+                }
+            }
+        }
         QFormat::Q8_0 => {
             for (k, unit) in q.chunks_exact(UNIT).enumerate() {
                 for (j, w) in out.w.iter_mut().enumerate() {

@@ -15,7 +15,7 @@ fn public_types_are_thread_safe() {
 #[test]
 fn construction_errors() {
     let e = QMatrix::from_ggml_blocks(QFormat::Q8_0, &[0; 34], 1, 48).unwrap_err();
-    assert_eq!(e, KernelError::ColsNotBlockMultiple { cols: 48 });
+    assert_eq!(e, KernelError::ColsNotBlockMultiple { cols: 48, block: 32 });
     let e = QMatrix::from_ggml_blocks(QFormat::Q4_1, &[0; 39], 1, 64).unwrap_err();
     assert!(matches!(e, KernelError::ByteLength { expected: 40, actual: 39, .. }));
     assert!(e.to_string().contains("40"));

@@ -37,7 +37,7 @@ fn product_in_pool(
 
 /// Checks one matrix on one path in one mode: n = 64 against n = 1 per row, a 17-row window at
 /// an odd offset (other tiles, other lane positions), and 1- and 3-thread pools.
-fn check_invariance(m: &QMatrix, mode: Activations, path: KernelPath, x: &[f32]) {
+pub(super) fn check_invariance(m: &QMatrix, mode: Activations, path: KernelPath, x: &[f32]) {
     let (rows, cols, n) = (m.rows(), m.cols(), x.len() / m.cols());
     let what = format!("{mode:?} {path:?} {:?} {rows}x{cols}", m.format());
     let full = product(m, mode, path, x, n);

@@ -5,6 +5,7 @@ mod f32act;
 mod invariance;
 mod matmul;
 mod paths;
+mod q6k;
 
 use crate::{QFormat, QMatrix};
 
@@ -64,6 +65,7 @@ pub(super) fn random_blocks(format: QFormat, rows: usize, cols: usize, rng: &mut
                 out.extend_from_slice(&m.to_bits().to_le_bytes());
                 out.extend((0..16).map(|_| rng.next_u64() as u8));
             }
+            QFormat::Q6K => unreachable!("Q6_K blocks are 256 values: tests::q6k makes them"),
         }
     }
     out
@@ -83,6 +85,7 @@ pub(super) fn ggml_dequantize(format: QFormat, bytes: &[u8]) -> Vec<f32> {
                 out.extend(qs.iter().map(|&q| d * f32::from(q & 0x0F) + m));
                 out.extend(qs.iter().map(|&q| d * f32::from(q >> 4) + m));
             }
+            QFormat::Q6K => unreachable!("tests::q6k decodes Q6_K with draftsmith-gguf"),
         }
     }
     out
