@@ -33,7 +33,8 @@ fn random_matrix(format: QFormat, rows: usize, cols: usize, rng: &mut Rng) -> QM
         let mut bytes = Vec::with_capacity(rows * cols / 256 * format.block_bytes());
         for _ in 0..rows * cols / 256 {
             bytes.extend((0..192).map(|_| rng.next() as u8));
-            bytes.extend((0..16).map(|_| (rng.next() % 64) as u8 ^ if rng.next().is_multiple_of(2) { 0 } else { 0xC0 }));
+            bytes
+                .extend((0..16).map(|_| (rng.next() % 64) as u8 ^ if rng.next().is_multiple_of(2) { 0 } else { 0xC0 }));
             bytes.extend_from_slice(&half::f16::from_f32(0.0005).to_bits().to_le_bytes());
         }
         return QMatrix::from_ggml_blocks(format, &bytes, rows, cols).expect("valid shape");
@@ -198,7 +199,7 @@ fn bench_table(paths: &[KernelPath], head: &QMatrix, rng: &mut Rng) {
         }
     }
     // Qwen2.5-1.5B's `ffn_down` shape, which a Q4_K_M file stores as Q6_K in half its layers:
-    // kept as Q6_K (7 bits a value; int8 activations only: f32 ones have the scalar reference
+    // kept as Q6_K (6.56 bits a value; int8 activations only: f32 ones have the scalar reference
     // kernel alone) against its Q8_0 re-quantization (8.5 bits).
     for format in [QFormat::Q6K, QFormat::Q8_0] {
         let m = random_matrix(format, 1536, 8960, rng);

@@ -14,7 +14,7 @@ use std::arch::x86_64::*;
 
 use crate::act::{PackedTile, ROUND_BIAS};
 use crate::dispatch::{check_packed, Group, TileOut};
-use crate::layout::{tile_bytes, tile_scales, GROUP, QK, UNIT};
+use crate::layout::{q6k_scale_at, tile_bytes, tile_scales, GROUP, QK, UNIT};
 use crate::QFormat;
 
 /// Rows in one half group.
@@ -135,7 +135,7 @@ unsafe fn q4_1<const C: usize>(w: Group<'_>, a: PackedTile<'_>, out: &mut TileOu
 #[target_feature(enable = "avx2,fma,f16c")]
 unsafe fn q6_k<const C: usize>(w: Group<'_>, a: PackedTile<'_>, out: &mut TileOut, h: usize) {
     let (quants, scales) = (w.quants, w.scales);
-    let (tb, ts) = (tile_bytes(QFormat::Q6K), tile_scales(QFormat::Q6K));
+    let tb = tile_bytes(QFormat::Q6K);
     let nb = quants.len() / tb;
     let (ones, low, top) = (_mm256_set1_epi16(1), _mm256_set1_epi8(0x0F), _mm256_set1_epi8(0x30));
     let mut facc = [_mm256_setzero_ps(); C];
@@ -167,9 +167,9 @@ unsafe fn q6_k<const C: usize>(w: Group<'_>, a: PackedTile<'_>, out: &mut TileOu
                 ib[c] = _mm256_add_epi32(ib[c], _mm256_madd_epi16(_mm256_maddubs_epi16(hi, bcast4!(x.add(16))), ones));
             }
         }
-        let sc = scales.as_ptr().add(b * ts);
-        let d = _mm256_cvtph_ps(_mm_loadu_si128(sc.add(h * HALF).cast()));
-        let v = _mm256_cvtepi16_epi32(_mm_loadu_si128(sc.add(GROUP + h * HALF).cast()));
+        let (at_d, at_sc) = q6k_scale_at(b);
+        let d = _mm256_cvtph_ps(_mm_loadu_si128(scales.as_ptr().add(at_d + h * HALF).cast()));
+        let v = _mm256_cvtepi16_epi32(_mm_loadu_si128(scales.as_ptr().add(at_sc + h * HALF).cast()));
         let s0 = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_srai_epi32::<24>(_mm256_slli_epi32::<24>(v))));
         let s1 = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_srai_epi32::<8>(v)));
         let db = a.d.as_ptr().add(b * C);

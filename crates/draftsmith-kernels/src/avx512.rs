@@ -17,7 +17,7 @@ use std::arch::x86_64::*;
 use crate::act::PackedTile;
 use crate::avx2::prefetch_block;
 use crate::dispatch::{check_packed, Group, OutPtr, TileOut};
-use crate::layout::{tile_bytes, tile_scales, GROUP, QK, UNIT};
+use crate::layout::{q6k_scale_at, tile_bytes, tile_scales, GROUP, QK, UNIT};
 use crate::matrix::QMatrix;
 use crate::QFormat;
 
@@ -211,12 +211,14 @@ unsafe fn q4_1_packed<const C: usize>(w: Group<'_>, a: PackedTile<'_>, out: &mut
     }
 }
 
-/// The two sub-block scales `d · sc` of a packed Q6_K tile's 16 rows (`sc`: the tile's scales).
+/// The two sub-block scales `d · sc` of the 16 rows of block `b` of a packed Q6_K row group
+/// whose scales start at `s`.
 #[inline(always)]
-unsafe fn q6_k_scales(sc: *const u16) -> (__m512, __m512) {
-    let d = _mm512_cvtph_ps(_mm256_loadu_si256(sc.cast()));
+unsafe fn q6_k_scales(s: *const u16, b: usize) -> (__m512, __m512) {
+    let (at_d, at_sc) = q6k_scale_at(b);
+    let d = _mm512_cvtph_ps(_mm256_loadu_si256(s.add(at_d).cast()));
     // Each row's two signed scale bytes as one sign-extended 16-bit value `hi·256 + lo as u8`.
-    let v = _mm512_cvtepi16_epi32(_mm256_loadu_si256(sc.add(GROUP).cast()));
+    let v = _mm512_cvtepi16_epi32(_mm256_loadu_si256(s.add(at_sc).cast()));
     let lo = _mm512_srai_epi32::<24>(_mm512_slli_epi32::<24>(v));
     let hi = _mm512_srai_epi32::<8>(v);
     (_mm512_mul_ps(d, _mm512_cvtepi32_ps(lo)), _mm512_mul_ps(d, _mm512_cvtepi32_ps(hi)))
@@ -226,7 +228,7 @@ unsafe fn q6_k_scales(sc: *const u16) -> (__m512, __m512) {
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
 unsafe fn q6_k_packed<const C: usize>(w: Group<'_>, a: PackedTile<'_>, out: &mut TileOut) {
     let (quants, scales) = (w.quants, w.scales);
-    let (tb, ts) = (tile_bytes(QFormat::Q6K), tile_scales(QFormat::Q6K));
+    let tb = tile_bytes(QFormat::Q6K);
     let nb = quants.len() / tb;
     let (low, top) = (_mm512_set1_epi8(0x0F), _mm512_set1_epi8(0x30));
     let mut facc = [_mm512_setzero_ps(); C];
@@ -258,7 +260,7 @@ unsafe fn q6_k_packed<const C: usize>(w: Group<'_>, a: PackedTile<'_>, out: &mut
                 ib[c] = _mm512_dpbusd_epi32(ib[c], hi, bcast4!(x.add(16)));
             }
         }
-        let (s0, s1) = q6_k_scales(scales.as_ptr().add(b * ts));
+        let (s0, s1) = q6_k_scales(scales.as_ptr(), b);
         let db = a.d.as_ptr().add(b * C);
         for c in 0..C {
             let v = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ib[c]), s1, _mm512_mul_ps(_mm512_cvtepi32_ps(ia[c]), s0));

@@ -17,9 +17,9 @@
 //!   at bits `2u .. 2u+2`, for `u` in `0..4`.
 //!
 //! Scales live in a separate `u16` array, per `(g, b)`: 16 values of `d` (Q8_0, f16 bits), or 16
-//! of `d` followed by 16 of `m` (Q4_1), or 16 of the super-block's `d` followed by 16 of the two
-//! sub-block scales (Q6_K: the first half's `sc` in the low byte, the second's in the high byte,
-//! both signed). Padding rows have zero scales.
+//! of `d` followed by 16 of `m` (Q4_1). Q6_K keeps, per super-block (8 blocks), the 16 rows' `d`
+//! once, then each block's 16 pairs of sub-block scales (the first half's `sc` in the low byte,
+//! the second's in the high byte, both signed): [`q6k_scale_at`]. Padding rows have zero scales.
 
 use crate::QFormat;
 
@@ -43,8 +43,21 @@ pub(crate) const fn tile_bytes(format: QFormat) -> usize {
 pub(crate) const fn tile_scales(format: QFormat) -> usize {
     match format {
         QFormat::Q8_0 => GROUP,
-        QFormat::Q4_1 | QFormat::Q6K => 2 * GROUP,
+        QFormat::Q4_1 => 2 * GROUP,
+        // On average: 16 of `d` per 8 tiles, 16 scale pairs per tile.
+        QFormat::Q6K => GROUP + GROUP / Q6K_TILES,
     }
+}
+
+/// Blocks (tiles) per Q6_K super-block, which share one `d` per row.
+pub(crate) const Q6K_TILES: usize = 8;
+
+/// Where, in a Q6_K row group's scales, block `b`'s 16 values of `d` and its 16 packed pairs of
+/// sub-block scales start.
+#[inline(always)]
+pub(crate) const fn q6k_scale_at(b: usize) -> (usize, usize) {
+    let base = (b / Q6K_TILES) * (GROUP + Q6K_TILES * GROUP);
+    (base, base + GROUP + (b % Q6K_TILES) * GROUP)
 }
 
 /// One 64-byte aligned cache line.
@@ -150,7 +163,7 @@ pub(crate) fn pack_q6_k(src: &[u8], (row, sb, nb): (usize, usize, usize), quants
 
 /// Writes the 32 six-bit values `q` of block `b` of row `row`, with the super-block scale `d`
 /// (f16 bits) and the two sub-block scales `sc` (i8 bits), into the packed buffers.
-pub(crate) fn pack_q6_k_block(
+fn pack_q6_k_block(
     q: &[u8],
     d: u16,
     sc: [u8; 2],
@@ -161,9 +174,10 @@ pub(crate) fn pack_q6_k_block(
     let (g, j) = (row / GROUP, row % GROUP);
     let tile = g * nb + b;
     let t_q = &mut quants[tile * tile_bytes(QFormat::Q6K)..][..tile_bytes(QFormat::Q6K)];
-    let s = &mut scales[tile * tile_scales(QFormat::Q6K)..][..tile_scales(QFormat::Q6K)];
-    s[j] = d;
-    s[GROUP + j] = u16::from_le_bytes(sc);
+    let s = &mut scales[g * nb * tile_scales(QFormat::Q6K)..];
+    let (at_d, at_sc) = q6k_scale_at(b);
+    s[at_d + j] = d;
+    s[at_sc + j] = u16::from_le_bytes(sc);
     let (nibbles, tops) = t_q.split_at_mut(4 * UNIT);
     for t in 0..4 {
         for u in 0..4 {
@@ -186,11 +200,12 @@ pub(crate) fn q6_k_value(q: &[u8], j: usize, e: usize) -> u8 {
     low | (top << 4)
 }
 
-/// The two sub-block scales `d · sc` of row `j` in a packed Q6_K tile's scales `s` (exact in f32:
-/// an f16 times a signed byte).
-pub(crate) fn q6_k_scales(s: &[u16], j: usize) -> [f32; 2] {
-    let d = f16_to_f32(s[j]);
-    let [lo, hi] = s[GROUP + j].to_le_bytes();
+/// The two sub-block scales `d · sc` of row `j` in block `b` of a packed Q6_K row group whose
+/// scales are `s` (exact in f32: an f16 times a signed byte).
+pub(crate) fn q6_k_scales(s: &[u16], b: usize, j: usize) -> [f32; 2] {
+    let (at_d, at_sc) = q6k_scale_at(b);
+    let d = f16_to_f32(s[at_d + j]);
+    let [lo, hi] = s[at_sc + j].to_le_bytes();
     [d * f32::from(lo as i8), d * f32::from(hi as i8)]
 }
 
@@ -226,7 +241,7 @@ pub(crate) fn unpack_block(
             }
         }
         QFormat::Q6K => {
-            let sc = q6_k_scales(s, j);
+            let sc = q6_k_scales(&scales[g * nb * tile_scales(format)..], b, j);
             for (e, o) in out.iter_mut().enumerate().take(QK) {
                 *o = sc[e / 16] * f32::from(q6_k_value(q, j, e) as i8 - 32);
             }

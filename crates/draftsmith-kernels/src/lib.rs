@@ -102,8 +102,9 @@ pub enum QFormat {
     Q4_1,
     /// A GGUF K-quant super-block of 256 values: 6-bit `q` and one signed 8-bit scale per 16
     /// values, with one f16 `d`: `value = d · sc · (q − 32)` (210 bytes per 256 values). Kept
-    /// in its own bits (7 bits per value once packed, against Q8_0's 8.5); multiplied with 8-bit
-    /// activations by the int8 kernels, with f32 activations by the scalar kernel only.
+    /// in its own bits (the same 6.56 bits per value once packed, against Q8_0's 8.5);
+    /// multiplied with 8-bit activations by the int8 kernels, with f32 activations by the
+    /// scalar kernel only.
     Q6K,
 }
 

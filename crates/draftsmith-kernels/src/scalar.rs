@@ -24,9 +24,7 @@ pub(crate) fn tile(format: QFormat, w: Group<'_>, acts: &[ActRow<'_>], out: &mut
             match format {
                 QFormat::Q8_0 => block_q8_0(q, &sf, x, a.d[b], res),
                 QFormat::Q4_1 => block_q4_1(q, &sf, x, (a.d[b], a.sum[b]), res),
-                QFormat::Q6K => {
-                    block_q6_k(q, &w.scales[b * ts..][..ts], x, (a.d[b], half_bias(a.sum[b], a.lo[b])), res)
-                }
+                QFormat::Q6K => block_q6_k(q, (w.scales, b), x, (a.d[b], half_bias(a.sum[b], a.lo[b])), res),
             }
         }
     }
@@ -64,12 +62,12 @@ fn block_q4_1(q: &[u8], s: &[f32], x: &[i8], (dx, xsum): (f32, i32), acc: &mut [
     add_scaled(acc, &lanes, |j| s[j] * dx, |j| s[GROUP + j] * sx);
 }
 
-/// Adds `dx · (s₀·I₀ + s₁·I₁)` for a packed Q6_K tile (scales `s`: `d` and the packed
-/// sub-block scales, `s_h = d·sc_h`) and activation block `x` to `acc`, where `I_h = Σ_{half h}
-/// q·qx − 32·Σ_{half h} qx` is exact (`bias` holds the second terms) — the SIMD kernels' order.
-fn block_q6_k(q: &[u8], s: &[u16], x: &[i8], (dx, bias): (f32, [i32; 2]), acc: &mut [f32; GROUP]) {
+/// Adds `dx · (s₀·I₀ + s₁·I₁)` for a packed Q6_K tile (block `b` of a row group whose scales
+/// are `s`; `s_h = d·sc_h`) and activation block `x` to `acc`, where `I_h = Σ_{half h} q·qx −
+/// 32·Σ_{half h} qx` is exact (`bias` holds the second terms) — the SIMD kernels' order.
+fn block_q6_k(q: &[u8], (s, b): (&[u16], usize), x: &[i8], (dx, bias): (f32, [i32; 2]), acc: &mut [f32; GROUP]) {
     for (j, a) in acc.iter_mut().enumerate() {
-        let sc = q6_k_scales(s, j);
+        let sc = q6_k_scales(s, b, j);
         let mut isum = bias;
         for (e, &xe) in x.iter().enumerate() {
             isum[e / 16] += i32::from(q6_k_value(q, j, e)) * i32::from(xe);

@@ -26,8 +26,7 @@ pub(super) fn tile(f: QFormat, groups: &[Packed<'_>], xs: &[&[f32]], out: &mut [
         res.iter_mut().for_each(|r| *r = [0.0; GROUP]);
         for b in 0..nb {
             let q = &quants[b * tile_bytes(f)..][..tile_bytes(f)];
-            let s = &scales[b * tile_scales(f)..][..tile_scales(f)];
-            decode(f, q, s, &mut dec);
+            decode(f, q, (scales, b), &mut dec);
             for (x, acc) in xs.iter().zip(res.iter_mut()) {
                 let x = &x[b * QK..][..QK];
                 for (j, a) in acc.iter_mut().enumerate() {
@@ -54,14 +53,17 @@ fn block_step(f: QFormat, w: &[f32; QK], (d, d2): (f32, f32), x: &[f32], acc: f3
 /// Decodes a packed tile: Q8_0 weights as the integers `q` (the scale is applied per block),
 /// Q4_1 weights as `fma(q, d, m)`, which equals the exact `d·q` rounded once after adding `m`,
 /// Q6_K weights as the integers `q − 32` with the exact sub-block scales `d·sc`.
-fn decode(f: QFormat, q: &[u8], s: &[u16], out: &mut Decoded) {
-    for j in 0..GROUP {
-        out.d[j] = f16_to_f32(s[j]);
+fn decode(f: QFormat, q: &[u8], (scales, b): (&[u16], usize), out: &mut Decoded) {
+    let s = &scales[b * tile_scales(f)..][..tile_scales(f)];
+    if f != QFormat::Q6K {
+        for j in 0..GROUP {
+            out.d[j] = f16_to_f32(s[j]);
+        }
     }
     match f {
         QFormat::Q6K => {
             for (j, w) in out.w.iter_mut().enumerate() {
-                [out.d[j], out.d2[j]] = q6_k_scales(s, j);
+                [out.d[j], out.d2[j]] = q6_k_scales(scales, b, j);
                 for (e, v) in w.iter_mut().enumerate() {
                     *v = f32::from(q6_k_value(q, j, e) as i8 - 32);
                 }

@@ -34,8 +34,8 @@ fn packed_q6k_decodes_as_ggml_does() {
         draftsmith_gguf::dequant::dequantize_q6_k(&bytes, &mut want);
         let got = dequantize_all(&m);
         assert!(got.iter().zip(&want).all(|(a, b)| a.to_bits() == b.to_bits()), "{rows}x{cols}");
-        // Seven bits a value once packed (the super-block's d repeated per 32 values).
-        assert_eq!(m.n_bytes(), rows.div_ceil(16) * 16 * cols * 7 / 8);
+        // The file's own 210 bytes per 256 values once packed (rows padded to 16).
+        assert_eq!(m.n_bytes(), rows.div_ceil(16) * 16 * cols / 256 * 210);
     }
 }
 
