@@ -3,7 +3,8 @@
 //! `cargo bench -p draftsmith-kernels` prints, per weight shape `[rows=out, cols=in]`, format and
 //! activation rows `n`, for both activation modes side by side (f32 = weight-only quantization,
 //! the default; int8 = llama.cpp style): median and minimum milliseconds, GFLOP/s
-//! (`2·rows·cols·n`) and GB/s of weight bytes. Then the whole SmolLM2-135M step in both modes.
+//! (`2·rows·cols·n`) and GB/s of weight bytes; Qwen-1.5B's `ffn_down` shape as Q6_K and as Q8_0.
+//! Then the whole SmolLM2-135M step in both modes.
 //! Pass `-- --paths` to also time every supported kernel path.
 
 use std::time::{Duration, Instant};
