@@ -6,7 +6,7 @@ use super::{dequantize_all, magnitude, random_blocks, reference, worst_violation
 use crate::{Activations, KernelPath, QFormat, QMatrix};
 
 /// Every kernel path this CPU supports.
-fn supported_paths() -> Vec<KernelPath> {
+pub(super) fn supported_paths() -> Vec<KernelPath> {
     KernelPath::ALL.into_iter().filter(|p| p.is_supported()).collect()
 }
 

@@ -1,9 +1,10 @@
 //! Q6_K: the packed layout against an independent decoder, both activation modes against f64
 //! references, every path, and batch invariance.
 
+use super::f32act::supported_paths;
 use super::invariance::check_invariance;
 use super::{dequantize_all, magnitude, quant_bound, reference, worst_violation, Rng};
-use crate::{Activations, KernelError, KernelPath, QFormat, QMatrix};
+use crate::{Activations, KernelError, QFormat, QMatrix};
 
 /// `(rows, cols)`: a padded group, one super-block per row, and model-sized rows.
 const SHAPES: [(usize, usize); 4] = [(7, 256), (33, 512), (577, 256), (40, 1536)];
@@ -20,16 +21,18 @@ fn random_q6k(rows: usize, cols: usize, rng: &mut Rng) -> Vec<u8> {
     out
 }
 
-fn paths() -> Vec<KernelPath> {
-    KernelPath::ALL.into_iter().filter(|p| p.is_supported()).collect()
+/// Random Q6_K blocks for a `rows × cols` matrix, and the matrix packed from them.
+fn random_matrix(rows: usize, cols: usize, rng: &mut Rng) -> (Vec<u8>, QMatrix) {
+    let bytes = random_q6k(rows, cols, rng);
+    let m = QMatrix::from_ggml_blocks(QFormat::Q6K, &bytes, rows, cols).unwrap();
+    (bytes, m)
 }
 
 #[test]
 fn packed_q6k_decodes_as_ggml_does() {
     let mut rng = Rng::new(60);
     for (rows, cols) in SHAPES {
-        let bytes = random_q6k(rows, cols, &mut rng);
-        let m = QMatrix::from_ggml_blocks(QFormat::Q6K, &bytes, rows, cols).unwrap();
+        let (bytes, m) = random_matrix(rows, cols, &mut rng);
         let mut want = vec![0.0; rows * cols];
         draftsmith_gguf::dequant::dequantize_q6_k(&bytes, &mut want);
         let got = dequantize_all(&m);
@@ -43,15 +46,14 @@ fn packed_q6k_decodes_as_ggml_does() {
 fn q6k_products_match_f64_references_on_every_path() {
     let mut rng = Rng::new(61);
     for (rows, cols) in SHAPES {
-        let bytes = random_q6k(rows, cols, &mut rng);
-        let m = QMatrix::from_ggml_blocks(QFormat::Q6K, &bytes, rows, cols).unwrap();
+        let (_, m) = random_matrix(rows, cols, &mut rng);
         let w = dequantize_all(&m);
         for n in NS {
             let x = rng.activations(n * cols);
             let want = reference(&w, &x, rows, cols, n);
             let slack: Vec<f64> = magnitude(&w, &x, rows, cols, n).into_iter().map(|v| 1e-5 * v + 1e-30).collect();
             let int8: Vec<f64> = quant_bound(&w, &x, rows, cols, n).iter().zip(&slack).map(|(b, s)| b + s).collect();
-            for path in paths() {
+            for path in supported_paths() {
                 for (mode, tol) in [(Activations::Int8, &int8), (Activations::F32, &slack)] {
                     let mut y = vec![f32::NAN; n * rows];
                     m.matmul_mode_with(mode, path, &x, n, &mut y);
@@ -67,10 +69,9 @@ fn q6k_products_match_f64_references_on_every_path() {
 fn q6k_batched_outputs_are_bit_identical_to_single_token_outputs() {
     let mut rng = Rng::new(62);
     for (rows, cols) in [(7, 256), (577, 512)] {
-        let bytes = random_q6k(rows, cols, &mut rng);
-        let m = QMatrix::from_ggml_blocks(QFormat::Q6K, &bytes, rows, cols).unwrap();
+        let (_, m) = random_matrix(rows, cols, &mut rng);
         let x = rng.activations(64 * cols);
-        for path in paths() {
+        for path in supported_paths() {
             for mode in [Activations::Int8, Activations::F32] {
                 check_invariance(&m, mode, path, &x);
             }
