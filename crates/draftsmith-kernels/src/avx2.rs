@@ -7,6 +7,7 @@
 //!   `maddubs(|w|, sign(x, w))` trick (no saturation since `|x| <= 127`).
 //! * Q4_1: nibbles (≤ 15) times activations (|x| ≤ 127): the eight 16-bit pair sums of a block
 //!   stay below `8 · 2 · 15 · 127 = 30480`, so they are accumulated in 16 bits and widened once.
+//! * Q4_K: Q4_1's kernel with each block's exact `d_sb · sc` and `−dmin · mn`.
 //! * Q6_K: six-bit values (≤ 63) put together from their two planes; a unit's pair sums (≤
 //!   `2 · 63 · 127`) are widened at once, each half of 16 into its own accumulator.
 
@@ -14,7 +15,7 @@ use std::arch::x86_64::*;
 
 use crate::act::{PackedTile, ROUND_BIAS};
 use crate::dispatch::{check_packed, Group, TileOut};
-use crate::layout::{q6k_scale_at, tile_bytes, tile_scales, GROUP, QK, UNIT};
+use crate::layout::{kquant_scale_at, tile_bytes, tile_scales, GROUP, QK, UNIT};
 use crate::QFormat;
 
 /// Rows in one half group.
@@ -43,10 +44,14 @@ pub(crate) unsafe fn tile_packed(f: QFormat, w: Group<'_>, a: PackedTile<'_>, ou
             (QFormat::Q8_0, 2) => q8_0::<2>(w, a, out, h),
             (QFormat::Q8_0, 3) => q8_0::<3>(w, a, out, h),
             (QFormat::Q8_0, _) => q8_0::<4>(w, a, out, h),
-            (QFormat::Q4_1, 1) => q4_1::<1>(w, a, out, h),
-            (QFormat::Q4_1, 2) => q4_1::<2>(w, a, out, h),
-            (QFormat::Q4_1, 3) => q4_1::<3>(w, a, out, h),
-            (QFormat::Q4_1, _) => q4_1::<4>(w, a, out, h),
+            (QFormat::Q4_1, 1) => q4_1::<1, false>(w, a, out, h),
+            (QFormat::Q4_1, 2) => q4_1::<2, false>(w, a, out, h),
+            (QFormat::Q4_1, 3) => q4_1::<3, false>(w, a, out, h),
+            (QFormat::Q4_1, _) => q4_1::<4, false>(w, a, out, h),
+            (QFormat::Q4K, 1) => q4_1::<1, true>(w, a, out, h),
+            (QFormat::Q4K, 2) => q4_1::<2, true>(w, a, out, h),
+            (QFormat::Q4K, 3) => q4_1::<3, true>(w, a, out, h),
+            (QFormat::Q4K, _) => q4_1::<4, true>(w, a, out, h),
             (QFormat::Q6K, 1) => q6_k::<1>(w, a, out, h),
             (QFormat::Q6K, 2) => q6_k::<2>(w, a, out, h),
             (QFormat::Q6K, 3) => q6_k::<3>(w, a, out, h),
@@ -90,18 +95,19 @@ unsafe fn q8_0<const C: usize>(w: Group<'_>, a: PackedTile<'_>, out: &mut TileOu
     }
 }
 
-/// Q4_1 half group `h` × `C` packed activation rows.
+/// Q4_1 (or, `K`, Q4_K) half group `h` × `C` packed activation rows.
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn q4_1<const C: usize>(w: Group<'_>, a: PackedTile<'_>, out: &mut TileOut, h: usize) {
+unsafe fn q4_1<const C: usize, const K: bool>(w: Group<'_>, a: PackedTile<'_>, out: &mut TileOut, h: usize) {
     let (quants, scales) = (w.quants, w.scales);
-    let nb = quants.len() / tile_bytes(QFormat::Q4_1);
+    let f = if K { QFormat::Q4K } else { QFormat::Q4_1 };
+    let nb = quants.len() / tile_bytes(f);
     let (ones, mask) = (_mm256_set1_epi16(1), _mm256_set1_epi8(0x0F));
     let mut facc = [_mm256_setzero_ps(); C];
     for b in 0..nb {
         if h == 0 {
-            prefetch_block(&w, QFormat::Q4_1, b);
+            prefetch_block(&w, f, b);
         }
-        let wq = quants.as_ptr().add(b * tile_bytes(QFormat::Q4_1) + h * 32);
+        let wq = quants.as_ptr().add(b * tile_bytes(f) + h * 32);
         let xb = a.qs.as_ptr().add(b * C * QK);
         let mut acc16 = [_mm256_setzero_si256(); C];
         for u in 0..4 {
@@ -116,9 +122,7 @@ unsafe fn q4_1<const C: usize>(w: Group<'_>, a: PackedTile<'_>, out: &mut TileOu
             }
         }
         // The scales are loaded after the integer loop so they are not live across it.
-        let sc = scales.as_ptr().add(b * tile_scales(QFormat::Q4_1) + h * HALF);
-        let dw = _mm256_cvtph_ps(_mm_loadu_si128(sc.cast()));
-        let mw = _mm256_cvtph_ps(_mm_loadu_si128(sc.add(GROUP).cast()));
+        let (dw, mw) = q4_scales::<K>(scales.as_ptr(), b, h);
         let (db, sb) = (a.d.as_ptr().add(b * C), a.dsum.as_ptr().add(b * C));
         for c in 0..C {
             let isum = _mm256_cvtepi32_ps(_mm256_madd_epi16(acc16[c], ones));
@@ -129,6 +133,22 @@ unsafe fn q4_1<const C: usize>(w: Group<'_>, a: PackedTile<'_>, out: &mut TileOu
     for c in 0..C {
         _mm256_storeu_ps(out[c].as_mut_ptr().add(h * HALF), facc[c]);
     }
+}
+
+/// Half `h` of the 16 rows' scale `d` and minimum `m` of block `b` of a packed row group whose
+/// scales start at `s`: Q4_1's f16 pair, or (`K`) Q4_K's exact `d_sb · sc` and `−dmin · mn`.
+#[inline(always)]
+unsafe fn q4_scales<const K: bool>(s: *const u16, b: usize, h: usize) -> (__m256, __m256) {
+    if !K {
+        let sc = s.add(b * tile_scales(QFormat::Q4_1) + h * HALF);
+        return (_mm256_cvtph_ps(_mm_loadu_si128(sc.cast())), _mm256_cvtph_ps(_mm_loadu_si128(sc.add(GROUP).cast())));
+    }
+    let (at_d, at_sc) = kquant_scale_at(QFormat::Q4K, b);
+    let d = _mm256_cvtph_ps(_mm_loadu_si128(s.add(at_d + h * HALF).cast()));
+    let neg_dmin = _mm256_cvtph_ps(_mm_loadu_si128(s.add(at_d + GROUP + h * HALF).cast()));
+    let v = _mm256_cvtepu16_epi32(_mm_loadu_si128(s.add(at_sc + h * HALF).cast()));
+    let (sc, mn) = (_mm256_and_si256(v, _mm256_set1_epi32(0xFF)), _mm256_srli_epi32::<8>(v));
+    (_mm256_mul_ps(d, _mm256_cvtepi32_ps(sc)), _mm256_mul_ps(neg_dmin, _mm256_cvtepi32_ps(mn)))
 }
 
 /// Q6_K half group `h` × `C` packed activation rows.
@@ -167,7 +187,7 @@ unsafe fn q6_k<const C: usize>(w: Group<'_>, a: PackedTile<'_>, out: &mut TileOu
                 ib[c] = _mm256_add_epi32(ib[c], _mm256_madd_epi16(_mm256_maddubs_epi16(hi, bcast4!(x.add(16))), ones));
             }
         }
-        let (at_d, at_sc) = q6k_scale_at(b);
+        let (at_d, at_sc) = kquant_scale_at(QFormat::Q6K, b);
         let d = _mm256_cvtph_ps(_mm_loadu_si128(scales.as_ptr().add(at_d + h * HALF).cast()));
         let v = _mm256_cvtepi16_epi32(_mm_loadu_si128(scales.as_ptr().add(at_sc + h * HALF).cast()));
         let s0 = _mm256_mul_ps(d, _mm256_cvtepi32_ps(_mm256_srai_epi32::<24>(_mm256_slli_epi32::<24>(v))));

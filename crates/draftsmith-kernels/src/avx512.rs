@@ -8,6 +8,8 @@
 //! * Q8_0: packed weights are `q + 128` (unsigned); the bias is removed by starting each block's
 //!   integer accumulator at `-128 · Σ q_x`.
 //! * Q4_1: nibbles are already unsigned; the minimum adds `m · d_x · Σ q_x` per block.
+//! * Q4_K: Q4_1's kernel, with each block's `d = d_sb · sc` and `m = −dmin · mn` put together
+//!   (exactly) from the super-block's scales and the block's two 6-bit bytes.
 //! * Q6_K: the six-bit `q` (unsigned) is put together from its two planes in registers; each
 //!   half of 16 has its own accumulator, started at `−32 · Σ q_x` of the half (the offset), and
 //!   the two are scaled by their `d · sc` and summed before `d_x`.
@@ -17,7 +19,7 @@ use std::arch::x86_64::*;
 use crate::act::PackedTile;
 use crate::avx2::prefetch_block;
 use crate::dispatch::{check_packed, Group, OutPtr, TileOut};
-use crate::layout::{q6k_scale_at, tile_bytes, tile_scales, GROUP, QK, UNIT};
+use crate::layout::{kquant_scale_at, tile_bytes, tile_scales, GROUP, QK, UNIT};
 use crate::matrix::QMatrix;
 use crate::QFormat;
 
@@ -38,22 +40,23 @@ macro_rules! bcast4 {
 pub(crate) unsafe fn tile_packed(f: QFormat, w: Group<'_>, a: PackedTile<'_>, out: &mut TileOut) {
     check_packed(f, w, a, crate::dispatch::TILE);
     macro_rules! width {
-        ($kernel:ident) => {
+        ($kernel:ident $(, $k:expr)?) => {
             match a.cn {
-                1 => $kernel::<1>(w, a, out),
-                2 => $kernel::<2>(w, a, out),
-                3 => $kernel::<3>(w, a, out),
-                4 => $kernel::<4>(w, a, out),
-                5 => $kernel::<5>(w, a, out),
-                6 => $kernel::<6>(w, a, out),
-                7 => $kernel::<7>(w, a, out),
-                _ => $kernel::<8>(w, a, out),
+                1 => $kernel::<1 $(, $k)?>(w, a, out),
+                2 => $kernel::<2 $(, $k)?>(w, a, out),
+                3 => $kernel::<3 $(, $k)?>(w, a, out),
+                4 => $kernel::<4 $(, $k)?>(w, a, out),
+                5 => $kernel::<5 $(, $k)?>(w, a, out),
+                6 => $kernel::<6 $(, $k)?>(w, a, out),
+                7 => $kernel::<7 $(, $k)?>(w, a, out),
+                _ => $kernel::<8 $(, $k)?>(w, a, out),
             }
         };
     }
     match f {
         QFormat::Q8_0 => width!(q8_0_packed),
-        QFormat::Q4_1 => width!(q4_1_packed),
+        QFormat::Q4_1 => width!(q4_1_packed, false),
+        QFormat::Q4K => width!(q4_1_packed, true),
         QFormat::Q6K => width!(q6_k_packed),
     }
 }
@@ -85,22 +88,23 @@ pub(crate) unsafe fn groups_packed(
     check_packed(f, Group { quants, scales, next: empty }, a, crate::dispatch::TILE);
     let rows = m.rows();
     macro_rules! width {
-        ($kernel:ident) => {
+        ($kernel:ident $(, $k:expr)?) => {
             match a.cn {
-                1 => each::<1>(m, groups, a, c0, rows, out, $kernel::<1>),
-                2 => each::<2>(m, groups, a, c0, rows, out, $kernel::<2>),
-                3 => each::<3>(m, groups, a, c0, rows, out, $kernel::<3>),
-                4 => each::<4>(m, groups, a, c0, rows, out, $kernel::<4>),
-                5 => each::<5>(m, groups, a, c0, rows, out, $kernel::<5>),
-                6 => each::<6>(m, groups, a, c0, rows, out, $kernel::<6>),
-                7 => each::<7>(m, groups, a, c0, rows, out, $kernel::<7>),
-                _ => each::<8>(m, groups, a, c0, rows, out, $kernel::<8>),
+                1 => each::<1>(m, groups, a, c0, rows, out, $kernel::<1 $(, $k)?>),
+                2 => each::<2>(m, groups, a, c0, rows, out, $kernel::<2 $(, $k)?>),
+                3 => each::<3>(m, groups, a, c0, rows, out, $kernel::<3 $(, $k)?>),
+                4 => each::<4>(m, groups, a, c0, rows, out, $kernel::<4 $(, $k)?>),
+                5 => each::<5>(m, groups, a, c0, rows, out, $kernel::<5 $(, $k)?>),
+                6 => each::<6>(m, groups, a, c0, rows, out, $kernel::<6 $(, $k)?>),
+                7 => each::<7>(m, groups, a, c0, rows, out, $kernel::<7 $(, $k)?>),
+                _ => each::<8>(m, groups, a, c0, rows, out, $kernel::<8 $(, $k)?>),
             }
         };
     }
     match f {
         QFormat::Q8_0 => width!(q8_0_packed),
-        QFormat::Q4_1 => width!(q4_1_packed),
+        QFormat::Q4_1 => width!(q4_1_packed, false),
+        QFormat::Q4K => width!(q4_1_packed, true),
         QFormat::Q6K => width!(q6_k_packed),
     }
 }
@@ -169,19 +173,37 @@ unsafe fn q8_0_packed<const C: usize>(w: Group<'_>, a: PackedTile<'_>, out: &mut
     }
 }
 
-/// Q4_1 group × `C` packed activation rows.
+/// The 16 rows' scale `d` and minimum `m` of block `b` of a packed row group whose scales start
+/// at `s`: Q4_1's f16 pair, or (`K`) Q4_K's exact `d_sb · sc` and `−dmin · mn`.
+#[inline(always)]
+unsafe fn q4_scales<const K: bool>(s: *const u16, b: usize) -> (__m512, __m512) {
+    if !K {
+        let sc = s.add(b * tile_scales(QFormat::Q4_1));
+        return (
+            _mm512_cvtph_ps(_mm256_loadu_si256(sc.cast())),
+            _mm512_cvtph_ps(_mm256_loadu_si256(sc.add(GROUP).cast())),
+        );
+    }
+    let (at_d, at_sc) = kquant_scale_at(QFormat::Q4K, b);
+    let d = _mm512_cvtph_ps(_mm256_loadu_si256(s.add(at_d).cast()));
+    let neg_dmin = _mm512_cvtph_ps(_mm256_loadu_si256(s.add(at_d + GROUP).cast()));
+    let v = _mm512_cvtepu16_epi32(_mm256_loadu_si256(s.add(at_sc).cast()));
+    let (sc, mn) = (_mm512_and_si512(v, _mm512_set1_epi32(0xFF)), _mm512_srli_epi32::<8>(v));
+    (_mm512_mul_ps(d, _mm512_cvtepi32_ps(sc)), _mm512_mul_ps(neg_dmin, _mm512_cvtepi32_ps(mn)))
+}
+
+/// Q4_1 (or, `K`, Q4_K) group × `C` packed activation rows.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
-unsafe fn q4_1_packed<const C: usize>(w: Group<'_>, a: PackedTile<'_>, out: &mut TileOut) {
+unsafe fn q4_1_packed<const C: usize, const K: bool>(w: Group<'_>, a: PackedTile<'_>, out: &mut TileOut) {
     let (quants, scales) = (w.quants, w.scales);
-    let nb = quants.len() / tile_bytes(QFormat::Q4_1);
+    let f = if K { QFormat::Q4K } else { QFormat::Q4_1 };
+    let nb = quants.len() / tile_bytes(f);
     let mask = _mm512_set1_epi8(0x0F);
     let mut facc = [_mm512_setzero_ps(); C];
     for b in 0..nb {
-        prefetch_block(&w, QFormat::Q4_1, b);
-        let wq = quants.as_ptr().add(b * tile_bytes(QFormat::Q4_1));
-        let sc = scales.as_ptr().add(b * tile_scales(QFormat::Q4_1));
-        let dw = _mm512_cvtph_ps(_mm256_loadu_si256(sc.cast()));
-        let mw = _mm512_cvtph_ps(_mm256_loadu_si256(sc.add(GROUP).cast()));
+        prefetch_block(&w, f, b);
+        let wq = quants.as_ptr().add(b * tile_bytes(f));
+        let (dw, mw) = q4_scales::<K>(scales.as_ptr(), b);
         let xb = a.qs.as_ptr().add(b * C * QK);
         let (db, sb) = (a.d.as_ptr().add(b * C), a.dsum.as_ptr().add(b * C));
         let mut ia = [_mm512_setzero_si512(); C];
@@ -215,7 +237,7 @@ unsafe fn q4_1_packed<const C: usize>(w: Group<'_>, a: PackedTile<'_>, out: &mut
 /// whose scales start at `s`.
 #[inline(always)]
 unsafe fn q6_k_scales(s: *const u16, b: usize) -> (__m512, __m512) {
-    let (at_d, at_sc) = q6k_scale_at(b);
+    let (at_d, at_sc) = kquant_scale_at(QFormat::Q6K, b);
     let d = _mm512_cvtph_ps(_mm256_loadu_si256(s.add(at_d).cast()));
     // Each row's two signed scale bytes as one sign-extended 16-bit value `hi·256 + lo as u8`.
     let v = _mm512_cvtepi16_epi32(_mm256_loadu_si256(s.add(at_sc).cast()));

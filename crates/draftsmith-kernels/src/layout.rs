@@ -16,10 +16,14 @@
 //!   `0..16` and `16..32`: in unit `4 + h`, byte `j*4+t` carries element `16h + 4u + t`'s two bits
 //!   at bits `2u .. 2u+2`, for `u` in `0..4`.
 //!
+//! * Q4_K: each block of 32 (a sub-block of the file's super-block) as Q4_1's nibbles.
+//!
 //! Scales live in a separate `u16` array, per `(g, b)`: 16 values of `d` (Q8_0, f16 bits), or 16
-//! of `d` followed by 16 of `m` (Q4_1). Q6_K keeps, per super-block (8 blocks), the 16 rows' `d`
-//! once, then each block's 16 pairs of sub-block scales (the first half's `sc` in the low byte,
-//! the second's in the high byte, both signed): [`q6k_scale_at`]. Padding rows have zero scales.
+//! of `d` followed by 16 of `m` (Q4_1). The K-quants keep, per super-block (8 blocks), the 16
+//! rows' super-block scales once (Q6_K: `d`; Q4_K: `d`, then `−dmin`, f16 bits), then each
+//! block's 16 byte pairs (Q6_K: the first half's signed `sc` in the low byte, the second's in
+//! the high byte; Q4_K: the 6-bit `sc` low, the 6-bit minimum `mn` high): [`kquant_scale_at`].
+//! Padding rows have zero scales.
 
 use crate::QFormat;
 
@@ -34,7 +38,7 @@ pub(crate) const UNIT: usize = 64;
 pub(crate) const fn tile_bytes(format: QFormat) -> usize {
     match format {
         QFormat::Q8_0 => 8 * UNIT,
-        QFormat::Q4_1 => 4 * UNIT,
+        QFormat::Q4_1 | QFormat::Q4K => 4 * UNIT,
         QFormat::Q6K => 6 * UNIT,
     }
 }
@@ -44,20 +48,30 @@ pub(crate) const fn tile_scales(format: QFormat) -> usize {
     match format {
         QFormat::Q8_0 => GROUP,
         QFormat::Q4_1 => 2 * GROUP,
-        // On average: 16 of `d` per 8 tiles, 16 scale pairs per tile.
-        QFormat::Q6K => GROUP + GROUP / Q6K_TILES,
+        // On average: the super-block's scales once per 8 tiles, 16 byte pairs per tile.
+        QFormat::Q6K | QFormat::Q4K => GROUP + kquant_heads(format) * GROUP / KQ_TILES,
     }
 }
 
-/// Blocks (tiles) per Q6_K super-block, which share one `d` per row.
-pub(crate) const Q6K_TILES: usize = 8;
+/// Blocks (tiles) per K-quant super-block, which share its scales.
+pub(crate) const KQ_TILES: usize = 8;
 
-/// Where, in a Q6_K row group's scales, block `b`'s 16 values of `d` and its 16 packed pairs of
-/// sub-block scales start.
+/// Arrays of 16 super-block scales a K-quant row group keeps per super-block: Q6_K's `d`,
+/// Q4_K's `d` and `−dmin`.
+const fn kquant_heads(format: QFormat) -> usize {
+    match format {
+        QFormat::Q4K => 2,
+        _ => 1,
+    }
+}
+
+/// Where, in a K-quant row group's scales, block `b`'s super-block scales (16 values each,
+/// one array after the other) and its 16 byte pairs start.
 #[inline(always)]
-pub(crate) const fn q6k_scale_at(b: usize) -> (usize, usize) {
-    let base = (b / Q6K_TILES) * (GROUP + Q6K_TILES * GROUP);
-    (base, base + GROUP + (b % Q6K_TILES) * GROUP)
+pub(crate) const fn kquant_scale_at(format: QFormat, b: usize) -> (usize, usize) {
+    let heads = kquant_heads(format) * GROUP;
+    let base = (b / KQ_TILES) * (heads + KQ_TILES * GROUP);
+    (base, base + heads + (b % KQ_TILES) * GROUP)
 }
 
 /// One 64-byte aligned cache line.
@@ -126,7 +140,7 @@ pub(crate) fn pack_block(
                 unit[j * 4..j * 4 + 4].copy_from_slice(&src[4 + 4 * u..4 + 4 * u + 4]);
             }
         }
-        QFormat::Q6K => unreachable!("Q6_K super-blocks are packed by pack_q6_k"),
+        QFormat::Q6K | QFormat::Q4K => unreachable!("K-quant super-blocks are packed by pack_q6_k / pack_q4_k"),
     }
 }
 
@@ -175,7 +189,7 @@ fn pack_q6_k_block(
     let tile = g * nb + b;
     let t_q = &mut quants[tile * tile_bytes(QFormat::Q6K)..][..tile_bytes(QFormat::Q6K)];
     let s = &mut scales[g * nb * tile_scales(QFormat::Q6K)..];
-    let (at_d, at_sc) = q6k_scale_at(b);
+    let (at_d, at_sc) = kquant_scale_at(QFormat::Q6K, b);
     s[at_d + j] = d;
     s[at_sc + j] = u16::from_le_bytes(sc);
     let (nibbles, tops) = t_q.split_at_mut(4 * UNIT);
@@ -203,10 +217,61 @@ pub(crate) fn q6_k_value(q: &[u8], j: usize, e: usize) -> u8 {
 /// The two sub-block scales `d · sc` of row `j` in block `b` of a packed Q6_K row group whose
 /// scales are `s` (exact in f32: an f16 times a signed byte).
 pub(crate) fn q6_k_scales(s: &[u16], b: usize, j: usize) -> [f32; 2] {
-    let (at_d, at_sc) = q6k_scale_at(b);
+    let (at_d, at_sc) = kquant_scale_at(QFormat::Q6K, b);
     let d = f16_to_f32(s[at_d + j]);
     let [lo, hi] = s[at_sc + j].to_le_bytes();
     [d * f32::from(lo as i8), d * f32::from(hi as i8)]
+}
+
+/// Writes one GGUF Q4_K super-block (`src`, 144 bytes: f16 `d`, f16 `dmin`, 12 bytes of packed
+/// 6-bit scales and minima, 128 nibble bytes) of row `row`, super-block `sb` (blocks `8·sb ..
+/// 8·sb + 8`) into the packed buffers.
+///
+/// Sub-block `k` (values `32k .. 32k + 32`) has the low (`k` even) or high (`k` odd) nibbles of
+/// bytes `32·(k / 2) ..` and, as ggml's `get_scale_min_k4` unpacks them, scale `sc[k]` and
+/// minimum `mn[k]`: for `k < 4` the low six bits of bytes `k` and `k + 4`; for `k ≥ 4` the
+/// nibbles of byte `k + 4` below the top two bits of bytes `k − 4` and `k`.
+pub(crate) fn pack_q4_k(src: &[u8], (row, sb, nb): (usize, usize, usize), quants: &mut [u8], scales: &mut [u16]) {
+    let (d, dmin) = (le16(src), le16(&src[2..]));
+    let p = &src[4..16];
+    let (g, j) = (row / GROUP, row % GROUP);
+    let s = &mut scales[g * nb * tile_scales(QFormat::Q4K)..];
+    for k in 0..KQ_TILES {
+        let (sc, mn) = if k < 4 {
+            (p[k] & 63, p[k + 4] & 63)
+        } else {
+            ((p[k + 4] & 0x0F) | ((p[k - 4] >> 6) << 4), (p[k + 4] >> 4) | ((p[k] >> 6) << 4))
+        };
+        let b = KQ_TILES * sb + k;
+        let (at_d, at_sc) = kquant_scale_at(QFormat::Q4K, b);
+        s[at_d + j] = d;
+        s[at_d + GROUP + j] = dmin ^ 0x8000;
+        s[at_sc + j] = u16::from_le_bytes([sc, mn]);
+        let nib = |e: usize| {
+            let byte = src[16 + 32 * (k / 2) + e];
+            if k % 2 == 0 {
+                byte & 0x0F
+            } else {
+                byte >> 4
+            }
+        };
+        let tile = g * nb + b;
+        let q = &mut quants[tile * tile_bytes(QFormat::Q4K)..][..tile_bytes(QFormat::Q4K)];
+        for u in 0..4 {
+            for t in 0..4 {
+                q[u * UNIT + j * 4 + t] = nib(4 * u + t) | (nib(16 + 4 * u + t) << 4);
+            }
+        }
+    }
+}
+
+/// The block scale `d·sc` and minimum `−dmin·mn` of row `j` in block `b` of a packed Q4_K row
+/// group whose scales are `s` (both exact in f32: an f16 times a 6-bit integer).
+pub(crate) fn q4_k_scales(s: &[u16], b: usize, j: usize) -> (f32, f32) {
+    let (at_d, at_sc) = kquant_scale_at(QFormat::Q4K, b);
+    let (d, neg_dmin) = (f16_to_f32(s[at_d + j]), f16_to_f32(s[at_d + GROUP + j]));
+    let [sc, mn] = s[at_sc + j].to_le_bytes();
+    (d * f32::from(sc), neg_dmin * f32::from(mn))
 }
 
 /// Decodes block `b` of row `row` from the packed buffers into `out` (32 values).
@@ -222,6 +287,7 @@ pub(crate) fn unpack_block(
     let q = &quants[tile * tile_bytes(format)..][..tile_bytes(format)];
     let s = &scales[tile * tile_scales(format)..][..tile_scales(format)];
     let d = f16_to_f32(s[j]);
+    let group_scales = &scales[g * nb * tile_scales(format)..];
     match format {
         QFormat::Q8_0 => {
             for (k, unit) in q.chunks_exact(UNIT).enumerate() {
@@ -230,8 +296,11 @@ pub(crate) fn unpack_block(
                 }
             }
         }
-        QFormat::Q4_1 => {
-            let m = f16_to_f32(s[GROUP + j]);
+        QFormat::Q4_1 | QFormat::Q4K => {
+            let (d, m) = match format {
+                QFormat::Q4K => q4_k_scales(group_scales, b, j),
+                _ => (d, f16_to_f32(s[GROUP + j])),
+            };
             for (u, unit) in q.chunks_exact(UNIT).enumerate() {
                 for t in 0..4 {
                     let byte = unit[j * 4 + t];
@@ -241,7 +310,7 @@ pub(crate) fn unpack_block(
             }
         }
         QFormat::Q6K => {
-            let sc = q6_k_scales(&scales[g * nb * tile_scales(format)..], b, j);
+            let sc = q6_k_scales(group_scales, b, j);
             for (e, o) in out.iter_mut().enumerate().take(QK) {
                 *o = sc[e / 16] * f32::from(q6_k_value(q, j, e) as i8 - 32);
             }

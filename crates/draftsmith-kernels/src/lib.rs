@@ -1,7 +1,7 @@
 //! Quantized CPU matrix kernels for the LLM decode and small-batch verify path.
 //!
 //! A [`QMatrix`] holds a weight matrix `W` (`rows` outputs × `cols` inputs) in one of the GGUF
-//! block formats ([`QFormat::Q8_0`], [`QFormat::Q4_1`], [`QFormat::Q6K`]) and computes `y[n, rows] = x[n, cols] · Wᵀ`
+//! block formats ([`QFormat::Q8_0`], [`QFormat::Q4_1`], [`QFormat::Q4K`], [`QFormat::Q6K`]) and computes `y[n, rows] = x[n, cols] · Wᵀ`
 //! in one of two modes ([`Activations`]):
 //!
 //! * [`Activations::F32`] (the default of [`QMatrix::matmul`]): weight-only quantization. Weight
@@ -106,6 +106,12 @@ pub enum QFormat {
     /// multiplied with 8-bit activations by the int8 kernels, with f32 activations by the
     /// scalar kernel only.
     Q6K,
+    /// A GGUF K-quant super-block of 256 values: 4-bit `q` with one 6-bit scale `sc` and one
+    /// 6-bit minimum `mn` per 32 values, and one f16 `d` and `dmin`: `value = d·sc·q − dmin·mn`
+    /// (144 bytes per 256 values). Kept in its own bits (4.625 bits per value once packed,
+    /// against 5 as Q4_1 with f16-rounded sub-block scales); as [`QFormat::Q6K`], the int8
+    /// kernels multiply it, f32 activations have the scalar kernel only.
+    Q4K,
 }
 
 impl QFormat {
@@ -115,20 +121,21 @@ impl QFormat {
             QFormat::Q8_0 => 34,
             QFormat::Q4_1 => 20,
             QFormat::Q6K => 210,
+            QFormat::Q4K => 144,
         }
     }
 
     /// Number of elements per GGUF block: 32, or 256 for the K-quant super-block.
     pub const fn block_elems(self) -> usize {
         match self {
-            QFormat::Q6K => 256,
+            QFormat::Q6K | QFormat::Q4K => 256,
             _ => layout::QK,
         }
     }
 
-    /// Whether products in `mode` run on SIMD kernels (Q6_K with f32 activations has only the
-    /// scalar reference kernel: load such weights as Q8_0 for that mode).
+    /// Whether products in `mode` run on SIMD kernels (the K-quants with f32 activations have
+    /// only the scalar reference kernel: load such weights in a 32-value format for that mode).
     pub const fn fast_in(self, mode: Activations) -> bool {
-        !matches!((self, mode), (QFormat::Q6K, Activations::F32))
+        !matches!((self, mode), (QFormat::Q6K | QFormat::Q4K, Activations::F32))
     }
 }

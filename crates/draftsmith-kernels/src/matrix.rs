@@ -59,7 +59,8 @@ impl QMatrix {
     ///
     /// Q8_0 block: f16 `d` + 32 × i8 (34 bytes). Q4_1 block: f16 `d`, f16 `m`, 16 nibble bytes
     /// (20 bytes), `value = d * q + m`, low nibbles are elements 0..16, high nibbles 16..32.
-    /// Q6_K super-block: 256 values in 210 bytes (see [`QFormat::Q6K`]).
+    /// Q6_K super-block: 256 values in 210 bytes (see [`QFormat::Q6K`]); Q4_K: 256 values in 144
+    /// bytes (see [`QFormat::Q4K`]).
     ///
     /// # Errors
     /// [`KernelError::ColsNotBlockMultiple`] when `cols` is not a multiple of the format's
@@ -76,10 +77,14 @@ impl QMatrix {
         let nb = cols / QK;
         let per_row = cols / format.block_elems();
         for (i, src) in bytes.chunks_exact(format.block_bytes()).enumerate() {
-            if format == QFormat::Q6K {
-                layout::pack_q6_k(src, (i / per_row, i % per_row, nb), m.quants.as_mut_slice(), &mut m.scales);
-            } else {
-                m.pack(src, i / nb, i % nb);
+            match format {
+                QFormat::Q6K => {
+                    layout::pack_q6_k(src, (i / per_row, i % per_row, nb), m.quants.as_mut_slice(), &mut m.scales)
+                }
+                QFormat::Q4K => {
+                    layout::pack_q4_k(src, (i / per_row, i % per_row, nb), m.quants.as_mut_slice(), &mut m.scales)
+                }
+                _ => m.pack(src, i / nb, i % nb),
             }
         }
         Ok(m)
@@ -150,12 +155,12 @@ impl QMatrix {
     /// [`QMatrix::quantize_q8_0`] or [`QMatrix::quantize_q4_1`] by `format`.
     ///
     /// # Errors
-    /// As [`QMatrix::quantize_q8_0`]; [`KernelError::NoQuantizer`] for Q6_K.
+    /// As [`QMatrix::quantize_q8_0`]; [`KernelError::NoQuantizer`] for the K-quants.
     pub fn quantize(format: QFormat, w: &[f32], rows: usize, cols: usize) -> Result<Self, KernelError> {
         match format {
             QFormat::Q8_0 => Self::quantize_q8_0(w, rows, cols),
             QFormat::Q4_1 => Self::quantize_q4_1(w, rows, cols),
-            QFormat::Q6K => Err(KernelError::NoQuantizer { format }),
+            QFormat::Q6K | QFormat::Q4K => Err(KernelError::NoQuantizer { format }),
         }
     }
 

@@ -5,7 +5,7 @@
 
 use crate::act::{half_bias, ActRow};
 use crate::dispatch::{Group, TileOut};
-use crate::layout::{f16_to_f32, q6_k_scales, q6_k_value, tile_bytes, tile_scales, GROUP, QK, UNIT};
+use crate::layout::{f16_to_f32, q4_k_scales, q6_k_scales, q6_k_value, tile_bytes, tile_scales, GROUP, QK, UNIT};
 use crate::QFormat;
 
 /// Computes `out[t][j] = Σ_b` block dot products of group row `j` with activation row `t`.
@@ -16,14 +16,21 @@ pub(crate) fn tile(format: QFormat, w: Group<'_>, acts: &[ActRow<'_>], out: &mut
     let mut sf = [0.0f32; 2 * GROUP];
     for b in 0..nb {
         let q = &w.quants[b * tb..][..tb];
-        for (f, &h) in sf.iter_mut().zip(&w.scales[b * ts..][..ts]) {
-            *f = f16_to_f32(h); // once per block, shared by all activation rows
+        // Once per block, shared by all activation rows (Q4_K: its exact `d` and `m`).
+        if format == QFormat::Q4K {
+            for j in 0..GROUP {
+                (sf[j], sf[GROUP + j]) = q4_k_scales(w.scales, b, j);
+            }
+        } else {
+            for (f, &h) in sf.iter_mut().zip(&w.scales[b * ts..][..ts]) {
+                *f = f16_to_f32(h);
+            }
         }
         for (a, res) in acts.iter().zip(out.iter_mut()) {
             let x = &a.qs[b * QK..][..QK];
             match format {
                 QFormat::Q8_0 => block_q8_0(q, &sf, x, a.d[b], res),
-                QFormat::Q4_1 => block_q4_1(q, &sf, x, (a.d[b], a.sum[b]), res),
+                QFormat::Q4_1 | QFormat::Q4K => block_q4_1(q, &sf, x, (a.d[b], a.sum[b]), res),
                 QFormat::Q6K => block_q6_k(q, (w.scales, b), x, (a.d[b], half_bias(a.sum[b], a.lo[b])), res),
             }
         }

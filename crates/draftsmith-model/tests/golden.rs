@@ -6,8 +6,10 @@
 //!   (only f32 rounding separates them from the reference; measured 1e-4);
 //! - Qwen, whose Q4_K blocks load as Q4_1 with f16-rounded sub-block scales, Q5_0 as Q8_0
 //!   exactly and (f32 activations) Q6_K re-quantized to Q8_0: ≤ 0.1 (measured 0.056; 0.15 when
-//!   Q4_K and Q5_0 were re-quantized to Q8_0 too). int8 activations, Q6_K kept in its own bits:
-//!   measured 0.27 (0.31 with Q6_K re-quantized to Q8_0, 0.41 before Q4_K and Q5_0 were kept).
+//!   Q4_K and Q5_0 were re-quantized to Q8_0 too). int8 activations, Q4_K and Q6_K kept in
+//!   their own bits: measured 0.38 on the `fim` prompt, 0.20–0.31 on the others (0.27 with Q4_K
+//!   as Q4_1, 0.31 with Q6_K re-quantized to Q8_0 too, 0.41 before Q4_K and Q5_0 were kept): the
+//!   activations' 8-bit rounding decides it, not the weights' last bits.
 //!
 //! For scale: llama.cpp quantizes activations to 8 bits and differs from the same reference by
 //! up to 1.8 on SmolLM2 (`scripts/reference/check_llamacpp.py`).
@@ -88,6 +90,6 @@ fn qwen05_logits_match_the_numpy_reference() {
         &load_int8(&path),
         &golden,
         (INT8_TOLERANCE, INT8_MARGIN),
-        "qwen quantized (Q4_K as Q4_1, Q5_0 as Q8_0, Q6_K kept), int8 activations",
+        "qwen quantized (Q4_K and Q6_K kept, Q5_0 as Q8_0), int8 activations",
     );
 }

@@ -114,8 +114,8 @@ fn compute(m: &QMatrix, path: KernelPath, x: &[f32], n: usize, range: Range<usiz
 
 /// Runs one kernel call: `w.groups` (1 ..= [`MAX_GROUPS`]) against `xs` (1 ..= [`TILE`] rows).
 fn kernel(path: KernelPath, f: QFormat, w: Weights<'_>, xs: &[&[f32]], out: &mut [TileOut]) {
-    if f == QFormat::Q6K {
-        // The reference kernel only ([`QFormat::fast_in`]): same order, so every path agrees.
+    if !f.fast_in(crate::Activations::F32) {
+        // The K-quants have the reference kernel only: same order, so every path agrees.
         return scalar::tile(f, w.groups, xs, out);
     }
     match path {

@@ -7,7 +7,7 @@
 
 use super::{check, Packed};
 use crate::dispatch::TileOut;
-use crate::layout::{f16_to_f32, q6_k_scales, q6_k_value, tile_bytes, tile_scales, GROUP, QK, UNIT};
+use crate::layout::{f16_to_f32, q4_k_scales, q6_k_scales, q6_k_value, tile_bytes, tile_scales, GROUP, QK, UNIT};
 use crate::QFormat;
 
 /// One decoded `(group, block)` tile: `w[j][e]` for the 16 rows `j` and `d[j]` (Q6_K: the
@@ -45,17 +45,18 @@ fn block_step(f: QFormat, w: &[f32; QK], (d, d2): (f32, f32), x: &[f32], acc: f3
     let (c0, c1) = (chain(0..QK / 2), chain(QK / 2..QK));
     match f {
         QFormat::Q8_0 => (c0 + c1).mul_add(d, acc),
-        QFormat::Q4_1 => acc + (c0 + c1),
+        QFormat::Q4_1 | QFormat::Q4K => acc + (c0 + c1),
         QFormat::Q6K => c1.mul_add(d2, c0.mul_add(d, acc)),
     }
 }
 
 /// Decodes a packed tile: Q8_0 weights as the integers `q` (the scale is applied per block),
-/// Q4_1 weights as `fma(q, d, m)`, which equals the exact `d·q` rounded once after adding `m`,
-/// Q6_K weights as the integers `q − 32` with the exact sub-block scales `d·sc`.
+/// Q4_1 weights as `fma(q, d, m)`, which equals the exact `d·q` rounded once after adding `m`
+/// (Q4_K too, with its exact `d·sc` and `−dmin·mn`), Q6_K weights as the integers `q − 32` with
+/// the exact sub-block scales `d·sc`.
 fn decode(f: QFormat, q: &[u8], (scales, b): (&[u16], usize), out: &mut Decoded) {
     let s = &scales[b * tile_scales(f)..][..tile_scales(f)];
-    if f != QFormat::Q6K {
+    if matches!(f, QFormat::Q8_0 | QFormat::Q4_1) {
         for j in 0..GROUP {
             out.d[j] = f16_to_f32(s[j]);
         }
@@ -78,10 +79,13 @@ fn decode(f: QFormat, q: &[u8], (scales, b): (&[u16], usize), out: &mut Decoded)
                 }
             }
         }
-        QFormat::Q4_1 => {
+        QFormat::Q4_1 | QFormat::Q4K => {
             for (u, unit) in q.chunks_exact(UNIT).enumerate() {
                 for (j, w) in out.w.iter_mut().enumerate() {
-                    let (d, m) = (out.d[j], f16_to_f32(s[GROUP + j]));
+                    let (d, m) = match f {
+                        QFormat::Q4K => q4_k_scales(scales, b, j),
+                        _ => (out.d[j], f16_to_f32(s[GROUP + j])),
+                    };
                     for t in 0..4 {
                         let byte = unit[4 * j + t];
                         w[4 * u + t] = f32::from(byte & 0x0F).mul_add(d, m);

@@ -24,7 +24,9 @@ pub(super) fn term_scale(format: QFormat, bytes: &[u8]) -> Vec<f32> {
                 out.extend(blk[4..].iter().map(|&q| d * f32::from(q & 15) + m));
                 out.extend(blk[4..].iter().map(|&q| d * f32::from(q >> 4) + m));
             }
-            QFormat::Q6K => unreachable!("tests::q6k bounds Q6_K products by their decoded weights"),
+            QFormat::Q6K | QFormat::Q4K => {
+                unreachable!("tests::q6k and q4k bound K-quant products by their decoded weights")
+            }
         }
     }
     out

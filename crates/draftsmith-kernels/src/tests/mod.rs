@@ -5,6 +5,7 @@ mod f32act;
 mod invariance;
 mod matmul;
 mod paths;
+mod q4k;
 mod q6k;
 
 use crate::{QFormat, QMatrix};
@@ -65,7 +66,7 @@ pub(super) fn random_blocks(format: QFormat, rows: usize, cols: usize, rng: &mut
                 out.extend_from_slice(&m.to_bits().to_le_bytes());
                 out.extend((0..16).map(|_| rng.next_u64() as u8));
             }
-            QFormat::Q6K => unreachable!("Q6_K blocks are 256 values: tests::q6k makes them"),
+            QFormat::Q6K | QFormat::Q4K => unreachable!("K-quant blocks are 256 values: tests::q6k and q4k make them"),
         }
     }
     out
@@ -85,7 +86,7 @@ pub(super) fn ggml_dequantize(format: QFormat, bytes: &[u8]) -> Vec<f32> {
                 out.extend(qs.iter().map(|&q| d * f32::from(q & 0x0F) + m));
                 out.extend(qs.iter().map(|&q| d * f32::from(q >> 4) + m));
             }
-            QFormat::Q6K => unreachable!("tests::q6k decodes Q6_K with draftsmith-gguf"),
+            QFormat::Q6K | QFormat::Q4K => unreachable!("tests::q6k and q4k decode K-quants with draftsmith-gguf"),
         }
     }
     out
