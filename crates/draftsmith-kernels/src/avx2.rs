@@ -8,6 +8,8 @@
 //! * Q4_1: nibbles (≤ 15) times activations (|x| ≤ 127): the eight 16-bit pair sums of a block
 //!   stay below `8 · 2 · 15 · 127 = 30480`, so they are accumulated in 16 bits and widened once.
 //! * Q4_K: Q4_1's kernel with each block's exact `d_sb · sc` and `−dmin · mn`.
+//! * Q5_0: five-bit values (≤ 31) put together from their two planes; a unit's pair sums (≤
+//!   `2 · 31 · 127`) are widened at once, the block's sum started at `−16 · Σ q_x`.
 //! * Q6_K: six-bit values (≤ 63) put together from their two planes; a unit's pair sums (≤
 //!   `2 · 63 · 127`) are widened at once, each half of 16 into its own accumulator.
 
@@ -44,6 +46,10 @@ pub(crate) unsafe fn tile_packed(f: QFormat, w: Group<'_>, a: PackedTile<'_>, ou
             (QFormat::Q8_0, 2) => q8_0::<2>(w, a, out, h),
             (QFormat::Q8_0, 3) => q8_0::<3>(w, a, out, h),
             (QFormat::Q8_0, _) => q8_0::<4>(w, a, out, h),
+            (QFormat::Q5_0, 1) => q5_0::<1>(w, a, out, h),
+            (QFormat::Q5_0, 2) => q5_0::<2>(w, a, out, h),
+            (QFormat::Q5_0, 3) => q5_0::<3>(w, a, out, h),
+            (QFormat::Q5_0, _) => q5_0::<4>(w, a, out, h),
             (QFormat::Q4_1, 1) => q4_1::<1, false>(w, a, out, h),
             (QFormat::Q4_1, 2) => q4_1::<2, false>(w, a, out, h),
             (QFormat::Q4_1, 3) => q4_1::<3, false>(w, a, out, h),
@@ -81,6 +87,56 @@ unsafe fn q8_0<const C: usize>(w: Group<'_>, a: PackedTile<'_>, out: &mut TileOu
                 let xs = _mm256_sign_epi8(bcast4!(xb.add(c * QK + 4 * k)), wk);
                 let p = _mm256_madd_epi16(_mm256_maddubs_epi16(aw, xs), ones);
                 ia[c] = _mm256_add_epi32(ia[c], p);
+            }
+        }
+        let dw = _mm256_cvtph_ps(_mm_loadu_si128(scales.as_ptr().add(b * GROUP + h * HALF).cast()));
+        let db = a.d.as_ptr().add(b * C);
+        for c in 0..C {
+            let scale = _mm256_mul_ps(dw, _mm256_set1_ps(*db.add(c)));
+            facc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ia[c]), scale, facc[c]);
+        }
+    }
+    for c in 0..C {
+        _mm256_storeu_ps(out[c].as_mut_ptr().add(h * HALF), facc[c]);
+    }
+}
+
+/// Q5_0 half group `h` × `C` packed activation rows.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn q5_0<const C: usize>(w: Group<'_>, a: PackedTile<'_>, out: &mut TileOut, h: usize) {
+    let (quants, scales) = (w.quants, w.scales);
+    let tb = tile_bytes(QFormat::Q5_0);
+    let nb = quants.len() / tb;
+    let (ones, low, top) = (_mm256_set1_epi16(1), _mm256_set1_epi8(0x0F), _mm256_set1_epi8(0x10));
+    let mut facc = [_mm256_setzero_ps(); C];
+    for b in 0..nb {
+        if h == 0 {
+            prefetch_block(&w, QFormat::Q5_0, b);
+        }
+        let wq = quants.as_ptr().add(b * tb + h * 32);
+        let xb = a.qs.as_ptr().add(b * C * QK);
+        let t = _mm256_loadu_si256(wq.add(4 * UNIT).cast());
+        // `bias` is −128 · Σ q_x: its eighth is the offset of weights stored as `q + 16`.
+        let bias = a.bias.as_ptr().add(b * C);
+        let mut ia: [__m256i; C] = std::array::from_fn(|c| _mm256_set1_epi32(*bias.add(c) >> 3));
+        for u in 0..4 {
+            let v = _mm256_loadu_si256(wq.add(u * UNIT).cast());
+            // As on the AVX-512 path: unit u's fifth bits moved to bit 4, spills masked off.
+            let (h0, h1) = match u {
+                0 => (_mm256_slli_epi16::<4>(t), t),
+                1 => (_mm256_slli_epi16::<3>(t), _mm256_srli_epi16::<1>(t)),
+                2 => (_mm256_slli_epi16::<2>(t), _mm256_srli_epi16::<2>(t)),
+                _ => (_mm256_slli_epi16::<1>(t), _mm256_srli_epi16::<3>(t)),
+            };
+            let lo = _mm256_or_si256(_mm256_and_si256(v, low), _mm256_and_si256(h0, top));
+            let hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16::<4>(v), low), _mm256_and_si256(h1, top));
+            for c in 0..C {
+                let x = xb.add(c * QK + 4 * u);
+                let p = _mm256_add_epi16(
+                    _mm256_maddubs_epi16(lo, bcast4!(x)),
+                    _mm256_maddubs_epi16(hi, bcast4!(x.add(16))),
+                );
+                ia[c] = _mm256_add_epi32(ia[c], _mm256_madd_epi16(p, ones));
             }
         }
         let dw = _mm256_cvtph_ps(_mm_loadu_si128(scales.as_ptr().add(b * GROUP + h * HALF).cast()));

@@ -7,6 +7,8 @@
 //!
 //! * Q8_0: packed weights are `q + 128` (unsigned); the bias is removed by starting each block's
 //!   integer accumulator at `-128 · Σ q_x`.
+//! * Q5_0: the five-bit `q` (unsigned) put together from its two planes in registers, the
+//!   offset removed by starting the block's integer sum at `−16 · Σ q_x`.
 //! * Q4_1: nibbles are already unsigned; the minimum adds `m · d_x · Σ q_x` per block.
 //! * Q4_K: Q4_1's kernel, with each block's `d = d_sb · sc` and `m = −dmin · mn` put together
 //!   (exactly) from the super-block's scales and the block's two 6-bit bytes.
@@ -55,6 +57,7 @@ pub(crate) unsafe fn tile_packed(f: QFormat, w: Group<'_>, a: PackedTile<'_>, ou
     }
     match f {
         QFormat::Q8_0 => width!(q8_0_packed),
+        QFormat::Q5_0 => width!(q5_0_packed),
         QFormat::Q4_1 => width!(q4_1_packed, false),
         QFormat::Q4K => width!(q4_1_packed, true),
         QFormat::Q6K => width!(q6_k_packed),
@@ -103,6 +106,7 @@ pub(crate) unsafe fn groups_packed(
     }
     match f {
         QFormat::Q8_0 => width!(q8_0_packed),
+        QFormat::Q5_0 => width!(q5_0_packed),
         QFormat::Q4_1 => width!(q4_1_packed, false),
         QFormat::Q4K => width!(q4_1_packed, true),
         QFormat::Q6K => width!(q6_k_packed),
@@ -159,6 +163,58 @@ unsafe fn q8_0_packed<const C: usize>(w: Group<'_>, a: PackedTile<'_>, out: &mut
                     ib[c] = _mm512_dpbusd_epi32(ib[c], wk, x);
                 } else {
                     ia[c] = _mm512_dpbusd_epi32(ia[c], wk, x);
+                }
+            }
+        }
+        for c in 0..C {
+            let scale = _mm512_mul_ps(dw, _mm512_set1_ps(*db.add(c)));
+            let isum = _mm512_cvtepi32_ps(_mm512_add_epi32(ia[c], ib[c]));
+            facc[c] = _mm512_fmadd_ps(isum, scale, facc[c]);
+        }
+    }
+    for c in 0..C {
+        _mm512_storeu_ps(out[c].as_mut_ptr(), facc[c]);
+    }
+}
+
+/// Q5_0 group × `C` packed activation rows.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+unsafe fn q5_0_packed<const C: usize>(w: Group<'_>, a: PackedTile<'_>, out: &mut TileOut) {
+    let (quants, scales) = (w.quants, w.scales);
+    let tb = tile_bytes(QFormat::Q5_0);
+    let nb = quants.len() / tb;
+    let (low, top) = (_mm512_set1_epi8(0x0F), _mm512_set1_epi8(0x10));
+    let mut facc = [_mm512_setzero_ps(); C];
+    for b in 0..nb {
+        prefetch_block(&w, QFormat::Q5_0, b);
+        let wq = quants.as_ptr().add(b * tb);
+        let dw = _mm512_cvtph_ps(_mm256_loadu_si256(scales.as_ptr().add(b * GROUP).cast()));
+        let xb = a.qs.as_ptr().add(b * C * QK);
+        let (db, bias) = (a.d.as_ptr().add(b * C), a.bias.as_ptr().add(b * C));
+        let t = _mm512_loadu_si512(wq.add(4 * UNIT).cast());
+        // `bias` is −128 · Σ q_x: its eighth is the offset of weights stored as `q + 16`.
+        let mut ia: [__m512i; C] = std::array::from_fn(|c| _mm512_set1_epi32(*bias.add(c) >> 3));
+        let mut ib = [_mm512_setzero_si512(); C];
+        for u in 0..4 {
+            let v = _mm512_loadu_si512(wq.add(u * UNIT).cast());
+            // Unit u's fifth bits (bits u and 4 + u of each plane byte) moved to bit 4; the
+            // 16-bit shifts' spill into the neighbouring byte is masked off.
+            let (h0, h1) = match u {
+                0 => (_mm512_slli_epi16::<4>(t), t),
+                1 => (_mm512_slli_epi16::<3>(t), _mm512_srli_epi16::<1>(t)),
+                2 => (_mm512_slli_epi16::<2>(t), _mm512_srli_epi16::<2>(t)),
+                _ => (_mm512_slli_epi16::<1>(t), _mm512_srli_epi16::<3>(t)),
+            };
+            // (nibble & 0x0F) | (fifth & 0x10) in one ternary op each.
+            let lo = _mm512_ternarylogic_epi32::<0xEC>(v, _mm512_and_si512(h0, top), low);
+            let hi = _mm512_ternarylogic_epi32::<0xEC>(_mm512_srli_epi16::<4>(v), _mm512_and_si512(h1, top), low);
+            for c in 0..C {
+                let x = xb.add(c * QK + 4 * u);
+                ia[c] = _mm512_dpbusd_epi32(ia[c], lo, bcast4!(x));
+                if C <= 2 {
+                    ib[c] = _mm512_dpbusd_epi32(ib[c], hi, bcast4!(x.add(16)));
+                } else {
+                    ia[c] = _mm512_dpbusd_epi32(ia[c], hi, bcast4!(x.add(16)));
                 }
             }
         }

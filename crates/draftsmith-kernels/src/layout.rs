@@ -17,8 +17,11 @@
 //!   at bits `2u .. 2u+2`, for `u` in `0..4`.
 //!
 //! * Q4_K: each block of 32 (a sub-block of the file's super-block) as Q4_1's nibbles.
+//! * Q5_0: the 5-bit `q` (0..=31) in two planes: units 0..4 hold the low four bits as Q4_1 holds
+//!   its nibbles; in unit 4, byte `j*4+t` carries the fifth bit of element `4u + t` at bit `u`
+//!   and of element `16 + 4u + t` at bit `4 + u`, for `u` in `0..4`.
 //!
-//! Scales live in a separate `u16` array, per `(g, b)`: 16 values of `d` (Q8_0, f16 bits), or 16
+//! Scales live in a separate `u16` array, per `(g, b)`: 16 values of `d` (Q8_0, Q5_0: f16 bits), or 16
 //! of `d` followed by 16 of `m` (Q4_1). The K-quants keep, per super-block (8 blocks), the 16
 //! rows' super-block scales once (Q6_K: `d`; Q4_K: `d`, then `−dmin`, f16 bits), then each
 //! block's 16 byte pairs (Q6_K: the first half's signed `sc` in the low byte, the second's in
@@ -39,6 +42,7 @@ pub(crate) const fn tile_bytes(format: QFormat) -> usize {
     match format {
         QFormat::Q8_0 => 8 * UNIT,
         QFormat::Q4_1 | QFormat::Q4K => 4 * UNIT,
+        QFormat::Q5_0 => 5 * UNIT,
         QFormat::Q6K => 6 * UNIT,
     }
 }
@@ -46,7 +50,7 @@ pub(crate) const fn tile_bytes(format: QFormat) -> usize {
 /// f16 scale values per `(group, block)` tile.
 pub(crate) const fn tile_scales(format: QFormat) -> usize {
     match format {
-        QFormat::Q8_0 => GROUP,
+        QFormat::Q8_0 | QFormat::Q5_0 => GROUP,
         QFormat::Q4_1 => 2 * GROUP,
         // On average: the super-block's scales once per 8 tiles, 16 byte pairs per tile.
         QFormat::Q6K | QFormat::Q4K => GROUP + kquant_heads(format) * GROUP / KQ_TILES,
@@ -140,6 +144,20 @@ pub(crate) fn pack_block(
                 unit[j * 4..j * 4 + 4].copy_from_slice(&src[4 + 4 * u..4 + 4 * u + 4]);
             }
         }
+        QFormat::Q5_0 => {
+            s[j] = le16(src);
+            let qh = u32::from_le_bytes([src[2], src[3], src[4], src[5]]);
+            let (nibbles, tops) = q.split_at_mut(4 * UNIT);
+            for t in 0..4 {
+                let mut top = 0u8;
+                for u in 0..4 {
+                    let e = 4 * u + t;
+                    nibbles[u * UNIT + j * 4 + t] = src[6 + e];
+                    top |= (((qh >> e) & 1) as u8) << u | (((qh >> (16 + e)) & 1) as u8) << (4 + u);
+                }
+                tops[j * 4 + t] = top;
+            }
+        }
         QFormat::Q6K | QFormat::Q4K => unreachable!("K-quant super-blocks are packed by pack_q6_k / pack_q4_k"),
     }
 }
@@ -211,6 +229,15 @@ pub(crate) fn q6_k_value(q: &[u8], j: usize, e: usize) -> u8 {
     let nibble = q[u * UNIT + j * 4 + t];
     let low = if half == 0 { nibble & 0x0F } else { nibble >> 4 };
     let top = (q[(4 + half) * UNIT + j * 4 + t] >> (2 * u)) & 3;
+    low | (top << 4)
+}
+
+/// The five-bit value of element `e` (0..32) of row `j` in a packed Q5_0 tile `q`.
+pub(crate) fn q5_0_value(q: &[u8], j: usize, e: usize) -> u8 {
+    let (half, u, t) = (e / 16, (e % 16) / 4, e % 4);
+    let nibble = q[u * UNIT + j * 4 + t];
+    let low = if half == 0 { nibble & 0x0F } else { nibble >> 4 };
+    let top = (q[4 * UNIT + j * 4 + t] >> (4 * half + u)) & 1;
     low | (top << 4)
 }
 
@@ -307,6 +334,11 @@ pub(crate) fn unpack_block(
                     out[4 * u + t] = d * f32::from(byte & 0x0F) + m;
                     out[16 + 4 * u + t] = d * f32::from(byte >> 4) + m;
                 }
+            }
+        }
+        QFormat::Q5_0 => {
+            for (e, o) in out.iter_mut().enumerate().take(QK) {
+                *o = d * f32::from(q5_0_value(q, j, e) as i8 - 16);
             }
         }
         QFormat::Q6K => {

@@ -1,7 +1,7 @@
 //! Quantized CPU matrix kernels for the LLM decode and small-batch verify path.
 //!
 //! A [`QMatrix`] holds a weight matrix `W` (`rows` outputs × `cols` inputs) in one of the GGUF
-//! block formats ([`QFormat::Q8_0`], [`QFormat::Q4_1`], [`QFormat::Q4K`], [`QFormat::Q6K`]) and computes `y[n, rows] = x[n, cols] · Wᵀ`
+//! block formats ([`QFormat::Q8_0`], [`QFormat::Q4_1`], [`QFormat::Q5_0`], [`QFormat::Q4K`], [`QFormat::Q6K`]) and computes `y[n, rows] = x[n, cols] · Wᵀ`
 //! in one of two modes ([`Activations`]):
 //!
 //! * [`Activations::F32`] (the default of [`QMatrix::matmul`]): weight-only quantization. Weight
@@ -100,6 +100,11 @@ pub enum QFormat {
     /// 32 unsigned 4-bit values with an f16 scale and an f16 minimum: `value = d * q + m`
     /// (20 bytes per block; low nibbles are elements 0..16, high nibbles 16..32).
     Q4_1,
+    /// 32 unsigned 5-bit values with one f16 scale: `value = d · (q − 16)` (22 bytes per block:
+    /// `d`, the fifth bits as a little-endian u32, 16 nibble bytes as Q4_1's). Kept in its own
+    /// bits (5.5 bits per value, against Q8_0's 8.5); as the K-quants, the int8 kernels multiply
+    /// it, f32 activations have the scalar kernel only.
+    Q5_0,
     /// A GGUF K-quant super-block of 256 values: 6-bit `q` and one signed 8-bit scale per 16
     /// values, with one f16 `d`: `value = d · sc · (q − 32)` (210 bytes per 256 values). Kept
     /// in its own bits (the same 6.56 bits per value once packed, against Q8_0's 8.5);
@@ -122,6 +127,7 @@ impl QFormat {
             QFormat::Q4_1 => 20,
             QFormat::Q6K => 210,
             QFormat::Q4K => 144,
+            QFormat::Q5_0 => 22,
         }
     }
 
@@ -133,9 +139,10 @@ impl QFormat {
         }
     }
 
-    /// Whether products in `mode` run on SIMD kernels (the K-quants with f32 activations have
-    /// only the scalar reference kernel: load such weights in a 32-value format for that mode).
+    /// Whether products in `mode` run on SIMD kernels (Q5_0 and the K-quants with f32
+    /// activations have only the scalar reference kernel: load such weights as Q8_0 or Q4_1 for
+    /// that mode).
     pub const fn fast_in(self, mode: Activations) -> bool {
-        !matches!((self, mode), (QFormat::Q6K | QFormat::Q4K, Activations::F32))
+        !matches!((self, mode), (QFormat::Q5_0 | QFormat::Q6K | QFormat::Q4K, Activations::F32))
     }
 }

@@ -57,7 +57,7 @@ impl QMatrix {
 
     /// Wraps raw GGUF block bytes (row-major, each row `cols / 32` blocks).
     ///
-    /// Q8_0 block: f16 `d` + 32 × i8 (34 bytes). Q4_1 block: f16 `d`, f16 `m`, 16 nibble bytes
+    /// Q8_0 block: f16 `d` + 32 × i8 (34 bytes). Q5_0 block: see [`QFormat::Q5_0`]. Q4_1 block: f16 `d`, f16 `m`, 16 nibble bytes
     /// (20 bytes), `value = d * q + m`, low nibbles are elements 0..16, high nibbles 16..32.
     /// Q6_K super-block: 256 values in 210 bytes (see [`QFormat::Q6K`]); Q4_K: 256 values in 144
     /// bytes (see [`QFormat::Q4K`]).
@@ -155,12 +155,12 @@ impl QMatrix {
     /// [`QMatrix::quantize_q8_0`] or [`QMatrix::quantize_q4_1`] by `format`.
     ///
     /// # Errors
-    /// As [`QMatrix::quantize_q8_0`]; [`KernelError::NoQuantizer`] for the K-quants.
+    /// As [`QMatrix::quantize_q8_0`]; [`KernelError::NoQuantizer`] for Q5_0 and the K-quants.
     pub fn quantize(format: QFormat, w: &[f32], rows: usize, cols: usize) -> Result<Self, KernelError> {
         match format {
             QFormat::Q8_0 => Self::quantize_q8_0(w, rows, cols),
             QFormat::Q4_1 => Self::quantize_q4_1(w, rows, cols),
-            QFormat::Q6K | QFormat::Q4K => Err(KernelError::NoQuantizer { format }),
+            QFormat::Q5_0 | QFormat::Q6K | QFormat::Q4K => Err(KernelError::NoQuantizer { format }),
         }
     }
 

@@ -5,7 +5,9 @@
 
 use crate::act::{half_bias, ActRow};
 use crate::dispatch::{Group, TileOut};
-use crate::layout::{f16_to_f32, q4_k_scales, q6_k_scales, q6_k_value, tile_bytes, tile_scales, GROUP, QK, UNIT};
+use crate::layout::{
+    f16_to_f32, q4_k_scales, q5_0_value, q6_k_scales, q6_k_value, tile_bytes, tile_scales, GROUP, QK, UNIT,
+};
 use crate::QFormat;
 
 /// Computes `out[t][j] = Σ_b` block dot products of group row `j` with activation row `t`.
@@ -30,6 +32,7 @@ pub(crate) fn tile(format: QFormat, w: Group<'_>, acts: &[ActRow<'_>], out: &mut
             let x = &a.qs[b * QK..][..QK];
             match format {
                 QFormat::Q8_0 => block_q8_0(q, &sf, x, a.d[b], res),
+                QFormat::Q5_0 => block_q5_0(q, &sf, x, a.d[b], res),
                 QFormat::Q4_1 | QFormat::Q4K => block_q4_1(q, &sf, x, (a.d[b], a.sum[b]), res),
                 QFormat::Q6K => block_q6_k(q, (w.scales, b), x, (a.d[b], half_bias(a.sum[b], a.lo[b])), res),
             }
@@ -49,6 +52,16 @@ fn block_q8_0(q: &[u8], s: &[f32], x: &[i8], dx: f32, acc: &mut [f32; GROUP]) {
                 l[t] += i32::from((wj[t] ^ 0x80) as i8) * i32::from(xk[t]);
             }
         }
+    }
+    add_scaled(acc, &lanes, |j| s[j] * dx, |_| 0.0);
+}
+
+/// Adds block products of a packed Q5_0 tile (f32 scales `s`, weights `q − 16`) with
+/// activation block `x` (scale `dx`) to `acc`.
+fn block_q5_0(q: &[u8], s: &[f32], x: &[i8], dx: f32, acc: &mut [f32; GROUP]) {
+    let mut lanes = [0i32; UNIT];
+    for (j, l) in lanes.chunks_exact_mut(4).enumerate() {
+        l[0] = x.iter().enumerate().map(|(e, &xe)| (i32::from(q5_0_value(q, j, e)) - 16) * i32::from(xe)).sum();
     }
     add_scaled(acc, &lanes, |j| s[j] * dx, |_| 0.0);
 }

@@ -90,6 +90,6 @@ fn qwen05_logits_match_the_numpy_reference() {
         &load_int8(&path),
         &golden,
         (INT8_TOLERANCE, INT8_MARGIN),
-        "qwen quantized (Q4_K and Q6_K kept, Q5_0 as Q8_0), int8 activations",
+        "qwen quantized (Q5_0, Q4_K and Q6_K kept), int8 activations",
     );
 }

@@ -28,7 +28,7 @@ fn construction_errors() {
 #[test]
 fn dequantize_row_matches_ggml_decoding() {
     let mut rng = Rng::new(1);
-    for format in [QFormat::Q8_0, QFormat::Q4_1] {
+    for format in super::BLOCK_FORMATS {
         for (rows, cols) in [(1, 32), (7, 64), (16, 96), (33, 576)] {
             let bytes = random_blocks(format, rows, cols, &mut rng);
             let m = QMatrix::from_ggml_blocks(format, &bytes, rows, cols).unwrap();
@@ -64,7 +64,7 @@ fn q8_0_hand_example() {
 #[test]
 fn n_bytes_counts_gguf_size_for_full_groups() {
     let mut rng = Rng::new(2);
-    for format in [QFormat::Q8_0, QFormat::Q4_1] {
+    for format in super::BLOCK_FORMATS {
         let bytes = random_blocks(format, 32, 576, &mut rng);
         let m = QMatrix::from_ggml_blocks(format, &bytes, 32, 576).unwrap();
         assert_eq!(m.n_bytes(), bytes.len());

@@ -22,7 +22,7 @@ pub(super) fn bits(y: &[f32]) -> Vec<u32> {
 fn f32_mode_matches_f64_reference_at_rounding_level() {
     let mut rng = Rng::new(30);
     let mut worst = 0.0f64;
-    for format in [QFormat::Q8_0, QFormat::Q4_1] {
+    for format in super::BLOCK_FORMATS {
         for (rows, cols) in SHAPES {
             let bytes = random_blocks(format, rows, cols, &mut rng);
             let m = QMatrix::from_ggml_blocks(format, &bytes, rows, cols).unwrap();
@@ -52,7 +52,7 @@ fn f32_mode_matches_f64_reference_at_rounding_level() {
 #[test]
 fn f32_simd_paths_are_bit_identical_to_scalar() {
     let mut rng = Rng::new(31);
-    for format in [QFormat::Q8_0, QFormat::Q4_1] {
+    for format in super::BLOCK_FORMATS {
         for (rows, cols) in SHAPES {
             let bytes = random_blocks(format, rows, cols, &mut rng);
             let m = QMatrix::from_ggml_blocks(format, &bytes, rows, cols).unwrap();

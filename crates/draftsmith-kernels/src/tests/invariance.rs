@@ -10,7 +10,7 @@
 
 use super::f32act::bits;
 use super::{random_blocks, Rng};
-use crate::{Activations, KernelPath, QFormat, QMatrix};
+use crate::{Activations, KernelPath, QMatrix};
 
 /// Shapes: odd rows (padded group), a tall one that runs in parallel, and long rows.
 const SHAPES: [(usize, usize); 4] = [(7, 64), (577, 576), (1536, 576), (40, 1536)];
@@ -59,7 +59,7 @@ fn batched_outputs_are_bit_identical_to_single_token_outputs() {
     let paths: Vec<KernelPath> = KernelPath::ALL.into_iter().filter(|p| p.is_supported()).collect();
     eprintln!("batch invariance checked on {paths:?}, modes {MODES:?}");
     let mut rng = Rng::new(40);
-    for format in [QFormat::Q8_0, QFormat::Q4_1] {
+    for format in super::BLOCK_FORMATS {
         for (rows, cols) in SHAPES {
             let bytes = random_blocks(format, rows, cols, &mut rng);
             let m = QMatrix::from_ggml_blocks(format, &bytes, rows, cols).unwrap();

@@ -19,6 +19,7 @@ pub(super) fn term_scale(format: QFormat, bytes: &[u8]) -> Vec<f32> {
     for blk in bytes.chunks_exact(format.block_bytes()) {
         match format {
             QFormat::Q8_0 => out.extend(blk[2..].iter().map(|&q| f16(blk) * f32::from(q as i8).abs())),
+            QFormat::Q5_0 => out.extend(std::iter::repeat_n(f16(blk) * 16.0, 32)),
             QFormat::Q4_1 => {
                 let (d, m) = (f16(blk), f16(&blk[2..]));
                 out.extend(blk[4..].iter().map(|&q| d * f32::from(q & 15) + m));
@@ -59,7 +60,7 @@ fn check_against_f32(format: QFormat, rows: usize, cols: usize, n: usize, rng: &
 #[test]
 fn matmul_matches_f32_reference_within_quantization_bound() {
     let mut rng = Rng::new(10);
-    for format in [QFormat::Q8_0, QFormat::Q4_1] {
+    for format in super::BLOCK_FORMATS {
         for (rows, cols) in SHAPES {
             for n in NS {
                 check_against_f32(format, rows, cols, n, &mut rng);
@@ -85,7 +86,7 @@ pub(super) fn llama_quantized(x: &[f32]) -> Vec<f32> {
 #[test]
 fn matmul_matches_quantized_activation_reference_tightly() {
     let mut rng = Rng::new(11);
-    for format in [QFormat::Q8_0, QFormat::Q4_1] {
+    for format in super::BLOCK_FORMATS {
         for (rows, cols) in SHAPES {
             for n in [1, 17] {
                 let bytes = random_blocks(format, rows, cols, &mut rng);
@@ -216,4 +217,22 @@ fn nested_matmul_inside_rayon() {
             .collect();
         assert!(outs.iter().all(|y| *y == want), "{mode:?}");
     }
+}
+
+/// Q5_0 is packed from GGUF bytes only, multiplied by SIMD kernels with int8 activations only,
+/// and decodes as draftsmith-gguf does.
+#[test]
+fn q5_0_is_kept_from_gguf_bytes_and_decodes_as_ggml_does() {
+    let mut rng = Rng::new(16);
+    let bytes = random_blocks(QFormat::Q5_0, 33, 576, &mut rng);
+    let m = QMatrix::from_ggml_blocks(QFormat::Q5_0, &bytes, 33, 576).unwrap();
+    let mut want = vec![0.0; 33 * 576];
+    draftsmith_gguf::dequant::dequantize_q5_0(&bytes, &mut want);
+    let got = dequantize_all(&m);
+    assert!(got.iter().zip(&want).all(|(a, b)| a.to_bits() == b.to_bits()));
+    // The file's own 22 bytes per 32 values once packed (rows padded to 16).
+    assert_eq!(m.n_bytes(), 48 * 576 / 32 * 22);
+    let e = QMatrix::quantize(QFormat::Q5_0, &[0.0; 32], 1, 32).unwrap_err();
+    assert_eq!(e, crate::KernelError::NoQuantizer { format: QFormat::Q5_0 });
+    assert!(!QFormat::Q5_0.fast_in(Activations::F32) && QFormat::Q5_0.fast_in(Activations::Int8));
 }

@@ -2,7 +2,7 @@
 
 use super::matmul::{term_scale, NS, SHAPES};
 use super::{magnitude, random_blocks, worst_violation, Rng};
-use crate::{KernelPath, QFormat, QMatrix};
+use crate::{KernelPath, QMatrix};
 
 /// The integer block dot products are exact on every path; only the f32 order of the per-block
 /// scaling and accumulation differs, so paths agree to `1e-5 · Σ (|d·q| + |m|)·|x|`.
@@ -12,7 +12,7 @@ fn simd_paths_agree_with_scalar() {
         KernelPath::ALL.into_iter().filter(|p| *p != KernelPath::Scalar && p.is_supported()).collect();
     eprintln!("SIMD paths tested: {paths:?} (detected: {:?})", KernelPath::detect());
     let mut rng = Rng::new(20);
-    for format in [QFormat::Q8_0, QFormat::Q4_1] {
+    for format in super::BLOCK_FORMATS {
         for (rows, cols) in SHAPES {
             let bytes = random_blocks(format, rows, cols, &mut rng);
             let m = QMatrix::from_ggml_blocks(format, &bytes, rows, cols).unwrap();
