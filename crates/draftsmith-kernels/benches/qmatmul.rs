@@ -3,7 +3,8 @@
 //! `cargo bench -p draftsmith-kernels` prints, per weight shape `[rows=out, cols=in]`, format and
 //! activation rows `n`, for both activation modes side by side (f32 = weight-only quantization,
 //! the default; int8 = llama.cpp style): median and minimum milliseconds, GFLOP/s
-//! (`2·rows·cols·n`) and GB/s of weight bytes; Qwen-1.5B's `ffn_down` shape as Q6_K and as Q8_0.
+//! (`2·rows·cols·n`) and GB/s of weight bytes; Qwen-1.5B's `ffn_down` shape as Q6_K and as Q8_0,
+//! its `ffn_gate` shape as Q4_K and as Q4_1, Qwen-0.5B's as Q5_0 and as Q8_0.
 //! Then the whole SmolLM2-135M step in both modes.
 //! Pass `-- --paths` to also time every supported kernel path.
 
@@ -40,6 +41,17 @@ fn random_matrix(format: QFormat, rows: usize, cols: usize, rng: &mut Rng) -> QM
         }
         return QMatrix::from_ggml_blocks(format, &bytes, rows, cols).expect("valid shape");
     }
+    if format == QFormat::Q4K {
+        // Super-blocks of 256: small `d` and `dmin`, random 6-bit scales and minima, nibbles.
+        let mut bytes = Vec::with_capacity(rows * cols / 256 * format.block_bytes());
+        for _ in 0..rows * cols / 256 {
+            for v in [0.0008f32, 0.0003] {
+                bytes.extend_from_slice(&half::f16::from_f32(v).to_bits().to_le_bytes());
+            }
+            bytes.extend((0..12 + 128).map(|_| rng.next() as u8));
+        }
+        return QMatrix::from_ggml_blocks(format, &bytes, rows, cols).expect("valid shape");
+    }
     let blocks = rows * cols / 32;
     let mut bytes = Vec::with_capacity(blocks * format.block_bytes());
     for _ in 0..blocks {
@@ -47,7 +59,11 @@ fn random_matrix(format: QFormat, rows: usize, cols: usize, rng: &mut Rng) -> QM
         if format == QFormat::Q4_1 {
             bytes.extend_from_slice(&half::f16::from_f32(-0.08).to_bits().to_le_bytes());
         }
-        let quant_bytes = if format == QFormat::Q8_0 { 32 } else { 16 };
+        let quant_bytes = match format {
+            QFormat::Q8_0 => 32,
+            QFormat::Q5_0 => 20,
+            _ => 16,
+        };
         bytes.extend((0..quant_bytes).map(|_| rng.next() as u8));
     }
     QMatrix::from_ggml_blocks(format, &bytes, rows, cols).expect("valid shape")
@@ -176,8 +192,8 @@ fn bench_breakdown(layers: &[Vec<QMatrix>], head: &QMatrix, rng: &mut Rng) {
 const LAYER: [(usize, usize); 7] =
     [(576, 576), (192, 576), (192, 576), (576, 576), (1536, 576), (1536, 576), (576, 1536)];
 
-/// The per-shape table: the three layer shapes in both formats, the Q8_0 LM head, then a
-/// Qwen-sized shape as Q6_K and as Q8_0.
+/// The per-shape table: the three layer shapes in both formats, the Q8_0 LM head, then Qwen-sized
+/// shapes in the formats their files keep and the ones they would be re-quantized to.
 fn bench_table(paths: &[KernelPath], head: &QMatrix, rng: &mut Rng) {
     let cols = ("median ms", "min ms", "GFLOP/s", "GB/s");
     let mode = format!("{:>8} {:>8} {:>6} {:>6}", cols.0, cols.1, cols.2, cols.3);
@@ -202,11 +218,21 @@ fn bench_table(paths: &[KernelPath], head: &QMatrix, rng: &mut Rng) {
     // Qwen2.5-1.5B's `ffn_down` shape, which a Q4_K_M file stores as Q6_K in half its layers:
     // kept as Q6_K (6.56 bits a value; int8 activations only: f32 ones have the scalar reference
     // kernel alone) against its Q8_0 re-quantization (8.5 bits).
-    for format in [QFormat::Q6K, QFormat::Q8_0] {
-        let m = random_matrix(format, 1536, 8960, rng);
-        for n in [1, 8, 64] {
-            for &p in paths {
-                bench_case(&m, n, p, rng);
+    // Its `ffn_gate` shape as Q4_K (4.625 bits) against Q4_1 (5 bits, the f32 mode's form), and
+    // Qwen2.5-0.5B's `ffn_gate` shape as Q5_0 (5.5 bits) against Q8_0 (8.5): the other formats
+    // those files keep with int8 activations.
+    let pairs = [
+        ((1536, 8960), [QFormat::Q6K, QFormat::Q8_0]),
+        ((8960, 1536), [QFormat::Q4K, QFormat::Q4_1]),
+        ((4864, 896), [QFormat::Q5_0, QFormat::Q8_0]),
+    ];
+    for ((rows, cols), formats) in pairs {
+        for format in formats {
+            let m = random_matrix(format, rows, cols, rng);
+            for n in [1, 8, 64] {
+                for &p in paths {
+                    bench_case(&m, n, p, rng);
+                }
             }
         }
     }
