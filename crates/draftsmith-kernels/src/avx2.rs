@@ -10,6 +10,7 @@
 //! * Q4_K: Q4_1's kernel with each block's exact `d_sb · sc` and `−dmin · mn`.
 //! * Q5_0: five-bit values (≤ 31) put together from their two planes; a unit's pair sums (≤
 //!   `2 · 31 · 127`) are widened at once, the block's sum started at `−16 · Σ q_x`.
+//! * Q5_K: Q5_0's five bits with Q4_K's scale and minimum.
 //! * Q6_K: six-bit values (≤ 63) put together from their two planes; a unit's pair sums (≤
 //!   `2 · 63 · 127`) are widened at once, each half of 16 into its own accumulator.
 
@@ -46,10 +47,14 @@ pub(crate) unsafe fn tile_packed(f: QFormat, w: Group<'_>, a: PackedTile<'_>, ou
             (QFormat::Q8_0, 2) => q8_0::<2>(w, a, out, h),
             (QFormat::Q8_0, 3) => q8_0::<3>(w, a, out, h),
             (QFormat::Q8_0, _) => q8_0::<4>(w, a, out, h),
-            (QFormat::Q5_0, 1) => q5_0::<1>(w, a, out, h),
-            (QFormat::Q5_0, 2) => q5_0::<2>(w, a, out, h),
-            (QFormat::Q5_0, 3) => q5_0::<3>(w, a, out, h),
-            (QFormat::Q5_0, _) => q5_0::<4>(w, a, out, h),
+            (QFormat::Q5_0, 1) => q5::<1, false>(w, a, out, h),
+            (QFormat::Q5_0, 2) => q5::<2, false>(w, a, out, h),
+            (QFormat::Q5_0, 3) => q5::<3, false>(w, a, out, h),
+            (QFormat::Q5_0, _) => q5::<4, false>(w, a, out, h),
+            (QFormat::Q5K, 1) => q5::<1, true>(w, a, out, h),
+            (QFormat::Q5K, 2) => q5::<2, true>(w, a, out, h),
+            (QFormat::Q5K, 3) => q5::<3, true>(w, a, out, h),
+            (QFormat::Q5K, _) => q5::<4, true>(w, a, out, h),
             (QFormat::Q4_1, 1) => q4_1::<1, false>(w, a, out, h),
             (QFormat::Q4_1, 2) => q4_1::<2, false>(w, a, out, h),
             (QFormat::Q4_1, 3) => q4_1::<3, false>(w, a, out, h),
@@ -101,24 +106,25 @@ unsafe fn q8_0<const C: usize>(w: Group<'_>, a: PackedTile<'_>, out: &mut TileOu
     }
 }
 
-/// Q5_0 half group `h` × `C` packed activation rows.
+/// Q5_0 (or, `K`, Q5_K) half group `h` × `C` packed activation rows.
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn q5_0<const C: usize>(w: Group<'_>, a: PackedTile<'_>, out: &mut TileOut, h: usize) {
+unsafe fn q5<const C: usize, const K: bool>(w: Group<'_>, a: PackedTile<'_>, out: &mut TileOut, h: usize) {
     let (quants, scales) = (w.quants, w.scales);
-    let tb = tile_bytes(QFormat::Q5_0);
+    let f = if K { QFormat::Q5K } else { QFormat::Q5_0 };
+    let tb = tile_bytes(f);
     let nb = quants.len() / tb;
     let (ones, low, top) = (_mm256_set1_epi16(1), _mm256_set1_epi8(0x0F), _mm256_set1_epi8(0x10));
     let mut facc = [_mm256_setzero_ps(); C];
     for b in 0..nb {
         if h == 0 {
-            prefetch_block(&w, QFormat::Q5_0, b);
+            prefetch_block(&w, f, b);
         }
         let wq = quants.as_ptr().add(b * tb + h * 32);
         let xb = a.qs.as_ptr().add(b * C * QK);
         let t = _mm256_loadu_si256(wq.add(4 * UNIT).cast());
-        // `bias` is −128 · Σ q_x: its eighth is the offset of weights stored as `q + 16`.
+        // Q5_0: `bias` is −128 · Σ q_x, its eighth the offset of weights stored as `q + 16`.
         let bias = a.bias.as_ptr().add(b * C);
-        let mut ia: [__m256i; C] = std::array::from_fn(|c| _mm256_set1_epi32(*bias.add(c) >> 3));
+        let mut ia: [__m256i; C] = std::array::from_fn(|c| _mm256_set1_epi32(if K { 0 } else { *bias.add(c) >> 3 }));
         for u in 0..4 {
             let v = _mm256_loadu_si256(wq.add(u * UNIT).cast());
             // As on the AVX-512 path: unit u's fifth bits moved to bit 4, spills masked off.
@@ -139,11 +145,21 @@ unsafe fn q5_0<const C: usize>(w: Group<'_>, a: PackedTile<'_>, out: &mut TileOu
                 ia[c] = _mm256_add_epi32(ia[c], _mm256_madd_epi16(p, ones));
             }
         }
-        let dw = _mm256_cvtph_ps(_mm_loadu_si128(scales.as_ptr().add(b * GROUP + h * HALF).cast()));
         let db = a.d.as_ptr().add(b * C);
-        for c in 0..C {
-            let scale = _mm256_mul_ps(dw, _mm256_set1_ps(*db.add(c)));
-            facc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ia[c]), scale, facc[c]);
+        if K {
+            let (dw, mw) = q4_scales::<true>(scales.as_ptr(), b, h);
+            let sb = a.dsum.as_ptr().add(b * C);
+            for c in 0..C {
+                let isum = _mm256_cvtepi32_ps(ia[c]);
+                facc[c] = _mm256_fmadd_ps(isum, _mm256_mul_ps(dw, _mm256_set1_ps(*db.add(c))), facc[c]);
+                facc[c] = _mm256_fmadd_ps(mw, _mm256_set1_ps(*sb.add(c)), facc[c]);
+            }
+        } else {
+            let dw = _mm256_cvtph_ps(_mm_loadu_si128(scales.as_ptr().add(b * GROUP + h * HALF).cast()));
+            for c in 0..C {
+                let scale = _mm256_mul_ps(dw, _mm256_set1_ps(*db.add(c)));
+                facc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ia[c]), scale, facc[c]);
+            }
         }
     }
     for c in 0..C {

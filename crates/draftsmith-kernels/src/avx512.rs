@@ -9,6 +9,7 @@
 //!   integer accumulator at `-128 · Σ q_x`.
 //! * Q5_0: the five-bit `q` (unsigned) put together from its two planes in registers, the
 //!   offset removed by starting the block's integer sum at `−16 · Σ q_x`.
+//! * Q5_K: Q5_0's five bits with Q4_K's scale and minimum.
 //! * Q4_1: nibbles are already unsigned; the minimum adds `m · d_x · Σ q_x` per block.
 //! * Q4_K: Q4_1's kernel, with each block's `d = d_sb · sc` and `m = −dmin · mn` put together
 //!   (exactly) from the super-block's scales and the block's two 6-bit bytes.
@@ -57,7 +58,8 @@ pub(crate) unsafe fn tile_packed(f: QFormat, w: Group<'_>, a: PackedTile<'_>, ou
     }
     match f {
         QFormat::Q8_0 => width!(q8_0_packed),
-        QFormat::Q5_0 => width!(q5_0_packed),
+        QFormat::Q5_0 => width!(q5_packed, false),
+        QFormat::Q5K => width!(q5_packed, true),
         QFormat::Q4_1 => width!(q4_1_packed, false),
         QFormat::Q4K => width!(q4_1_packed, true),
         QFormat::Q6K => width!(q6_k_packed),
@@ -106,7 +108,8 @@ pub(crate) unsafe fn groups_packed(
     }
     match f {
         QFormat::Q8_0 => width!(q8_0_packed),
-        QFormat::Q5_0 => width!(q5_0_packed),
+        QFormat::Q5_0 => width!(q5_packed, false),
+        QFormat::Q5K => width!(q5_packed, true),
         QFormat::Q4_1 => width!(q4_1_packed, false),
         QFormat::Q4K => width!(q4_1_packed, true),
         QFormat::Q6K => width!(q6_k_packed),
@@ -177,23 +180,23 @@ unsafe fn q8_0_packed<const C: usize>(w: Group<'_>, a: PackedTile<'_>, out: &mut
     }
 }
 
-/// Q5_0 group × `C` packed activation rows.
+/// Q5_0 (or, `K`, Q5_K) group × `C` packed activation rows.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
-unsafe fn q5_0_packed<const C: usize>(w: Group<'_>, a: PackedTile<'_>, out: &mut TileOut) {
+unsafe fn q5_packed<const C: usize, const K: bool>(w: Group<'_>, a: PackedTile<'_>, out: &mut TileOut) {
     let (quants, scales) = (w.quants, w.scales);
-    let tb = tile_bytes(QFormat::Q5_0);
+    let f = if K { QFormat::Q5K } else { QFormat::Q5_0 };
+    let tb = tile_bytes(f);
     let nb = quants.len() / tb;
     let (low, top) = (_mm512_set1_epi8(0x0F), _mm512_set1_epi8(0x10));
     let mut facc = [_mm512_setzero_ps(); C];
     for b in 0..nb {
-        prefetch_block(&w, QFormat::Q5_0, b);
+        prefetch_block(&w, f, b);
         let wq = quants.as_ptr().add(b * tb);
-        let dw = _mm512_cvtph_ps(_mm256_loadu_si256(scales.as_ptr().add(b * GROUP).cast()));
         let xb = a.qs.as_ptr().add(b * C * QK);
-        let (db, bias) = (a.d.as_ptr().add(b * C), a.bias.as_ptr().add(b * C));
+        let (db, bias, sb) = (a.d.as_ptr().add(b * C), a.bias.as_ptr().add(b * C), a.dsum.as_ptr().add(b * C));
         let t = _mm512_loadu_si512(wq.add(4 * UNIT).cast());
-        // `bias` is −128 · Σ q_x: its eighth is the offset of weights stored as `q + 16`.
-        let mut ia: [__m512i; C] = std::array::from_fn(|c| _mm512_set1_epi32(*bias.add(c) >> 3));
+        // Q5_0: `bias` is −128 · Σ q_x, its eighth the offset of weights stored as `q + 16`.
+        let mut ia: [__m512i; C] = std::array::from_fn(|c| _mm512_set1_epi32(if K { 0 } else { *bias.add(c) >> 3 }));
         let mut ib = [_mm512_setzero_si512(); C];
         for u in 0..4 {
             let v = _mm512_loadu_si512(wq.add(u * UNIT).cast());
@@ -218,10 +221,20 @@ unsafe fn q5_0_packed<const C: usize>(w: Group<'_>, a: PackedTile<'_>, out: &mut
                 }
             }
         }
-        for c in 0..C {
-            let scale = _mm512_mul_ps(dw, _mm512_set1_ps(*db.add(c)));
-            let isum = _mm512_cvtepi32_ps(_mm512_add_epi32(ia[c], ib[c]));
-            facc[c] = _mm512_fmadd_ps(isum, scale, facc[c]);
+        if K {
+            let (dw, mw) = q4_scales::<true>(scales.as_ptr(), b);
+            for c in 0..C {
+                let isum = _mm512_cvtepi32_ps(_mm512_add_epi32(ia[c], ib[c]));
+                facc[c] = _mm512_fmadd_ps(isum, _mm512_mul_ps(dw, _mm512_set1_ps(*db.add(c))), facc[c]);
+                facc[c] = _mm512_fmadd_ps(mw, _mm512_set1_ps(*sb.add(c)), facc[c]);
+            }
+        } else {
+            let dw = _mm512_cvtph_ps(_mm256_loadu_si256(scales.as_ptr().add(b * GROUP).cast()));
+            for c in 0..C {
+                let scale = _mm512_mul_ps(dw, _mm512_set1_ps(*db.add(c)));
+                let isum = _mm512_cvtepi32_ps(_mm512_add_epi32(ia[c], ib[c]));
+                facc[c] = _mm512_fmadd_ps(isum, scale, facc[c]);
+            }
         }
     }
     for c in 0..C {

@@ -17,15 +17,17 @@
 //!   at bits `2u .. 2u+2`, for `u` in `0..4`.
 //!
 //! * Q4_K: each block of 32 (a sub-block of the file's super-block) as Q4_1's nibbles.
+//! * Q5_K: Q4_K's nibbles plus Q5_0's plane of fifth bits (unit 4).
 //! * Q5_0: the 5-bit `q` (0..=31) in two planes: units 0..4 hold the low four bits as Q4_1 holds
 //!   its nibbles; in unit 4, byte `j*4+t` carries the fifth bit of element `4u + t` at bit `u`
 //!   and of element `16 + 4u + t` at bit `4 + u`, for `u` in `0..4`.
 //!
 //! Scales live in a separate `u16` array, per `(g, b)`: 16 values of `d` (Q8_0, Q5_0: f16 bits), or 16
 //! of `d` followed by 16 of `m` (Q4_1). The K-quants keep, per super-block (8 blocks), the 16
-//! rows' super-block scales once (Q6_K: `d`; Q4_K: `d`, then `−dmin`, f16 bits), then each
+//! rows' super-block scales once (Q6_K: `d`; Q4_K, Q5_K: `d`, then `−dmin`, f16 bits), then each
 //! block's 16 byte pairs (Q6_K: the first half's signed `sc` in the low byte, the second's in
-//! the high byte; Q4_K: the 6-bit `sc` low, the 6-bit minimum `mn` high): [`kquant_scale_at`].
+//! the high byte; Q4_K, Q5_K: the 6-bit `sc` low, the 6-bit minimum `mn` high):
+//! [`kquant_scale_at`].
 //! Padding rows have zero scales.
 
 use crate::QFormat;
@@ -42,7 +44,7 @@ pub(crate) const fn tile_bytes(format: QFormat) -> usize {
     match format {
         QFormat::Q8_0 => 8 * UNIT,
         QFormat::Q4_1 | QFormat::Q4K => 4 * UNIT,
-        QFormat::Q5_0 => 5 * UNIT,
+        QFormat::Q5_0 | QFormat::Q5K => 5 * UNIT,
         QFormat::Q6K => 6 * UNIT,
     }
 }
@@ -53,7 +55,7 @@ pub(crate) const fn tile_scales(format: QFormat) -> usize {
         QFormat::Q8_0 | QFormat::Q5_0 => GROUP,
         QFormat::Q4_1 => 2 * GROUP,
         // On average: the super-block's scales once per 8 tiles, 16 byte pairs per tile.
-        QFormat::Q6K | QFormat::Q4K => GROUP + kquant_heads(format) * GROUP / KQ_TILES,
+        QFormat::Q6K | QFormat::Q4K | QFormat::Q5K => GROUP + kquant_heads(format) * GROUP / KQ_TILES,
     }
 }
 
@@ -61,10 +63,10 @@ pub(crate) const fn tile_scales(format: QFormat) -> usize {
 pub(crate) const KQ_TILES: usize = 8;
 
 /// Arrays of 16 super-block scales a K-quant row group keeps per super-block: Q6_K's `d`,
-/// Q4_K's `d` and `−dmin`.
+/// Q4_K's and Q5_K's `d` and `−dmin`.
 const fn kquant_heads(format: QFormat) -> usize {
     match format {
-        QFormat::Q4K => 2,
+        QFormat::Q4K | QFormat::Q5K => 2,
         _ => 1,
     }
 }
@@ -147,18 +149,12 @@ pub(crate) fn pack_block(
         QFormat::Q5_0 => {
             s[j] = le16(src);
             let qh = u32::from_le_bytes([src[2], src[3], src[4], src[5]]);
-            let (nibbles, tops) = q.split_at_mut(4 * UNIT);
-            for t in 0..4 {
-                let mut top = 0u8;
-                for u in 0..4 {
-                    let e = 4 * u + t;
-                    nibbles[u * UNIT + j * 4 + t] = src[6 + e];
-                    top |= (((qh >> e) & 1) as u8) << u | (((qh >> (16 + e)) & 1) as u8) << (4 + u);
-                }
-                tops[j * 4 + t] = top;
-            }
+            let low = |e: usize| if e < 16 { src[6 + e] & 0x0F } else { src[6 + e - 16] >> 4 };
+            pack_tile_row(q, j, |e| low(e) | ((((qh >> e) & 1) as u8) << 4));
         }
-        QFormat::Q6K | QFormat::Q4K => unreachable!("K-quant super-blocks are packed by pack_q6_k / pack_q4_k"),
+        QFormat::Q6K | QFormat::Q4K | QFormat::Q5K => {
+            unreachable!("K-quant super-blocks are packed by pack_q6_k / pack_q4_k")
+        }
     }
 }
 
@@ -232,7 +228,7 @@ pub(crate) fn q6_k_value(q: &[u8], j: usize, e: usize) -> u8 {
     low | (top << 4)
 }
 
-/// The five-bit value of element `e` (0..32) of row `j` in a packed Q5_0 tile `q`.
+/// The five-bit value of element `e` (0..32) of row `j` in a packed Q5_0 or Q5_K tile `q`.
 pub(crate) fn q5_0_value(q: &[u8], j: usize, e: usize) -> u8 {
     let (half, u, t) = (e / 16, (e % 16) / 4, e % 4);
     let nibble = q[u * UNIT + j * 4 + t];
@@ -250,19 +246,48 @@ pub(crate) fn q6_k_scales(s: &[u16], b: usize, j: usize) -> [f32; 2] {
     [d * f32::from(lo as i8), d * f32::from(hi as i8)]
 }
 
-/// Writes one GGUF Q4_K super-block (`src`, 144 bytes: f16 `d`, f16 `dmin`, 12 bytes of packed
-/// 6-bit scales and minima, 128 nibble bytes) of row `row`, super-block `sb` (blocks `8·sb ..
-/// 8·sb + 8`) into the packed buffers.
+/// Writes row `j` of a packed tile `q` (4 units, or 5 with a fifth-bit plane) from the values
+/// `value(e)` of its 32 elements (4 bits, or 5 with the plane): the low four bits as Q4_1's
+/// nibbles, the fifth as the plane of [`QFormat::Q5_0`] (unit 4, when `q` has it).
+fn pack_tile_row(q: &mut [u8], j: usize, value: impl Fn(usize) -> u8) {
+    let planes = q.len() / UNIT;
+    for t in 0..4 {
+        let mut top = 0u8;
+        for u in 0..4 {
+            let (lo, hi) = (value(4 * u + t), value(16 + 4 * u + t));
+            q[u * UNIT + j * 4 + t] = (lo & 0x0F) | ((hi & 0x0F) << 4);
+            top |= ((lo >> 4) & 1) << u | ((hi >> 4) & 1) << (4 + u);
+        }
+        if planes == 5 {
+            q[4 * UNIT + j * 4 + t] = top;
+        }
+    }
+}
+
+/// Writes one GGUF Q4_K or Q5_K super-block (`src`: f16 `d`, f16 `dmin`, 12 bytes of packed
+/// 6-bit scales and minima, [Q5_K: 32 bytes `qh` of fifth bits], 128 nibble bytes; 144 or 176
+/// bytes) of row `row`, super-block `sb` (blocks `8·sb .. 8·sb + 8`) into the packed buffers.
 ///
 /// Sub-block `k` (values `32k .. 32k + 32`) has the low (`k` even) or high (`k` odd) nibbles of
-/// bytes `32·(k / 2) ..` and, as ggml's `get_scale_min_k4` unpacks them, scale `sc[k]` and
-/// minimum `mn[k]`: for `k < 4` the low six bits of bytes `k` and `k + 4`; for `k ≥ 4` the
-/// nibbles of byte `k + 4` below the top two bits of bytes `k − 4` and `k`.
-pub(crate) fn pack_q4_k(src: &[u8], (row, sb, nb): (usize, usize, usize), quants: &mut [u8], scales: &mut [u16]) {
+/// bytes `32·(k / 2) ..` (Q5_K: the fifth bit of its value `l` is bit `k` of `qh[l]`) and, as
+/// ggml's `get_scale_min_k4` unpacks them, scale `sc[k]` and minimum `mn[k]`: for `k < 4` the
+/// low six bits of bytes `k` and `k + 4`; for `k ≥ 4` the nibbles of byte `k + 4` below the top
+/// two bits of bytes `k − 4` and `k`.
+pub(crate) fn pack_q4_k(
+    format: QFormat,
+    src: &[u8],
+    (row, sb, nb): (usize, usize, usize),
+    quants: &mut [u8],
+    scales: &mut [u16],
+) {
     let (d, dmin) = (le16(src), le16(&src[2..]));
     let p = &src[4..16];
+    let (qh, qs) = match format {
+        QFormat::Q5K => (Some(&src[16..48]), &src[48..176]),
+        _ => (None, &src[16..144]),
+    };
     let (g, j) = (row / GROUP, row % GROUP);
-    let s = &mut scales[g * nb * tile_scales(QFormat::Q4K)..];
+    let s = &mut scales[g * nb * tile_scales(format)..];
     for k in 0..KQ_TILES {
         let (sc, mn) = if k < 4 {
             (p[k] & 63, p[k + 4] & 63)
@@ -270,30 +295,23 @@ pub(crate) fn pack_q4_k(src: &[u8], (row, sb, nb): (usize, usize, usize), quants
             ((p[k + 4] & 0x0F) | ((p[k - 4] >> 6) << 4), (p[k + 4] >> 4) | ((p[k] >> 6) << 4))
         };
         let b = KQ_TILES * sb + k;
-        let (at_d, at_sc) = kquant_scale_at(QFormat::Q4K, b);
+        let (at_d, at_sc) = kquant_scale_at(format, b);
         s[at_d + j] = d;
         s[at_d + GROUP + j] = dmin ^ 0x8000;
         s[at_sc + j] = u16::from_le_bytes([sc, mn]);
-        let nib = |e: usize| {
-            let byte = src[16 + 32 * (k / 2) + e];
-            if k % 2 == 0 {
-                byte & 0x0F
-            } else {
-                byte >> 4
-            }
+        let value = |e: usize| {
+            let byte = qs[32 * (k / 2) + e];
+            let low = if k % 2 == 0 { byte & 0x0F } else { byte >> 4 };
+            low | qh.map_or(0, |h| ((h[e] >> k) & 1) << 4)
         };
         let tile = g * nb + b;
-        let q = &mut quants[tile * tile_bytes(QFormat::Q4K)..][..tile_bytes(QFormat::Q4K)];
-        for u in 0..4 {
-            for t in 0..4 {
-                q[u * UNIT + j * 4 + t] = nib(4 * u + t) | (nib(16 + 4 * u + t) << 4);
-            }
-        }
+        pack_tile_row(&mut quants[tile * tile_bytes(format)..][..tile_bytes(format)], j, value);
     }
 }
 
-/// The block scale `d·sc` and minimum `−dmin·mn` of row `j` in block `b` of a packed Q4_K row
-/// group whose scales are `s` (both exact in f32: an f16 times a 6-bit integer).
+/// The block scale `d·sc` and minimum `−dmin·mn` of row `j` in block `b` of a packed Q4_K (or
+/// Q5_K: the same layout) row group whose scales are `s` (both exact in f32: an f16 times a
+/// 6-bit integer).
 pub(crate) fn q4_k_scales(s: &[u16], b: usize, j: usize) -> (f32, f32) {
     let (at_d, at_sc) = kquant_scale_at(QFormat::Q4K, b);
     let (d, neg_dmin) = (f16_to_f32(s[at_d + j]), f16_to_f32(s[at_d + GROUP + j]));
@@ -321,6 +339,12 @@ pub(crate) fn unpack_block(
                 for t in 0..4 {
                     out[4 * k + t] = d * f32::from((unit[j * 4 + t] ^ 0x80) as i8);
                 }
+            }
+        }
+        QFormat::Q5K => {
+            let (d, m) = q4_k_scales(group_scales, b, j);
+            for (e, o) in out.iter_mut().enumerate().take(QK) {
+                *o = d * f32::from(q5_0_value(q, j, e)) + m;
             }
         }
         QFormat::Q4_1 | QFormat::Q4K => {

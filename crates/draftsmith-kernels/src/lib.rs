@@ -1,7 +1,7 @@
 //! Quantized CPU matrix kernels for the LLM decode and small-batch verify path.
 //!
 //! A [`QMatrix`] holds a weight matrix `W` (`rows` outputs × `cols` inputs) in one of the GGUF
-//! block formats ([`QFormat::Q8_0`], [`QFormat::Q4_1`], [`QFormat::Q5_0`], [`QFormat::Q4K`], [`QFormat::Q6K`]) and computes `y[n, rows] = x[n, cols] · Wᵀ`
+//! block formats ([`QFormat::Q8_0`], [`QFormat::Q4_1`], [`QFormat::Q5_0`], [`QFormat::Q4K`], [`QFormat::Q5K`], [`QFormat::Q6K`]) and computes `y[n, rows] = x[n, cols] · Wᵀ`
 //! in one of two modes ([`Activations`]):
 //!
 //! * [`Activations::F32`] (the default of [`QMatrix::matmul`]): weight-only quantization. Weight
@@ -117,6 +117,11 @@ pub enum QFormat {
     /// against 5 as Q4_1 with f16-rounded sub-block scales); as [`QFormat::Q6K`], the int8
     /// kernels multiply it, f32 activations have the scalar kernel only.
     Q4K,
+    /// A GGUF K-quant super-block of 256 values as [`QFormat::Q4K`] with a fifth bit per value:
+    /// `value = d·sc·q − dmin·mn`, `q` in `0..32` (176 bytes per 256 values; 5.625 bits per value
+    /// once packed, against Q8_0's 8.5). Int8 kernels as Q4_K's, f32 activations the scalar
+    /// kernel only.
+    Q5K,
 }
 
 impl QFormat {
@@ -128,13 +133,14 @@ impl QFormat {
             QFormat::Q6K => 210,
             QFormat::Q4K => 144,
             QFormat::Q5_0 => 22,
+            QFormat::Q5K => 176,
         }
     }
 
     /// Number of elements per GGUF block: 32, or 256 for the K-quant super-block.
     pub const fn block_elems(self) -> usize {
         match self {
-            QFormat::Q6K | QFormat::Q4K => 256,
+            QFormat::Q6K | QFormat::Q4K | QFormat::Q5K => 256,
             _ => layout::QK,
         }
     }
@@ -143,6 +149,6 @@ impl QFormat {
     /// activations have only the scalar reference kernel: load such weights as Q8_0 or Q4_1 for
     /// that mode).
     pub const fn fast_in(self, mode: Activations) -> bool {
-        !matches!((self, mode), (QFormat::Q5_0 | QFormat::Q6K | QFormat::Q4K, Activations::F32))
+        !matches!((self, mode), (QFormat::Q5_0 | QFormat::Q4K | QFormat::Q5K | QFormat::Q6K, Activations::F32))
     }
 }

@@ -60,7 +60,7 @@ impl QMatrix {
     /// Q8_0 block: f16 `d` + 32 × i8 (34 bytes). Q5_0 block: see [`QFormat::Q5_0`]. Q4_1 block: f16 `d`, f16 `m`, 16 nibble bytes
     /// (20 bytes), `value = d * q + m`, low nibbles are elements 0..16, high nibbles 16..32.
     /// Q6_K super-block: 256 values in 210 bytes (see [`QFormat::Q6K`]); Q4_K: 256 values in 144
-    /// bytes (see [`QFormat::Q4K`]).
+    /// bytes (see [`QFormat::Q4K`]); Q5_K: 176 bytes (see [`QFormat::Q5K`]).
     ///
     /// # Errors
     /// [`KernelError::ColsNotBlockMultiple`] when `cols` is not a multiple of the format's
@@ -81,9 +81,13 @@ impl QMatrix {
                 QFormat::Q6K => {
                     layout::pack_q6_k(src, (i / per_row, i % per_row, nb), m.quants.as_mut_slice(), &mut m.scales)
                 }
-                QFormat::Q4K => {
-                    layout::pack_q4_k(src, (i / per_row, i % per_row, nb), m.quants.as_mut_slice(), &mut m.scales)
-                }
+                QFormat::Q4K | QFormat::Q5K => layout::pack_q4_k(
+                    format,
+                    src,
+                    (i / per_row, i % per_row, nb),
+                    m.quants.as_mut_slice(),
+                    &mut m.scales,
+                ),
                 _ => m.pack(src, i / nb, i % nb),
             }
         }
@@ -160,7 +164,7 @@ impl QMatrix {
         match format {
             QFormat::Q8_0 => Self::quantize_q8_0(w, rows, cols),
             QFormat::Q4_1 => Self::quantize_q4_1(w, rows, cols),
-            QFormat::Q5_0 | QFormat::Q6K | QFormat::Q4K => Err(KernelError::NoQuantizer { format }),
+            QFormat::Q5_0 | QFormat::Q4K | QFormat::Q5K | QFormat::Q6K => Err(KernelError::NoQuantizer { format }),
         }
     }
 

@@ -19,7 +19,7 @@ pub(crate) fn tile(format: QFormat, w: Group<'_>, acts: &[ActRow<'_>], out: &mut
     for b in 0..nb {
         let q = &w.quants[b * tb..][..tb];
         // Once per block, shared by all activation rows (Q4_K: its exact `d` and `m`).
-        if format == QFormat::Q4K {
+        if matches!(format, QFormat::Q4K | QFormat::Q5K) {
             for j in 0..GROUP {
                 (sf[j], sf[GROUP + j]) = q4_k_scales(w.scales, b, j);
             }
@@ -32,7 +32,7 @@ pub(crate) fn tile(format: QFormat, w: Group<'_>, acts: &[ActRow<'_>], out: &mut
             let x = &a.qs[b * QK..][..QK];
             match format {
                 QFormat::Q8_0 => block_q8_0(q, &sf, x, a.d[b], res),
-                QFormat::Q5_0 => block_q5_0(q, &sf, x, a.d[b], res),
+                QFormat::Q5_0 | QFormat::Q5K => block_q5(format, q, &sf, x, (a.d[b], a.sum[b]), res),
                 QFormat::Q4_1 | QFormat::Q4K => block_q4_1(q, &sf, x, (a.d[b], a.sum[b]), res),
                 QFormat::Q6K => block_q6_k(q, (w.scales, b), x, (a.d[b], half_bias(a.sum[b], a.lo[b])), res),
             }
@@ -56,14 +56,18 @@ fn block_q8_0(q: &[u8], s: &[f32], x: &[i8], dx: f32, acc: &mut [f32; GROUP]) {
     add_scaled(acc, &lanes, |j| s[j] * dx, |_| 0.0);
 }
 
-/// Adds block products of a packed Q5_0 tile (f32 scales `s`, weights `q − 16`) with
-/// activation block `x` (scale `dx`) to `acc`.
-fn block_q5_0(q: &[u8], s: &[f32], x: &[i8], dx: f32, acc: &mut [f32; GROUP]) {
+/// Adds block products of a packed Q5_0 tile (f32 scales `s`, weights `q − 16`) or Q5_K tile
+/// (scales `s[j]`, minima `s[16 + j]`, weights `d·q + m`) with activation block `x` (scale `dx`,
+/// sum `xsum`) to `acc`.
+fn block_q5(f: QFormat, q: &[u8], s: &[f32], x: &[i8], (dx, xsum): (f32, i32), acc: &mut [f32; GROUP]) {
+    let offset = if f == QFormat::Q5K { 0 } else { 16 };
     let mut lanes = [0i32; UNIT];
     for (j, l) in lanes.chunks_exact_mut(4).enumerate() {
-        l[0] = x.iter().enumerate().map(|(e, &xe)| (i32::from(q5_0_value(q, j, e)) - 16) * i32::from(xe)).sum();
+        l[0] = x.iter().enumerate().map(|(e, &xe)| (i32::from(q5_0_value(q, j, e)) - offset) * i32::from(xe)).sum();
     }
-    add_scaled(acc, &lanes, |j| s[j] * dx, |_| 0.0);
+    let sx = dx * xsum as f32;
+    let min = |j: usize| if f == QFormat::Q5K { s[GROUP + j] * sx } else { 0.0 };
+    add_scaled(acc, &lanes, |j| s[j] * dx, min);
 }
 
 /// Adds `d·dx·Σ q·qx + m·dx·Σ qx` for a packed Q4_1 tile and activation block `x` to `acc`.

@@ -148,6 +148,7 @@ impl WeightSource for GgufSource {
             GgmlType::Q6_K if QFormat::Q6K.fast_in(activations) => (QFormat::Q6K, None),
             GgmlType::Q4_K if QFormat::Q4K.fast_in(activations) => (QFormat::Q4K, None),
             GgmlType::Q5_0 if QFormat::Q5_0.fast_in(activations) => (QFormat::Q5_0, None),
+            GgmlType::Q5_K if QFormat::Q5K.fast_in(activations) => (QFormat::Q5K, None),
             GgmlType::Q4_0 => (QFormat::Q8_0, Some(dequant::q4_0_as_q8_0)),
             GgmlType::Q5_0 => (QFormat::Q8_0, Some(dequant::q5_0_as_q8_0)),
             GgmlType::Q4_K => (QFormat::Q4_1, Some(dequant::q4_k_as_q4_1)),

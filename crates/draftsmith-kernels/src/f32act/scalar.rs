@@ -47,7 +47,7 @@ fn block_step(f: QFormat, w: &[f32; QK], (d, d2): (f32, f32), x: &[f32], acc: f3
     let (c0, c1) = (chain(0..QK / 2), chain(QK / 2..QK));
     match f {
         QFormat::Q8_0 | QFormat::Q5_0 => (c0 + c1).mul_add(d, acc),
-        QFormat::Q4_1 | QFormat::Q4K => acc + (c0 + c1),
+        QFormat::Q4_1 | QFormat::Q4K | QFormat::Q5K => acc + (c0 + c1),
         QFormat::Q6K => c1.mul_add(d2, c0.mul_add(d, acc)),
     }
 }
@@ -55,7 +55,7 @@ fn block_step(f: QFormat, w: &[f32; QK], (d, d2): (f32, f32), x: &[f32], acc: f3
 /// Decodes a packed tile: Q8_0 and Q5_0 weights as the integers `q` and `q − 16` (the scale is
 /// applied per block),
 /// Q4_1 weights as `fma(q, d, m)`, which equals the exact `d·q` rounded once after adding `m`
-/// (Q4_K too, with its exact `d·sc` and `−dmin·mn`), Q6_K weights as the integers `q − 32` with
+/// (Q4_K and Q5_K too, with their exact `d·sc` and `−dmin·mn`), Q6_K weights as the integers `q − 32` with
 /// the exact sub-block scales `d·sc`.
 fn decode(f: QFormat, q: &[u8], (scales, b): (&[u16], usize), out: &mut Decoded) {
     let s = &scales[b * tile_scales(f)..][..tile_scales(f)];
@@ -77,6 +77,14 @@ fn decode(f: QFormat, q: &[u8], (scales, b): (&[u16], usize), out: &mut Decoded)
             for (j, w) in out.w.iter_mut().enumerate() {
                 for (e, v) in w.iter_mut().enumerate() {
                     *v = f32::from(q5_0_value(q, j, e) as i8 - 16);
+                }
+            }
+        }
+        QFormat::Q5K => {
+            for (j, w) in out.w.iter_mut().enumerate() {
+                let (d, m) = q4_k_scales(scales, b, j);
+                for (e, v) in w.iter_mut().enumerate() {
+                    *v = f32::from(q5_0_value(q, j, e)).mul_add(d, m);
                 }
             }
         }

@@ -25,8 +25,8 @@ pub(super) fn term_scale(format: QFormat, bytes: &[u8]) -> Vec<f32> {
                 out.extend(blk[4..].iter().map(|&q| d * f32::from(q & 15) + m));
                 out.extend(blk[4..].iter().map(|&q| d * f32::from(q >> 4) + m));
             }
-            QFormat::Q6K | QFormat::Q4K => {
-                unreachable!("tests::q6k and q4k bound K-quant products by their decoded weights")
+            QFormat::Q4K | QFormat::Q5K | QFormat::Q6K => {
+                unreachable!("tests::kquant bounds K-quant products by their decoded weights")
             }
         }
     }

@@ -3,10 +3,9 @@
 mod blocks;
 mod f32act;
 mod invariance;
+mod kquant;
 mod matmul;
 mod paths;
-mod q4k;
-mod q6k;
 
 use crate::{QFormat, QMatrix};
 
@@ -71,7 +70,9 @@ pub(super) fn random_blocks(format: QFormat, rows: usize, cols: usize, rng: &mut
                 out.extend_from_slice(&m.to_bits().to_le_bytes());
                 out.extend((0..16).map(|_| rng.next_u64() as u8));
             }
-            QFormat::Q6K | QFormat::Q4K => unreachable!("K-quant blocks are 256 values: tests::q6k and q4k make them"),
+            QFormat::Q4K | QFormat::Q5K | QFormat::Q6K => {
+                unreachable!("K-quant blocks are 256 values: tests::kquant makes them")
+            }
         }
     }
     out
@@ -99,7 +100,9 @@ pub(super) fn ggml_dequantize(format: QFormat, bytes: &[u8]) -> Vec<f32> {
                 out.extend(qs.iter().map(|&q| d * f32::from(q & 0x0F) + m));
                 out.extend(qs.iter().map(|&q| d * f32::from(q >> 4) + m));
             }
-            QFormat::Q6K | QFormat::Q4K => unreachable!("tests::q6k and q4k decode K-quants with draftsmith-gguf"),
+            QFormat::Q4K | QFormat::Q5K | QFormat::Q6K => {
+                unreachable!("tests::kquant decodes K-quants with draftsmith-gguf")
+            }
         }
     }
     out
