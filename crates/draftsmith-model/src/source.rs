@@ -138,7 +138,7 @@ impl WeightSource for GgufSource {
 
     fn load_quant(&self, name: &str, activations: Activations) -> Result<QMatrix, ModelError> {
         let info = self.info(name)?;
-        // Formats the kernels multiply natively are kept (Q5_0 and the K-quants where their
+        // Formats the kernels multiply natively are kept (Q5_0, Q4_K, Q5_K and Q6_K where their
         // kernels are fast: int8 activations); otherwise Q4_0 / Q5_0 become Q8_0 exactly and Q4_K
         // becomes Q4_1 (same nibbles, sub-block scales rounded to f16) without a detour through
         // f32; the rest is re-quantized to Q8_0 from its values.
