@@ -24,7 +24,7 @@ pub struct ModelArgs {
     #[arg(long, value_enum, default_value_t = DeviceKind::Cpu)]
     pub device: DeviceKind,
     /// Matrix weights: `quantized` multiplies GGUF blocks with draftsmith's CPU kernels (Q8_0/Q4_1 kept,
-    /// Q5_0/Q4_K/Q5_K/Q6_K kept with int8 activations, else Q4_0/Q5_0 as Q8_0 and Q4_K as Q4_1 block by
+    /// Q4_0/Q5_0/Q4_K/Q5_K/Q6_K kept with int8 activations, else Q4_0/Q5_0 as Q8_0 and Q4_K as Q4_1 block by
     /// block, other types re-quantized to Q8_0); `dense` keeps f32 burn tensors. Default: quantized
     /// for GGUF on the CPU, dense otherwise.
     #[arg(long, value_enum)]

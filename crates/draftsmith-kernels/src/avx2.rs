@@ -5,12 +5,10 @@
 //!
 //! * Q8_0: weights are turned back into signed bytes and multiplied with llama.cpp's
 //!   `maddubs(|w|, sign(x, w))` trick (no saturation since `|x| <= 127`).
-//! * Q4_1: nibbles (≤ 15) times activations (|x| ≤ 127): the eight 16-bit pair sums of a block
-//!   stay below `8 · 2 · 15 · 127 = 30480`, so they are accumulated in 16 bits and widened once.
-//! * Q4_K: Q4_1's kernel with each block's exact `d_sb · sc` and `−dmin · mn`.
-//! * Q5_0: five-bit values (≤ 31) put together from their two planes; a unit's pair sums (≤
-//!   `2 · 31 · 127`) are widened at once, the block's sum started at `−16 · Σ q_x`.
-//! * Q5_K: Q5_0's five bits with Q4_K's scale and minimum.
+//! * The nibble formats (Q4_0, Q4_1, Q5_0, Q4_K, Q5_K), one kernel: four-bit values (≤ 15)
+//!   times activations (|x| ≤ 127) keep a block's 16-bit pair sums below `8 · 2 · 15 · 127 =
+//!   30480`, so they are accumulated in 16 bits and widened once; five-bit ones (put together
+//!   from their two planes) are widened per unit; scales and offsets as on the AVX-512 path.
 //! * Q6_K: six-bit values (≤ 63) put together from their two planes; a unit's pair sums (≤
 //!   `2 · 63 · 127`) are widened at once, each half of 16 into its own accumulator.
 
@@ -18,7 +16,7 @@ use std::arch::x86_64::*;
 
 use crate::act::{PackedTile, ROUND_BIAS};
 use crate::dispatch::{check_packed, Group, TileOut};
-use crate::layout::{kquant_scale_at, tile_bytes, tile_scales, GROUP, QK, UNIT};
+use crate::layout::{kquant_scale_at, nib, tile_bytes, tile_scales, GROUP, QK, UNIT};
 use crate::QFormat;
 
 /// Rows in one half group.
@@ -47,22 +45,26 @@ pub(crate) unsafe fn tile_packed(f: QFormat, w: Group<'_>, a: PackedTile<'_>, ou
             (QFormat::Q8_0, 2) => q8_0::<2>(w, a, out, h),
             (QFormat::Q8_0, 3) => q8_0::<3>(w, a, out, h),
             (QFormat::Q8_0, _) => q8_0::<4>(w, a, out, h),
-            (QFormat::Q5_0, 1) => q5::<1, false>(w, a, out, h),
-            (QFormat::Q5_0, 2) => q5::<2, false>(w, a, out, h),
-            (QFormat::Q5_0, 3) => q5::<3, false>(w, a, out, h),
-            (QFormat::Q5_0, _) => q5::<4, false>(w, a, out, h),
-            (QFormat::Q5K, 1) => q5::<1, true>(w, a, out, h),
-            (QFormat::Q5K, 2) => q5::<2, true>(w, a, out, h),
-            (QFormat::Q5K, 3) => q5::<3, true>(w, a, out, h),
-            (QFormat::Q5K, _) => q5::<4, true>(w, a, out, h),
-            (QFormat::Q4_1, 1) => q4_1::<1, false>(w, a, out, h),
-            (QFormat::Q4_1, 2) => q4_1::<2, false>(w, a, out, h),
-            (QFormat::Q4_1, 3) => q4_1::<3, false>(w, a, out, h),
-            (QFormat::Q4_1, _) => q4_1::<4, false>(w, a, out, h),
-            (QFormat::Q4K, 1) => q4_1::<1, true>(w, a, out, h),
-            (QFormat::Q4K, 2) => q4_1::<2, true>(w, a, out, h),
-            (QFormat::Q4K, 3) => q4_1::<3, true>(w, a, out, h),
-            (QFormat::Q4K, _) => q4_1::<4, true>(w, a, out, h),
+            (QFormat::Q4_0, 1) => nibbles::<1, { nib::Q4_0 }>(w, a, out, h),
+            (QFormat::Q4_0, 2) => nibbles::<2, { nib::Q4_0 }>(w, a, out, h),
+            (QFormat::Q4_0, 3) => nibbles::<3, { nib::Q4_0 }>(w, a, out, h),
+            (QFormat::Q4_0, _) => nibbles::<4, { nib::Q4_0 }>(w, a, out, h),
+            (QFormat::Q4_1, 1) => nibbles::<1, { nib::Q4_1 }>(w, a, out, h),
+            (QFormat::Q4_1, 2) => nibbles::<2, { nib::Q4_1 }>(w, a, out, h),
+            (QFormat::Q4_1, 3) => nibbles::<3, { nib::Q4_1 }>(w, a, out, h),
+            (QFormat::Q4_1, _) => nibbles::<4, { nib::Q4_1 }>(w, a, out, h),
+            (QFormat::Q5_0, 1) => nibbles::<1, { nib::Q5_0 }>(w, a, out, h),
+            (QFormat::Q5_0, 2) => nibbles::<2, { nib::Q5_0 }>(w, a, out, h),
+            (QFormat::Q5_0, 3) => nibbles::<3, { nib::Q5_0 }>(w, a, out, h),
+            (QFormat::Q5_0, _) => nibbles::<4, { nib::Q5_0 }>(w, a, out, h),
+            (QFormat::Q4K, 1) => nibbles::<1, { nib::Q4K }>(w, a, out, h),
+            (QFormat::Q4K, 2) => nibbles::<2, { nib::Q4K }>(w, a, out, h),
+            (QFormat::Q4K, 3) => nibbles::<3, { nib::Q4K }>(w, a, out, h),
+            (QFormat::Q4K, _) => nibbles::<4, { nib::Q4K }>(w, a, out, h),
+            (QFormat::Q5K, 1) => nibbles::<1, { nib::Q5K }>(w, a, out, h),
+            (QFormat::Q5K, 2) => nibbles::<2, { nib::Q5K }>(w, a, out, h),
+            (QFormat::Q5K, 3) => nibbles::<3, { nib::Q5K }>(w, a, out, h),
+            (QFormat::Q5K, _) => nibbles::<4, { nib::Q5K }>(w, a, out, h),
             (QFormat::Q6K, 1) => q6_k::<1>(w, a, out, h),
             (QFormat::Q6K, 2) => q6_k::<2>(w, a, out, h),
             (QFormat::Q6K, 3) => q6_k::<3>(w, a, out, h),
@@ -106,11 +108,14 @@ unsafe fn q8_0<const C: usize>(w: Group<'_>, a: PackedTile<'_>, out: &mut TileOu
     }
 }
 
-/// Q5_0 (or, `K`, Q5_K) half group `h` × `C` packed activation rows.
+/// A nibble format's half group `h` ([`nib`] kind `N`: Q4_0, Q4_1, Q5_0, Q4_K, Q5_K) × `C`
+/// packed activation rows. Four-bit values (≤ 15) times activations (|x| ≤ 127): a block's
+/// eight 16-bit pair sums stay below `8 · 2 · 15 · 127 = 30480` and are widened once; five-bit
+/// ones (≤ 31) are widened per unit.
 #[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn q5<const C: usize, const K: bool>(w: Group<'_>, a: PackedTile<'_>, out: &mut TileOut, h: usize) {
+unsafe fn nibbles<const C: usize, const N: u8>(w: Group<'_>, a: PackedTile<'_>, out: &mut TileOut, h: usize) {
     let (quants, scales) = (w.quants, w.scales);
-    let f = if K { QFormat::Q5K } else { QFormat::Q5_0 };
+    let f = nib::format(N);
     let tb = tile_bytes(f);
     let nb = quants.len() / tb;
     let (ones, low, top) = (_mm256_set1_epi16(1), _mm256_set1_epi8(0x0F), _mm256_set1_epi8(0x10));
@@ -121,85 +126,49 @@ unsafe fn q5<const C: usize, const K: bool>(w: Group<'_>, a: PackedTile<'_>, out
         }
         let wq = quants.as_ptr().add(b * tb + h * 32);
         let xb = a.qs.as_ptr().add(b * C * QK);
-        let t = _mm256_loadu_si256(wq.add(4 * UNIT).cast());
-        // Q5_0: `bias` is −128 · Σ q_x, its eighth the offset of weights stored as `q + 16`.
+        let t = if nib::fifth(N) { _mm256_loadu_si256(wq.add(4 * UNIT).cast()) } else { _mm256_setzero_si256() };
         let bias = a.bias.as_ptr().add(b * C);
-        let mut ia: [__m256i; C] = std::array::from_fn(|c| _mm256_set1_epi32(if K { 0 } else { *bias.add(c) >> 3 }));
+        let mut ia: [__m256i; C] = std::array::from_fn(|c| _mm256_set1_epi32(nib::start(N, *bias.add(c))));
+        let mut acc16 = [_mm256_setzero_si256(); C];
         for u in 0..4 {
             let v = _mm256_loadu_si256(wq.add(u * UNIT).cast());
-            // As on the AVX-512 path: unit u's fifth bits moved to bit 4, spills masked off.
-            let (h0, h1) = match u {
-                0 => (_mm256_slli_epi16::<4>(t), t),
-                1 => (_mm256_slli_epi16::<3>(t), _mm256_srli_epi16::<1>(t)),
-                2 => (_mm256_slli_epi16::<2>(t), _mm256_srli_epi16::<2>(t)),
-                _ => (_mm256_slli_epi16::<1>(t), _mm256_srli_epi16::<3>(t)),
+            let (lo, hi) = if nib::fifth(N) {
+                // As on the AVX-512 path: unit u's fifth bits moved to bit 4, spills masked off.
+                let (h0, h1) = match u {
+                    0 => (_mm256_slli_epi16::<4>(t), t),
+                    1 => (_mm256_slli_epi16::<3>(t), _mm256_srli_epi16::<1>(t)),
+                    2 => (_mm256_slli_epi16::<2>(t), _mm256_srli_epi16::<2>(t)),
+                    _ => (_mm256_slli_epi16::<1>(t), _mm256_srli_epi16::<3>(t)),
+                };
+                (
+                    _mm256_or_si256(_mm256_and_si256(v, low), _mm256_and_si256(h0, top)),
+                    _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16::<4>(v), low), _mm256_and_si256(h1, top)),
+                )
+            } else {
+                (_mm256_and_si256(v, low), _mm256_and_si256(_mm256_srli_epi16::<4>(v), low))
             };
-            let lo = _mm256_or_si256(_mm256_and_si256(v, low), _mm256_and_si256(h0, top));
-            let hi = _mm256_or_si256(_mm256_and_si256(_mm256_srli_epi16::<4>(v), low), _mm256_and_si256(h1, top));
             for c in 0..C {
                 let x = xb.add(c * QK + 4 * u);
                 let p = _mm256_add_epi16(
                     _mm256_maddubs_epi16(lo, bcast4!(x)),
                     _mm256_maddubs_epi16(hi, bcast4!(x.add(16))),
                 );
-                ia[c] = _mm256_add_epi32(ia[c], _mm256_madd_epi16(p, ones));
-            }
-        }
-        let db = a.d.as_ptr().add(b * C);
-        if K {
-            let (dw, mw) = q4_scales::<true>(scales.as_ptr(), b, h);
-            let sb = a.dsum.as_ptr().add(b * C);
-            for c in 0..C {
-                let isum = _mm256_cvtepi32_ps(ia[c]);
-                facc[c] = _mm256_fmadd_ps(isum, _mm256_mul_ps(dw, _mm256_set1_ps(*db.add(c))), facc[c]);
-                facc[c] = _mm256_fmadd_ps(mw, _mm256_set1_ps(*sb.add(c)), facc[c]);
-            }
-        } else {
-            let dw = _mm256_cvtph_ps(_mm_loadu_si128(scales.as_ptr().add(b * GROUP + h * HALF).cast()));
-            for c in 0..C {
-                let scale = _mm256_mul_ps(dw, _mm256_set1_ps(*db.add(c)));
-                facc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ia[c]), scale, facc[c]);
-            }
-        }
-    }
-    for c in 0..C {
-        _mm256_storeu_ps(out[c].as_mut_ptr().add(h * HALF), facc[c]);
-    }
-}
-
-/// Q4_1 (or, `K`, Q4_K) half group `h` × `C` packed activation rows.
-#[target_feature(enable = "avx2,fma,f16c")]
-unsafe fn q4_1<const C: usize, const K: bool>(w: Group<'_>, a: PackedTile<'_>, out: &mut TileOut, h: usize) {
-    let (quants, scales) = (w.quants, w.scales);
-    let f = if K { QFormat::Q4K } else { QFormat::Q4_1 };
-    let nb = quants.len() / tile_bytes(f);
-    let (ones, mask) = (_mm256_set1_epi16(1), _mm256_set1_epi8(0x0F));
-    let mut facc = [_mm256_setzero_ps(); C];
-    for b in 0..nb {
-        if h == 0 {
-            prefetch_block(&w, f, b);
-        }
-        let wq = quants.as_ptr().add(b * tile_bytes(f) + h * 32);
-        let xb = a.qs.as_ptr().add(b * C * QK);
-        let mut acc16 = [_mm256_setzero_si256(); C];
-        for u in 0..4 {
-            let v = _mm256_loadu_si256(wq.add(u * UNIT).cast());
-            let lo = _mm256_and_si256(v, mask);
-            let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(v), mask);
-            for c in 0..C {
-                let x = xb.add(c * QK + 4 * u);
-                let plo = _mm256_maddubs_epi16(lo, bcast4!(x));
-                let phi = _mm256_maddubs_epi16(hi, bcast4!(x.add(16)));
-                acc16[c] = _mm256_add_epi16(acc16[c], _mm256_add_epi16(plo, phi));
+                if nib::fifth(N) {
+                    ia[c] = _mm256_add_epi32(ia[c], _mm256_madd_epi16(p, ones));
+                } else {
+                    acc16[c] = _mm256_add_epi16(acc16[c], p);
+                }
             }
         }
         // The scales are loaded after the integer loop so they are not live across it.
-        let (dw, mw) = q4_scales::<K>(scales.as_ptr(), b, h);
+        let (dw, mw) = nibble_scales::<N>(scales.as_ptr(), b, h);
         let (db, sb) = (a.d.as_ptr().add(b * C), a.dsum.as_ptr().add(b * C));
         for c in 0..C {
-            let isum = _mm256_cvtepi32_ps(_mm256_madd_epi16(acc16[c], ones));
-            facc[c] = _mm256_fmadd_ps(isum, _mm256_mul_ps(dw, _mm256_set1_ps(*db.add(c))), facc[c]);
-            facc[c] = _mm256_fmadd_ps(mw, _mm256_set1_ps(*sb.add(c)), facc[c]);
+            let isum = if nib::fifth(N) { ia[c] } else { _mm256_add_epi32(ia[c], _mm256_madd_epi16(acc16[c], ones)) };
+            facc[c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_mul_ps(dw, _mm256_set1_ps(*db.add(c))), facc[c]);
+            if nib::affine(N) {
+                facc[c] = _mm256_fmadd_ps(mw, _mm256_set1_ps(*sb.add(c)), facc[c]);
+            }
         }
     }
     for c in 0..C {
@@ -207,15 +176,19 @@ unsafe fn q4_1<const C: usize, const K: bool>(w: Group<'_>, a: PackedTile<'_>, o
     }
 }
 
-/// Half `h` of the 16 rows' scale `d` and minimum `m` of block `b` of a packed row group whose
-/// scales start at `s`: Q4_1's f16 pair, or (`K`) Q4_K's exact `d_sb · sc` and `−dmin · mn`.
+/// Half `h` of the 16 rows' scale `d` and minimum `m` of block `b` of a packed nibble row group
+/// ([`nib`] kind `N`) whose scales start at `s`: f16 `d` (and `m`: Q4_1) per block, or the
+/// K-quants' exact `d_sb · sc` and `−dmin · mn` (`m` is zero where the format has none).
 #[inline(always)]
-unsafe fn q4_scales<const K: bool>(s: *const u16, b: usize, h: usize) -> (__m256, __m256) {
-    if !K {
-        let sc = s.add(b * tile_scales(QFormat::Q4_1) + h * HALF);
-        return (_mm256_cvtph_ps(_mm_loadu_si128(sc.cast())), _mm256_cvtph_ps(_mm_loadu_si128(sc.add(GROUP).cast())));
+unsafe fn nibble_scales<const N: u8>(s: *const u16, b: usize, h: usize) -> (__m256, __m256) {
+    if !nib::k_scales(N) {
+        let sc = s.add(b * tile_scales(nib::format(N)) + h * HALF);
+        let d = _mm256_cvtph_ps(_mm_loadu_si128(sc.cast()));
+        let m =
+            if nib::affine(N) { _mm256_cvtph_ps(_mm_loadu_si128(sc.add(GROUP).cast())) } else { _mm256_setzero_ps() };
+        return (d, m);
     }
-    let (at_d, at_sc) = kquant_scale_at(QFormat::Q4K, b);
+    let (at_d, at_sc) = kquant_scale_at(nib::format(N), b);
     let d = _mm256_cvtph_ps(_mm_loadu_si128(s.add(at_d + h * HALF).cast()));
     let neg_dmin = _mm256_cvtph_ps(_mm_loadu_si128(s.add(at_d + GROUP + h * HALF).cast()));
     let v = _mm256_cvtepu16_epi32(_mm_loadu_si128(s.add(at_sc + h * HALF).cast()));

@@ -7,12 +7,12 @@
 //!
 //! * Q8_0: packed weights are `q + 128` (unsigned); the bias is removed by starting each block's
 //!   integer accumulator at `-128 · Σ q_x`.
-//! * Q5_0: the five-bit `q` (unsigned) put together from its two planes in registers, the
-//!   offset removed by starting the block's integer sum at `−16 · Σ q_x`.
-//! * Q5_K: Q5_0's five bits with Q4_K's scale and minimum.
-//! * Q4_1: nibbles are already unsigned; the minimum adds `m · d_x · Σ q_x` per block.
-//! * Q4_K: Q4_1's kernel, with each block's `d = d_sb · sc` and `m = −dmin · mn` put together
-//!   (exactly) from the super-block's scales and the block's two 6-bit bytes.
+//! * The nibble formats, one kernel: Q4_1's nibbles are unsigned, the minimum adds
+//!   `m · d_x · Σ q_x` per block; Q4_K is Q4_1 with each block's `d = d_sb · sc` and
+//!   `m = −dmin · mn` put together (exactly) from the super-block's scales and the block's two
+//!   6-bit bytes; Q5_0 and Q5_K put a fifth bit from its plane on each nibble in registers;
+//!   Q4_0 and Q5_0 (stored as `q + 8`, `q + 16`) start each block's integer sum at
+//!   `−8 · Σ q_x`, `−16 · Σ q_x`.
 //! * Q6_K: the six-bit `q` (unsigned) is put together from its two planes in registers; each
 //!   half of 16 has its own accumulator, started at `−32 · Σ q_x` of the half (the offset), and
 //!   the two are scaled by their `d · sc` and summed before `d_x`.
@@ -22,7 +22,7 @@ use std::arch::x86_64::*;
 use crate::act::PackedTile;
 use crate::avx2::prefetch_block;
 use crate::dispatch::{check_packed, Group, OutPtr, TileOut};
-use crate::layout::{kquant_scale_at, tile_bytes, tile_scales, GROUP, QK, UNIT};
+use crate::layout::{kquant_scale_at, nib, tile_bytes, tile_scales, GROUP, QK, UNIT};
 use crate::matrix::QMatrix;
 use crate::QFormat;
 
@@ -45,23 +45,24 @@ pub(crate) unsafe fn tile_packed(f: QFormat, w: Group<'_>, a: PackedTile<'_>, ou
     macro_rules! width {
         ($kernel:ident $(, $k:expr)?) => {
             match a.cn {
-                1 => $kernel::<1 $(, $k)?>(w, a, out),
-                2 => $kernel::<2 $(, $k)?>(w, a, out),
-                3 => $kernel::<3 $(, $k)?>(w, a, out),
-                4 => $kernel::<4 $(, $k)?>(w, a, out),
-                5 => $kernel::<5 $(, $k)?>(w, a, out),
-                6 => $kernel::<6 $(, $k)?>(w, a, out),
-                7 => $kernel::<7 $(, $k)?>(w, a, out),
-                _ => $kernel::<8 $(, $k)?>(w, a, out),
+                1 => $kernel::<1 $(, { $k })?>(w, a, out),
+                2 => $kernel::<2 $(, { $k })?>(w, a, out),
+                3 => $kernel::<3 $(, { $k })?>(w, a, out),
+                4 => $kernel::<4 $(, { $k })?>(w, a, out),
+                5 => $kernel::<5 $(, { $k })?>(w, a, out),
+                6 => $kernel::<6 $(, { $k })?>(w, a, out),
+                7 => $kernel::<7 $(, { $k })?>(w, a, out),
+                _ => $kernel::<8 $(, { $k })?>(w, a, out),
             }
         };
     }
     match f {
         QFormat::Q8_0 => width!(q8_0_packed),
-        QFormat::Q5_0 => width!(q5_packed, false),
-        QFormat::Q5K => width!(q5_packed, true),
-        QFormat::Q4_1 => width!(q4_1_packed, false),
-        QFormat::Q4K => width!(q4_1_packed, true),
+        QFormat::Q4_0 => width!(nibbles_packed, nib::Q4_0),
+        QFormat::Q5_0 => width!(nibbles_packed, nib::Q5_0),
+        QFormat::Q5K => width!(nibbles_packed, nib::Q5K),
+        QFormat::Q4_1 => width!(nibbles_packed, nib::Q4_1),
+        QFormat::Q4K => width!(nibbles_packed, nib::Q4K),
         QFormat::Q6K => width!(q6_k_packed),
     }
 }
@@ -95,23 +96,24 @@ pub(crate) unsafe fn groups_packed(
     macro_rules! width {
         ($kernel:ident $(, $k:expr)?) => {
             match a.cn {
-                1 => each::<1>(m, groups, a, c0, rows, out, $kernel::<1 $(, $k)?>),
-                2 => each::<2>(m, groups, a, c0, rows, out, $kernel::<2 $(, $k)?>),
-                3 => each::<3>(m, groups, a, c0, rows, out, $kernel::<3 $(, $k)?>),
-                4 => each::<4>(m, groups, a, c0, rows, out, $kernel::<4 $(, $k)?>),
-                5 => each::<5>(m, groups, a, c0, rows, out, $kernel::<5 $(, $k)?>),
-                6 => each::<6>(m, groups, a, c0, rows, out, $kernel::<6 $(, $k)?>),
-                7 => each::<7>(m, groups, a, c0, rows, out, $kernel::<7 $(, $k)?>),
-                _ => each::<8>(m, groups, a, c0, rows, out, $kernel::<8 $(, $k)?>),
+                1 => each::<1>(m, groups, a, c0, rows, out, $kernel::<1 $(, { $k })?>),
+                2 => each::<2>(m, groups, a, c0, rows, out, $kernel::<2 $(, { $k })?>),
+                3 => each::<3>(m, groups, a, c0, rows, out, $kernel::<3 $(, { $k })?>),
+                4 => each::<4>(m, groups, a, c0, rows, out, $kernel::<4 $(, { $k })?>),
+                5 => each::<5>(m, groups, a, c0, rows, out, $kernel::<5 $(, { $k })?>),
+                6 => each::<6>(m, groups, a, c0, rows, out, $kernel::<6 $(, { $k })?>),
+                7 => each::<7>(m, groups, a, c0, rows, out, $kernel::<7 $(, { $k })?>),
+                _ => each::<8>(m, groups, a, c0, rows, out, $kernel::<8 $(, { $k })?>),
             }
         };
     }
     match f {
         QFormat::Q8_0 => width!(q8_0_packed),
-        QFormat::Q5_0 => width!(q5_packed, false),
-        QFormat::Q5K => width!(q5_packed, true),
-        QFormat::Q4_1 => width!(q4_1_packed, false),
-        QFormat::Q4K => width!(q4_1_packed, true),
+        QFormat::Q4_0 => width!(nibbles_packed, nib::Q4_0),
+        QFormat::Q5_0 => width!(nibbles_packed, nib::Q5_0),
+        QFormat::Q5K => width!(nibbles_packed, nib::Q5K),
+        QFormat::Q4_1 => width!(nibbles_packed, nib::Q4_1),
+        QFormat::Q4K => width!(nibbles_packed, nib::Q4K),
         QFormat::Q6K => width!(q6_k_packed),
     }
 }
@@ -180,11 +182,35 @@ unsafe fn q8_0_packed<const C: usize>(w: Group<'_>, a: PackedTile<'_>, out: &mut
     }
 }
 
-/// Q5_0 (or, `K`, Q5_K) group × `C` packed activation rows.
+/// The 16 rows' scale `d` and minimum `m` of block `b` of a packed nibble row group ([`nib`]
+/// kind `N`) whose scales start at `s`: f16 `d` (and `m`: Q4_1) per block, or the K-quants'
+/// exact `d_sb · sc` and `−dmin · mn` (`m` is zero where the format has none).
+#[inline(always)]
+unsafe fn nibble_scales<const N: u8>(s: *const u16, b: usize) -> (__m512, __m512) {
+    if !nib::k_scales(N) {
+        let sc = s.add(b * tile_scales(nib::format(N)));
+        let d = _mm512_cvtph_ps(_mm256_loadu_si256(sc.cast()));
+        let m = if nib::affine(N) {
+            _mm512_cvtph_ps(_mm256_loadu_si256(sc.add(GROUP).cast()))
+        } else {
+            _mm512_setzero_ps()
+        };
+        return (d, m);
+    }
+    let (at_d, at_sc) = kquant_scale_at(nib::format(N), b);
+    let d = _mm512_cvtph_ps(_mm256_loadu_si256(s.add(at_d).cast()));
+    let neg_dmin = _mm512_cvtph_ps(_mm256_loadu_si256(s.add(at_d + GROUP).cast()));
+    let v = _mm512_cvtepu16_epi32(_mm256_loadu_si256(s.add(at_sc).cast()));
+    let (sc, mn) = (_mm512_and_si512(v, _mm512_set1_epi32(0xFF)), _mm512_srli_epi32::<8>(v));
+    (_mm512_mul_ps(d, _mm512_cvtepi32_ps(sc)), _mm512_mul_ps(neg_dmin, _mm512_cvtepi32_ps(mn)))
+}
+
+/// A nibble format's group ([`nib`] kind `N`: Q4_0, Q4_1, Q5_0, Q4_K, Q5_K) × `C` packed
+/// activation rows.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
-unsafe fn q5_packed<const C: usize, const K: bool>(w: Group<'_>, a: PackedTile<'_>, out: &mut TileOut) {
+unsafe fn nibbles_packed<const C: usize, const N: u8>(w: Group<'_>, a: PackedTile<'_>, out: &mut TileOut) {
     let (quants, scales) = (w.quants, w.scales);
-    let f = if K { QFormat::Q5K } else { QFormat::Q5_0 };
+    let f = nib::format(N);
     let tb = tile_bytes(f);
     let nb = quants.len() / tb;
     let (low, top) = (_mm512_set1_epi8(0x0F), _mm512_set1_epi8(0x10));
@@ -194,26 +220,32 @@ unsafe fn q5_packed<const C: usize, const K: bool>(w: Group<'_>, a: PackedTile<'
         let wq = quants.as_ptr().add(b * tb);
         let xb = a.qs.as_ptr().add(b * C * QK);
         let (db, bias, sb) = (a.d.as_ptr().add(b * C), a.bias.as_ptr().add(b * C), a.dsum.as_ptr().add(b * C));
-        let t = _mm512_loadu_si512(wq.add(4 * UNIT).cast());
-        // Q5_0: `bias` is −128 · Σ q_x, its eighth the offset of weights stored as `q + 16`.
-        let mut ia: [__m512i; C] = std::array::from_fn(|c| _mm512_set1_epi32(if K { 0 } else { *bias.add(c) >> 3 }));
+        let t = if nib::fifth(N) { _mm512_loadu_si512(wq.add(4 * UNIT).cast()) } else { _mm512_setzero_si512() };
+        let mut ia: [__m512i; C] = std::array::from_fn(|c| _mm512_set1_epi32(nib::start(N, *bias.add(c))));
         let mut ib = [_mm512_setzero_si512(); C];
         for u in 0..4 {
             let v = _mm512_loadu_si512(wq.add(u * UNIT).cast());
-            // Unit u's fifth bits (bits u and 4 + u of each plane byte) moved to bit 4; the
-            // 16-bit shifts' spill into the neighbouring byte is masked off.
-            let (h0, h1) = match u {
-                0 => (_mm512_slli_epi16::<4>(t), t),
-                1 => (_mm512_slli_epi16::<3>(t), _mm512_srli_epi16::<1>(t)),
-                2 => (_mm512_slli_epi16::<2>(t), _mm512_srli_epi16::<2>(t)),
-                _ => (_mm512_slli_epi16::<1>(t), _mm512_srli_epi16::<3>(t)),
+            let (lo, hi) = if nib::fifth(N) {
+                // Unit u's fifth bits (bits u and 4 + u of each plane byte) moved to bit 4; the
+                // 16-bit shifts' spill into the neighbouring byte is masked off.
+                let (h0, h1) = match u {
+                    0 => (_mm512_slli_epi16::<4>(t), t),
+                    1 => (_mm512_slli_epi16::<3>(t), _mm512_srli_epi16::<1>(t)),
+                    2 => (_mm512_slli_epi16::<2>(t), _mm512_srli_epi16::<2>(t)),
+                    _ => (_mm512_slli_epi16::<1>(t), _mm512_srli_epi16::<3>(t)),
+                };
+                // (nibble & 0x0F) | (fifth & 0x10) in one ternary op each.
+                (
+                    _mm512_ternarylogic_epi32::<0xEC>(v, _mm512_and_si512(h0, top), low),
+                    _mm512_ternarylogic_epi32::<0xEC>(_mm512_srli_epi16::<4>(v), _mm512_and_si512(h1, top), low),
+                )
+            } else {
+                (_mm512_and_si512(v, low), _mm512_and_si512(_mm512_srli_epi16::<4>(v), low))
             };
-            // (nibble & 0x0F) | (fifth & 0x10) in one ternary op each.
-            let lo = _mm512_ternarylogic_epi32::<0xEC>(v, _mm512_and_si512(h0, top), low);
-            let hi = _mm512_ternarylogic_epi32::<0xEC>(_mm512_srli_epi16::<4>(v), _mm512_and_si512(h1, top), low);
             for c in 0..C {
                 let x = xb.add(c * QK + 4 * u);
                 ia[c] = _mm512_dpbusd_epi32(ia[c], lo, bcast4!(x));
+                // With one or two rows a second chain per row hides the `vpdpbusd` latency.
                 if C <= 2 {
                     ib[c] = _mm512_dpbusd_epi32(ib[c], hi, bcast4!(x.add(16)));
                 } else {
@@ -221,80 +253,13 @@ unsafe fn q5_packed<const C: usize, const K: bool>(w: Group<'_>, a: PackedTile<'
                 }
             }
         }
-        if K {
-            let (dw, mw) = q4_scales::<true>(scales.as_ptr(), b);
-            for c in 0..C {
-                let isum = _mm512_cvtepi32_ps(_mm512_add_epi32(ia[c], ib[c]));
-                facc[c] = _mm512_fmadd_ps(isum, _mm512_mul_ps(dw, _mm512_set1_ps(*db.add(c))), facc[c]);
-                facc[c] = _mm512_fmadd_ps(mw, _mm512_set1_ps(*sb.add(c)), facc[c]);
-            }
-        } else {
-            let dw = _mm512_cvtph_ps(_mm256_loadu_si256(scales.as_ptr().add(b * GROUP).cast()));
-            for c in 0..C {
-                let scale = _mm512_mul_ps(dw, _mm512_set1_ps(*db.add(c)));
-                let isum = _mm512_cvtepi32_ps(_mm512_add_epi32(ia[c], ib[c]));
-                facc[c] = _mm512_fmadd_ps(isum, scale, facc[c]);
-            }
-        }
-    }
-    for c in 0..C {
-        _mm512_storeu_ps(out[c].as_mut_ptr(), facc[c]);
-    }
-}
-
-/// The 16 rows' scale `d` and minimum `m` of block `b` of a packed row group whose scales start
-/// at `s`: Q4_1's f16 pair, or (`K`) Q4_K's exact `d_sb · sc` and `−dmin · mn`.
-#[inline(always)]
-unsafe fn q4_scales<const K: bool>(s: *const u16, b: usize) -> (__m512, __m512) {
-    if !K {
-        let sc = s.add(b * tile_scales(QFormat::Q4_1));
-        return (
-            _mm512_cvtph_ps(_mm256_loadu_si256(sc.cast())),
-            _mm512_cvtph_ps(_mm256_loadu_si256(sc.add(GROUP).cast())),
-        );
-    }
-    let (at_d, at_sc) = kquant_scale_at(QFormat::Q4K, b);
-    let d = _mm512_cvtph_ps(_mm256_loadu_si256(s.add(at_d).cast()));
-    let neg_dmin = _mm512_cvtph_ps(_mm256_loadu_si256(s.add(at_d + GROUP).cast()));
-    let v = _mm512_cvtepu16_epi32(_mm256_loadu_si256(s.add(at_sc).cast()));
-    let (sc, mn) = (_mm512_and_si512(v, _mm512_set1_epi32(0xFF)), _mm512_srli_epi32::<8>(v));
-    (_mm512_mul_ps(d, _mm512_cvtepi32_ps(sc)), _mm512_mul_ps(neg_dmin, _mm512_cvtepi32_ps(mn)))
-}
-
-/// Q4_1 (or, `K`, Q4_K) group × `C` packed activation rows.
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
-unsafe fn q4_1_packed<const C: usize, const K: bool>(w: Group<'_>, a: PackedTile<'_>, out: &mut TileOut) {
-    let (quants, scales) = (w.quants, w.scales);
-    let f = if K { QFormat::Q4K } else { QFormat::Q4_1 };
-    let nb = quants.len() / tile_bytes(f);
-    let mask = _mm512_set1_epi8(0x0F);
-    let mut facc = [_mm512_setzero_ps(); C];
-    for b in 0..nb {
-        prefetch_block(&w, f, b);
-        let wq = quants.as_ptr().add(b * tile_bytes(f));
-        let (dw, mw) = q4_scales::<K>(scales.as_ptr(), b);
-        let xb = a.qs.as_ptr().add(b * C * QK);
-        let (db, sb) = (a.d.as_ptr().add(b * C), a.dsum.as_ptr().add(b * C));
-        let mut ia = [_mm512_setzero_si512(); C];
-        let mut ib = [_mm512_setzero_si512(); C];
-        for u in 0..4 {
-            let v = _mm512_loadu_si512(wq.add(u * UNIT).cast());
-            let lo = _mm512_and_si512(v, mask);
-            let hi = _mm512_and_si512(_mm512_srli_epi16::<4>(v), mask);
-            for c in 0..C {
-                let x = xb.add(c * QK + 4 * u);
-                ia[c] = _mm512_dpbusd_epi32(ia[c], lo, bcast4!(x));
-                if C <= 2 {
-                    ib[c] = _mm512_dpbusd_epi32(ib[c], hi, bcast4!(x.add(16)));
-                } else {
-                    ia[c] = _mm512_dpbusd_epi32(ia[c], hi, bcast4!(x.add(16)));
-                }
-            }
-        }
+        let (dw, mw) = nibble_scales::<N>(scales.as_ptr(), b);
         for c in 0..C {
             let isum = _mm512_cvtepi32_ps(_mm512_add_epi32(ia[c], ib[c]));
             facc[c] = _mm512_fmadd_ps(isum, _mm512_mul_ps(dw, _mm512_set1_ps(*db.add(c))), facc[c]);
-            facc[c] = _mm512_fmadd_ps(mw, _mm512_set1_ps(*sb.add(c)), facc[c]);
+            if nib::affine(N) {
+                facc[c] = _mm512_fmadd_ps(mw, _mm512_set1_ps(*sb.add(c)), facc[c]);
+            }
         }
     }
     for c in 0..C {

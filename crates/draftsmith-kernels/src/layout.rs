@@ -16,13 +16,13 @@
 //!   `0..16` and `16..32`: in unit `4 + h`, byte `j*4+t` carries element `16h + 4u + t`'s two bits
 //!   at bits `2u .. 2u+2`, for `u` in `0..4`.
 //!
-//! * Q4_K: each block of 32 (a sub-block of the file's super-block) as Q4_1's nibbles.
+//! * Q4_0, Q4_K (each block of 32 a sub-block of the file's super-block): as Q4_1's nibbles.
 //! * Q5_K: Q4_K's nibbles plus Q5_0's plane of fifth bits (unit 4).
 //! * Q5_0: the 5-bit `q` (0..=31) in two planes: units 0..4 hold the low four bits as Q4_1 holds
 //!   its nibbles; in unit 4, byte `j*4+t` carries the fifth bit of element `4u + t` at bit `u`
 //!   and of element `16 + 4u + t` at bit `4 + u`, for `u` in `0..4`.
 //!
-//! Scales live in a separate `u16` array, per `(g, b)`: 16 values of `d` (Q8_0, Q5_0: f16 bits), or 16
+//! Scales live in a separate `u16` array, per `(g, b)`: 16 values of `d` (Q8_0, Q4_0, Q5_0: f16 bits), or 16
 //! of `d` followed by 16 of `m` (Q4_1). The K-quants keep, per super-block (8 blocks), the 16
 //! rows' super-block scales once (Q6_K: `d`; Q4_K, Q5_K: `d`, then `−dmin`, f16 bits), then each
 //! block's 16 byte pairs (Q6_K: the first half's signed `sc` in the low byte, the second's in
@@ -43,7 +43,7 @@ pub(crate) const UNIT: usize = 64;
 pub(crate) const fn tile_bytes(format: QFormat) -> usize {
     match format {
         QFormat::Q8_0 => 8 * UNIT,
-        QFormat::Q4_1 | QFormat::Q4K => 4 * UNIT,
+        QFormat::Q4_0 | QFormat::Q4_1 | QFormat::Q4K => 4 * UNIT,
         QFormat::Q5_0 | QFormat::Q5K => 5 * UNIT,
         QFormat::Q6K => 6 * UNIT,
     }
@@ -52,10 +52,60 @@ pub(crate) const fn tile_bytes(format: QFormat) -> usize {
 /// f16 scale values per `(group, block)` tile.
 pub(crate) const fn tile_scales(format: QFormat) -> usize {
     match format {
-        QFormat::Q8_0 | QFormat::Q5_0 => GROUP,
+        QFormat::Q8_0 | QFormat::Q4_0 | QFormat::Q5_0 => GROUP,
         QFormat::Q4_1 => 2 * GROUP,
         // On average: the super-block's scales once per 8 tiles, 16 byte pairs per tile.
         QFormat::Q6K | QFormat::Q4K | QFormat::Q5K => GROUP + kquant_heads(format) * GROUP / KQ_TILES,
+    }
+}
+
+/// The nibble formats (values built from four-bit units, with or without a plane of fifth bits)
+/// share one kernel body per path, told apart by a `u8` const parameter (stable Rust has no enum
+/// const generics); these say what each kind is.
+pub(crate) mod nib {
+    use crate::QFormat;
+
+    pub(crate) const Q4_0: u8 = 0;
+    pub(crate) const Q4_1: u8 = 1;
+    pub(crate) const Q5_0: u8 = 2;
+    pub(crate) const Q4K: u8 = 3;
+    pub(crate) const Q5K: u8 = 4;
+
+    /// The format of `kind`.
+    pub(crate) const fn format(kind: u8) -> QFormat {
+        match kind {
+            Q4_0 => QFormat::Q4_0,
+            Q4_1 => QFormat::Q4_1,
+            Q5_0 => QFormat::Q5_0,
+            Q4K => QFormat::Q4K,
+            _ => QFormat::Q5K,
+        }
+    }
+
+    /// Whether a plane of fifth bits follows the four nibble units.
+    pub(crate) const fn fifth(kind: u8) -> bool {
+        matches!(kind, Q5_0 | Q5K)
+    }
+
+    /// Whether values are `d·q + m` with a minimum per block (else `d·(q − o)`).
+    pub(crate) const fn affine(kind: u8) -> bool {
+        matches!(kind, Q4_1 | Q4K | Q5K)
+    }
+
+    /// Whether the block's `d` and `m` come from K-quant super-block scales (else f16 per block).
+    pub(crate) const fn k_scales(kind: u8) -> bool {
+        matches!(kind, Q4K | Q5K)
+    }
+
+    /// Where a block's integer sum starts, from the packed activations' `bias` (`−128 · Σ q_x`):
+    /// `−o · Σ q_x` for the formats stored as `q + o` (Q4_0: 8, Q5_0: 16), else 0.
+    #[inline(always)]
+    pub(crate) const fn start(kind: u8, bias: i32) -> i32 {
+        match kind {
+            Q4_0 => bias >> 4,
+            Q5_0 => bias >> 3,
+            _ => 0,
+        }
     }
 }
 
@@ -146,6 +196,10 @@ pub(crate) fn pack_block(
                 unit[j * 4..j * 4 + 4].copy_from_slice(&src[4 + 4 * u..4 + 4 * u + 4]);
             }
         }
+        QFormat::Q4_0 => {
+            s[j] = le16(src);
+            pack_tile_row(q, j, |e| if e < 16 { src[2 + e] & 0x0F } else { src[2 + e - 16] >> 4 });
+        }
         QFormat::Q5_0 => {
             s[j] = le16(src);
             let qh = u32::from_le_bytes([src[2], src[3], src[4], src[5]]);
@@ -228,13 +282,22 @@ pub(crate) fn q6_k_value(q: &[u8], j: usize, e: usize) -> u8 {
     low | (top << 4)
 }
 
+/// The four-bit nibble of element `e` (0..32) of row `j` in a packed nibble tile `q`.
+pub(crate) fn nibble_value(q: &[u8], j: usize, e: usize) -> u8 {
+    let (half, u, t) = (e / 16, (e % 16) / 4, e % 4);
+    let byte = q[u * UNIT + j * 4 + t];
+    if half == 0 {
+        byte & 0x0F
+    } else {
+        byte >> 4
+    }
+}
+
 /// The five-bit value of element `e` (0..32) of row `j` in a packed Q5_0 or Q5_K tile `q`.
 pub(crate) fn q5_0_value(q: &[u8], j: usize, e: usize) -> u8 {
     let (half, u, t) = (e / 16, (e % 16) / 4, e % 4);
-    let nibble = q[u * UNIT + j * 4 + t];
-    let low = if half == 0 { nibble & 0x0F } else { nibble >> 4 };
     let top = (q[4 * UNIT + j * 4 + t] >> (4 * half + u)) & 1;
-    low | (top << 4)
+    nibble_value(q, j, e) | (top << 4)
 }
 
 /// The two sub-block scales `d · sc` of row `j` in block `b` of a packed Q6_K row group whose
@@ -358,6 +421,11 @@ pub(crate) fn unpack_block(
                     out[4 * u + t] = d * f32::from(byte & 0x0F) + m;
                     out[16 + 4 * u + t] = d * f32::from(byte >> 4) + m;
                 }
+            }
+        }
+        QFormat::Q4_0 => {
+            for (e, o) in out.iter_mut().enumerate().take(QK) {
+                *o = d * f32::from(nibble_value(q, j, e) as i8 - 8);
             }
         }
         QFormat::Q5_0 => {

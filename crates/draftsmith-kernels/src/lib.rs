@@ -1,7 +1,7 @@
 //! Quantized CPU matrix kernels for the LLM decode and small-batch verify path.
 //!
 //! A [`QMatrix`] holds a weight matrix `W` (`rows` outputs × `cols` inputs) in one of the GGUF
-//! block formats ([`QFormat::Q8_0`], [`QFormat::Q4_1`], [`QFormat::Q5_0`], [`QFormat::Q4K`], [`QFormat::Q5K`], [`QFormat::Q6K`]) and computes `y[n, rows] = x[n, cols] · Wᵀ`
+//! block formats ([`QFormat::Q8_0`], [`QFormat::Q4_0`], [`QFormat::Q4_1`], [`QFormat::Q5_0`], [`QFormat::Q4K`], [`QFormat::Q5K`], [`QFormat::Q6K`]) and computes `y[n, rows] = x[n, cols] · Wᵀ`
 //! in one of two modes ([`Activations`]):
 //!
 //! * [`Activations::F32`] (the default of [`QMatrix::matmul`]): weight-only quantization. Weight
@@ -97,6 +97,10 @@ pub enum Activations {
 pub enum QFormat {
     /// 32 signed 8-bit values with one f16 scale: `value = d * q` (34 bytes per block).
     Q8_0,
+    /// 32 unsigned 4-bit values with one f16 scale: `value = d · (q − 8)` (18 bytes per block;
+    /// nibbles as Q4_1's). Kept in its own bits (5 bits per value once packed, against Q8_0's
+    /// 8.5); as Q5_0, the int8 kernels multiply it, f32 activations have the scalar kernel only.
+    Q4_0,
     /// 32 unsigned 4-bit values with an f16 scale and an f16 minimum: `value = d * q + m`
     /// (20 bytes per block; low nibbles are elements 0..16, high nibbles 16..32).
     Q4_1,
@@ -133,6 +137,7 @@ impl QFormat {
             QFormat::Q6K => 210,
             QFormat::Q4K => 144,
             QFormat::Q5_0 => 22,
+            QFormat::Q4_0 => 18,
             QFormat::Q5K => 176,
         }
     }
@@ -145,10 +150,10 @@ impl QFormat {
         }
     }
 
-    /// Whether products in `mode` run on SIMD kernels (Q5_0 and the K-quants with f32
+    /// Whether products in `mode` run on SIMD kernels (Q4_0, Q5_0 and the K-quants with f32
     /// activations have only the scalar reference kernel: load such weights as Q8_0 or Q4_1 for
     /// that mode).
     pub const fn fast_in(self, mode: Activations) -> bool {
-        !matches!((self, mode), (QFormat::Q5_0 | QFormat::Q4K | QFormat::Q5K | QFormat::Q6K, Activations::F32))
+        matches!(mode, Activations::Int8) || matches!(self, QFormat::Q8_0 | QFormat::Q4_1)
     }
 }

@@ -164,7 +164,9 @@ impl QMatrix {
         match format {
             QFormat::Q8_0 => Self::quantize_q8_0(w, rows, cols),
             QFormat::Q4_1 => Self::quantize_q4_1(w, rows, cols),
-            QFormat::Q5_0 | QFormat::Q4K | QFormat::Q5K | QFormat::Q6K => Err(KernelError::NoQuantizer { format }),
+            QFormat::Q4_0 | QFormat::Q5_0 | QFormat::Q4K | QFormat::Q5K | QFormat::Q6K => {
+                Err(KernelError::NoQuantizer { format })
+            }
         }
     }
 

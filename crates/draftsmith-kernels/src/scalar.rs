@@ -6,7 +6,8 @@
 use crate::act::{half_bias, ActRow};
 use crate::dispatch::{Group, TileOut};
 use crate::layout::{
-    f16_to_f32, q4_k_scales, q5_0_value, q6_k_scales, q6_k_value, tile_bytes, tile_scales, GROUP, QK, UNIT,
+    f16_to_f32, nibble_value, q4_k_scales, q5_0_value, q6_k_scales, q6_k_value, tile_bytes, tile_scales, GROUP, QK,
+    UNIT,
 };
 use crate::QFormat;
 
@@ -32,7 +33,9 @@ pub(crate) fn tile(format: QFormat, w: Group<'_>, acts: &[ActRow<'_>], out: &mut
             let x = &a.qs[b * QK..][..QK];
             match format {
                 QFormat::Q8_0 => block_q8_0(q, &sf, x, a.d[b], res),
-                QFormat::Q5_0 | QFormat::Q5K => block_q5(format, q, &sf, x, (a.d[b], a.sum[b]), res),
+                QFormat::Q4_0 | QFormat::Q5_0 | QFormat::Q5K => {
+                    block_nibbles(format, q, &sf, x, (a.d[b], a.sum[b]), res)
+                }
                 QFormat::Q4_1 | QFormat::Q4K => block_q4_1(q, &sf, x, (a.d[b], a.sum[b]), res),
                 QFormat::Q6K => block_q6_k(q, (w.scales, b), x, (a.d[b], half_bias(a.sum[b], a.lo[b])), res),
             }
@@ -56,14 +59,18 @@ fn block_q8_0(q: &[u8], s: &[f32], x: &[i8], dx: f32, acc: &mut [f32; GROUP]) {
     add_scaled(acc, &lanes, |j| s[j] * dx, |_| 0.0);
 }
 
-/// Adds block products of a packed Q5_0 tile (f32 scales `s`, weights `q − 16`) or Q5_K tile
-/// (scales `s[j]`, minima `s[16 + j]`, weights `d·q + m`) with activation block `x` (scale `dx`,
-/// sum `xsum`) to `acc`.
-fn block_q5(f: QFormat, q: &[u8], s: &[f32], x: &[i8], (dx, xsum): (f32, i32), acc: &mut [f32; GROUP]) {
-    let offset = if f == QFormat::Q5K { 0 } else { 16 };
+/// Adds block products of a packed Q4_0 or Q5_0 tile (f32 scales `s`, weights `q − 8`,
+/// `q − 16`) or Q5_K tile (scales `s[j]`, minima `s[16 + j]`, weights `d·q + m`) with activation
+/// block `x` (scale `dx`, sum `xsum`) to `acc`.
+fn block_nibbles(f: QFormat, q: &[u8], s: &[f32], x: &[i8], (dx, xsum): (f32, i32), acc: &mut [f32; GROUP]) {
+    let value = |j: usize, e: usize| match f {
+        QFormat::Q4_0 => i32::from(nibble_value(q, j, e)) - 8,
+        QFormat::Q5_0 => i32::from(q5_0_value(q, j, e)) - 16,
+        _ => i32::from(q5_0_value(q, j, e)),
+    };
     let mut lanes = [0i32; UNIT];
     for (j, l) in lanes.chunks_exact_mut(4).enumerate() {
-        l[0] = x.iter().enumerate().map(|(e, &xe)| (i32::from(q5_0_value(q, j, e)) - offset) * i32::from(xe)).sum();
+        l[0] = x.iter().enumerate().map(|(e, &xe)| value(j, e) * i32::from(xe)).sum();
     }
     let sx = dx * xsum as f32;
     let min = |j: usize| if f == QFormat::Q5K { s[GROUP + j] * sx } else { 0.0 };

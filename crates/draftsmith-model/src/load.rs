@@ -24,10 +24,10 @@ use crate::tokenizer::TextTokenizer;
 pub enum MatmulWeights {
     /// f32 burn tensors (any backend; exact for f32/f16/bf16 checkpoints).
     Dense,
-    /// Quantized blocks with the CPU kernels (GGUF Q8_0/Q4_1 kept as stored, Q5_0, Q4_K, Q5_K and
-    /// Q6_K too with int8 activations; otherwise Q4_0/Q5_0 rewritten as Q8_0 exactly, Q4_K as
-    /// Q4_1 with f16-rounded sub-block scales; other types re-quantized to Q8_0). CPU backends
-    /// only.
+    /// Quantized blocks with the CPU kernels (GGUF Q8_0/Q4_1 kept as stored, Q4_0, Q5_0, Q4_K,
+    /// Q5_K and Q6_K too with int8 activations; otherwise Q4_0/Q5_0 rewritten as Q8_0 exactly,
+    /// Q4_K as Q4_1 with f16-rounded sub-block scales; other types re-quantized to Q8_0). CPU
+    /// backends only.
     Quantized,
 }
 

@@ -138,7 +138,7 @@ impl WeightSource for GgufSource {
 
     fn load_quant(&self, name: &str, activations: Activations) -> Result<QMatrix, ModelError> {
         let info = self.info(name)?;
-        // Formats the kernels multiply natively are kept (Q5_0, Q4_K, Q5_K and Q6_K where their
+        // Formats the kernels multiply natively are kept (Q4_0, Q5_0, Q4_K, Q5_K and Q6_K where their
         // kernels are fast: int8 activations); otherwise Q4_0 / Q5_0 become Q8_0 exactly and Q4_K
         // becomes Q4_1 (same nibbles, sub-block scales rounded to f16) without a detour through
         // f32; the rest is re-quantized to Q8_0 from its values.
@@ -147,6 +147,7 @@ impl WeightSource for GgufSource {
             GgmlType::Q4_1 => (QFormat::Q4_1, None),
             GgmlType::Q6_K if QFormat::Q6K.fast_in(activations) => (QFormat::Q6K, None),
             GgmlType::Q4_K if QFormat::Q4K.fast_in(activations) => (QFormat::Q4K, None),
+            GgmlType::Q4_0 if QFormat::Q4_0.fast_in(activations) => (QFormat::Q4_0, None),
             GgmlType::Q5_0 if QFormat::Q5_0.fast_in(activations) => (QFormat::Q5_0, None),
             GgmlType::Q5_K if QFormat::Q5K.fast_in(activations) => (QFormat::Q5K, None),
             GgmlType::Q4_0 => (QFormat::Q8_0, Some(dequant::q4_0_as_q8_0)),

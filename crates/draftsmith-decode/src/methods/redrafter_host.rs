@@ -140,7 +140,7 @@ mod tests {
             let rel = match DRAFTER_WEIGHTS {
                 QFormat::Q8_0 => 0.02,
                 QFormat::Q4_1 => 0.15,
-                QFormat::Q5_0 | QFormat::Q4K | QFormat::Q5K | QFormat::Q6K => {
+                QFormat::Q4_0 | QFormat::Q5_0 | QFormat::Q4K | QFormat::Q5K | QFormat::Q6K => {
                     unreachable!("a drafter's layers are quantized from f32 (as Q8_0 or Q4_1)")
                 }
             };

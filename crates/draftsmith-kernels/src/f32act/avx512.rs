@@ -77,7 +77,9 @@ pub(super) unsafe fn tile(f: QFormat, w: Weights<'_>, xs: &[&[f32]], out: &mut [
         match f {
             QFormat::Q8_0 => width!(q8_0),
             QFormat::Q4_1 => width!(q4_1),
-            QFormat::Q5_0 | QFormat::Q4K | QFormat::Q5K | QFormat::Q6K => unreachable!("runs on the scalar f32 kernel"),
+            QFormat::Q4_0 | QFormat::Q5_0 | QFormat::Q4K | QFormat::Q5K | QFormat::Q6K => {
+                unreachable!("runs on the scalar f32 kernel")
+            }
         }
         i += gn;
     }

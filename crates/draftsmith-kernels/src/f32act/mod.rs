@@ -15,7 +15,7 @@
 //! c0 = 0;  for e in  0..16: c0 = fma(w_e, x_e, c0)
 //! c1 = 0;  for e in 16..32: c1 = fma(w_e, x_e, c1)
 //! s  = c0 + c1
-//! Q8_0 (w_e = q_e), Q5_0 (w_e = q_e − 16): acc = fma(s, d, acc)
+//! Q8_0 (w_e = q_e), Q4_0, Q5_0 (w_e = q_e − 8, q_e − 16): acc = fma(s, d, acc)
 //! Q4_1 (w_e = fma(q_e, d, m)): acc = acc + s
 //! Q6_K (w_e = q_e − 32):      acc = fma(c1, d·sc₁, fma(c0, d·sc₀, acc))
 //! ```
@@ -115,7 +115,7 @@ fn compute(m: &QMatrix, path: KernelPath, x: &[f32], n: usize, range: Range<usiz
 /// Runs one kernel call: `w.groups` (1 ..= [`MAX_GROUPS`]) against `xs` (1 ..= [`TILE`] rows).
 fn kernel(path: KernelPath, f: QFormat, w: Weights<'_>, xs: &[&[f32]], out: &mut [TileOut]) {
     if !f.fast_in(crate::Activations::F32) {
-        // Q5_0 and the K-quants have the reference kernel only: same order, so every path agrees.
+        // Q4_0, Q5_0 and the K-quants have the reference kernel only: same order, so every path agrees.
         return scalar::tile(f, w.groups, xs, out);
     }
     match path {

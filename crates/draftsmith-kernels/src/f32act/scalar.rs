@@ -8,7 +8,8 @@
 use super::{check, Packed};
 use crate::dispatch::TileOut;
 use crate::layout::{
-    f16_to_f32, q4_k_scales, q5_0_value, q6_k_scales, q6_k_value, tile_bytes, tile_scales, GROUP, QK, UNIT,
+    f16_to_f32, nibble_value, q4_k_scales, q5_0_value, q6_k_scales, q6_k_value, tile_bytes, tile_scales, GROUP, QK,
+    UNIT,
 };
 use crate::QFormat;
 
@@ -46,20 +47,20 @@ fn block_step(f: QFormat, w: &[f32; QK], (d, d2): (f32, f32), x: &[f32], acc: f3
     let chain = |r: std::ops::Range<usize>| r.fold(0.0f32, |c, e| w[e].mul_add(x[e], c));
     let (c0, c1) = (chain(0..QK / 2), chain(QK / 2..QK));
     match f {
-        QFormat::Q8_0 | QFormat::Q5_0 => (c0 + c1).mul_add(d, acc),
+        QFormat::Q8_0 | QFormat::Q4_0 | QFormat::Q5_0 => (c0 + c1).mul_add(d, acc),
         QFormat::Q4_1 | QFormat::Q4K | QFormat::Q5K => acc + (c0 + c1),
         QFormat::Q6K => c1.mul_add(d2, c0.mul_add(d, acc)),
     }
 }
 
-/// Decodes a packed tile: Q8_0 and Q5_0 weights as the integers `q` and `q − 16` (the scale is
-/// applied per block),
+/// Decodes a packed tile: Q8_0, Q4_0 and Q5_0 weights as the integers `q`, `q − 8` and `q − 16`
+/// (the scale is applied per block),
 /// Q4_1 weights as `fma(q, d, m)`, which equals the exact `d·q` rounded once after adding `m`
 /// (Q4_K and Q5_K too, with their exact `d·sc` and `−dmin·mn`), Q6_K weights as the integers `q − 32` with
 /// the exact sub-block scales `d·sc`.
 fn decode(f: QFormat, q: &[u8], (scales, b): (&[u16], usize), out: &mut Decoded) {
     let s = &scales[b * tile_scales(f)..][..tile_scales(f)];
-    if matches!(f, QFormat::Q8_0 | QFormat::Q4_1 | QFormat::Q5_0) {
+    if matches!(f, QFormat::Q8_0 | QFormat::Q4_0 | QFormat::Q4_1 | QFormat::Q5_0) {
         for j in 0..GROUP {
             out.d[j] = f16_to_f32(s[j]);
         }
@@ -70,6 +71,13 @@ fn decode(f: QFormat, q: &[u8], (scales, b): (&[u16], usize), out: &mut Decoded)
                 [out.d[j], out.d2[j]] = q6_k_scales(scales, b, j);
                 for (e, v) in w.iter_mut().enumerate() {
                     *v = f32::from(q6_k_value(q, j, e) as i8 - 32);
+                }
+            }
+        }
+        QFormat::Q4_0 => {
+            for (j, w) in out.w.iter_mut().enumerate() {
+                for (e, v) in w.iter_mut().enumerate() {
+                    *v = f32::from(nibble_value(q, j, e) as i8 - 8);
                 }
             }
         }

@@ -19,6 +19,7 @@ pub(super) fn term_scale(format: QFormat, bytes: &[u8]) -> Vec<f32> {
     for blk in bytes.chunks_exact(format.block_bytes()) {
         match format {
             QFormat::Q8_0 => out.extend(blk[2..].iter().map(|&q| f16(blk) * f32::from(q as i8).abs())),
+            QFormat::Q4_0 => out.extend(std::iter::repeat_n(f16(blk) * 8.0, 32)),
             QFormat::Q5_0 => out.extend(std::iter::repeat_n(f16(blk) * 16.0, 32)),
             QFormat::Q4_1 => {
                 let (d, m) = (f16(blk), f16(&blk[2..]));
@@ -219,20 +220,27 @@ fn nested_matmul_inside_rayon() {
     }
 }
 
-/// Q5_0 is packed from GGUF bytes only, multiplied by SIMD kernels with int8 activations only,
-/// and decodes as draftsmith-gguf does.
+/// Q4_0 and Q5_0 are packed from GGUF bytes only, multiplied by SIMD kernels with int8
+/// activations only, and decode as draftsmith-gguf does, in the file's own bytes.
 #[test]
-fn q5_0_is_kept_from_gguf_bytes_and_decodes_as_ggml_does() {
+fn q4_0_and_q5_0_are_kept_from_gguf_bytes_and_decode_as_ggml_does() {
     let mut rng = Rng::new(16);
-    let bytes = random_blocks(QFormat::Q5_0, 33, 576, &mut rng);
-    let m = QMatrix::from_ggml_blocks(QFormat::Q5_0, &bytes, 33, 576).unwrap();
-    let mut want = vec![0.0; 33 * 576];
-    draftsmith_gguf::dequant::dequantize_q5_0(&bytes, &mut want);
-    let got = dequantize_all(&m);
-    assert!(got.iter().zip(&want).all(|(a, b)| a.to_bits() == b.to_bits()));
-    // The file's own 22 bytes per 32 values once packed (rows padded to 16).
-    assert_eq!(m.n_bytes(), 48 * 576 / 32 * 22);
-    let e = QMatrix::quantize(QFormat::Q5_0, &[0.0; 32], 1, 32).unwrap_err();
-    assert_eq!(e, crate::KernelError::NoQuantizer { format: QFormat::Q5_0 });
-    assert!(!QFormat::Q5_0.fast_in(Activations::F32) && QFormat::Q5_0.fast_in(Activations::Int8));
+    type Decoder = fn(&[u8], &mut [f32]);
+    let decoders: [(QFormat, Decoder); 2] = [
+        (QFormat::Q4_0, draftsmith_gguf::dequant::dequantize_q4_0),
+        (QFormat::Q5_0, draftsmith_gguf::dequant::dequantize_q5_0),
+    ];
+    for (format, decode) in decoders {
+        let bytes = random_blocks(format, 33, 576, &mut rng);
+        let m = QMatrix::from_ggml_blocks(format, &bytes, 33, 576).unwrap();
+        let mut want = vec![0.0; 33 * 576];
+        decode(&bytes, &mut want);
+        let got = dequantize_all(&m);
+        assert!(got.iter().zip(&want).all(|(a, b)| a.to_bits() == b.to_bits()), "{format:?}");
+        // The file's own bytes per 32 values once packed (rows padded to 16).
+        assert_eq!(m.n_bytes(), 48 * 576 / 32 * format.block_bytes(), "{format:?}");
+        let e = QMatrix::quantize(format, &[0.0; 32], 1, 32).unwrap_err();
+        assert_eq!(e, crate::KernelError::NoQuantizer { format });
+        assert!(!format.fast_in(Activations::F32) && format.fast_in(Activations::Int8));
+    }
 }

@@ -51,7 +51,7 @@ impl Rng {
 }
 
 /// The formats of 32-value blocks, which the tests below build from random GGUF bytes.
-pub(super) const BLOCK_FORMATS: [QFormat; 3] = [QFormat::Q8_0, QFormat::Q4_1, QFormat::Q5_0];
+pub(super) const BLOCK_FORMATS: [QFormat; 4] = [QFormat::Q8_0, QFormat::Q4_0, QFormat::Q4_1, QFormat::Q5_0];
 
 /// Random GGUF block bytes for a `rows × cols` matrix. Q8_0 quants include -128 (legal bytes
 /// that ggml itself never writes); Q4_1 minimums are negative or positive; Q5_0 fifth bits and
@@ -64,6 +64,7 @@ pub(super) fn random_blocks(format: QFormat, rows: usize, cols: usize, rng: &mut
         out.extend_from_slice(&d.to_bits().to_le_bytes());
         match format {
             QFormat::Q8_0 => out.extend((0..32).map(|_| rng.next_u64() as u8)),
+            QFormat::Q4_0 => out.extend((0..16).map(|_| rng.next_u64() as u8)),
             QFormat::Q5_0 => out.extend((0..20).map(|_| rng.next_u64() as u8)),
             QFormat::Q4_1 => {
                 let m = half::f16::from_f32(rng.range(-0.15, 0.05));
@@ -86,6 +87,11 @@ pub(super) fn ggml_dequantize(format: QFormat, bytes: &[u8]) -> Vec<f32> {
         let d = f16(blk);
         match format {
             QFormat::Q8_0 => out.extend(blk[2..].iter().map(|&q| d * f32::from(q as i8))),
+            QFormat::Q4_0 => {
+                let qs = &blk[2..18];
+                out.extend(qs.iter().map(|&q| d * f32::from(i16::from(q & 0x0F) - 8)));
+                out.extend(qs.iter().map(|&q| d * f32::from(i16::from(q >> 4) - 8)));
+            }
             QFormat::Q5_0 => {
                 let qh = u32::from_le_bytes([blk[2], blk[3], blk[4], blk[5]]);
                 let value = |e: usize| {
