@@ -4,7 +4,8 @@
 //! activation rows `n`, for both activation modes side by side (f32 = weight-only quantization,
 //! the default; int8 = llama.cpp style): median and minimum milliseconds, GFLOP/s
 //! (`2·rows·cols·n`) and GB/s of weight bytes; Qwen-1.5B's `ffn_down` shape as Q6_K and as Q8_0,
-//! its `ffn_gate` shape as Q4_K and as Q4_1, Qwen-0.5B's as Q5_0 and as Q8_0.
+//! its `ffn_gate` shape as Q4_K and as Q4_1 and as Q5_K and as Q8_0, Qwen-0.5B's as Q5_0 and as
+//! Q8_0, SmolLM2's as Q4_0 and as Q4_1.
 //! Then the whole SmolLM2-135M step in both modes.
 //! Pass `-- --paths` to also time every supported kernel path.
 
@@ -41,14 +42,15 @@ fn random_matrix(format: QFormat, rows: usize, cols: usize, rng: &mut Rng) -> QM
         }
         return QMatrix::from_ggml_blocks(format, &bytes, rows, cols).expect("valid shape");
     }
-    if format == QFormat::Q4K {
-        // Super-blocks of 256: small `d` and `dmin`, random 6-bit scales and minima, nibbles.
+    if matches!(format, QFormat::Q4K | QFormat::Q5K) {
+        // Super-blocks of 256: small `d` and `dmin`, random 6-bit scales and minima, (fifth
+        // bits,) nibbles.
         let mut bytes = Vec::with_capacity(rows * cols / 256 * format.block_bytes());
         for _ in 0..rows * cols / 256 {
             for v in [0.0008f32, 0.0003] {
                 bytes.extend_from_slice(&half::f16::from_f32(v).to_bits().to_le_bytes());
             }
-            bytes.extend((0..12 + 128).map(|_| rng.next() as u8));
+            bytes.extend((0..format.block_bytes() - 4).map(|_| rng.next() as u8));
         }
         return QMatrix::from_ggml_blocks(format, &bytes, rows, cols).expect("valid shape");
     }
@@ -218,13 +220,16 @@ fn bench_table(paths: &[KernelPath], head: &QMatrix, rng: &mut Rng) {
     // Qwen2.5-1.5B's `ffn_down` shape, which a Q4_K_M file stores as Q6_K in half its layers:
     // kept as Q6_K (6.56 bits a value; int8 activations only: f32 ones have the scalar reference
     // kernel alone) against its Q8_0 re-quantization (8.5 bits).
-    // Its `ffn_gate` shape as Q4_K (4.625 bits) against Q4_1 (5 bits, the f32 mode's form), and
-    // Qwen2.5-0.5B's `ffn_gate` shape as Q5_0 (5.5 bits) against Q8_0 (8.5): the other formats
-    // those files keep with int8 activations.
+    // Its `ffn_gate` shape as Q4_K (4.625 bits) against Q4_1 (5 bits, the f32 mode's form) and
+    // as Q5_K (5.625 bits) against Q8_0, Qwen2.5-0.5B's `ffn_gate` shape as Q5_0 (5.5 bits)
+    // against Q8_0 (8.5), SmolLM2's as Q4_0 (5 bits) against Q4_1: the other formats kept with
+    // int8 activations, against what they would be rewritten to.
     let pairs = [
         ((1536, 8960), [QFormat::Q6K, QFormat::Q8_0]),
         ((8960, 1536), [QFormat::Q4K, QFormat::Q4_1]),
+        ((8960, 1536), [QFormat::Q5K, QFormat::Q8_0]),
         ((4864, 896), [QFormat::Q5_0, QFormat::Q8_0]),
+        ((1536, 576), [QFormat::Q4_0, QFormat::Q4_1]),
     ];
     for ((rows, cols), formats) in pairs {
         for format in formats {
