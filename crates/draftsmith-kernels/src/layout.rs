@@ -89,12 +89,12 @@ pub(crate) mod nib {
 
     /// Whether values are `d·q + m` with a minimum per block (else `d·(q − o)`).
     pub(crate) const fn affine(kind: u8) -> bool {
-        matches!(kind, Q4_1 | Q4K | Q5K)
+        super::has_min(format(kind))
     }
 
     /// Whether the block's `d` and `m` come from K-quant super-block scales (else f16 per block).
     pub(crate) const fn k_scales(kind: u8) -> bool {
-        matches!(kind, Q4K | Q5K)
+        matches!(format(kind), QFormat::Q4K | QFormat::Q5K)
     }
 
     /// Where a block's integer sum starts, from the packed activations' `bias` (`−128 · Σ q_x`):
@@ -107,6 +107,12 @@ pub(crate) mod nib {
             _ => 0,
         }
     }
+}
+
+/// Whether a nibble format's values are `d·q + m` with a minimum per block (Q4_1, Q4_K, Q5_K;
+/// Q4_0 and Q5_0 are `d·(q − o)`).
+pub(crate) const fn has_min(format: QFormat) -> bool {
+    matches!(format, QFormat::Q4_1 | QFormat::Q4K | QFormat::Q5K)
 }
 
 /// Blocks (tiles) per K-quant super-block, which share its scales.
@@ -300,6 +306,28 @@ pub(crate) fn q5_0_value(q: &[u8], j: usize, e: usize) -> u8 {
     nibble_value(q, j, e) | (top << 4)
 }
 
+/// The integer weight of element `e` (0..32) of row `j` in a packed nibble-format tile `q`:
+/// `q − 8` (Q4_0), `q − 16` (Q5_0), or `q` itself (the formats with a minimum).
+pub(crate) fn nibble_int(format: QFormat, q: &[u8], j: usize, e: usize) -> i32 {
+    match format {
+        QFormat::Q4_0 => i32::from(nibble_value(q, j, e)) - 8,
+        QFormat::Q5_0 => i32::from(q5_0_value(q, j, e)) - 16,
+        QFormat::Q5K => i32::from(q5_0_value(q, j, e)),
+        _ => i32::from(nibble_value(q, j, e)),
+    }
+}
+
+/// Row `j`'s scale `d` and minimum `m` in block `b` of a packed nibble-format row group whose
+/// scales are `s`: the f16 `d` (and `m`: Q4_1; zero for Q4_0 and Q5_0) of the block, or Q4_K's
+/// and Q5_K's exact `d·sc` and `−dmin·mn`.
+pub(crate) fn nibble_scales(format: QFormat, s: &[u16], b: usize, j: usize) -> (f32, f32) {
+    if matches!(format, QFormat::Q4K | QFormat::Q5K) {
+        return q4_k_scales(s, b, j);
+    }
+    let t = &s[b * tile_scales(format)..][..tile_scales(format)];
+    (f16_to_f32(t[j]), if has_min(format) { f16_to_f32(t[GROUP + j]) } else { 0.0 })
+}
+
 /// The two sub-block scales `d · sc` of row `j` in block `b` of a packed Q6_K row group whose
 /// scales are `s` (exact in f32: an f16 times a signed byte).
 pub(crate) fn q6_k_scales(s: &[u16], b: usize, j: usize) -> [f32; 2] {
@@ -393,44 +421,21 @@ pub(crate) fn unpack_block(
     let (g, j) = (row / GROUP, row % GROUP);
     let tile = g * nb + b;
     let q = &quants[tile * tile_bytes(format)..][..tile_bytes(format)];
-    let s = &scales[tile * tile_scales(format)..][..tile_scales(format)];
-    let d = f16_to_f32(s[j]);
     let group_scales = &scales[g * nb * tile_scales(format)..];
     match format {
         QFormat::Q8_0 => {
+            let d = f16_to_f32(scales[tile * tile_scales(format) + j]);
             for (k, unit) in q.chunks_exact(UNIT).enumerate() {
                 for t in 0..4 {
                     out[4 * k + t] = d * f32::from((unit[j * 4 + t] ^ 0x80) as i8);
                 }
             }
         }
-        QFormat::Q5K => {
-            let (d, m) = q4_k_scales(group_scales, b, j);
+        QFormat::Q4_0 | QFormat::Q4_1 | QFormat::Q5_0 | QFormat::Q4K | QFormat::Q5K => {
+            let (d, m) = nibble_scales(format, group_scales, b, j);
             for (e, o) in out.iter_mut().enumerate().take(QK) {
-                *o = d * f32::from(q5_0_value(q, j, e)) + m;
-            }
-        }
-        QFormat::Q4_1 | QFormat::Q4K => {
-            let (d, m) = match format {
-                QFormat::Q4K => q4_k_scales(group_scales, b, j),
-                _ => (d, f16_to_f32(s[GROUP + j])),
-            };
-            for (u, unit) in q.chunks_exact(UNIT).enumerate() {
-                for t in 0..4 {
-                    let byte = unit[j * 4 + t];
-                    out[4 * u + t] = d * f32::from(byte & 0x0F) + m;
-                    out[16 + 4 * u + t] = d * f32::from(byte >> 4) + m;
-                }
-            }
-        }
-        QFormat::Q4_0 => {
-            for (e, o) in out.iter_mut().enumerate().take(QK) {
-                *o = d * f32::from(nibble_value(q, j, e) as i8 - 8);
-            }
-        }
-        QFormat::Q5_0 => {
-            for (e, o) in out.iter_mut().enumerate().take(QK) {
-                *o = d * f32::from(q5_0_value(q, j, e) as i8 - 16);
+                let v = d * nibble_int(format, q, j, e) as f32;
+                *o = if has_min(format) { v + m } else { v };
             }
         }
         QFormat::Q6K => {

@@ -6,8 +6,7 @@
 use crate::act::{half_bias, ActRow};
 use crate::dispatch::{Group, TileOut};
 use crate::layout::{
-    f16_to_f32, nibble_value, q4_k_scales, q5_0_value, q6_k_scales, q6_k_value, tile_bytes, tile_scales, GROUP, QK,
-    UNIT,
+    f16_to_f32, has_min, nibble_int, nibble_scales, q6_k_scales, q6_k_value, tile_bytes, tile_scales, GROUP, QK, UNIT,
 };
 use crate::QFormat;
 
@@ -19,14 +18,19 @@ pub(crate) fn tile(format: QFormat, w: Group<'_>, acts: &[ActRow<'_>], out: &mut
     let mut sf = [0.0f32; 2 * GROUP];
     for b in 0..nb {
         let q = &w.quants[b * tb..][..tb];
-        // Once per block, shared by all activation rows (Q4_K: its exact `d` and `m`).
-        if matches!(format, QFormat::Q4K | QFormat::Q5K) {
-            for j in 0..GROUP {
-                (sf[j], sf[GROUP + j]) = q4_k_scales(w.scales, b, j);
+        // Once per block, shared by all activation rows: each row's `d` (and the nibble
+        // formats' `m`); Q6_K reads its two scales per row in `block_q6_k`.
+        match format {
+            QFormat::Q8_0 => {
+                for (f, &h) in sf.iter_mut().zip(&w.scales[b * ts..][..ts]) {
+                    *f = f16_to_f32(h);
+                }
             }
-        } else {
-            for (f, &h) in sf.iter_mut().zip(&w.scales[b * ts..][..ts]) {
-                *f = f16_to_f32(h);
+            QFormat::Q6K => {}
+            _ => {
+                for j in 0..GROUP {
+                    (sf[j], sf[GROUP + j]) = nibble_scales(format, w.scales, b, j);
+                }
             }
         }
         for (a, res) in acts.iter().zip(out.iter_mut()) {
@@ -63,17 +67,12 @@ fn block_q8_0(q: &[u8], s: &[f32], x: &[i8], dx: f32, acc: &mut [f32; GROUP]) {
 /// `q − 16`) or Q5_K tile (scales `s[j]`, minima `s[16 + j]`, weights `d·q + m`) with activation
 /// block `x` (scale `dx`, sum `xsum`) to `acc`.
 fn block_nibbles(f: QFormat, q: &[u8], s: &[f32], x: &[i8], (dx, xsum): (f32, i32), acc: &mut [f32; GROUP]) {
-    let value = |j: usize, e: usize| match f {
-        QFormat::Q4_0 => i32::from(nibble_value(q, j, e)) - 8,
-        QFormat::Q5_0 => i32::from(q5_0_value(q, j, e)) - 16,
-        _ => i32::from(q5_0_value(q, j, e)),
-    };
     let mut lanes = [0i32; UNIT];
     for (j, l) in lanes.chunks_exact_mut(4).enumerate() {
-        l[0] = x.iter().enumerate().map(|(e, &xe)| value(j, e) * i32::from(xe)).sum();
+        l[0] = x.iter().enumerate().map(|(e, &xe)| nibble_int(f, q, j, e) * i32::from(xe)).sum();
     }
     let sx = dx * xsum as f32;
-    let min = |j: usize| if f == QFormat::Q5K { s[GROUP + j] * sx } else { 0.0 };
+    let min = |j: usize| if has_min(f) { s[GROUP + j] * sx } else { 0.0 };
     add_scaled(acc, &lanes, |j| s[j] * dx, min);
 }
 

@@ -8,8 +8,7 @@
 use super::{check, Packed};
 use crate::dispatch::TileOut;
 use crate::layout::{
-    f16_to_f32, nibble_value, q4_k_scales, q5_0_value, q6_k_scales, q6_k_value, tile_bytes, tile_scales, GROUP, QK,
-    UNIT,
+    f16_to_f32, nibble_int, nibble_scales, q6_k_scales, q6_k_value, tile_bytes, tile_scales, GROUP, QK, UNIT,
 };
 use crate::QFormat;
 
@@ -59,8 +58,8 @@ fn block_step(f: QFormat, w: &[f32; QK], (d, d2): (f32, f32), x: &[f32], acc: f3
 /// (Q4_K and Q5_K too, with their exact `d·sc` and `−dmin·mn`), Q6_K weights as the integers `q − 32` with
 /// the exact sub-block scales `d·sc`.
 fn decode(f: QFormat, q: &[u8], (scales, b): (&[u16], usize), out: &mut Decoded) {
-    let s = &scales[b * tile_scales(f)..][..tile_scales(f)];
-    if matches!(f, QFormat::Q8_0 | QFormat::Q4_0 | QFormat::Q4_1 | QFormat::Q5_0) {
+    if matches!(f, QFormat::Q8_0 | QFormat::Q4_0 | QFormat::Q5_0) {
+        let s = &scales[b * tile_scales(f)..][..GROUP];
         for j in 0..GROUP {
             out.d[j] = f16_to_f32(s[j]);
         }
@@ -74,25 +73,18 @@ fn decode(f: QFormat, q: &[u8], (scales, b): (&[u16], usize), out: &mut Decoded)
                 }
             }
         }
-        QFormat::Q4_0 => {
+        QFormat::Q4_0 | QFormat::Q5_0 => {
             for (j, w) in out.w.iter_mut().enumerate() {
                 for (e, v) in w.iter_mut().enumerate() {
-                    *v = f32::from(nibble_value(q, j, e) as i8 - 8);
+                    *v = nibble_int(f, q, j, e) as f32;
                 }
             }
         }
-        QFormat::Q5_0 => {
+        QFormat::Q4_1 | QFormat::Q4K | QFormat::Q5K => {
             for (j, w) in out.w.iter_mut().enumerate() {
+                let (d, m) = nibble_scales(f, scales, b, j);
                 for (e, v) in w.iter_mut().enumerate() {
-                    *v = f32::from(q5_0_value(q, j, e) as i8 - 16);
-                }
-            }
-        }
-        QFormat::Q5K => {
-            for (j, w) in out.w.iter_mut().enumerate() {
-                let (d, m) = q4_k_scales(scales, b, j);
-                for (e, v) in w.iter_mut().enumerate() {
-                    *v = f32::from(q5_0_value(q, j, e)).mul_add(d, m);
+                    *v = (nibble_int(f, q, j, e) as f32).mul_add(d, m);
                 }
             }
         }
@@ -101,21 +93,6 @@ fn decode(f: QFormat, q: &[u8], (scales, b): (&[u16], usize), out: &mut Decoded)
                 for (j, w) in out.w.iter_mut().enumerate() {
                     for t in 0..4 {
                         w[4 * k + t] = f32::from((unit[4 * j + t] ^ 0x80) as i8);
-                    }
-                }
-            }
-        }
-        QFormat::Q4_1 | QFormat::Q4K => {
-            for (u, unit) in q.chunks_exact(UNIT).enumerate() {
-                for (j, w) in out.w.iter_mut().enumerate() {
-                    let (d, m) = match f {
-                        QFormat::Q4K => q4_k_scales(scales, b, j),
-                        _ => (out.d[j], f16_to_f32(s[GROUP + j])),
-                    };
-                    for t in 0..4 {
-                        let byte = unit[4 * j + t];
-                        w[4 * u + t] = f32::from(byte & 0x0F).mul_add(d, m);
-                        w[16 + 4 * u + t] = f32::from(byte >> 4).mul_add(d, m);
                     }
                 }
             }
