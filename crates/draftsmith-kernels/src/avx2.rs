@@ -39,36 +39,25 @@ macro_rules! bcast4 {
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(crate) unsafe fn tile_packed(f: QFormat, w: Group<'_>, a: PackedTile<'_>, out: &mut TileOut) {
     check_packed(f, w, a, 4);
+    macro_rules! width {
+        ($kernel:ident, $h:expr $(, $k:expr)?) => {
+            match a.cn {
+                1 => $kernel::<1 $(, { $k })?>(w, a, out, $h),
+                2 => $kernel::<2 $(, { $k })?>(w, a, out, $h),
+                3 => $kernel::<3 $(, { $k })?>(w, a, out, $h),
+                _ => $kernel::<4 $(, { $k })?>(w, a, out, $h),
+            }
+        };
+    }
     for h in 0..2 {
-        match (f, a.cn) {
-            (QFormat::Q8_0, 1) => q8_0::<1>(w, a, out, h),
-            (QFormat::Q8_0, 2) => q8_0::<2>(w, a, out, h),
-            (QFormat::Q8_0, 3) => q8_0::<3>(w, a, out, h),
-            (QFormat::Q8_0, _) => q8_0::<4>(w, a, out, h),
-            (QFormat::Q4_0, 1) => nibbles::<1, { nib::Q4_0 }>(w, a, out, h),
-            (QFormat::Q4_0, 2) => nibbles::<2, { nib::Q4_0 }>(w, a, out, h),
-            (QFormat::Q4_0, 3) => nibbles::<3, { nib::Q4_0 }>(w, a, out, h),
-            (QFormat::Q4_0, _) => nibbles::<4, { nib::Q4_0 }>(w, a, out, h),
-            (QFormat::Q4_1, 1) => nibbles::<1, { nib::Q4_1 }>(w, a, out, h),
-            (QFormat::Q4_1, 2) => nibbles::<2, { nib::Q4_1 }>(w, a, out, h),
-            (QFormat::Q4_1, 3) => nibbles::<3, { nib::Q4_1 }>(w, a, out, h),
-            (QFormat::Q4_1, _) => nibbles::<4, { nib::Q4_1 }>(w, a, out, h),
-            (QFormat::Q5_0, 1) => nibbles::<1, { nib::Q5_0 }>(w, a, out, h),
-            (QFormat::Q5_0, 2) => nibbles::<2, { nib::Q5_0 }>(w, a, out, h),
-            (QFormat::Q5_0, 3) => nibbles::<3, { nib::Q5_0 }>(w, a, out, h),
-            (QFormat::Q5_0, _) => nibbles::<4, { nib::Q5_0 }>(w, a, out, h),
-            (QFormat::Q4K, 1) => nibbles::<1, { nib::Q4K }>(w, a, out, h),
-            (QFormat::Q4K, 2) => nibbles::<2, { nib::Q4K }>(w, a, out, h),
-            (QFormat::Q4K, 3) => nibbles::<3, { nib::Q4K }>(w, a, out, h),
-            (QFormat::Q4K, _) => nibbles::<4, { nib::Q4K }>(w, a, out, h),
-            (QFormat::Q5K, 1) => nibbles::<1, { nib::Q5K }>(w, a, out, h),
-            (QFormat::Q5K, 2) => nibbles::<2, { nib::Q5K }>(w, a, out, h),
-            (QFormat::Q5K, 3) => nibbles::<3, { nib::Q5K }>(w, a, out, h),
-            (QFormat::Q5K, _) => nibbles::<4, { nib::Q5K }>(w, a, out, h),
-            (QFormat::Q6K, 1) => q6_k::<1>(w, a, out, h),
-            (QFormat::Q6K, 2) => q6_k::<2>(w, a, out, h),
-            (QFormat::Q6K, 3) => q6_k::<3>(w, a, out, h),
-            (QFormat::Q6K, _) => q6_k::<4>(w, a, out, h),
+        match f {
+            QFormat::Q8_0 => width!(q8_0, h),
+            QFormat::Q4_0 => width!(nibbles, h, nib::Q4_0),
+            QFormat::Q4_1 => width!(nibbles, h, nib::Q4_1),
+            QFormat::Q5_0 => width!(nibbles, h, nib::Q5_0),
+            QFormat::Q4K => width!(nibbles, h, nib::Q4K),
+            QFormat::Q5K => width!(nibbles, h, nib::Q5K),
+            QFormat::Q6K => width!(q6_k, h),
         }
     }
 }
