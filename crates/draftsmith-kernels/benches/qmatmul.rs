@@ -7,7 +7,8 @@
 //! its `ffn_gate` shape as Q4_K and as Q4_1 and as Q5_K and as Q8_0, Qwen-0.5B's as Q5_0 and as
 //! Q8_0, SmolLM2's as Q4_0 and as Q4_1.
 //! Then the whole SmolLM2-135M step in both modes.
-//! Pass `-- --paths` to also time every supported kernel path.
+//! Pass `-- --paths` to also time every supported kernel path (`--path-list amx,avx512vnni`:
+//! those), `--int8` for the int8 mode alone, `--rows 1,2,4,8,64` for the model step's rows.
 
 use std::time::{Duration, Instant};
 
@@ -93,13 +94,13 @@ fn time_case(m: &QMatrix, n: usize, path: KernelPath, mode: Activations, x: &[f3
 }
 
 /// Times one `(matrix, n, path)` case in both modes and prints a table row.
-fn bench_case(m: &QMatrix, n: usize, path: KernelPath, rng: &mut Rng) {
+fn bench_case(m: &QMatrix, n: usize, path: KernelPath, modes: &[Activations], rng: &mut Rng) {
     let x: Vec<f32> = (0..n * m.cols()).map(|_| rng.f32()).collect();
     let shape = format!("{}x{}", m.rows(), m.cols());
     let fmt = format!("{:?}", m.format());
     print!("{shape:>10} {fmt:>5} {n:>3} {:>11}", path.name());
     for mode in [Activations::F32, Activations::Int8] {
-        if !m.format().fast_in(mode) {
+        if !modes.contains(&mode) || !m.format().fast_in(mode) {
             // The scalar reference kernel only (seconds per product): not a figure to compare.
             print!(" | {:>8} {:>8} {:>6} {:>6}", "–", "–", "–", "–");
             continue;
@@ -135,30 +136,33 @@ fn bench_f32_naive(rows: usize, cols: usize, rng: &mut Rng) {
 /// the L3), so weights stream from memory as in real decoding, in both activation modes. Timed
 /// from the main thread and from inside the rayon pool (where `matmul` avoids the cross-thread
 /// hand-off per call).
-fn bench_model_step(layers: &[Vec<QMatrix>], head: &QMatrix, rng: &mut Rng) {
+fn bench_model_step(layers: &[Vec<QMatrix>], head: &QMatrix, opts: &Options, rng: &mut Rng) {
     let all: Vec<&QMatrix> = layers.iter().flatten().chain([head]).collect();
     let macs: usize = all.iter().map(|m| m.rows() * m.cols()).sum();
     let bytes: usize = all.iter().map(|m| m.n_bytes()).sum();
     println!("model step: {} matmuls, {:.1} MB of weights", all.len(), bytes as f64 / 1e6);
-    for n in [1, 8, 64] {
+    for &n in &opts.rows {
         let x: Vec<f32> = (0..n * 1536).map(|_| rng.f32()).collect();
         let mut y = vec![0.0; n * head.rows()];
-        for mode in [Activations::F32, Activations::Int8] {
-            let mut step = || {
-                for m in &all {
-                    m.matmul_mode(mode, &x[..n * m.cols()], n, &mut y[..n * m.rows()]);
-                }
-            };
-            let (ms, min) = time_ms(Duration::from_millis(1500), &mut step);
-            let (ms_pool, min_pool) = rayon::scope(|_| time_ms(Duration::from_millis(1500), &mut step));
-            let gflops = 2.0 * (macs * n) as f64 / (ms * 1e6);
-            let gbs = bytes as f64 / (ms * 1e6);
-            let name = format!("{mode:?}");
-            println!(
-                "model step n={n:>2} {name:>4}: median {ms:7.3} ms, min {min:7.3} ms \
-                 ({gflops:5.1} GFLOP/s, {gbs:4.1} GB/s); inside pool: median {ms_pool:7.3} ms, \
-                 min {min_pool:7.3} ms"
-            );
+        for &path in &opts.paths {
+            for &mode in &opts.modes {
+                let mut step = || {
+                    for m in &all {
+                        m.matmul_mode_with(mode, path, &x[..n * m.cols()], n, &mut y[..n * m.rows()]);
+                    }
+                };
+                let (ms, min) = time_ms(Duration::from_millis(1500), &mut step);
+                let (ms_pool, min_pool) = rayon::scope(|_| time_ms(Duration::from_millis(1500), &mut step));
+                let gflops = 2.0 * (macs * n) as f64 / (ms * 1e6);
+                let gbs = bytes as f64 / (ms * 1e6);
+                let name = format!("{mode:?}");
+                println!(
+                    "model step n={n:>2} {name:>4} {:>10}: median {ms:7.3} ms, min {min:7.3} ms \
+                     ({gflops:5.1} GFLOP/s, {gbs:4.1} GB/s); inside pool: median {ms_pool:7.3} ms, \
+                     min {min_pool:7.3} ms",
+                    path.name()
+                );
+            }
         }
     }
 }
@@ -196,7 +200,8 @@ const LAYER: [(usize, usize); 7] =
 
 /// The per-shape table: the three layer shapes in both formats, the Q8_0 LM head, then Qwen-sized
 /// shapes in the formats their files keep and the ones they would be re-quantized to.
-fn bench_table(paths: &[KernelPath], head: &QMatrix, rng: &mut Rng) {
+fn bench_table(opts: &Options, head: &QMatrix, rng: &mut Rng) {
+    let paths = &opts.paths;
     let cols = ("median ms", "min ms", "GFLOP/s", "GB/s");
     let mode = format!("{:>8} {:>8} {:>6} {:>6}", cols.0, cols.1, cols.2, cols.3);
     println!("{:>33} | {:^31} | {:^31}", "", "f32 activations (default)", "int8 activations");
@@ -207,14 +212,14 @@ fn bench_table(paths: &[KernelPath], head: &QMatrix, rng: &mut Rng) {
             let m = random_matrix(format, rows, cols, rng);
             for n in [1, 8, 64] {
                 for &p in paths {
-                    bench_case(&m, n, p, rng);
+                    bench_case(&m, n, p, &opts.modes, rng);
                 }
             }
         }
     }
     for n in [1, 8, 64] {
         for &p in paths {
-            bench_case(head, n, p, rng);
+            bench_case(head, n, p, &opts.modes, rng);
         }
     }
     // Qwen2.5-1.5B's `ffn_down` shape, which a Q4_K_M file stores as Q6_K in half its layers:
@@ -236,36 +241,57 @@ fn bench_table(paths: &[KernelPath], head: &QMatrix, rng: &mut Rng) {
             let m = random_matrix(format, rows, cols, rng);
             for n in [1, 8, 64] {
                 for &p in paths {
-                    bench_case(&m, n, p, rng);
+                    bench_case(&m, n, p, &opts.modes, rng);
                 }
             }
         }
     }
 }
 
-/// Flags: `--paths` times every supported kernel path; `--model-only` skips the table;
-/// `--breakdown` adds a per-shape breakdown of the n=1 model step.
+/// What to time (the flags of [`main`]).
+struct Options {
+    paths: Vec<KernelPath>,
+    modes: Vec<Activations>,
+    /// Activation rows of the model step.
+    rows: Vec<usize>,
+}
+
+/// The value after `flag`, if given.
+fn flag_value<'a>(args: &'a [String], flag: &str) -> Option<&'a str> {
+    args.iter().position(|a| a == flag).and_then(|i| args.get(i + 1)).map(String::as_str)
+}
+
+/// Flags: `--paths` times every supported kernel path (`--path-list amx,avx512vnni`: those);
+/// `--int8` the int8 mode only; `--rows 1,2,8` the model step's activation rows (1, 8, 64);
+/// `--model-only` skips the table; `--breakdown` adds a per-shape breakdown of the n=1 model
+/// step.
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let has = |flag: &str| args.iter().any(|a| a == flag);
     let detected = KernelPath::detect();
-    let paths: Vec<KernelPath> = if has("--paths") {
-        KernelPath::ALL.into_iter().filter(|p| p.is_supported()).collect()
-    } else {
-        vec![detected]
+    let supported = KernelPath::ALL.into_iter().filter(|p| p.is_supported());
+    let paths: Vec<KernelPath> = match flag_value(&args, "--path-list") {
+        Some(list) => supported.filter(|p| list.split(',').any(|name| name == p.name())).collect(),
+        None if has("--paths") => supported.collect(),
+        None => vec![detected],
     };
+    let rows = flag_value(&args, "--rows").map_or(vec![1, 8, 64], |list| {
+        list.split(',').map(|v| v.parse().expect("--rows takes numbers like 1,8,64")).collect()
+    });
+    let modes = if has("--int8") { vec![Activations::Int8] } else { vec![Activations::F32, Activations::Int8] };
+    let opts = Options { paths, modes, rows };
     println!("detected path: {}, rayon threads: {}", detected.name(), rayon::current_num_threads());
     let mut rng = Rng(42);
     let head = random_matrix(QFormat::Q8_0, 49152, 576, &mut rng);
     if !has("--model-only") {
-        bench_table(&paths, &head, &mut rng);
+        bench_table(&opts, &head, &mut rng);
     }
     let layers: Vec<Vec<QMatrix>> =
         (0..30).map(|_| LAYER.iter().map(|&(r, c)| random_matrix(QFormat::Q4_1, r, c, &mut rng)).collect()).collect();
     if has("--breakdown") {
         bench_breakdown(&layers, &head, &mut rng);
     }
-    bench_model_step(&layers, &head, &mut rng);
+    bench_model_step(&layers, &head, &opts, &mut rng);
     drop((head, layers));
     bench_f32_naive(49152, 576, &mut rng);
 }

@@ -118,10 +118,10 @@ pub(crate) unsafe fn groups_packed(
     }
 }
 
-/// The loop of [`groups_packed`] for a tile of `C` rows.
+/// The loop of [`groups_packed`] (and of `crate::amx::groups_packed`) for a tile of `C` rows.
 #[allow(clippy::too_many_arguments)]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
-unsafe fn each<const C: usize>(
+pub(crate) unsafe fn each<const C: usize>(
     m: &QMatrix,
     groups: std::ops::Range<usize>,
     a: PackedTile<'_>,
@@ -171,11 +171,7 @@ unsafe fn q8_0_packed<const C: usize>(w: Group<'_>, a: PackedTile<'_>, out: &mut
                 }
             }
         }
-        for c in 0..C {
-            let scale = _mm512_mul_ps(dw, _mm512_set1_ps(*db.add(c)));
-            let isum = _mm512_cvtepi32_ps(_mm512_add_epi32(ia[c], ib[c]));
-            facc[c] = _mm512_fmadd_ps(isum, scale, facc[c]);
-        }
+        fold_q8_0(&mut facc, std::array::from_fn(|c| _mm512_add_epi32(ia[c], ib[c])), dw, db);
     }
     for c in 0..C {
         _mm512_storeu_ps(out[c].as_mut_ptr(), facc[c]);
@@ -186,7 +182,7 @@ unsafe fn q8_0_packed<const C: usize>(w: Group<'_>, a: PackedTile<'_>, out: &mut
 /// kind `N`) whose scales start at `s`: f16 `d` (and `m`: Q4_1) per block, or the K-quants'
 /// exact `d_sb · sc` and `−dmin · mn` (`m` is zero where the format has none).
 #[inline(always)]
-unsafe fn nibble_scales<const N: u8>(s: *const u16, b: usize) -> (__m512, __m512) {
+pub(crate) unsafe fn nibble_scales<const N: u8>(s: *const u16, b: usize) -> (__m512, __m512) {
     if !nib::k_scales(N) {
         let sc = s.add(b * tile_scales(nib::format(N)));
         let d = _mm512_cvtph_ps(_mm256_loadu_si256(sc.cast()));
@@ -213,7 +209,6 @@ unsafe fn nibbles_packed<const C: usize, const N: u8>(w: Group<'_>, a: PackedTil
     let f = nib::format(N);
     let tb = tile_bytes(f);
     let nb = quants.len() / tb;
-    let (low, top) = (_mm512_set1_epi8(0x0F), _mm512_set1_epi8(0x10));
     let mut facc = [_mm512_setzero_ps(); C];
     for b in 0..nb {
         prefetch_block(&w, f, b);
@@ -224,24 +219,7 @@ unsafe fn nibbles_packed<const C: usize, const N: u8>(w: Group<'_>, a: PackedTil
         let mut ia: [__m512i; C] = std::array::from_fn(|c| _mm512_set1_epi32(nib::start(N, *bias.add(c))));
         let mut ib = [_mm512_setzero_si512(); C];
         for u in 0..4 {
-            let v = _mm512_loadu_si512(wq.add(u * UNIT).cast());
-            let (lo, hi) = if nib::fifth(N) {
-                // Unit u's fifth bits (bits u and 4 + u of each plane byte) moved to bit 4; the
-                // 16-bit shifts' spill into the neighbouring byte is masked off.
-                let (h0, h1) = match u {
-                    0 => (_mm512_slli_epi16::<4>(t), t),
-                    1 => (_mm512_slli_epi16::<3>(t), _mm512_srli_epi16::<1>(t)),
-                    2 => (_mm512_slli_epi16::<2>(t), _mm512_srli_epi16::<2>(t)),
-                    _ => (_mm512_slli_epi16::<1>(t), _mm512_srli_epi16::<3>(t)),
-                };
-                // (nibble & 0x0F) | (fifth & 0x10) in one ternary op each.
-                (
-                    _mm512_ternarylogic_epi32::<0xEC>(v, _mm512_and_si512(h0, top), low),
-                    _mm512_ternarylogic_epi32::<0xEC>(_mm512_srli_epi16::<4>(v), _mm512_and_si512(h1, top), low),
-                )
-            } else {
-                (_mm512_and_si512(v, low), _mm512_and_si512(_mm512_srli_epi16::<4>(v), low))
-            };
+            let (lo, hi) = unpack_nibbles::<N>(wq, t, u);
             for c in 0..C {
                 let x = xb.add(c * QK + 4 * u);
                 ia[c] = _mm512_dpbusd_epi32(ia[c], lo, bcast4!(x));
@@ -253,14 +231,8 @@ unsafe fn nibbles_packed<const C: usize, const N: u8>(w: Group<'_>, a: PackedTil
                 }
             }
         }
-        let (dw, mw) = nibble_scales::<N>(scales.as_ptr(), b);
-        for c in 0..C {
-            let isum = _mm512_cvtepi32_ps(_mm512_add_epi32(ia[c], ib[c]));
-            facc[c] = _mm512_fmadd_ps(isum, _mm512_mul_ps(dw, _mm512_set1_ps(*db.add(c))), facc[c]);
-            if nib::affine(N) {
-                facc[c] = _mm512_fmadd_ps(mw, _mm512_set1_ps(*sb.add(c)), facc[c]);
-            }
-        }
+        let isum = std::array::from_fn(|c| _mm512_add_epi32(ia[c], ib[c]));
+        fold_nibbles::<C, N>(&mut facc, isum, nibble_scales::<N>(scales.as_ptr(), b), db, sb);
     }
     for c in 0..C {
         _mm512_storeu_ps(out[c].as_mut_ptr(), facc[c]);
@@ -270,7 +242,7 @@ unsafe fn nibbles_packed<const C: usize, const N: u8>(w: Group<'_>, a: PackedTil
 /// The two sub-block scales `d · sc` of the 16 rows of block `b` of a packed Q6_K row group
 /// whose scales start at `s`.
 #[inline(always)]
-unsafe fn q6_k_scales(s: *const u16, b: usize) -> (__m512, __m512) {
+pub(crate) unsafe fn q6_k_scales(s: *const u16, b: usize) -> (__m512, __m512) {
     let (at_d, at_sc) = kquant_scale_at(QFormat::Q6K, b);
     let d = _mm512_cvtph_ps(_mm256_loadu_si256(s.add(at_d).cast()));
     // Each row's two signed scale bytes as one sign-extended 16-bit value `hi·256 + lo as u8`.
@@ -286,7 +258,6 @@ unsafe fn q6_k_packed<const C: usize>(w: Group<'_>, a: PackedTile<'_>, out: &mut
     let (quants, scales) = (w.quants, w.scales);
     let tb = tile_bytes(QFormat::Q6K);
     let nb = quants.len() / tb;
-    let (low, top) = (_mm512_set1_epi8(0x0F), _mm512_set1_epi8(0x30));
     let mut facc = [_mm512_setzero_ps(); C];
     for b in 0..nb {
         prefetch_block(&w, QFormat::Q6K, b);
@@ -298,32 +269,109 @@ unsafe fn q6_k_packed<const C: usize>(w: Group<'_>, a: PackedTile<'_>, out: &mut
         let mut ia: [__m512i; C] = std::array::from_fn(|c| _mm512_set1_epi32(*hb.add(2 * c)));
         let mut ib: [__m512i; C] = std::array::from_fn(|c| _mm512_set1_epi32(*hb.add(2 * c + 1)));
         for u in 0..4 {
-            let v = _mm512_loadu_si512(wq.add(u * UNIT).cast());
-            // Unit u's top bits (bits 2u..2u+2 of each plane byte) moved to bits 4..6; the
-            // 16-bit shifts' spill into the neighbouring byte is masked off.
-            let (h0, h1) = match u {
-                0 => (_mm512_slli_epi16::<4>(t0), _mm512_slli_epi16::<4>(t1)),
-                1 => (_mm512_slli_epi16::<2>(t0), _mm512_slli_epi16::<2>(t1)),
-                2 => (t0, t1),
-                _ => (_mm512_srli_epi16::<2>(t0), _mm512_srli_epi16::<2>(t1)),
-            };
-            // (nibble & 0x0F) | (top & 0x30) in one ternary op each.
-            let lo = _mm512_ternarylogic_epi32::<0xEC>(v, _mm512_and_si512(h0, top), low);
-            let hi = _mm512_ternarylogic_epi32::<0xEC>(_mm512_srli_epi16::<4>(v), _mm512_and_si512(h1, top), low);
+            let (lo, hi) = unpack_q6_k(wq, (t0, t1), u);
             for c in 0..C {
                 let x = xb.add(c * QK + 4 * u);
                 ia[c] = _mm512_dpbusd_epi32(ia[c], lo, bcast4!(x));
                 ib[c] = _mm512_dpbusd_epi32(ib[c], hi, bcast4!(x.add(16)));
             }
         }
-        let (s0, s1) = q6_k_scales(scales.as_ptr(), b);
-        let db = a.d.as_ptr().add(b * C);
-        for c in 0..C {
-            let v = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ib[c]), s1, _mm512_mul_ps(_mm512_cvtepi32_ps(ia[c]), s0));
-            facc[c] = _mm512_fmadd_ps(v, _mm512_set1_ps(*db.add(c)), facc[c]);
-        }
+        fold_q6_k(&mut facc, (ia, ib), q6_k_scales(scales.as_ptr(), b), a.d.as_ptr().add(b * C));
     }
     for c in 0..C {
         _mm512_storeu_ps(out[c].as_mut_ptr(), facc[c]);
+    }
+}
+
+// The pieces of the kernels above that the AMX kernels (`crate::amx`) share: a block's weights
+// unpacked to bytes, and its integer sums folded into the float accumulators. Inlined, so each
+// kernel compiles to the same instructions as when they were written out in its loop.
+
+/// Unit `u` of a nibble block at `wq` ([`nib`] kind `N`; `t`: the block's fifth-bit plane, if
+/// any) as bytes: the weights paired with activations `4u .. 4u + 4` and `16 + 4u .. 20 + 4u`.
+#[inline(always)]
+pub(crate) unsafe fn unpack_nibbles<const N: u8>(wq: *const u8, t: __m512i, u: usize) -> (__m512i, __m512i) {
+    let (low, top) = (_mm512_set1_epi8(0x0F), _mm512_set1_epi8(0x10));
+    let v = _mm512_loadu_si512(wq.add(u * UNIT).cast());
+    if !nib::fifth(N) {
+        return (_mm512_and_si512(v, low), _mm512_and_si512(_mm512_srli_epi16::<4>(v), low));
+    }
+    // Unit u's fifth bits (bits u and 4 + u of each plane byte) moved to bit 4; the 16-bit
+    // shifts' spill into the neighbouring byte is masked off.
+    let (h0, h1) = match u {
+        0 => (_mm512_slli_epi16::<4>(t), t),
+        1 => (_mm512_slli_epi16::<3>(t), _mm512_srli_epi16::<1>(t)),
+        2 => (_mm512_slli_epi16::<2>(t), _mm512_srli_epi16::<2>(t)),
+        _ => (_mm512_slli_epi16::<1>(t), _mm512_srli_epi16::<3>(t)),
+    };
+    // (nibble & 0x0F) | (fifth & 0x10) in one ternary op each.
+    (
+        _mm512_ternarylogic_epi32::<0xEC>(v, _mm512_and_si512(h0, top), low),
+        _mm512_ternarylogic_epi32::<0xEC>(_mm512_srli_epi16::<4>(v), _mm512_and_si512(h1, top), low),
+    )
+}
+
+/// Unit `u` of a Q6_K block at `wq` (`t`: its two planes of top bits) as bytes `q + 32`: the
+/// weights paired with activations `4u .. 4u + 4` (first half) and `16 + 4u .. 20 + 4u`.
+#[inline(always)]
+pub(crate) unsafe fn unpack_q6_k(wq: *const u8, (t0, t1): (__m512i, __m512i), u: usize) -> (__m512i, __m512i) {
+    let (low, top) = (_mm512_set1_epi8(0x0F), _mm512_set1_epi8(0x30));
+    let v = _mm512_loadu_si512(wq.add(u * UNIT).cast());
+    // Unit u's top bits (bits 2u..2u+2 of each plane byte) moved to bits 4..6; the 16-bit
+    // shifts' spill into the neighbouring byte is masked off.
+    let (h0, h1) = match u {
+        0 => (_mm512_slli_epi16::<4>(t0), _mm512_slli_epi16::<4>(t1)),
+        1 => (_mm512_slli_epi16::<2>(t0), _mm512_slli_epi16::<2>(t1)),
+        2 => (t0, t1),
+        _ => (_mm512_srli_epi16::<2>(t0), _mm512_srli_epi16::<2>(t1)),
+    };
+    // (nibble & 0x0F) | (top & 0x30) in one ternary op each.
+    let lo = _mm512_ternarylogic_epi32::<0xEC>(v, _mm512_and_si512(h0, top), low);
+    let hi = _mm512_ternarylogic_epi32::<0xEC>(_mm512_srli_epi16::<4>(v), _mm512_and_si512(h1, top), low);
+    (lo, hi)
+}
+
+/// `facc[c] += isum[c] · d_w · d_x[c]`: a Q8_0 block's integer sums (16 rows × `C` activation
+/// rows) scaled by the rows' `dw` and the activations' `d_x` at `db`.
+#[inline(always)]
+pub(crate) unsafe fn fold_q8_0<const C: usize>(facc: &mut [__m512; C], isum: [__m512i; C], dw: __m512, db: *const f32) {
+    for c in 0..C {
+        let scale = _mm512_mul_ps(dw, _mm512_set1_ps(*db.add(c)));
+        facc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[c]), scale, facc[c]);
+    }
+}
+
+/// `facc[c] += isum[c] · d_w · d_x[c] (+ m_w · d_x[c] · Σ q_x[c])`: a nibble block's integer sums
+/// scaled by the rows' `(d, m)` ([`nibble_scales`]) and the activations' `d_x` at `db` and
+/// `d_x · Σ q_x` at `sb`.
+#[inline(always)]
+pub(crate) unsafe fn fold_nibbles<const C: usize, const N: u8>(
+    facc: &mut [__m512; C],
+    isum: [__m512i; C],
+    (dw, mw): (__m512, __m512),
+    db: *const f32,
+    sb: *const f32,
+) {
+    for c in 0..C {
+        let s = _mm512_cvtepi32_ps(isum[c]);
+        facc[c] = _mm512_fmadd_ps(s, _mm512_mul_ps(dw, _mm512_set1_ps(*db.add(c))), facc[c]);
+        if nib::affine(N) {
+            facc[c] = _mm512_fmadd_ps(mw, _mm512_set1_ps(*sb.add(c)), facc[c]);
+        }
+    }
+}
+
+/// `facc[c] += (ia[c] · s0 + ib[c] · s1) · d_x[c]`: a Q6_K block's two halves' integer sums
+/// scaled by their sub-block scales ([`q6_k_scales`]) and the activations' `d_x` at `db`.
+#[inline(always)]
+pub(crate) unsafe fn fold_q6_k<const C: usize>(
+    facc: &mut [__m512; C],
+    (ia, ib): ([__m512i; C], [__m512i; C]),
+    (s0, s1): (__m512, __m512),
+    db: *const f32,
+) {
+    for c in 0..C {
+        let v = _mm512_fmadd_ps(_mm512_cvtepi32_ps(ib[c]), s1, _mm512_mul_ps(_mm512_cvtepi32_ps(ia[c]), s0));
+        facc[c] = _mm512_fmadd_ps(v, _mm512_set1_ps(*db.add(c)), facc[c]);
     }
 }

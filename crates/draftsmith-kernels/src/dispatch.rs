@@ -50,11 +50,15 @@ pub enum KernelPath {
     Avx2,
     /// x86-64 AVX-512 F/BW/VL + VNNI (`vpdpbusd`), plus AVX2, FMA and F16C.
     Avx512Vnni,
+    /// [`KernelPath::Avx512Vnni`] plus AMX-INT8 tiles (`tdpbsud`) for int8 products of two or
+    /// more activation rows: Intel Sapphire Rapids and later, on Linux 5.16+. Bit for bit the
+    /// AVX-512 VNNI results; only chosen when asked for ([`KernelPath::detect`]).
+    Amx,
 }
 
 impl KernelPath {
     /// Every path, slowest first.
-    pub const ALL: [KernelPath; 3] = [KernelPath::Scalar, KernelPath::Avx2, KernelPath::Avx512Vnni];
+    pub const ALL: [KernelPath; 4] = [KernelPath::Scalar, KernelPath::Avx2, KernelPath::Avx512Vnni, KernelPath::Amx];
 
     /// Whether this CPU can run the path.
     pub fn is_supported(self) -> bool {
@@ -62,12 +66,12 @@ impl KernelPath {
         {
             use std::arch::is_x86_feature_detected as has;
             let avx2 = has!("avx2") && has!("fma") && has!("f16c");
+            let avx512 = avx2 && has!("avx512f") && has!("avx512bw") && has!("avx512vl") && has!("avx512vnni");
             match self {
                 KernelPath::Scalar => true,
                 KernelPath::Avx2 => avx2,
-                KernelPath::Avx512Vnni => {
-                    avx2 && has!("avx512f") && has!("avx512bw") && has!("avx512vl") && has!("avx512vnni")
-                }
+                KernelPath::Avx512Vnni => avx512,
+                KernelPath::Amx => avx512 && crate::amx::available(),
             }
         }
         #[cfg(not(target_arch = "x86_64"))]
@@ -76,8 +80,14 @@ impl KernelPath {
         }
     }
 
-    /// The path `matmul` uses: the fastest supported one, or `DRAFTSMITH_KERNEL_PATH`
-    /// (`scalar`, `avx2`, `avx512vnni`) when set to a supported path. Cached after the first call.
+    /// The path `matmul` uses: the fastest supported vector path, or `DRAFTSMITH_KERNEL_PATH`
+    /// (`scalar`, `avx2`, `avx512vnni`, `amx`) when set to a supported path. Cached after the
+    /// first call.
+    ///
+    /// [`KernelPath::Amx`] is never chosen by itself: on the one AMX machine measured (a
+    /// 16-core Xeon host of an H200, session 30) its products of 2–64 rows took 0–45 % longer
+    /// than AVX-512 VNNI's, because each block of 32 values still needs its sums stored, reloaded
+    /// and scaled on the vector unit (`eval/results/session30-amx/`).
     pub fn detect() -> Self {
         static PATH: OnceLock<KernelPath> = OnceLock::new();
         *PATH.get_or_init(|| {
@@ -85,16 +95,29 @@ impl KernelPath {
             let forced = forced.and_then(|v| Self::ALL.into_iter().find(|p| p.name() == v));
             match forced {
                 Some(p) if p.is_supported() => p,
-                _ => Self::ALL.into_iter().rev().find(|p| p.is_supported()).unwrap_or(Self::Scalar),
+                _ => Self::ALL
+                    .into_iter()
+                    .rev()
+                    .find(|&p| p != KernelPath::Amx && p.is_supported())
+                    .unwrap_or(Self::Scalar),
             }
         })
     }
 
     /// Activation rows per kernel call: AVX-512 has 32 vector registers, the others 16.
     pub(crate) fn tile_width(self) -> usize {
-        match self {
+        match self.vector() {
             KernelPath::Avx512Vnni => 8,
             _ => 4,
+        }
+    }
+
+    /// The path whose vector kernels this one runs (all but [`KernelPath::Amx`]'s tile
+    /// products): AMX's is [`KernelPath::Avx512Vnni`].
+    pub fn vector(self) -> Self {
+        match self {
+            KernelPath::Amx => KernelPath::Avx512Vnni,
+            p => p,
         }
     }
 
@@ -104,6 +127,7 @@ impl KernelPath {
             KernelPath::Scalar => "scalar",
             KernelPath::Avx2 => "avx2",
             KernelPath::Avx512Vnni => "avx512vnni",
+            KernelPath::Amx => "amx",
         }
     }
 }
@@ -173,12 +197,17 @@ fn run(m: &QMatrix, path: KernelPath, act: &ActQuant, y: &mut [f32]) {
 /// Computes all activation rows for the row groups in `range`.
 fn compute(m: &QMatrix, path: KernelPath, act: &ActQuant, range: Range<usize>, out: &OutPtr<'_>) {
     #[cfg(target_arch = "x86_64")]
-    if path == KernelPath::Avx512Vnni && act.tiles().len() == 1 {
+    if act.tiles().len() == 1 && matches!(path, KernelPath::Avx512Vnni | KernelPath::Amx) {
         // One tile (up to 8 rows: a decoding step or a draft's verification): the kernel walks
         // the whole range itself.
-        // SAFETY: callers only pass supported paths; this thread owns the range's outputs.
-        unsafe { crate::avx512::groups_packed(m, range, act.packed_tile(0), act.tiles()[0].0, out) };
-        return;
+        let (a, c0) = (act.packed_tile(0), act.tiles()[0].0);
+        match path {
+            // SAFETY: callers only pass supported paths; this thread owns the range's outputs.
+            KernelPath::Avx512Vnni => return unsafe { crate::avx512::groups_packed(m, range, a, c0, out) },
+            // SAFETY: as above.
+            KernelPath::Amx => return unsafe { crate::amx::groups_packed(m, range, a, c0, out) },
+            _ => {}
+        }
     }
     let rows = m.rows();
     let mut tile: TileOut = [[0.0; GROUP]; TILE];
@@ -206,6 +235,9 @@ fn kernel(path: KernelPath, f: QFormat, w: Group<'_>, act: &ActQuant, i: usize, 
         #[cfg(target_arch = "x86_64")]
         // SAFETY: callers only pass supported paths (`detect` / `matmul_with` check).
         KernelPath::Avx512Vnni => unsafe { crate::avx512::tile_packed(f, w, act.packed_tile(i), out) },
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: as above (`is_supported` asked for the tiles).
+        KernelPath::Amx => unsafe { crate::amx::tile_packed(f, w, act.packed_tile(i), out) },
         #[cfg(target_arch = "x86_64")]
         // SAFETY: as above.
         KernelPath::Avx2 => unsafe { crate::avx2::tile_packed(f, w, act.packed_tile(i), out) },

@@ -51,12 +51,17 @@
 //!
 //! The kernel path is chosen once at run time: AVX-512 VNNI, AVX2 (+FMA, F16C), or a portable
 //! scalar fallback (the f32 mode's AVX-512 kernels need only AVX-512 F/BW, but run on the
-//! `avx512vnni` path). `DRAFTSMITH_KERNEL_PATH=scalar|avx2|avx512vnni` forces a (supported) path.
+//! `avx512vnni` path). `DRAFTSMITH_KERNEL_PATH=scalar|avx2|avx512vnni|amx` forces a (supported)
+//! path; `amx` (AVX-512 VNNI plus Intel's AMX-INT8 tiles for int8 products of two or more
+//! activation rows, bit for bit the AVX-512 VNNI results) is only used when asked for: it
+//! measured slower ([`KernelPath::detect`]).
 
 // Kernel loops index several lane arrays with one counter, as the SIMD code they mirror does.
 #![allow(clippy::needless_range_loop)]
 
 mod act;
+#[cfg(target_arch = "x86_64")]
+mod amx;
 #[cfg(target_arch = "x86_64")]
 mod avx2;
 #[cfg(target_arch = "x86_64")]

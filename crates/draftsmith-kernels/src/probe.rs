@@ -125,7 +125,8 @@ pub fn kernel_peak(mode: Activations, format: QFormat) -> f64 {
 pub fn instruction_peak(mode: Activations) -> f64 {
     #[cfg(target_arch = "x86_64")]
     {
-        let path = KernelPath::detect();
+        // AMX's tiles are not probed: the vector instructions' peak.
+        let path = KernelPath::detect().vector();
         let per_instr = match (path, mode) {
             (KernelPath::Avx512Vnni, Activations::Int8) => 64.0,
             (KernelPath::Avx512Vnni, Activations::F32) => 16.0,

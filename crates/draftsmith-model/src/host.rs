@@ -218,7 +218,7 @@ fn simd_available() -> bool {
 /// Whether that path has AVX-512 (32 vector registers: the three-row attention kernels).
 #[inline]
 fn wide_available() -> bool {
-    KernelPath::detect() == KernelPath::Avx512Vnni
+    KernelPath::detect().vector() == KernelPath::Avx512Vnni
 }
 
 /// `o ← o + p·v`, elementwise (AVX2 + FMA with `simd`).

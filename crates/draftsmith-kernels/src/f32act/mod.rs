@@ -63,10 +63,10 @@ pub(crate) fn matmul_impl(m: &QMatrix, path: KernelPath, x: &[f32], n: usize, y:
 /// Activation rows per kernel call on `path`. AVX-512 (32 registers) holds 8 rows × 3
 /// accumulators; AVX2 (16 registers) spills with 4 rows, and 3 rows measured fastest.
 fn tile_width(path: KernelPath) -> usize {
-    match path {
+    match path.vector() {
         KernelPath::Avx512Vnni => 8,
         KernelPath::Avx2 => 3,
-        KernelPath::Scalar => 4,
+        _ => 4,
     }
 }
 
@@ -118,7 +118,7 @@ fn kernel(path: KernelPath, f: QFormat, w: Weights<'_>, xs: &[&[f32]], out: &mut
         // Q4_0, Q5_0 and the K-quants have the reference kernel only: same order, so every path agrees.
         return scalar::tile(f, w.groups, xs, out);
     }
-    match path {
+    match path.vector() {
         #[cfg(target_arch = "x86_64")]
         // SAFETY: callers only pass supported paths (`detect` / `matmul_f32_with` check).
         KernelPath::Avx512Vnni => unsafe { avx512::tile(f, w, xs, out) },

@@ -30,7 +30,7 @@ const Q6K: KQuant =
 /// Random super-blocks (`cols` a multiple of 256). Q4_K, Q5_K: small positive `d` and `dmin`,
 /// every bit pattern of the packed 6-bit scales, the fifth bits and the nibbles. Q6_K: every bit pattern of `ql` and
 /// `qh`, signed scales of both signs (−128 included), small positive `d`.
-fn random_bytes(format: QFormat, rows: usize, cols: usize, rng: &mut Rng) -> Vec<u8> {
+pub(super) fn random_bytes(format: QFormat, rows: usize, cols: usize, rng: &mut Rng) -> Vec<u8> {
     let f16 = |v: f32| half::f16::from_f32(v).to_bits().to_le_bytes();
     let mut out = Vec::new();
     for _ in 0..rows * cols / 256 {

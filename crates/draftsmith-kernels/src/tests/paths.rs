@@ -2,7 +2,7 @@
 
 use super::matmul::{term_scale, NS, SHAPES};
 use super::{magnitude, random_blocks, worst_violation, Rng};
-use crate::{KernelPath, QMatrix};
+use crate::{Activations, KernelPath, QFormat, QMatrix};
 
 /// The integer block dot products are exact on every path; only the f32 order of the per-block
 /// scaling and accumulation differs, so paths agree to `1e-5 · Σ (|d·q| + |m|)·|x|`.
@@ -41,5 +41,36 @@ fn detected_path_is_supported() {
     assert!(KernelPath::Scalar.is_supported());
     for p in KernelPath::ALL {
         assert!(!p.name().is_empty());
+    }
+}
+
+/// AMX's tiles compute the AVX-512 VNNI kernels' integer block sums and fold them in the same
+/// order: the two paths agree bit for bit on every format and tile width (skipped without
+/// AMX-INT8, as on the CI machines; run on an AMX machine: `eval/results/`).
+#[test]
+fn amx_is_bit_identical_to_avx512_vnni() {
+    if !KernelPath::Amx.is_supported() {
+        eprintln!("no AMX-INT8 tiles on this machine: skipped");
+        return;
+    }
+    let mut rng = Rng::new(21);
+    let kquants = [QFormat::Q4K, QFormat::Q5K, QFormat::Q6K];
+    for format in super::BLOCK_FORMATS.into_iter().chain(kquants) {
+        for (rows, cols) in [(16, 256), (33, 512), (577, 256), (40, 1536)] {
+            let bytes = if kquants.contains(&format) {
+                super::kquant::random_bytes(format, rows, cols, &mut rng)
+            } else {
+                random_blocks(format, rows, cols, &mut rng)
+            };
+            let m = QMatrix::from_ggml_blocks(format, &bytes, rows, cols).unwrap();
+            for n in (1..=17).chain([64]) {
+                let x = rng.activations(n * cols);
+                let (mut want, mut got) = (vec![0.0; n * rows], vec![f32::NAN; n * rows]);
+                m.matmul_mode_with(Activations::Int8, KernelPath::Avx512Vnni, &x, n, &mut want);
+                m.matmul_mode_with(Activations::Int8, KernelPath::Amx, &x, n, &mut got);
+                let bits = |v: &[f32]| v.iter().map(|f| f.to_bits()).collect::<Vec<_>>();
+                assert!(bits(&got) == bits(&want), "{format:?} {rows}x{cols} n={n}: AMX differs from AVX-512 VNNI");
+            }
+        }
     }
 }

@@ -1,0 +1,502 @@
+//! AMX-INT8 kernels: one `tdpbsud` per block of 32 values × 16 weight rows × a tile of
+//! activation rows.
+//!
+//! Intel's AMX tiles (Sapphire Rapids and later) multiply a tile of signed bytes by a tile of
+//! unsigned bytes into a tile of 32-bit sums in one instruction. The packed weight layout of the
+//! vector kernels is already AMX's: a 64-byte unit holds four consecutive bytes of each of a
+//! group's 16 rows, which is one row of the "B" tile (`K/4` rows × 16 columns × 4 bytes). So a
+//! block's eight units (Q8_0 as stored; the other formats unpacked to bytes in registers, as
+//! [`crate::avx512`] does, and stored to a 512-byte buffer) are the B tile, a tile's activation
+//! rows (`cn` × 32 signed bytes, [`PackedTile`]) the A tile, and `C = A · B` holds each
+//! activation row's 16 integer block sums in one 64-byte row — the register [`crate::avx512`]
+//! builds with eight `vpdpbusd`. From there the arithmetic is that kernel's, in the same order
+//! (its `fold_*` functions), so both paths give the same bits.
+//!
+//! The tile instructions are written with `asm!` (Rust's AMX intrinsics are nightly-only). Using
+//! them needs the kernel's permission (`arch_prctl(ARCH_REQ_XCOMP_PERM, XTILEDATA)`, Linux 5.16+),
+//! asked once by [`available`], and a tile configuration per thread ([`configure`]).
+//! One activation row is left to the vector kernel (AMX's fixed cost buys nothing there).
+//!
+//! Blocks go in rounds of [`ROUND`]: a round's weights are unpacked and multiplied (four
+//! products in flight, each into its own sum tile: tile registers are not renamed) before the
+//! previous round's sums are folded. Measured on a 16-core Xeon with AMX (session 30,
+//! `eval/results/session30-amx/`): still 0–45 % slower than [`crate::avx512`] for 2–64 rows.
+//! The integer products are no longer the cost; storing each block's sums, reloading them and
+//! scaling them on the vector unit (five vector operations per activation row and block, as
+//! many as the VNNI kernel's whole epilogue) is. So [`crate::KernelPath::detect`] never picks
+//! this path by itself.
+
+use std::arch::asm;
+use std::arch::x86_64::*;
+use std::cell::Cell;
+use std::sync::OnceLock;
+
+use crate::act::PackedTile;
+use crate::avx2::prefetch_block;
+use crate::avx512::{
+    each, fold_nibbles, fold_q6_k, fold_q8_0, nibble_scales, q6_k_scales, unpack_nibbles, unpack_q6_k,
+};
+use crate::dispatch::{check_packed, Group, OutPtr, TileOut};
+use crate::layout::{nib, tile_bytes, GROUP, QK, UNIT};
+use crate::matrix::QMatrix;
+use crate::QFormat;
+
+/// Whether this CPU has AMX-TILE and AMX-INT8 and the operating system lets this process use the
+/// tile registers (asked once; the answer holds for every thread of the process).
+pub(crate) fn available() -> bool {
+    static OK: OnceLock<bool> = OnceLock::new();
+    *OK.get_or_init(|| {
+        // Leaf 7 (read only where it exists): EDX bit 24 AMX-TILE, bit 25 AMX-INT8.
+        let cpu = __get_cpuid_max(0).0 >= 7 && {
+            let edx = __cpuid_count(7, 0).edx;
+            (edx >> 24) & 1 == 1 && (edx >> 25) & 1 == 1
+        };
+        cpu && request_tile_permission()
+    })
+}
+
+/// Asks Linux for the tile data state (`arch_prctl(ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA)`);
+/// without it the first tile instruction faults. False on other systems and older kernels.
+fn request_tile_permission() -> bool {
+    #[cfg(target_os = "linux")]
+    {
+        const SYS_ARCH_PRCTL: isize = 158;
+        const ARCH_REQ_XCOMP_PERM: usize = 0x1023;
+        const XFEATURE_XTILEDATA: usize = 18;
+        let ret: isize;
+        // SAFETY: a plain system call that changes no memory of this process.
+        unsafe {
+            asm!(
+                "syscall",
+                inlateout("rax") SYS_ARCH_PRCTL => ret,
+                in("rdi") ARCH_REQ_XCOMP_PERM,
+                in("rsi") XFEATURE_XTILEDATA,
+                lateout("rcx") _,
+                lateout("r11") _,
+                options(nostack),
+            );
+        }
+        ret == 0
+    }
+    #[cfg(not(target_os = "linux"))]
+    {
+        false
+    }
+}
+
+/// The 64-byte operand of `ldtilecfg` (palette 1).
+#[repr(C, align(64))]
+struct TileConfig {
+    palette: u8,
+    start_row: u8,
+    reserved: [u8; 14],
+    /// Bytes per row of each tile register.
+    colsb: [u16; 16],
+    /// Rows of each tile register.
+    rows: [u8; 16],
+}
+
+thread_local! {
+    /// The `(rows, k)` of this thread's loaded tile configuration (0: none yet).
+    static CONFIGURED: Cell<usize> = const { Cell::new(0) };
+}
+
+/// Loads this thread's tile configuration for `cn` activation rows and `k` values per product
+/// (32: a block; 16: a Q6_K half), unless it is the one loaded last: `tmm0`/`tmm1` activations
+/// (`cn` × `k` bytes), `tmm4`/`tmm5` weights (`k/4` × 64 bytes), `tmm2`/`tmm3`/`tmm6`/`tmm7`
+/// sums (`cn` × 16 × i32): four products in flight (tile registers are not renamed).
+///
+/// # Safety
+/// [`available`] must be true.
+unsafe fn configure(cn: usize, k: usize) {
+    let key = (cn << 8) | k;
+    if CONFIGURED.with(Cell::get) == key {
+        return;
+    }
+    let mut cfg = TileConfig { palette: 1, start_row: 0, reserved: [0; 14], colsb: [0; 16], rows: [0; 16] };
+    let (a, b, c) = ((k, cn), (UNIT, k / 4), (UNIT, cn));
+    for (t, (colsb, rows)) in [(0, a), (1, a), (4, b), (5, b), (2, c), (3, c), (6, c), (7, c)] {
+        cfg.colsb[t] = colsb as u16;
+        cfg.rows[t] = rows as u8;
+    }
+    asm!("ldtilecfg [{}]", in(reg) &cfg, options(nostack, readonly, preserves_flags));
+    CONFIGURED.with(|c| c.set(key));
+}
+
+/// Blocks whose products one round of tile instructions computes before their sums are folded.
+const ROUND: usize = 8;
+
+/// One round's weights unpacked to bytes (B tiles; Q8_0's are read where they are stored) and
+/// integer sums (C tiles, `[half][block]`: a row of 16 per activation row; Q6_K's second half
+/// in `[1]`).
+#[repr(C, align(64))]
+struct Round {
+    weights: [[u8; 8 * UNIT]; ROUND],
+    sums: [[[[i32; GROUP]; crate::dispatch::TILE]; ROUND]; 2],
+}
+
+/// Runs blocks `0 .. nb` in rounds of [`ROUND`]: `stage(b0, len, round)` unpacks and multiplies
+/// a round's blocks into `round`, `fold(b0, len, round)` folds their sums. Each round is staged
+/// before the previous one is folded, so the tile unit multiplies while the vector unit folds,
+/// and no fold waits on the tile stores just issued.
+#[inline(always)]
+unsafe fn pipelined(
+    nb: usize,
+    mut stage: impl FnMut(usize, usize, *mut Round),
+    mut fold: impl FnMut(usize, usize, *const Round),
+) {
+    // Every byte a fold reads is written by its round's stage first.
+    let mut rounds = std::mem::MaybeUninit::<[Round; 2]>::uninit();
+    let r = rounds.as_mut_ptr().cast::<Round>();
+    let rounds_n = nb.div_ceil(ROUND);
+    let len = |k: usize| ROUND.min(nb - k * ROUND);
+    if rounds_n == 0 {
+        return;
+    }
+    stage(0, len(0), r);
+    for k in 0..rounds_n {
+        if k + 1 < rounds_n {
+            stage((k + 1) * ROUND, len(k + 1), r.add((k + 1) % 2));
+        }
+        fold(k * ROUND, len(k), r.add(k % 2));
+    }
+}
+
+/// Row `c` of the sums of block `j` (half `half`) of `round`, plus the integer start `start`.
+#[inline(always)]
+unsafe fn sum_row(round: *const Round, half: usize, j: usize, c: usize, start: i32) -> __m512i {
+    let row = std::ptr::addr_of!((*round).sums[half][j][c]);
+    _mm512_add_epi32(_mm512_load_si512(row.cast()), _mm512_set1_epi32(start))
+}
+
+/// Where the sums of block `j` (half `half`) of `round` go.
+#[inline(always)]
+unsafe fn sums_at(round: *mut Round, half: usize, j: usize) -> *mut i32 {
+    std::ptr::addr_of_mut!((*round).sums[half][j]).cast()
+}
+
+/// Multiplies a round's `len` blocks, `b0 ..`, of 32 values each: block `b`'s activation rows
+/// (32 signed bytes each at `x(b)`, 32 apart) by its 16 weight rows (a B tile of 8 rows of 64
+/// bytes at `w(j)`), into the round's sums. Four blocks at a time, each into its own sum tile and
+/// with alternating operand tiles, so the products overlap.
+#[inline(always)]
+unsafe fn multiply_round(
+    round: *mut Round,
+    (b0, len): (usize, usize),
+    x: impl Fn(usize) -> *const i8,
+    w: impl Fn(usize) -> *const u8,
+) {
+    let mut j = 0;
+    while j + 4 <= len {
+        asm!(
+            "tilezero tmm2",
+            "tileloadd tmm0, [{x0} + {sx}*1]",
+            "tileloadd tmm4, [{w0} + {sw}*1]",
+            "tdpbsud tmm2, tmm0, tmm4",
+            "tilezero tmm3",
+            "tileloadd tmm1, [{x1} + {sx}*1]",
+            "tileloadd tmm5, [{w1} + {sw}*1]",
+            "tdpbsud tmm3, tmm1, tmm5",
+            "tilezero tmm6",
+            "tileloadd tmm0, [{x2} + {sx}*1]",
+            "tileloadd tmm4, [{w2} + {sw}*1]",
+            "tdpbsud tmm6, tmm0, tmm4",
+            "tilezero tmm7",
+            "tileloadd tmm1, [{x3} + {sx}*1]",
+            "tileloadd tmm5, [{w3} + {sw}*1]",
+            "tdpbsud tmm7, tmm1, tmm5",
+            "tilestored [{o0} + {sw}*1], tmm2",
+            "tilestored [{o1} + {sw}*1], tmm3",
+            "tilestored [{o2} + {sw}*1], tmm6",
+            "tilestored [{o3} + {sw}*1], tmm7",
+            x0 = in(reg) x(b0 + j),
+            x1 = in(reg) x(b0 + j + 1),
+            x2 = in(reg) x(b0 + j + 2),
+            x3 = in(reg) x(b0 + j + 3),
+            w0 = in(reg) w(j),
+            w1 = in(reg) w(j + 1),
+            w2 = in(reg) w(j + 2),
+            w3 = in(reg) w(j + 3),
+            o0 = in(reg) sums_at(round, 0, j),
+            o1 = in(reg) sums_at(round, 0, j + 1),
+            o2 = in(reg) sums_at(round, 0, j + 2),
+            o3 = in(reg) sums_at(round, 0, j + 3),
+            sx = in(reg) QK,
+            sw = in(reg) UNIT,
+            options(nostack, preserves_flags),
+        );
+        j += 4;
+    }
+    while j < len {
+        asm!(
+            "tilezero tmm2",
+            "tileloadd tmm0, [{x} + {sx}*1]",
+            "tileloadd tmm4, [{w} + {sw}*1]",
+            "tdpbsud tmm2, tmm0, tmm4",
+            "tilestored [{o} + {sw}*1], tmm2",
+            x = in(reg) x(b0 + j),
+            w = in(reg) w(j),
+            o = in(reg) sums_at(round, 0, j),
+            sx = in(reg) QK,
+            sw = in(reg) UNIT,
+            options(nostack, preserves_flags),
+        );
+        j += 1;
+    }
+}
+
+/// [`multiply_round`] for Q6_K (configured with `k` = 16): each block's two halves of 16 its own
+/// product, the second half's sums in `sums[1]`; two blocks (four products) at a time.
+#[inline(always)]
+unsafe fn multiply_round_halves(round: *mut Round, (b0, len): (usize, usize), x: impl Fn(usize) -> *const i8) {
+    let w = |j: usize| std::ptr::addr_of!((*round).weights[j]).cast::<u8>();
+    let mut j = 0;
+    while j + 2 <= len {
+        asm!(
+            "tilezero tmm2",
+            "tileloadd tmm0, [{x0} + {sx}*1]",
+            "tileloadd tmm4, [{w0} + {sw}*1]",
+            "tdpbsud tmm2, tmm0, tmm4",
+            "tilezero tmm3",
+            "tileloadd tmm1, [{x0} + {sx}*1 + 16]",
+            "tileloadd tmm5, [{w0} + {sw}*1 + 256]",
+            "tdpbsud tmm3, tmm1, tmm5",
+            "tilezero tmm6",
+            "tileloadd tmm0, [{x1} + {sx}*1]",
+            "tileloadd tmm4, [{w1} + {sw}*1]",
+            "tdpbsud tmm6, tmm0, tmm4",
+            "tilezero tmm7",
+            "tileloadd tmm1, [{x1} + {sx}*1 + 16]",
+            "tileloadd tmm5, [{w1} + {sw}*1 + 256]",
+            "tdpbsud tmm7, tmm1, tmm5",
+            "tilestored [{o0} + {sw}*1], tmm2",
+            "tilestored [{h0} + {sw}*1], tmm3",
+            "tilestored [{o1} + {sw}*1], tmm6",
+            "tilestored [{h1} + {sw}*1], tmm7",
+            x0 = in(reg) x(b0 + j),
+            x1 = in(reg) x(b0 + j + 1),
+            w0 = in(reg) w(j),
+            w1 = in(reg) w(j + 1),
+            o0 = in(reg) sums_at(round, 0, j),
+            h0 = in(reg) sums_at(round, 1, j),
+            o1 = in(reg) sums_at(round, 0, j + 1),
+            h1 = in(reg) sums_at(round, 1, j + 1),
+            sx = in(reg) QK,
+            sw = in(reg) UNIT,
+            options(nostack, preserves_flags),
+        );
+        j += 2;
+    }
+    if j < len {
+        asm!(
+            "tilezero tmm2",
+            "tileloadd tmm0, [{x0} + {sx}*1]",
+            "tileloadd tmm4, [{w0} + {sw}*1]",
+            "tdpbsud tmm2, tmm0, tmm4",
+            "tilezero tmm3",
+            "tileloadd tmm1, [{x0} + {sx}*1 + 16]",
+            "tileloadd tmm5, [{w0} + {sw}*1 + 256]",
+            "tdpbsud tmm3, tmm1, tmm5",
+            "tilestored [{o0} + {sw}*1], tmm2",
+            "tilestored [{h0} + {sw}*1], tmm3",
+            x0 = in(reg) x(b0 + j),
+            w0 = in(reg) w(j),
+            o0 = in(reg) sums_at(round, 0, j),
+            h0 = in(reg) sums_at(round, 1, j),
+            sx = in(reg) QK,
+            sw = in(reg) UNIT,
+            options(nostack, preserves_flags),
+        );
+    }
+}
+
+/// Stores a block's unpacked units (`lo`, `hi` of unit `u`) as rows `u` and `4 + u` of its B
+/// tile, `j` of `round`.
+#[inline(always)]
+unsafe fn store_units(round: *mut Round, j: usize, u: usize, (lo, hi): (__m512i, __m512i)) {
+    let tile = std::ptr::addr_of_mut!((*round).weights[j]).cast::<u8>();
+    _mm512_store_si512(tile.add(u * UNIT).cast(), lo);
+    _mm512_store_si512(tile.add((4 + u) * UNIT).cast(), hi);
+}
+
+/// One packed row group against one tile of 2 ..= [`TILE`](crate::dispatch::TILE) activation
+/// rows (one row goes to [`crate::avx512::tile_packed`]), with exactly its arithmetic.
+///
+/// # Safety
+/// The CPU must support AVX-512 F/BW/VL/VNNI, AVX2, FMA and F16C, and [`available`] must be true.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+pub(crate) unsafe fn tile_packed(f: QFormat, w: Group<'_>, a: PackedTile<'_>, out: &mut TileOut) {
+    if a.cn < 2 {
+        return crate::avx512::tile_packed(f, w, a, out);
+    }
+    check_packed(f, w, a, crate::dispatch::TILE);
+    configure(a.cn, if f == QFormat::Q6K { QK / 2 } else { QK });
+    macro_rules! width {
+        ($kernel:ident $(, $k:expr)?) => {
+            match a.cn {
+                2 => $kernel::<2 $(, { $k })?>(w, a, out),
+                3 => $kernel::<3 $(, { $k })?>(w, a, out),
+                4 => $kernel::<4 $(, { $k })?>(w, a, out),
+                5 => $kernel::<5 $(, { $k })?>(w, a, out),
+                6 => $kernel::<6 $(, { $k })?>(w, a, out),
+                7 => $kernel::<7 $(, { $k })?>(w, a, out),
+                _ => $kernel::<8 $(, { $k })?>(w, a, out),
+            }
+        };
+    }
+    kernels!(f, width)
+}
+
+/// Row groups `groups` of `m` against one packed activation tile (its rows `c0 ..`), as
+/// [`crate::avx512::groups_packed`] walks them (one row: that function).
+///
+/// # Safety
+/// As [`tile_packed`]; no other thread may write the output of these row groups for the tile's
+/// rows.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+pub(crate) unsafe fn groups_packed(
+    m: &QMatrix,
+    groups: std::ops::Range<usize>,
+    a: PackedTile<'_>,
+    c0: usize,
+    out: &OutPtr<'_>,
+) {
+    if a.cn < 2 || groups.is_empty() {
+        return crate::avx512::groups_packed(m, groups, a, c0, out);
+    }
+    let f = m.format();
+    let (quants, scales) = m.group(groups.start);
+    check_packed(f, Group { quants, scales, next: (&[], &[]) }, a, crate::dispatch::TILE);
+    configure(a.cn, if f == QFormat::Q6K { QK / 2 } else { QK });
+    let rows = m.rows();
+    macro_rules! width {
+        ($kernel:ident $(, $k:expr)?) => {
+            match a.cn {
+                2 => each::<2>(m, groups, a, c0, rows, out, $kernel::<2 $(, { $k })?>),
+                3 => each::<3>(m, groups, a, c0, rows, out, $kernel::<3 $(, { $k })?>),
+                4 => each::<4>(m, groups, a, c0, rows, out, $kernel::<4 $(, { $k })?>),
+                5 => each::<5>(m, groups, a, c0, rows, out, $kernel::<5 $(, { $k })?>),
+                6 => each::<6>(m, groups, a, c0, rows, out, $kernel::<6 $(, { $k })?>),
+                7 => each::<7>(m, groups, a, c0, rows, out, $kernel::<7 $(, { $k })?>),
+                _ => each::<8>(m, groups, a, c0, rows, out, $kernel::<8 $(, { $k })?>),
+            }
+        };
+    }
+    kernels!(f, width)
+}
+
+/// The kernel of format `$f`, through the width dispatch `$width`.
+macro_rules! kernels {
+    ($f:expr, $width:ident) => {
+        match $f {
+            QFormat::Q8_0 => $width!(q8_0),
+            QFormat::Q4_0 => $width!(nibbles, nib::Q4_0),
+            QFormat::Q5_0 => $width!(nibbles, nib::Q5_0),
+            QFormat::Q5K => $width!(nibbles, nib::Q5K),
+            QFormat::Q4_1 => $width!(nibbles, nib::Q4_1),
+            QFormat::Q4K => $width!(nibbles, nib::Q4K),
+            QFormat::Q6K => $width!(q6_k),
+        }
+    };
+}
+use kernels;
+
+/// Q8_0 group × `C` packed activation rows: the stored units are the B tile.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+unsafe fn q8_0<const C: usize>(w: Group<'_>, a: PackedTile<'_>, out: &mut TileOut) {
+    let tb = tile_bytes(QFormat::Q8_0);
+    let x = |b: usize| a.qs.as_ptr().add(b * C * QK);
+    let mut facc = [_mm512_setzero_ps(); C];
+    pipelined(
+        w.quants.len() / tb,
+        |b0, len, r| {
+            for b in b0..b0 + len {
+                prefetch_block(&w, QFormat::Q8_0, b);
+            }
+            multiply_round(r, (b0, len), x, |j| w.quants.as_ptr().add((b0 + j) * tb));
+        },
+        |b0, len, r| {
+            for j in 0..len {
+                let b = b0 + j;
+                let dw = _mm512_cvtph_ps(_mm256_loadu_si256(w.scales.as_ptr().add(b * GROUP).cast()));
+                let bias = a.bias.as_ptr().add(b * C);
+                let isum = std::array::from_fn(|c| sum_row(r, 0, j, c, *bias.add(c)));
+                fold_q8_0(&mut facc, isum, dw, a.d.as_ptr().add(b * C));
+            }
+        },
+    );
+    for c in 0..C {
+        _mm512_storeu_ps(out[c].as_mut_ptr(), facc[c]);
+    }
+}
+
+/// A nibble format's group ([`nib`] kind `N`) × `C` packed activation rows.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+unsafe fn nibbles<const C: usize, const N: u8>(w: Group<'_>, a: PackedTile<'_>, out: &mut TileOut) {
+    let f = nib::format(N);
+    let tb = tile_bytes(f);
+    let x = |b: usize| a.qs.as_ptr().add(b * C * QK);
+    let mut facc = [_mm512_setzero_ps(); C];
+    pipelined(
+        w.quants.len() / tb,
+        |b0, len, r| {
+            for j in 0..len {
+                let b = b0 + j;
+                prefetch_block(&w, f, b);
+                let wq = w.quants.as_ptr().add(b * tb);
+                let t =
+                    if nib::fifth(N) { _mm512_loadu_si512(wq.add(4 * UNIT).cast()) } else { _mm512_setzero_si512() };
+                for u in 0..4 {
+                    store_units(r, j, u, unpack_nibbles::<N>(wq, t, u));
+                }
+            }
+            multiply_round(r, (b0, len), x, |j| std::ptr::addr_of!((*r).weights[j]).cast());
+        },
+        |b0, len, r| {
+            for j in 0..len {
+                let b = b0 + j;
+                let (db, bias, sb) = (a.d.as_ptr().add(b * C), a.bias.as_ptr().add(b * C), a.dsum.as_ptr().add(b * C));
+                let isum = std::array::from_fn(|c| sum_row(r, 0, j, c, nib::start(N, *bias.add(c))));
+                fold_nibbles::<C, N>(&mut facc, isum, nibble_scales::<N>(w.scales.as_ptr(), b), db, sb);
+            }
+        },
+    );
+    for c in 0..C {
+        _mm512_storeu_ps(out[c].as_mut_ptr(), facc[c]);
+    }
+}
+
+/// Q6_K group × `C` packed activation rows: each half of 16 its own product.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+unsafe fn q6_k<const C: usize>(w: Group<'_>, a: PackedTile<'_>, out: &mut TileOut) {
+    let tb = tile_bytes(QFormat::Q6K);
+    let x = |b: usize| a.qs.as_ptr().add(b * C * QK);
+    let mut facc = [_mm512_setzero_ps(); C];
+    pipelined(
+        w.quants.len() / tb,
+        |b0, len, r| {
+            for j in 0..len {
+                let b = b0 + j;
+                prefetch_block(&w, QFormat::Q6K, b);
+                let wq = w.quants.as_ptr().add(b * tb);
+                let planes = (_mm512_loadu_si512(wq.add(4 * UNIT).cast()), _mm512_loadu_si512(wq.add(5 * UNIT).cast()));
+                for u in 0..4 {
+                    store_units(r, j, u, unpack_q6_k(wq, planes, u));
+                }
+            }
+            multiply_round_halves(r, (b0, len), x);
+        },
+        |b0, len, r| {
+            for j in 0..len {
+                let b = b0 + j;
+                let hb = a.half_bias.as_ptr().add(2 * b * C);
+                let ia = std::array::from_fn(|c| sum_row(r, 0, j, c, *hb.add(2 * c)));
+                let ib = std::array::from_fn(|c| sum_row(r, 1, j, c, *hb.add(2 * c + 1)));
+                fold_q6_k(&mut facc, (ia, ib), q6_k_scales(w.scales.as_ptr(), b), a.d.as_ptr().add(b * C));
+            }
+        },
+    );
+    for c in 0..C {
+        _mm512_storeu_ps(out[c].as_mut_ptr(), facc[c]);
+    }
+}
