@@ -420,8 +420,7 @@ unsafe fn q8_0<const C: usize>(w: Group<'_>, a: PackedTile<'_>, out: &mut TileOu
                 let b = b0 + j;
                 let dw = _mm512_cvtph_ps(_mm256_loadu_si256(w.scales.as_ptr().add(b * GROUP).cast()));
                 let bias = a.bias.as_ptr().add(b * C);
-                let isum = std::array::from_fn(|c| sum_row(r, 0, j, c, *bias.add(c)));
-                fold_q8_0(&mut facc, isum, dw, a.d.as_ptr().add(b * C));
+                fold_q8_0(&mut facc, |c| sum_row(r, 0, j, c, *bias.add(c)), dw, a.d.as_ptr().add(b * C));
             }
         },
     );
@@ -456,7 +455,7 @@ unsafe fn nibbles<const C: usize, const N: u8>(w: Group<'_>, a: PackedTile<'_>, 
             for j in 0..len {
                 let b = b0 + j;
                 let (db, bias, sb) = (a.d.as_ptr().add(b * C), a.bias.as_ptr().add(b * C), a.dsum.as_ptr().add(b * C));
-                let isum = std::array::from_fn(|c| sum_row(r, 0, j, c, nib::start(N, *bias.add(c))));
+                let isum = |c: usize| sum_row(r, 0, j, c, nib::start(N, *bias.add(c)));
                 fold_nibbles::<C, N>(&mut facc, isum, nibble_scales::<N>(w.scales.as_ptr(), b), db, sb);
             }
         },

@@ -171,7 +171,7 @@ unsafe fn q8_0_packed<const C: usize>(w: Group<'_>, a: PackedTile<'_>, out: &mut
                 }
             }
         }
-        fold_q8_0(&mut facc, std::array::from_fn(|c| _mm512_add_epi32(ia[c], ib[c])), dw, db);
+        fold_q8_0(&mut facc, |c| _mm512_add_epi32(ia[c], ib[c]), dw, db);
     }
     for c in 0..C {
         _mm512_storeu_ps(out[c].as_mut_ptr(), facc[c]);
@@ -231,7 +231,7 @@ unsafe fn nibbles_packed<const C: usize, const N: u8>(w: Group<'_>, a: PackedTil
                 }
             }
         }
-        let isum = std::array::from_fn(|c| _mm512_add_epi32(ia[c], ib[c]));
+        let isum = |c: usize| _mm512_add_epi32(ia[c], ib[c]);
         fold_nibbles::<C, N>(&mut facc, isum, nibble_scales::<N>(scales.as_ptr(), b), db, sb);
     }
     for c in 0..C {
@@ -331,29 +331,35 @@ pub(crate) unsafe fn unpack_q6_k(wq: *const u8, (t0, t1): (__m512i, __m512i), u:
     (lo, hi)
 }
 
-/// `facc[c] += isum[c] · d_w · d_x[c]`: a Q8_0 block's integer sums (16 rows × `C` activation
-/// rows) scaled by the rows' `dw` and the activations' `d_x` at `db`.
+/// `facc[c] += isum(c) · d_w · d_x[c]`: a Q8_0 block's integer sums (16 rows × `C` activation
+/// rows, `isum(c)` for activation row `c`) scaled by the rows' `dw` and the activations' `d_x`
+/// at `db`.
 #[inline(always)]
-pub(crate) unsafe fn fold_q8_0<const C: usize>(facc: &mut [__m512; C], isum: [__m512i; C], dw: __m512, db: *const f32) {
+pub(crate) unsafe fn fold_q8_0<const C: usize>(
+    facc: &mut [__m512; C],
+    isum: impl Fn(usize) -> __m512i,
+    dw: __m512,
+    db: *const f32,
+) {
     for c in 0..C {
         let scale = _mm512_mul_ps(dw, _mm512_set1_ps(*db.add(c)));
-        facc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum[c]), scale, facc[c]);
+        facc[c] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum(c)), scale, facc[c]);
     }
 }
 
-/// `facc[c] += isum[c] · d_w · d_x[c] (+ m_w · d_x[c] · Σ q_x[c])`: a nibble block's integer sums
+/// `facc[c] += isum(c) · d_w · d_x[c] (+ m_w · d_x[c] · Σ q_x[c])`: a nibble block's integer sums
 /// scaled by the rows' `(d, m)` ([`nibble_scales`]) and the activations' `d_x` at `db` and
 /// `d_x · Σ q_x` at `sb`.
 #[inline(always)]
 pub(crate) unsafe fn fold_nibbles<const C: usize, const N: u8>(
     facc: &mut [__m512; C],
-    isum: [__m512i; C],
+    isum: impl Fn(usize) -> __m512i,
     (dw, mw): (__m512, __m512),
     db: *const f32,
     sb: *const f32,
 ) {
     for c in 0..C {
-        let s = _mm512_cvtepi32_ps(isum[c]);
+        let s = _mm512_cvtepi32_ps(isum(c));
         facc[c] = _mm512_fmadd_ps(s, _mm512_mul_ps(dw, _mm512_set1_ps(*db.add(c))), facc[c]);
         if nib::affine(N) {
             facc[c] = _mm512_fmadd_ps(mw, _mm512_set1_ps(*sb.add(c)), facc[c]);
