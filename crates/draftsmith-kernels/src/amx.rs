@@ -334,13 +334,13 @@ pub(crate) unsafe fn tile_packed(f: QFormat, w: Group<'_>, a: PackedTile<'_>, ou
     macro_rules! width {
         ($kernel:ident $(, $k:expr)?) => {
             match a.cn {
-                2 => $kernel::<2 $(, { $k })?>(w, a, out),
-                3 => $kernel::<3 $(, { $k })?>(w, a, out),
-                4 => $kernel::<4 $(, { $k })?>(w, a, out),
-                5 => $kernel::<5 $(, { $k })?>(w, a, out),
-                6 => $kernel::<6 $(, { $k })?>(w, a, out),
-                7 => $kernel::<7 $(, { $k })?>(w, a, out),
-                _ => $kernel::<8 $(, { $k })?>(w, a, out),
+                2 => $kernel::<2 $(, { $k })?>(&w, &a, out),
+                3 => $kernel::<3 $(, { $k })?>(&w, &a, out),
+                4 => $kernel::<4 $(, { $k })?>(&w, &a, out),
+                5 => $kernel::<5 $(, { $k })?>(&w, &a, out),
+                6 => $kernel::<6 $(, { $k })?>(&w, &a, out),
+                7 => $kernel::<7 $(, { $k })?>(&w, &a, out),
+                _ => $kernel::<8 $(, { $k })?>(&w, &a, out),
             }
         };
     }
@@ -403,7 +403,7 @@ use kernels;
 
 /// Q8_0 group × `C` packed activation rows: the stored units are the B tile.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
-unsafe fn q8_0<const C: usize>(w: Group<'_>, a: PackedTile<'_>, out: &mut TileOut) {
+unsafe fn q8_0<const C: usize>(w: &Group<'_>, a: &PackedTile<'_>, out: &mut TileOut) {
     let tb = tile_bytes(QFormat::Q8_0);
     let x = |b: usize| a.qs.as_ptr().add(b * C * QK);
     let mut facc = [_mm512_setzero_ps(); C];
@@ -411,7 +411,7 @@ unsafe fn q8_0<const C: usize>(w: Group<'_>, a: PackedTile<'_>, out: &mut TileOu
         w.quants.len() / tb,
         |b0, len, r| {
             for b in b0..b0 + len {
-                prefetch_block(&w, QFormat::Q8_0, b);
+                prefetch_block(w, QFormat::Q8_0, b);
             }
             multiply_round(r, (b0, len), x, |j| w.quants.as_ptr().add((b0 + j) * tb));
         },
@@ -431,7 +431,7 @@ unsafe fn q8_0<const C: usize>(w: Group<'_>, a: PackedTile<'_>, out: &mut TileOu
 
 /// A nibble format's group ([`nib`] kind `N`) × `C` packed activation rows.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
-unsafe fn nibbles<const C: usize, const N: u8>(w: Group<'_>, a: PackedTile<'_>, out: &mut TileOut) {
+unsafe fn nibbles<const C: usize, const N: u8>(w: &Group<'_>, a: &PackedTile<'_>, out: &mut TileOut) {
     let f = nib::format(N);
     let tb = tile_bytes(f);
     let x = |b: usize| a.qs.as_ptr().add(b * C * QK);
@@ -441,7 +441,7 @@ unsafe fn nibbles<const C: usize, const N: u8>(w: Group<'_>, a: PackedTile<'_>, 
         |b0, len, r| {
             for j in 0..len {
                 let b = b0 + j;
-                prefetch_block(&w, f, b);
+                prefetch_block(w, f, b);
                 let wq = w.quants.as_ptr().add(b * tb);
                 let t =
                     if nib::fifth(N) { _mm512_loadu_si512(wq.add(4 * UNIT).cast()) } else { _mm512_setzero_si512() };
@@ -467,7 +467,7 @@ unsafe fn nibbles<const C: usize, const N: u8>(w: Group<'_>, a: PackedTile<'_>, 
 
 /// Q6_K group × `C` packed activation rows: each half of 16 its own product.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
-unsafe fn q6_k<const C: usize>(w: Group<'_>, a: PackedTile<'_>, out: &mut TileOut) {
+unsafe fn q6_k<const C: usize>(w: &Group<'_>, a: &PackedTile<'_>, out: &mut TileOut) {
     let tb = tile_bytes(QFormat::Q6K);
     let x = |b: usize| a.qs.as_ptr().add(b * C * QK);
     let mut facc = [_mm512_setzero_ps(); C];
@@ -476,7 +476,7 @@ unsafe fn q6_k<const C: usize>(w: Group<'_>, a: PackedTile<'_>, out: &mut TileOu
         |b0, len, r| {
             for j in 0..len {
                 let b = b0 + j;
-                prefetch_block(&w, QFormat::Q6K, b);
+                prefetch_block(w, QFormat::Q6K, b);
                 let wq = w.quants.as_ptr().add(b * tb);
                 let planes = (_mm512_loadu_si512(wq.add(4 * UNIT).cast()), _mm512_loadu_si512(wq.add(5 * UNIT).cast()));
                 for u in 0..4 {

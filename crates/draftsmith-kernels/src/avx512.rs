@@ -45,14 +45,14 @@ pub(crate) unsafe fn tile_packed(f: QFormat, w: Group<'_>, a: PackedTile<'_>, ou
     macro_rules! width {
         ($kernel:ident $(, $k:expr)?) => {
             match a.cn {
-                1 => $kernel::<1 $(, { $k })?>(w, a, out),
-                2 => $kernel::<2 $(, { $k })?>(w, a, out),
-                3 => $kernel::<3 $(, { $k })?>(w, a, out),
-                4 => $kernel::<4 $(, { $k })?>(w, a, out),
-                5 => $kernel::<5 $(, { $k })?>(w, a, out),
-                6 => $kernel::<6 $(, { $k })?>(w, a, out),
-                7 => $kernel::<7 $(, { $k })?>(w, a, out),
-                _ => $kernel::<8 $(, { $k })?>(w, a, out),
+                1 => $kernel::<1 $(, { $k })?>(&w, &a, out),
+                2 => $kernel::<2 $(, { $k })?>(&w, &a, out),
+                3 => $kernel::<3 $(, { $k })?>(&w, &a, out),
+                4 => $kernel::<4 $(, { $k })?>(&w, &a, out),
+                5 => $kernel::<5 $(, { $k })?>(&w, &a, out),
+                6 => $kernel::<6 $(, { $k })?>(&w, &a, out),
+                7 => $kernel::<7 $(, { $k })?>(&w, &a, out),
+                _ => $kernel::<8 $(, { $k })?>(&w, &a, out),
             }
         };
     }
@@ -128,7 +128,7 @@ pub(crate) unsafe fn each<const C: usize>(
     c0: usize,
     rows: usize,
     out: &OutPtr<'_>,
-    kernel: unsafe fn(Group<'_>, PackedTile<'_>, &mut TileOut),
+    kernel: unsafe fn(&Group<'_>, &PackedTile<'_>, &mut TileOut),
 ) {
     let mut tile: TileOut = [[0.0; GROUP]; crate::dispatch::TILE];
     let empty: (&[u8], &[u16]) = (&[], &[]);
@@ -136,7 +136,7 @@ pub(crate) unsafe fn each<const C: usize>(
     for g in groups {
         let (quants, scales) = m.group(g);
         let next = if g + 1 < end { m.group(g + 1) } else { empty };
-        kernel(Group { quants, scales, next }, a, &mut tile);
+        kernel(&Group { quants, scales, next }, &a, &mut tile);
         let valid = GROUP.min(rows - g * GROUP);
         for (t, res) in tile.iter().enumerate().take(C) {
             crate::dispatch::write_out(out, (c0 + t) * rows + g * GROUP, &res[..valid]);
@@ -146,12 +146,12 @@ pub(crate) unsafe fn each<const C: usize>(
 
 /// Q8_0 group × `C` packed activation rows.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
-unsafe fn q8_0_packed<const C: usize>(w: Group<'_>, a: PackedTile<'_>, out: &mut TileOut) {
+unsafe fn q8_0_packed<const C: usize>(w: &Group<'_>, a: &PackedTile<'_>, out: &mut TileOut) {
     let (quants, scales) = (w.quants, w.scales);
     let nb = quants.len() / tile_bytes(QFormat::Q8_0);
     let mut facc = [_mm512_setzero_ps(); C];
     for b in 0..nb {
-        prefetch_block(&w, QFormat::Q8_0, b);
+        prefetch_block(w, QFormat::Q8_0, b);
         let wq = quants.as_ptr().add(b * tile_bytes(QFormat::Q8_0));
         let dw = _mm512_cvtph_ps(_mm256_loadu_si256(scales.as_ptr().add(b * GROUP).cast()));
         let xb = a.qs.as_ptr().add(b * C * QK);
@@ -204,14 +204,14 @@ pub(crate) unsafe fn nibble_scales<const N: u8>(s: *const u16, b: usize) -> (__m
 /// A nibble format's group ([`nib`] kind `N`: Q4_0, Q4_1, Q5_0, Q4_K, Q5_K) × `C` packed
 /// activation rows.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
-unsafe fn nibbles_packed<const C: usize, const N: u8>(w: Group<'_>, a: PackedTile<'_>, out: &mut TileOut) {
+unsafe fn nibbles_packed<const C: usize, const N: u8>(w: &Group<'_>, a: &PackedTile<'_>, out: &mut TileOut) {
     let (quants, scales) = (w.quants, w.scales);
     let f = nib::format(N);
     let tb = tile_bytes(f);
     let nb = quants.len() / tb;
     let mut facc = [_mm512_setzero_ps(); C];
     for b in 0..nb {
-        prefetch_block(&w, f, b);
+        prefetch_block(w, f, b);
         let wq = quants.as_ptr().add(b * tb);
         let xb = a.qs.as_ptr().add(b * C * QK);
         let (db, bias, sb) = (a.d.as_ptr().add(b * C), a.bias.as_ptr().add(b * C), a.dsum.as_ptr().add(b * C));
@@ -254,13 +254,13 @@ pub(crate) unsafe fn q6_k_scales(s: *const u16, b: usize) -> (__m512, __m512) {
 
 /// Q6_K group × `C` packed activation rows.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
-unsafe fn q6_k_packed<const C: usize>(w: Group<'_>, a: PackedTile<'_>, out: &mut TileOut) {
+unsafe fn q6_k_packed<const C: usize>(w: &Group<'_>, a: &PackedTile<'_>, out: &mut TileOut) {
     let (quants, scales) = (w.quants, w.scales);
     let tb = tile_bytes(QFormat::Q6K);
     let nb = quants.len() / tb;
     let mut facc = [_mm512_setzero_ps(); C];
     for b in 0..nb {
-        prefetch_block(&w, QFormat::Q6K, b);
+        prefetch_block(w, QFormat::Q6K, b);
         let wq = quants.as_ptr().add(b * tb);
         let xb = a.qs.as_ptr().add(b * C * QK);
         let (t0, t1) = (_mm512_loadu_si512(wq.add(4 * UNIT).cast()), _mm512_loadu_si512(wq.add(5 * UNIT).cast()));
