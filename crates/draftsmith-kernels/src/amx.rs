@@ -175,10 +175,74 @@ unsafe fn sums_at(round: *mut Round, half: usize, j: usize) -> *mut i32 {
     std::ptr::addr_of_mut!((*round).sums[half][j]).cast()
 }
 
+/// One tile product: `out = A · B`, A the tile's activation rows (`k` signed bytes each at `x`,
+/// 32 apart), B the configured `k/4` rows of 64 bytes at `w` (4 bytes of each of 16 weight
+/// rows per row), `out` one row of 16 sums per activation row.
+type Product = (*const i8, *const u8, *mut i32);
+
+/// Four tile products, each into its own sum tile and with alternating operand tiles, so they
+/// overlap (tile registers are not renamed).
+#[inline(always)]
+unsafe fn four_products(p: [Product; 4]) {
+    asm!(
+        "tilezero tmm2",
+        "tileloadd tmm0, [{x0} + {sx}*1]",
+        "tileloadd tmm4, [{w0} + {sw}*1]",
+        "tdpbsud tmm2, tmm0, tmm4",
+        "tilezero tmm3",
+        "tileloadd tmm1, [{x1} + {sx}*1]",
+        "tileloadd tmm5, [{w1} + {sw}*1]",
+        "tdpbsud tmm3, tmm1, tmm5",
+        "tilezero tmm6",
+        "tileloadd tmm0, [{x2} + {sx}*1]",
+        "tileloadd tmm4, [{w2} + {sw}*1]",
+        "tdpbsud tmm6, tmm0, tmm4",
+        "tilezero tmm7",
+        "tileloadd tmm1, [{x3} + {sx}*1]",
+        "tileloadd tmm5, [{w3} + {sw}*1]",
+        "tdpbsud tmm7, tmm1, tmm5",
+        "tilestored [{o0} + {sw}*1], tmm2",
+        "tilestored [{o1} + {sw}*1], tmm3",
+        "tilestored [{o2} + {sw}*1], tmm6",
+        "tilestored [{o3} + {sw}*1], tmm7",
+        x0 = in(reg) p[0].0,
+        x1 = in(reg) p[1].0,
+        x2 = in(reg) p[2].0,
+        x3 = in(reg) p[3].0,
+        w0 = in(reg) p[0].1,
+        w1 = in(reg) p[1].1,
+        w2 = in(reg) p[2].1,
+        w3 = in(reg) p[3].1,
+        o0 = in(reg) p[0].2,
+        o1 = in(reg) p[1].2,
+        o2 = in(reg) p[2].2,
+        o3 = in(reg) p[3].2,
+        sx = in(reg) QK,
+        sw = in(reg) UNIT,
+        options(nostack, preserves_flags),
+    );
+}
+
+/// One tile product on its own.
+#[inline(always)]
+unsafe fn one_product((x, w, out): Product) {
+    asm!(
+        "tilezero tmm2",
+        "tileloadd tmm0, [{x} + {sx}*1]",
+        "tileloadd tmm4, [{w} + {sw}*1]",
+        "tdpbsud tmm2, tmm0, tmm4",
+        "tilestored [{o} + {sw}*1], tmm2",
+        x = in(reg) x,
+        w = in(reg) w,
+        o = in(reg) out,
+        sx = in(reg) QK,
+        sw = in(reg) UNIT,
+        options(nostack, preserves_flags),
+    );
+}
+
 /// Multiplies a round's `len` blocks, `b0 ..`, of 32 values each: block `b`'s activation rows
-/// (32 signed bytes each at `x(b)`, 32 apart) by its 16 weight rows (a B tile of 8 rows of 64
-/// bytes at `w(j)`), into the round's sums. Four blocks at a time, each into its own sum tile and
-/// with alternating operand tiles, so the products overlap.
+/// at `x(b)` by its B tile (8 rows) at `w(j)`, into the round's sums; four at a time.
 #[inline(always)]
 unsafe fn multiply_round(
     round: *mut Round,
@@ -186,127 +250,34 @@ unsafe fn multiply_round(
     x: impl Fn(usize) -> *const i8,
     w: impl Fn(usize) -> *const u8,
 ) {
+    let product = |j: usize| (x(b0 + j), w(j), sums_at(round, 0, j));
     let mut j = 0;
     while j + 4 <= len {
-        asm!(
-            "tilezero tmm2",
-            "tileloadd tmm0, [{x0} + {sx}*1]",
-            "tileloadd tmm4, [{w0} + {sw}*1]",
-            "tdpbsud tmm2, tmm0, tmm4",
-            "tilezero tmm3",
-            "tileloadd tmm1, [{x1} + {sx}*1]",
-            "tileloadd tmm5, [{w1} + {sw}*1]",
-            "tdpbsud tmm3, tmm1, tmm5",
-            "tilezero tmm6",
-            "tileloadd tmm0, [{x2} + {sx}*1]",
-            "tileloadd tmm4, [{w2} + {sw}*1]",
-            "tdpbsud tmm6, tmm0, tmm4",
-            "tilezero tmm7",
-            "tileloadd tmm1, [{x3} + {sx}*1]",
-            "tileloadd tmm5, [{w3} + {sw}*1]",
-            "tdpbsud tmm7, tmm1, tmm5",
-            "tilestored [{o0} + {sw}*1], tmm2",
-            "tilestored [{o1} + {sw}*1], tmm3",
-            "tilestored [{o2} + {sw}*1], tmm6",
-            "tilestored [{o3} + {sw}*1], tmm7",
-            x0 = in(reg) x(b0 + j),
-            x1 = in(reg) x(b0 + j + 1),
-            x2 = in(reg) x(b0 + j + 2),
-            x3 = in(reg) x(b0 + j + 3),
-            w0 = in(reg) w(j),
-            w1 = in(reg) w(j + 1),
-            w2 = in(reg) w(j + 2),
-            w3 = in(reg) w(j + 3),
-            o0 = in(reg) sums_at(round, 0, j),
-            o1 = in(reg) sums_at(round, 0, j + 1),
-            o2 = in(reg) sums_at(round, 0, j + 2),
-            o3 = in(reg) sums_at(round, 0, j + 3),
-            sx = in(reg) QK,
-            sw = in(reg) UNIT,
-            options(nostack, preserves_flags),
-        );
+        four_products([product(j), product(j + 1), product(j + 2), product(j + 3)]);
         j += 4;
     }
-    while j < len {
-        asm!(
-            "tilezero tmm2",
-            "tileloadd tmm0, [{x} + {sx}*1]",
-            "tileloadd tmm4, [{w} + {sw}*1]",
-            "tdpbsud tmm2, tmm0, tmm4",
-            "tilestored [{o} + {sw}*1], tmm2",
-            x = in(reg) x(b0 + j),
-            w = in(reg) w(j),
-            o = in(reg) sums_at(round, 0, j),
-            sx = in(reg) QK,
-            sw = in(reg) UNIT,
-            options(nostack, preserves_flags),
-        );
-        j += 1;
+    for j in j..len {
+        one_product(product(j));
     }
 }
 
 /// [`multiply_round`] for Q6_K (configured with `k` = 16): each block's two halves of 16 its own
-/// product, the second half's sums in `sums[1]`; two blocks (four products) at a time.
+/// product (B tiles of 4 rows at `weights[j]` and 256 bytes on), the second half's sums in
+/// `sums[1]`; two blocks (four products) at a time.
 #[inline(always)]
 unsafe fn multiply_round_halves(round: *mut Round, (b0, len): (usize, usize), x: impl Fn(usize) -> *const i8) {
-    let w = |j: usize| std::ptr::addr_of!((*round).weights[j]).cast::<u8>();
+    let halves = |j: usize| {
+        let (xb, wb) = (x(b0 + j), std::ptr::addr_of!((*round).weights[j]).cast::<u8>());
+        [(xb, wb, sums_at(round, 0, j)), (xb.add(QK / 2), wb.add(4 * UNIT), sums_at(round, 1, j))]
+    };
     let mut j = 0;
     while j + 2 <= len {
-        asm!(
-            "tilezero tmm2",
-            "tileloadd tmm0, [{x0} + {sx}*1]",
-            "tileloadd tmm4, [{w0} + {sw}*1]",
-            "tdpbsud tmm2, tmm0, tmm4",
-            "tilezero tmm3",
-            "tileloadd tmm1, [{x0} + {sx}*1 + 16]",
-            "tileloadd tmm5, [{w0} + {sw}*1 + 256]",
-            "tdpbsud tmm3, tmm1, tmm5",
-            "tilezero tmm6",
-            "tileloadd tmm0, [{x1} + {sx}*1]",
-            "tileloadd tmm4, [{w1} + {sw}*1]",
-            "tdpbsud tmm6, tmm0, tmm4",
-            "tilezero tmm7",
-            "tileloadd tmm1, [{x1} + {sx}*1 + 16]",
-            "tileloadd tmm5, [{w1} + {sw}*1 + 256]",
-            "tdpbsud tmm7, tmm1, tmm5",
-            "tilestored [{o0} + {sw}*1], tmm2",
-            "tilestored [{h0} + {sw}*1], tmm3",
-            "tilestored [{o1} + {sw}*1], tmm6",
-            "tilestored [{h1} + {sw}*1], tmm7",
-            x0 = in(reg) x(b0 + j),
-            x1 = in(reg) x(b0 + j + 1),
-            w0 = in(reg) w(j),
-            w1 = in(reg) w(j + 1),
-            o0 = in(reg) sums_at(round, 0, j),
-            h0 = in(reg) sums_at(round, 1, j),
-            o1 = in(reg) sums_at(round, 0, j + 1),
-            h1 = in(reg) sums_at(round, 1, j + 1),
-            sx = in(reg) QK,
-            sw = in(reg) UNIT,
-            options(nostack, preserves_flags),
-        );
+        let ([p0, p1], [p2, p3]) = (halves(j), halves(j + 1));
+        four_products([p0, p1, p2, p3]);
         j += 2;
     }
     if j < len {
-        asm!(
-            "tilezero tmm2",
-            "tileloadd tmm0, [{x0} + {sx}*1]",
-            "tileloadd tmm4, [{w0} + {sw}*1]",
-            "tdpbsud tmm2, tmm0, tmm4",
-            "tilezero tmm3",
-            "tileloadd tmm1, [{x0} + {sx}*1 + 16]",
-            "tileloadd tmm5, [{w0} + {sw}*1 + 256]",
-            "tdpbsud tmm3, tmm1, tmm5",
-            "tilestored [{o0} + {sw}*1], tmm2",
-            "tilestored [{h0} + {sw}*1], tmm3",
-            x0 = in(reg) x(b0 + j),
-            w0 = in(reg) w(j),
-            o0 = in(reg) sums_at(round, 0, j),
-            h0 = in(reg) sums_at(round, 1, j),
-            sx = in(reg) QK,
-            sw = in(reg) UNIT,
-            options(nostack, preserves_flags),
-        );
+        halves(j).into_iter().for_each(|p| one_product(p));
     }
 }
 
