@@ -34,7 +34,7 @@ use std::sync::OnceLock;
 use crate::act::PackedTile;
 use crate::avx2::prefetch_block;
 use crate::avx512::{
-    each, fold_nibbles, fold_q6_k, fold_q8_0, nibble_scales, q6_k_scales, unpack_nibbles, unpack_q6_k,
+    each, fold_nibbles, fold_q6_k, fold_q8_0, kernel_for, nibble_scales, q6_k_scales, unpack_nibbles, unpack_q6_k,
 };
 use crate::dispatch::{check_packed, Group, OutPtr, TileOut};
 use crate::layout::{nib, tile_bytes, GROUP, QK, UNIT};
@@ -302,20 +302,7 @@ pub(crate) unsafe fn tile_packed(f: QFormat, w: Group<'_>, a: PackedTile<'_>, ou
     }
     check_packed(f, w, a, crate::dispatch::TILE);
     configure(a.cn, if f == QFormat::Q6K { QK / 2 } else { QK });
-    macro_rules! width {
-        ($kernel:ident $(, $k:expr)?) => {
-            match a.cn {
-                2 => $kernel::<2 $(, { $k })?>(&w, &a, out),
-                3 => $kernel::<3 $(, { $k })?>(&w, &a, out),
-                4 => $kernel::<4 $(, { $k })?>(&w, &a, out),
-                5 => $kernel::<5 $(, { $k })?>(&w, &a, out),
-                6 => $kernel::<6 $(, { $k })?>(&w, &a, out),
-                7 => $kernel::<7 $(, { $k })?>(&w, &a, out),
-                _ => $kernel::<8 $(, { $k })?>(&w, &a, out),
-            }
-        };
-    }
-    kernels!(f, width)
+    kernel_for!(f, a.cn, q8_0, nibbles, q6_k)(&w, &a, out)
 }
 
 /// Row groups `groups` of `m` against one packed activation tile (its rows `c0 ..`), as
@@ -332,45 +319,13 @@ pub(crate) unsafe fn groups_packed(
     c0: usize,
     out: &OutPtr<'_>,
 ) {
-    if a.cn < 2 || groups.is_empty() {
+    if a.cn < 2 {
         return crate::avx512::groups_packed(m, groups, a, c0, out);
     }
     let f = m.format();
-    let (quants, scales) = m.group(groups.start);
-    check_packed(f, Group { quants, scales, next: (&[], &[]) }, a, crate::dispatch::TILE);
     configure(a.cn, if f == QFormat::Q6K { QK / 2 } else { QK });
-    let rows = m.rows();
-    macro_rules! width {
-        ($kernel:ident $(, $k:expr)?) => {
-            match a.cn {
-                2 => each::<2>(m, groups, a, c0, rows, out, $kernel::<2 $(, { $k })?>),
-                3 => each::<3>(m, groups, a, c0, rows, out, $kernel::<3 $(, { $k })?>),
-                4 => each::<4>(m, groups, a, c0, rows, out, $kernel::<4 $(, { $k })?>),
-                5 => each::<5>(m, groups, a, c0, rows, out, $kernel::<5 $(, { $k })?>),
-                6 => each::<6>(m, groups, a, c0, rows, out, $kernel::<6 $(, { $k })?>),
-                7 => each::<7>(m, groups, a, c0, rows, out, $kernel::<7 $(, { $k })?>),
-                _ => each::<8>(m, groups, a, c0, rows, out, $kernel::<8 $(, { $k })?>),
-            }
-        };
-    }
-    kernels!(f, width)
+    each(m, groups, a, (c0, out), kernel_for!(f, a.cn, q8_0, nibbles, q6_k));
 }
-
-/// The kernel of format `$f`, through the width dispatch `$width`.
-macro_rules! kernels {
-    ($f:expr, $width:ident) => {
-        match $f {
-            QFormat::Q8_0 => $width!(q8_0),
-            QFormat::Q4_0 => $width!(nibbles, nib::Q4_0),
-            QFormat::Q5_0 => $width!(nibbles, nib::Q5_0),
-            QFormat::Q5K => $width!(nibbles, nib::Q5K),
-            QFormat::Q4_1 => $width!(nibbles, nib::Q4_1),
-            QFormat::Q4K => $width!(nibbles, nib::Q4K),
-            QFormat::Q6K => $width!(q6_k),
-        }
-    };
-}
-use kernels;
 
 /// Q8_0 group × `C` packed activation rows: the stored units are the B tile.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]

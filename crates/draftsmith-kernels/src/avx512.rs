@@ -33,6 +33,44 @@ macro_rules! bcast4 {
     };
 }
 
+/// One kernel: a packed row group × one packed activation tile, into a [`TileOut`].
+pub(crate) type Kernel = unsafe fn(&Group<'_>, &PackedTile<'_>, &mut TileOut);
+
+/// `$kernel` (generic over the tile's rows `C`, and over `$k` if given) for tiles of `$cn` rows
+/// (1 ..= 8), as a [`Kernel`].
+macro_rules! kernel_width {
+    ($cn:expr, $kernel:ident $(, $k:expr)?) => {
+        match $cn {
+            1 => $kernel::<1 $(, { $k })?> as crate::avx512::Kernel,
+            2 => $kernel::<2 $(, { $k })?>,
+            3 => $kernel::<3 $(, { $k })?>,
+            4 => $kernel::<4 $(, { $k })?>,
+            5 => $kernel::<5 $(, { $k })?>,
+            6 => $kernel::<6 $(, { $k })?>,
+            7 => $kernel::<7 $(, { $k })?>,
+            _ => $kernel::<8 $(, { $k })?>,
+        }
+    };
+}
+pub(crate) use kernel_width;
+
+/// The kernel for format `$f` and tiles of `$cn` rows among a path's three (`$q8_0`,
+/// `$nibbles` — generic over the [`nib`] kind too — and `$q6_k`).
+macro_rules! kernel_for {
+    ($f:expr, $cn:expr, $q8_0:ident, $nibbles:ident, $q6_k:ident) => {
+        match $f {
+            QFormat::Q8_0 => crate::avx512::kernel_width!($cn, $q8_0),
+            QFormat::Q4_0 => crate::avx512::kernel_width!($cn, $nibbles, nib::Q4_0),
+            QFormat::Q5_0 => crate::avx512::kernel_width!($cn, $nibbles, nib::Q5_0),
+            QFormat::Q5K => crate::avx512::kernel_width!($cn, $nibbles, nib::Q5K),
+            QFormat::Q4_1 => crate::avx512::kernel_width!($cn, $nibbles, nib::Q4_1),
+            QFormat::Q4K => crate::avx512::kernel_width!($cn, $nibbles, nib::Q4K),
+            QFormat::Q6K => crate::avx512::kernel_width!($cn, $q6_k),
+        }
+    };
+}
+pub(crate) use kernel_for;
+
 /// One packed row group against one tile of activations packed per tile ([`PackedTile`], 1 ..=
 /// [`TILE`](crate::dispatch::TILE) rows): every activation operand lies at a constant offset from
 /// one pointer per block (no per-row pointers to spill, no per-row scalar work).
@@ -42,29 +80,7 @@ macro_rules! bcast4 {
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
 pub(crate) unsafe fn tile_packed(f: QFormat, w: Group<'_>, a: PackedTile<'_>, out: &mut TileOut) {
     check_packed(f, w, a, crate::dispatch::TILE);
-    macro_rules! width {
-        ($kernel:ident $(, $k:expr)?) => {
-            match a.cn {
-                1 => $kernel::<1 $(, { $k })?>(&w, &a, out),
-                2 => $kernel::<2 $(, { $k })?>(&w, &a, out),
-                3 => $kernel::<3 $(, { $k })?>(&w, &a, out),
-                4 => $kernel::<4 $(, { $k })?>(&w, &a, out),
-                5 => $kernel::<5 $(, { $k })?>(&w, &a, out),
-                6 => $kernel::<6 $(, { $k })?>(&w, &a, out),
-                7 => $kernel::<7 $(, { $k })?>(&w, &a, out),
-                _ => $kernel::<8 $(, { $k })?>(&w, &a, out),
-            }
-        };
-    }
-    match f {
-        QFormat::Q8_0 => width!(q8_0_packed),
-        QFormat::Q4_0 => width!(nibbles_packed, nib::Q4_0),
-        QFormat::Q5_0 => width!(nibbles_packed, nib::Q5_0),
-        QFormat::Q5K => width!(nibbles_packed, nib::Q5K),
-        QFormat::Q4_1 => width!(nibbles_packed, nib::Q4_1),
-        QFormat::Q4K => width!(nibbles_packed, nib::Q4K),
-        QFormat::Q6K => width!(q6_k_packed),
-    }
+    kernel_for!(f, a.cn, q8_0_packed, nibbles_packed, q6_k_packed)(&w, &a, out)
 }
 
 /// Row groups `groups` of `m` against one packed activation tile (its rows `c0 ..`), each
@@ -84,61 +100,40 @@ pub(crate) unsafe fn groups_packed(
     c0: usize,
     out: &OutPtr<'_>,
 ) {
-    if groups.is_empty() {
-        return;
-    }
-    let f = m.format();
-    let empty: (&[u8], &[u16]) = (&[], &[]);
-    // Every group of a matrix has the same shape: one check covers the range.
-    let (quants, scales) = m.group(groups.start);
-    check_packed(f, Group { quants, scales, next: empty }, a, crate::dispatch::TILE);
-    let rows = m.rows();
-    macro_rules! width {
-        ($kernel:ident $(, $k:expr)?) => {
-            match a.cn {
-                1 => each::<1>(m, groups, a, c0, rows, out, $kernel::<1 $(, { $k })?>),
-                2 => each::<2>(m, groups, a, c0, rows, out, $kernel::<2 $(, { $k })?>),
-                3 => each::<3>(m, groups, a, c0, rows, out, $kernel::<3 $(, { $k })?>),
-                4 => each::<4>(m, groups, a, c0, rows, out, $kernel::<4 $(, { $k })?>),
-                5 => each::<5>(m, groups, a, c0, rows, out, $kernel::<5 $(, { $k })?>),
-                6 => each::<6>(m, groups, a, c0, rows, out, $kernel::<6 $(, { $k })?>),
-                7 => each::<7>(m, groups, a, c0, rows, out, $kernel::<7 $(, { $k })?>),
-                _ => each::<8>(m, groups, a, c0, rows, out, $kernel::<8 $(, { $k })?>),
-            }
-        };
-    }
-    match f {
-        QFormat::Q8_0 => width!(q8_0_packed),
-        QFormat::Q4_0 => width!(nibbles_packed, nib::Q4_0),
-        QFormat::Q5_0 => width!(nibbles_packed, nib::Q5_0),
-        QFormat::Q5K => width!(nibbles_packed, nib::Q5K),
-        QFormat::Q4_1 => width!(nibbles_packed, nib::Q4_1),
-        QFormat::Q4K => width!(nibbles_packed, nib::Q4K),
-        QFormat::Q6K => width!(q6_k_packed),
-    }
+    let kernel = kernel_for!(m.format(), a.cn, q8_0_packed, nibbles_packed, q6_k_packed);
+    each(m, groups, a, (c0, out), kernel);
 }
 
-/// The loop of [`groups_packed`] (and of `crate::amx::groups_packed`) for a tile of `C` rows.
-#[allow(clippy::too_many_arguments)]
+/// Runs `kernel` on row groups `groups` of `m` against one packed activation tile (its rows
+/// `c0 ..`), copying each group's results into `out` (the loop of [`groups_packed`] and of
+/// `crate::amx::groups_packed`).
+///
+/// # Safety
+/// As [`groups_packed`], and `kernel` must be for `m`'s format and the tile's rows.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
-pub(crate) unsafe fn each<const C: usize>(
+pub(crate) unsafe fn each(
     m: &QMatrix,
     groups: std::ops::Range<usize>,
     a: PackedTile<'_>,
-    c0: usize,
-    rows: usize,
-    out: &OutPtr<'_>,
-    kernel: unsafe fn(&Group<'_>, &PackedTile<'_>, &mut TileOut),
+    (c0, out): (usize, &OutPtr<'_>),
+    kernel: Kernel,
 ) {
-    let mut tile: TileOut = [[0.0; GROUP]; crate::dispatch::TILE];
+    if groups.is_empty() {
+        return;
+    }
     let empty: (&[u8], &[u16]) = (&[], &[]);
+    // Every group of a matrix has the same shape: one check covers the range.
+    let (quants, scales) = m.group(groups.start);
+    check_packed(m.format(), Group { quants, scales, next: empty }, a, crate::dispatch::TILE);
+    let rows = m.rows();
+    let mut tile: TileOut = [[0.0; GROUP]; crate::dispatch::TILE];
     let end = groups.end;
     for g in groups {
         let (quants, scales) = m.group(g);
         let next = if g + 1 < end { m.group(g + 1) } else { empty };
         kernel(&Group { quants, scales, next }, &a, &mut tile);
         let valid = GROUP.min(rows - g * GROUP);
-        for (t, res) in tile.iter().enumerate().take(C) {
+        for (t, res) in tile.iter().enumerate().take(a.cn) {
             crate::dispatch::write_out(out, (c0 + t) * rows + g * GROUP, &res[..valid]);
         }
     }
