@@ -101,14 +101,16 @@ thread_local! {
     static CONFIGURED: Cell<usize> = const { Cell::new(0) };
 }
 
-/// Loads this thread's tile configuration for `cn` activation rows and `k` values per product
-/// (32: a block; 16: a Q6_K half), unless it is the one loaded last: `tmm0`/`tmm1` activations
-/// (`cn` × `k` bytes), `tmm4`/`tmm5` weights (`k/4` × 64 bytes), `tmm2`/`tmm3`/`tmm6`/`tmm7`
-/// sums (`cn` × 16 × i32): four products in flight (tile registers are not renamed).
+/// Loads this thread's tile configuration for `cn` activation rows and format `f`'s products of
+/// `k` values (32, a block; 16, a Q6_K half), unless it is the one loaded last: `tmm0`/`tmm1`
+/// activations (`cn` × `k` bytes), `tmm4`/`tmm5` weights (`k/4` × 64 bytes),
+/// `tmm2`/`tmm3`/`tmm6`/`tmm7` sums (`cn` × 16 × i32): four products in flight (tile registers
+/// are not renamed).
 ///
 /// # Safety
 /// [`available`] must be true.
-unsafe fn configure(cn: usize, k: usize) {
+unsafe fn configure(f: QFormat, cn: usize) {
+    let k = if f == QFormat::Q6K { QK / 2 } else { QK };
     let key = (cn << 8) | k;
     if CONFIGURED.with(Cell::get) == key {
         return;
@@ -301,7 +303,7 @@ pub(crate) unsafe fn tile_packed(f: QFormat, w: Group<'_>, a: PackedTile<'_>, ou
         return crate::avx512::tile_packed(f, w, a, out);
     }
     check_packed(f, w, a, crate::dispatch::TILE);
-    configure(a.cn, if f == QFormat::Q6K { QK / 2 } else { QK });
+    configure(f, a.cn);
     kernel_for!(f, a.cn, q8_0, nibbles, q6_k)(&w, &a, out)
 }
 
@@ -323,7 +325,7 @@ pub(crate) unsafe fn groups_packed(
         return crate::avx512::groups_packed(m, groups, a, c0, out);
     }
     let f = m.format();
-    configure(a.cn, if f == QFormat::Q6K { QK / 2 } else { QK });
+    configure(f, a.cn);
     each(m, groups, a, (c0, out), kernel_for!(f, a.cn, q8_0, nibbles, q6_k));
 }
 
