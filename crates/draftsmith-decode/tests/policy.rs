@@ -178,6 +178,8 @@ struct Deep {
     last: usize,
     stall: Option<(usize, u64)>,
     proposals: usize,
+    /// The last call cost in target steps the policy passed ([`Proposer::set_call_cost`]).
+    priced: std::rc::Rc<std::cell::Cell<Option<f64>>>,
 }
 
 impl Proposer for Deep {
@@ -195,6 +197,10 @@ impl Proposer for Deep {
 
     fn last_cost(&self) -> Option<DraftCost> {
         Some(DraftCost { calls: self.last, generated: self.last })
+    }
+
+    fn set_call_cost(&mut self, steps: f64) {
+        self.priced.set(Some(steps));
     }
 
     fn propose(&mut self, ctx: &DraftContext<'_>) -> Result<DraftTree, DecodeError> {
@@ -247,6 +253,7 @@ fn deep_generate(
         last: 0,
         stall: None,
         proposals: 0,
+        priced: Default::default(),
     };
     shape(&mut deep);
     let cost = CostModel::from_points(&[(1, STEP_MS * units(1)), (2, STEP_MS * units(2)), (64, STEP_MS * units(64))]);
@@ -289,6 +296,16 @@ fn a_cheap_first_call_is_priced_apart_from_dear_later_ones() {
     let late = &steps[steps.len() / 2..steps.len() - 1];
     let one = late.iter().filter(|s| s.tree_size == 1).count();
     assert!(one * 4 >= late.len() * 3, "{one} of the last {} steps drafted one token", late.len());
+}
+
+#[test]
+fn a_methods_own_controller_gets_its_drafter_calls_price_in_target_steps() {
+    // Pre-cut prices its drafter calls in target steps: the policy passes the measured ratio
+    // (calls of 0.5 ms against 5 ms steps here; a sleep only overshoots).
+    let mut priced = None;
+    deep_generate(12, 4, |d| priced = Some(d.priced.clone()));
+    let got = priced.and_then(|p| p.get()).expect("a call cost was passed");
+    assert!((0.09..0.5).contains(&got), "{got} steps a call");
 }
 
 #[test]

@@ -345,6 +345,13 @@ impl<B: Backend> Proposer for DraftModel<B> {
         true
     }
 
+    /// Pre-cut's price of a draft call, measured (see [`PreCut::set_draft_cost`]).
+    fn set_call_cost(&mut self, steps: f64) {
+        if let Some(pc) = &mut self.precut {
+            pc.set_draft_cost(steps);
+        }
+    }
+
     /// The drafter's confidence in each token of the chain, as a class.
     fn node_classes(&self, tree: &DraftTree) -> Option<Vec<usize>> {
         (tree.tokens() == self.draft.as_slice()).then(|| confidence_classes(&self.confidences))

@@ -34,7 +34,10 @@
 //!   and `η − 1 > 0` means the round beat AR. Useful counts the target's own (bonus) token too,
 //!   as AR's one token per call does. (With the draft call as the unit, η < 1 always, every
 //!   reward is negative and γ < 1 then favours drafting on forever.) `draft_cost` = t_draft /
-//!   t_target is a parameter, default 0.3.
+//!   t_target is a parameter, default 0.3; under the `auto` draft policy it is the ratio
+//!   measured while decoding (the policy's drafter time per call over its 1-token step,
+//!   [`PreCut::set_draft_cost`]; session 31: on Qwen2.5-Coder 0.5B → 1.5B a call costs ~0.45
+//!   of a step on a 2-core Zen 4, not 0.3).
 
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -56,7 +59,8 @@ pub struct PreCutConfig {
     pub epsilon_min: f32,
     /// Initial Q(s, CONTINUE) (Q(s, STOP) starts at 0).
     pub continue_bias: f32,
-    /// Cost of one draft call in target-call units (t_draft / t_target).
+    /// Cost of one draft call in target-call units (t_draft / t_target). Under the `auto` draft
+    /// policy it is replaced by the ratio measured while decoding ([`PreCut::set_draft_cost`]).
     pub draft_cost: f32,
     /// Cost buckets: call counts 1..=max_calls (larger counts share the last).
     pub max_calls: usize,
@@ -158,6 +162,19 @@ impl PreCut {
 
     pub fn epsilon(&self) -> f32 {
         self.epsilon
+    }
+
+    /// The cost of one draft call in target calls, as it prices the rounds from now on.
+    pub fn draft_cost(&self) -> f32 {
+        self.config.draft_cost
+    }
+
+    /// Prices draft calls at `cost` target calls from the next round on: the ratio measured on
+    /// the running machine, in place of the configured one (ignored unless positive and finite).
+    pub fn set_draft_cost(&mut self, cost: f64) {
+        if cost.is_finite() && cost > 0.0 {
+            self.config.draft_cost = cost as f32;
+        }
     }
 
     /// State index after `calls` draft calls whose tokens have confidence product `expected`.
@@ -374,5 +391,16 @@ mod tests {
         pc.learn(&[DraftStep { tokens: 1, confidence: 0.9 }], &[true], 8);
         assert!((pc.epsilon() - 0.475).abs() < 1e-6);
         assert!(PreCut::new(PreCutConfig { alpha: 0.0, ..PreCutConfig::default() }).is_err());
+    }
+
+    #[test]
+    fn a_measured_draft_cost_replaces_the_configured_one() {
+        let mut pc = PreCut::new(PreCutConfig::default()).unwrap();
+        pc.set_draft_cost(0.45);
+        assert!((pc.draft_cost() - 0.45).abs() < 1e-6);
+        for bad in [0.0, -1.0, f64::NAN, f64::INFINITY] {
+            pc.set_draft_cost(bad);
+            assert!((pc.draft_cost() - 0.45).abs() < 1e-6, "{bad} ignored");
+        }
     }
 }

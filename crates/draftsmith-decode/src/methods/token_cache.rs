@@ -38,7 +38,8 @@ use std::collections::{HashMap, VecDeque};
 use draftsmith_core::DraftTree;
 
 use crate::error::DecodeError;
-use crate::spec::{DraftContext, DraftCost, Proposer, Verified};
+use crate::spec::policy::{PHRASE_FIRST, PHRASE_NEXT, UNCLASSED};
+use crate::spec::{DepthStop, DraftContext, DraftCost, Proposer, Verified};
 
 /// Sizes of the phrase cache and of its use at the target.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -307,9 +308,39 @@ impl<P: Proposer> Proposer for TokenCache<P> {
         self.inner.limit_depth(depth);
     }
 
-    // No `set_depth_stop`: the phrases this cache adds have no node classes of the drafter's,
-    // so the policy cannot price the inner drafter's nodes by class here; it drafts to the
-    // depth chosen before drafting (`limit_depth`).
+    /// The inner drafter's own stopping (its nodes keep their classes here: see
+    /// [`Proposer::node_classes`]).
+    fn set_depth_stop(&mut self, rule: DepthStop) -> bool {
+        self.inner.set_depth_stop(rule)
+    }
+
+    fn draft_class(&self, ctx: &DraftContext<'_>) -> usize {
+        self.inner.draft_class(ctx)
+    }
+
+    fn set_call_cost(&mut self, steps: f64) {
+        self.inner.set_call_cost(steps);
+    }
+
+    /// The inner drafter's classes for its own nodes ([`UNCLASSED`] where it gives none), and
+    /// for the cached phrases' nodes [`PHRASE_FIRST`] (a phrase's first token below a drafted
+    /// node, where it competes with the drafter's own next token) or [`PHRASE_NEXT`]: the draft
+    /// policy learns how often each pays and prunes the phrases apart from the draft.
+    fn node_classes(&self, tree: &DraftTree) -> Option<Vec<usize>> {
+        let n = self.inner_tree.len();
+        if tree.len() != n + self.added_keys.len() || tree.tokens()[..n] != *self.inner_tree.tokens() {
+            return None;
+        }
+        let mut classes = self.inner.node_classes(&self.inner_tree).unwrap_or_else(|| vec![UNCLASSED; n]);
+        classes.extend((n..tree.len()).map(|i| {
+            if tree.parents()[i].is_none_or(|p| p < n) {
+                PHRASE_FIRST
+            } else {
+                PHRASE_NEXT
+            }
+        }));
+        Some(classes)
+    }
 
     fn last_cost(&self) -> Option<DraftCost> {
         Some(self.inner.last_cost().unwrap_or(DraftCost { calls: 0, generated: self.inner_tree.len() }))
@@ -458,6 +489,9 @@ mod tests {
         // Target accepts the draft and the cached [7, 8]: path 0,1,2,3,5,6.
         let v = Verified { accepted: &[0, 1, 2, 3, 5, 6], root_next: 1, node_next: &[2, 3, 4, 7, 0, 8, 6] };
         tc.observe_verified(&ctx, &tree, &v);
+        let (u, first, next) = (UNCLASSED, PHRASE_FIRST, PHRASE_NEXT);
+        assert_eq!(tc.node_classes(&tree), Some(vec![u, u, u, u, first, first, next]), "the phrases get classes");
+        assert_eq!(tc.node_classes(&DraftTree::chain(&[1])), None, "another tree has none");
         assert_eq!(tc.stats(), TokenCacheStats { hit_steps: 1, hit_tokens: 2, offered_tokens: 3 });
         assert_eq!(tc.cache.lookup(0, 4), vec![&[1, 2, 3, 4, 7][..]], "the committed output, cut to beta");
     }

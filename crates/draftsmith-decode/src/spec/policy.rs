@@ -234,8 +234,18 @@ pub struct AcceptanceModel {
 
 /// Draft classes with their own counts (larger ones share the last).
 const CLASSES: usize = 8;
-/// Node classes with their own counts (larger ones share the last).
-pub const NODE_CLASSES: usize = 4;
+/// Node classes with their own counts (larger ones share the last): a drafter's own four
+/// (0 = surest … 3: [`probability_class`], [`agreement_class`]) and the Post-use token cache's
+/// two for the cached phrases it hangs on a draft ([`PHRASE_FIRST`], [`PHRASE_NEXT`]).
+pub const NODE_CLASSES: usize = 6;
+/// The node class of a cached phrase's first token below a drafted node (or the root): a
+/// phrase competes with the drafter there.
+pub const PHRASE_FIRST: usize = 4;
+/// The node class of a cached phrase's later tokens (below its first).
+pub const PHRASE_NEXT: usize = 5;
+/// A node a method that classes some of its nodes has no class for: priced and learned as a
+/// node of any class.
+pub const UNCLASSED: usize = usize::MAX;
 
 /// The node class of a drafted token the drafter gave probability `p` (after its parent):
 /// 0 from 0.8 on, 1 from 0.5, 2 from 0.25, 3 below.
@@ -349,9 +359,9 @@ fn cell(class: usize, node: Option<usize>) -> usize {
     class.min(CLASSES - 1) * (NODE_CLASSES + 1) + node.map_or(NODE_CLASSES, |k| k.min(NODE_CLASSES - 1))
 }
 
-/// Node `i`'s class in `nodes` (`None` when there are none).
+/// Node `i`'s class in `nodes` (`None` when there are none, or it is [`UNCLASSED`]).
 fn node_class(nodes: Option<&[usize]>, i: usize) -> Option<usize> {
-    nodes.and_then(|n| n.get(i).copied())
+    nodes.and_then(|n| n.get(i).copied()).filter(|&k| k != UNCLASSED)
 }
 
 /// Each node's index among the children of its parent, in tree order.
@@ -755,6 +765,10 @@ impl Proposer for Auto {
             let stops = !probing && rule.is_some_and(|rule| self.inner.set_depth_stop(rule));
             let limit = if stops { max } else { depth.max(1) };
             self.inner.limit_depth(limit);
+            // A controller of the method's own (Pre-cut) prices its calls as measured here.
+            if let Some(call_ms) = self.call_ms.get() {
+                self.inner.set_call_cost(call_ms / self.cost.predict(1));
+            }
         }
         let started = Instant::now();
         let tree = self.inner.propose(ctx)?;
@@ -979,5 +993,34 @@ mod tests {
         assert!(acc.path_probabilities_nodes(0, Some(&[0, 0, 2]), &t)[1] > 0.8);
         // Whatever the node class: every observation counts (depth 1, rank 0 always accepted).
         assert!(acc.p(1, 0) > 0.9 && acc.p(2, 0) < 0.1 && acc.p(1, 1) < 0.1);
+    }
+
+    #[test]
+    fn cached_phrases_are_priced_apart_from_the_draft_at_the_same_place() {
+        // Post-use: a drafter's 4-token chains, always right, and in other steps its 2-token
+        // chains with a 2-token cached phrase below the last, never right. The phrase's nodes
+        // sit where the longer chains' third and fourth nodes do (same depth, rank 0).
+        let long = chain(4);
+        let mut short = chain(2);
+        short.push(50, Some(1));
+        short.push(51, Some(2));
+        let (long_classes, short_classes) = ([0; 4], [0, 0, PHRASE_FIRST, PHRASE_NEXT]);
+        let cost = CostModel::from_points(&[(1, 1.0), (8, 1.4), (64, 8.0)]);
+        let (mut classed, mut unclassed) = (AcceptanceModel::default(), AcceptanceModel::default());
+        for _ in 0..40 {
+            classed.observe_nodes(0, Some(&long_classes), &long, &[0, 1, 2, 3]);
+            classed.observe_nodes(0, Some(&short_classes), &short, &[0, 1]);
+            unclassed.observe_nodes(0, Some(&[UNCLASSED; 4]), &long, &[0, 1, 2, 3]);
+            unclassed.observe(&short, &[0, 1]);
+        }
+        let p = classed.path_probabilities_nodes(0, Some(&short_classes), &short);
+        assert!(p[1] > 0.9 && p[2] < 0.05, "{p:?}");
+        assert_eq!(choose(&short, &p, &cost, 0).0, vec![0, 1], "the phrase is pruned, the draft kept");
+        let p = classed.path_probabilities_nodes(0, Some(&long_classes), &long);
+        assert!(p[3] > 0.9, "the drafter's deep nodes keep their own record: {p:?}");
+        // Without the classes (or with every node unclassed) the two are one record, half right.
+        let p = unclassed.path_probabilities_nodes(0, Some(&[UNCLASSED; 4]), &short);
+        assert!((0.3..0.7).contains(&p[2]), "{p:?}");
+        assert_eq!(p, unclassed.path_probabilities(&short));
     }
 }

@@ -76,6 +76,12 @@ pub trait Proposer {
         false
     }
 
+    /// The measured time of one of this method's drafter calls in 1-token target steps on the
+    /// running machine, which the draft policy passes before each proposal once it has measured
+    /// both: a method whose own controller prices drafter calls in target steps (Pre-cut's
+    /// `draft_cost`) uses it instead of its configured guess. The default ignores it.
+    fn set_call_cost(&mut self, _steps: f64) {}
+
     /// Method-specific statistics of the generation so far, by name (TokenSwift: `beta`).
     fn extra_stats(&self) -> Vec<(&'static str, f64)> {
         Vec::new()
