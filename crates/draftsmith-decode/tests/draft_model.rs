@@ -9,6 +9,8 @@ use common::{ar, repeating_prompt, tiny, tiny_dense, Lcg, B};
 use draftsmith_decode::methods::{
     DraftModel, DraftModelConfig, PreCutConfig, PromptLookup, TokenCache, TokenCacheConfig,
 };
+use draftsmith_decode::spec::policy::NODE_CLASSES;
+use draftsmith_decode::spec::DepthStop;
 use draftsmith_decode::{
     build_proposer_with, generate_speculative, DraftContext, Drafters, Method, MethodParams, Proposer, SpecOutput,
 };
@@ -212,4 +214,23 @@ fn every_drafter_method_of_the_registry_equals_autoregressive() {
             );
         }
     }
+}
+
+#[test]
+fn the_policys_depth_rule_bounds_a_pre_cut_draft() {
+    // Pre-cut starts out drafting to λ (its Q-table prefers CONTINUE until it has learned);
+    // under the draft policy a rule that never pays for another level stops the draft after
+    // its first token: the policy bounds the depth, Pre-cut may only stop earlier.
+    let target = tiny(Architecture::Llama, 3);
+    let drafter = tiny(Architecture::Llama, 103);
+    let precut = Some(PreCutConfig { epsilon: 0.0, ..PreCutConfig::default() });
+    let config = DraftModelConfig { lambda: 5, precut, reuse: None, vocab: None };
+    let prompt: Vec<u32> = (1..10).collect();
+    let ctx = DraftContext { tokens: &prompt, prompt_len: prompt.len(), hidden: None, target_cache: None };
+    let mut free = DraftModel::for_target(&target, drafter.clone(), config).unwrap();
+    assert_eq!(free.propose(&ctx).unwrap().len(), 5);
+    let mut bounded = DraftModel::for_target(&target, drafter, config).unwrap();
+    let never = DepthStop::new(vec![[0.0; NODE_CLASSES]; 5], vec![0.0; 5], |_| 1.0, |d| 1.0 + d as f64);
+    assert!(bounded.set_depth_stop(never), "a Pre-cut draft model takes the policy's rule too");
+    assert_eq!(bounded.propose(&ctx).unwrap().len(), 1);
 }

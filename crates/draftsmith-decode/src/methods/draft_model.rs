@@ -335,12 +335,9 @@ impl<B: Backend> Proposer for DraftModel<B> {
         self.depth_limit = Some(depth.max(1));
     }
 
-    /// Pre-cut is the method's own stopping controller (what the paper compares): with it the
-    /// policy's rule is not applied.
+    /// The policy's rule bounds how deep a draft goes; Pre-cut, the method's own controller
+    /// (what the paper compares), may stop it earlier.
     fn set_depth_stop(&mut self, rule: DepthStop) -> bool {
-        if self.precut.is_some() {
-            return false;
-        }
         self.depth_stop = Some(rule);
         true
     }
