@@ -438,7 +438,11 @@ pub struct DepthStop {
 impl DepthStop {
     /// A rule for drafts of at most `max ≥ 1` levels: `by_class[j][k]` and `any[j]` the
     /// acceptance at depth `j + 1` given the parent's, `draft_ms(d)` and `verify_ms(d)` the
-    /// drafting time of a draft of depth `d` and the pass over its `1 + d` tokens.
+    /// drafting time of a draft of depth `d` and the pass over its `1 + d` tokens. Both are
+    /// taken as never falling with the depth (a deeper draft makes the shallower one's calls
+    /// and more): per-depth measurements can say otherwise in a noisy moment, and a rule that
+    /// believed them would draft past a node it expects rejected because going on looked
+    /// cheaper than stopping.
     pub fn new(
         by_class: Vec<[f64; NODE_CLASSES]>,
         any: Vec<f64>,
@@ -447,12 +451,15 @@ impl DepthStop {
     ) -> Self {
         let max = any.len();
         assert!(max >= 1 && by_class.len() == max, "a depth stop covers the same depths in both tables");
-        Self {
-            by_class,
-            any,
-            draft_ms: (0..=max).map(draft_ms).collect(),
-            verify_ms: (0..=max).map(verify_ms).collect(),
-        }
+        let rising = |f: &dyn Fn(usize) -> f64| {
+            (0..=max)
+                .scan(f64::NEG_INFINITY, |top, d| {
+                    *top = top.max(f(d));
+                    Some(*top)
+                })
+                .collect()
+        };
+        Self { by_class, any, draft_ms: rising(&draft_ms), verify_ms: rising(&verify_ms) }
     }
 
     /// The depth to draft to below a path whose nodes (depth 1 first) have node classes
@@ -993,6 +1000,18 @@ mod tests {
         assert!(acc.path_probabilities_nodes(0, Some(&[0, 0, 2]), &t)[1] > 0.8);
         // Whatever the node class: every observation counts (depth 1, rank 0 always accepted).
         assert!(acc.p(1, 0) > 0.9 && acc.p(2, 0) < 0.1 && acc.p(1, 1) < 0.1);
+    }
+
+    #[test]
+    fn a_depth_measured_cheaper_than_a_shallower_one_does_not_draw_the_draft_past_a_bad_node() {
+        // Depth 3's drafting time measured in a loud moment (10 ms), depth 4's in a quiet one
+        // (2 ms): below a node expected rejected, going on is never worth it.
+        let mut by_class = vec![[0.9; NODE_CLASSES]; 6];
+        by_class.iter_mut().for_each(|row| row[3] = 0.0);
+        let draft = |d: usize| [0.0, 1.0, 2.0, 10.0, 2.0, 2.5, 3.0][d];
+        let rule = DepthStop::new(by_class, vec![0.9; 6], draft, |d| 5.0 + 0.25 * d as f64);
+        assert_eq!(rule.best(&[0, 0, 3]), 3);
+        assert!(!rule.more(&[0, 0, 3]));
     }
 
     #[test]
