@@ -117,6 +117,10 @@ fn the_target_as_its_own_drafter_is_accepted_in_full() {
                 }
                 let stats = dm.stats();
                 assert_eq!(stats.accepted, stats.drafted);
+                assert!(stats.reused <= stats.phrase_rows, "a reused token was fed as a phrase row first");
+                let extras: std::collections::HashMap<_, _> = dm.extra_stats().into_iter().collect();
+                let matched = 100.0 * stats.reused as f64 / stats.phrase_rows.max(1) as f64;
+                assert_eq!(extras.get("drafter_phrase_rows_matched_pct").copied(), config.reuse.map(|_| matched));
                 reused += stats.reused;
                 cut += out.steps.iter().filter(|s| s.tree_size < config.lambda).count();
             }

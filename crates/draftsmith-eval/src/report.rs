@@ -81,6 +81,24 @@ pub fn render_report(summary: &Summary, manifest: &Manifest, command_line: &str,
             let _ = writeln!(md, "{row}");
         }
     }
+    let post_use: Vec<String> = summary
+        .iter()
+        .filter_map(|(name, s)| {
+            let get = |k: &str| s.extra.get(k).map_or_else(|| "–".to_string(), |x| format!("{x:.1}"));
+            let keys = ["drafter_phrase_rows_per_call", "drafter_phrase_rows_matched_pct", "cache_tokens_accepted_pct"];
+            keys.iter().any(|k| s.extra.contains_key(*k)).then(|| {
+                let per_call = s.extra.get(keys[0]).map_or_else(|| "–".to_string(), |x| format!("{x:.2}"));
+                format!("| {name} | {per_call} | {} | {} |", get(keys[1]), get(keys[2]))
+            })
+        })
+        .collect();
+    if !post_use.is_empty() {
+        md.push_str("\nPost-use token caches: cached phrase tokens fed to the draft model beside its own token (extra rows of a drafter call) and the share of them it agreed with (each saves a call); phrase tokens added to the target's tree (before the policy prunes) and the share the target accepted.\n\n");
+        md.push_str("| method | phrase rows / drafter call | rows matched % | target-cache tokens accepted % |\n|---|---:|---:|---:|\n");
+        for row in post_use {
+            let _ = writeln!(md, "{row}");
+        }
+    }
     let slower: Vec<String> = summary
         .iter()
         .filter_map(|(name, s)| s.speedup.filter(|&x| x < 1.0).map(|x| format!("{name} ({x:.2}× ar's decode speed)")))
@@ -185,5 +203,21 @@ mod tests {
         );
         assert!(!resumed.contains("Last resumed by"), "{resumed}");
         assert!(md.contains("| prompt-lookup | 1 | 3 | 1.000 | 0.0 | 0.00 | 4.0 | 0.0 | 1.33 | 0.50 |"), "{md}");
+    }
+
+    #[test]
+    fn post_use_cache_rates_get_their_own_table() {
+        let ar = record("p1", "ar", &[1, 2, 3], &[]);
+        let mut pu = record("p1", "post-use", &[1, 2, 3], &[(1, 1)]);
+        pu.extra.insert("drafter_phrase_rows_per_call".into(), 1.375);
+        pu.extra.insert("drafter_phrase_rows_matched_pct".into(), 14.4);
+        pu.extra.insert("cache_tokens_accepted_pct".into(), 0.5);
+        let summary = summarize(&[ar, pu], &[Method::Ar, Method::PostUse]);
+        let manifest = crate::manifest::tests_support::manifest();
+        let md = render_report(&summary, &manifest, "draftsmith eval", "plot.svg");
+        assert!(md.contains("| post-use | 1.38 | 14.4 | 0.5 |"), "{md}");
+        let plain = summarize(&[record("p1", "ar", &[1, 2, 3], &[])], &[Method::Ar]);
+        let md = render_report(&plain, &manifest, "draftsmith eval", "plot.svg");
+        assert!(!md.contains("phrase rows"), "{md}");
     }
 }

@@ -73,6 +73,9 @@ pub struct DraftModelStats {
     pub drafted: usize,
     /// Tokens drafted from cached phrases (reuse at the draft model).
     pub reused: usize,
+    /// Cached phrase tokens fed to the drafter beside a draft token (reuse at the draft model):
+    /// extra rows of its forward calls.
+    pub phrase_rows: usize,
     /// Drafted tokens the target accepted.
     pub accepted: usize,
 }
@@ -237,6 +240,7 @@ impl<B: Backend> DraftModel<B> {
             let (row, _) = self.logits(&[token], &[base], &AttentionMask::Causal, LogitsSelect::Last)?;
             return Ok((Vec::new(), row));
         }
+        self.stats.phrase_rows += phrases.len();
         let mut full = DraftTree::new();
         full.push(token, None);
         for (i, &t) in phrases.tokens().iter().enumerate() {
@@ -356,6 +360,18 @@ impl<B: Backend> Proposer for DraftModel<B> {
 
     fn last_cost(&self) -> Option<DraftCost> {
         Some(self.last_cost)
+    }
+
+    fn extra_stats(&self) -> Vec<(&'static str, f64)> {
+        // Ratios over the drafter's lifetime (a proposer may serve many prompts).
+        let s = self.stats;
+        if self.phrases.is_none() || s.calls == 0 {
+            return Vec::new();
+        }
+        vec![
+            ("drafter_phrase_rows_per_call", s.phrase_rows as f64 / s.calls as f64),
+            ("drafter_phrase_rows_matched_pct", 100.0 * s.reused as f64 / s.phrase_rows.max(1) as f64),
+        ]
     }
 
     fn propose(&mut self, ctx: &DraftContext<'_>) -> Result<DraftTree, crate::DecodeError> {

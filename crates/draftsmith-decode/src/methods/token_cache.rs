@@ -342,6 +342,16 @@ impl<P: Proposer> Proposer for TokenCache<P> {
         Some(classes)
     }
 
+    fn extra_stats(&self) -> Vec<(&'static str, f64)> {
+        let mut v = self.inner.extra_stats();
+        // A ratio over the cache's lifetime (a proposer may serve many prompts).
+        let s = self.stats();
+        if s.offered_tokens > 0 {
+            v.push(("cache_tokens_accepted_pct", 100.0 * s.hit_tokens as f64 / s.offered_tokens as f64));
+        }
+        v
+    }
+
     fn last_cost(&self) -> Option<DraftCost> {
         Some(self.inner.last_cost().unwrap_or(DraftCost { calls: 0, generated: self.inner_tree.len() }))
     }
@@ -493,6 +503,7 @@ mod tests {
         assert_eq!(tc.node_classes(&tree), Some(vec![u, u, u, u, first, first, next]), "the phrases get classes");
         assert_eq!(tc.node_classes(&DraftTree::chain(&[1])), None, "another tree has none");
         assert_eq!(tc.stats(), TokenCacheStats { hit_steps: 1, hit_tokens: 2, offered_tokens: 3 });
+        assert_eq!(tc.extra_stats(), vec![("cache_tokens_accepted_pct", 200.0 / 3.0)]);
         assert_eq!(tc.cache.lookup(0, 4), vec![&[1, 2, 3, 4, 7][..]], "the committed output, cut to beta");
     }
 }
