@@ -24,7 +24,10 @@ pub fn load_drafters<B: Backend>(
     device: &B::Device,
 ) -> Result<LoadedDrafters<B>> {
     let draft_model = match &params.draft_model {
-        Some(spec) => Some(ModelArgs { model: spec.clone(), ..model.clone() }.load::<B>(device)?),
+        Some(spec) => {
+            let args = ModelArgs { model: spec.clone(), ..model.clone() };
+            Some(args.load_requantized::<B>(device, params.draft_weights.format())?)
+        }
         None => None,
     };
     Ok(LoadedDrafters::load(target, draft_model, params.drafter.as_deref().map(std::path::Path::new), device)?)

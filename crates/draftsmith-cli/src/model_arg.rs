@@ -93,10 +93,21 @@ impl ModelArgs {
 
     /// Resolves and loads the model on backend `B`.
     pub fn load<B: burn::tensor::backend::Backend>(&self, device: &B::Device) -> Result<LoadedModel<B>> {
+        self.load_requantized(device, None)
+    }
+
+    /// [`ModelArgs::load`] with quantized weights re-quantized to `format` where they are stored
+    /// wider (a draft model's `--draft-weights`).
+    pub fn load_requantized<B: burn::tensor::backend::Backend>(
+        &self,
+        device: &B::Device,
+        format: Option<draftsmith_model::QFormat>,
+    ) -> Result<LoadedModel<B>> {
         let path = self.resolve_path()?;
         let start = std::time::Instant::now();
-        let loaded = load_model::<B>(&path, self.load_options(&path)?, device)?;
-        tracing::info!(path = %path.display(), seconds = start.elapsed().as_secs_f64(), "model loaded");
+        let loaded = load_model::<B>(&path, self.load_options(&path)?.with_requantize(format), device)?;
+        let requantized = format.map_or_else(|| "no".to_string(), |f| format!("{f:?} where stored wider"));
+        tracing::info!(path = %path.display(), seconds = start.elapsed().as_secs_f64(), requantized, "model loaded");
         Ok(loaded)
     }
 }

@@ -14,7 +14,9 @@ use draftsmith_decode::spec::DepthStop;
 use draftsmith_decode::{
     build_proposer_with, generate_speculative, DraftContext, Drafters, Method, MethodParams, Proposer, SpecOutput,
 };
-use draftsmith_model::{Architecture, Model};
+use draftsmith_model::{
+    build_model, Architecture, LoadOptions, MatmulWeights, MemorySource, Model, ModelConfig, QFormat,
+};
 
 fn spec(model: &Model<B>, prompt: &[u32], n: usize, proposer: &mut dyn Proposer) -> SpecOutput {
     generate_speculative(model, prompt, n, &[], proposer).unwrap()
@@ -169,6 +171,31 @@ fn a_draft_vocabulary_drafts_only_its_ids_and_stays_lossless() {
     assert!(drafted_total > 0);
     let err = DraftModel::new(tiny(Architecture::Llama, 1), DraftModelConfig { vocab: Some(0), ..Default::default() });
     assert!(err.is_err_and(|e| e.to_string().contains("draft_vocab")));
+}
+
+#[test]
+fn a_drafter_re_quantized_to_four_bits_stays_lossless_and_its_draft_head_keeps_the_format() {
+    let mut rng = Lcg(31);
+    let mut accepted = 0;
+    for (arch, seed) in [(Architecture::Llama, 8), (Architecture::Qwen2, 9)] {
+        let target = tiny(arch, seed);
+        let config = ModelConfig::tiny(arch);
+        // The target's own weights at 4 bits (`--draft-weights q4_0`).
+        let options = LoadOptions::new(MatmulWeights::Quantized).with_requantize(Some(QFormat::Q4_0));
+        let drafter =
+            build_model::<B>(&config, &MemorySource::random(&config, seed), options, &Default::default()).unwrap();
+        assert_eq!((target.lm_head_format(), drafter.lm_head_format()), (Some(QFormat::Q8_0), Some(QFormat::Q4_0)));
+        let vocab = config.vocab_size;
+        for trial in 0..3 {
+            let prompt = repeating_prompt(&mut rng, vocab);
+            let want = ar(&target, &prompt, 30);
+            let dm_config = DraftModelConfig { lambda: 4, vocab: Some(vocab / 2), ..Default::default() };
+            let mut dm = DraftModel::new(drafter.clone(), dm_config).unwrap();
+            assert_eq!(spec(&target, &prompt, 30, &mut dm).tokens, want, "{arch:?} trial {trial}");
+            accepted += dm.stats().accepted;
+        }
+    }
+    assert!(accepted > 0, "the target's weights at 4 bits draft some of its tokens");
 }
 
 #[test]

@@ -101,14 +101,7 @@ impl QMatrix {
     /// [`KernelError::ColsNotBlockMultiple`], [`KernelError::ValueCount`] when
     /// `w.len() != rows × cols`, [`KernelError::ShapeOverflow`].
     pub fn quantize_q8_0(w: &[f32], rows: usize, cols: usize) -> Result<Self, KernelError> {
-        let mut q = [0i8; QK];
-        Self::quantize_blocks(QFormat::Q8_0, w, rows, cols, |x, block| {
-            let (d, _) = quantize_block_scalar(x, &mut q);
-            block[..2].copy_from_slice(&layout::f32_to_f16(d).to_le_bytes());
-            for (dst, &v) in block[2..].iter_mut().zip(&q) {
-                *dst = v as u8;
-            }
-        })
+        Self::quantize_blocks(QFormat::Q8_0, w, rows, cols, encode_q8_0)
     }
 
     /// Quantizes an f32 row-major `[rows, cols]` matrix to Q4_1 with ggml's rounding:
@@ -119,17 +112,17 @@ impl QMatrix {
     /// # Errors
     /// As [`QMatrix::quantize_q8_0`].
     pub fn quantize_q4_1(w: &[f32], rows: usize, cols: usize) -> Result<Self, KernelError> {
-        Self::quantize_blocks(QFormat::Q4_1, w, rows, cols, |x, block| {
-            let (lo, hi) = x.iter().fold((f32::INFINITY, f32::NEG_INFINITY), |(a, b), &v| (a.min(v), b.max(v)));
-            let d = (hi - lo) / 15.0;
-            let id = if d != 0.0 { 1.0 / d } else { 0.0 };
-            block[..2].copy_from_slice(&layout::f32_to_f16(d).to_le_bytes());
-            block[2..4].copy_from_slice(&layout::f32_to_f16(lo).to_le_bytes());
-            let q = |v: f32| ((v - lo) * id + 0.5).min(15.0) as u8;
-            for j in 0..QK / 2 {
-                block[4 + j] = q(x[j]) | (q(x[j + QK / 2]) << 4);
-            }
-        })
+        Self::quantize_blocks(QFormat::Q4_1, w, rows, cols, encode_q4_1)
+    }
+
+    /// Quantizes an f32 row-major `[rows, cols]` matrix to Q4_0 with ggml's rounding: `d = v /
+    /// −8` for the block's value `v` of largest magnitude (stored as f16), `q = min(15,
+    /// trunc(x / d + 8.5))`: 18 bytes per 32 values, the fewest of the formats with a quantizer.
+    ///
+    /// # Errors
+    /// As [`QMatrix::quantize_q8_0`].
+    pub fn quantize_q4_0(w: &[f32], rows: usize, cols: usize) -> Result<Self, KernelError> {
+        Self::quantize_blocks(QFormat::Q4_0, w, rows, cols, encode_q4_0)
     }
 
     /// A `[rows, cols]` matrix of `format` from f32 values, each 32-value block encoded into
@@ -139,7 +132,7 @@ impl QMatrix {
         w: &[f32],
         rows: usize,
         cols: usize,
-        mut encode: impl FnMut(&[f32], &mut [u8]),
+        encode: Encode,
     ) -> Result<Self, KernelError> {
         let blocks = check_shape(rows, cols, QK)?;
         if w.len() != blocks * QK {
@@ -156,18 +149,34 @@ impl QMatrix {
         Ok(m)
     }
 
-    /// [`QMatrix::quantize_q8_0`] or [`QMatrix::quantize_q4_1`] by `format`.
+    /// [`QMatrix::quantize_q8_0`], [`QMatrix::quantize_q4_1`] or [`QMatrix::quantize_q4_0`] by
+    /// `format`.
     ///
     /// # Errors
     /// As [`QMatrix::quantize_q8_0`]; [`KernelError::NoQuantizer`] for Q5_0 and the K-quants.
     pub fn quantize(format: QFormat, w: &[f32], rows: usize, cols: usize) -> Result<Self, KernelError> {
-        match format {
-            QFormat::Q8_0 => Self::quantize_q8_0(w, rows, cols),
-            QFormat::Q4_1 => Self::quantize_q4_1(w, rows, cols),
-            QFormat::Q4_0 | QFormat::Q5_0 | QFormat::Q4K | QFormat::Q5K | QFormat::Q6K => {
-                Err(KernelError::NoQuantizer { format })
+        Self::quantize_blocks(format, w, rows, cols, encoder(format)?)
+    }
+
+    /// This matrix's values re-quantized to `format`, a row at a time (no f32 copy of the whole
+    /// matrix): a lossy conversion for weights whose bytes cost more than their precision buys
+    /// (a draft model's, whose output the target checks token by token).
+    ///
+    /// # Errors
+    /// [`KernelError::NoQuantizer`] for Q5_0 and the K-quants.
+    pub fn requantize(&self, format: QFormat) -> Result<Self, KernelError> {
+        let encode = encoder(format)?;
+        let mut m = Self::empty(format, self.rows, self.cols);
+        let mut row = vec![0.0f32; self.cols];
+        let mut block = vec![0u8; format.block_bytes()];
+        for r in 0..self.rows {
+            self.dequantize_row(r, &mut row);
+            for (b, x) in row.chunks_exact(QK).enumerate() {
+                encode(x, &mut block);
+                m.pack(&block, r, b);
             }
         }
+        Ok(m)
     }
 
     /// The matrices' rows one after another, as one matrix (`[Σ rows, cols]`): one kernel call
@@ -313,5 +322,55 @@ impl QMatrix {
         for (b, chunk) in out.chunks_exact_mut(QK).enumerate() {
             layout::unpack_block(self.format, (row, b, nb), quants, &self.scales, chunk);
         }
+    }
+}
+
+/// Encodes 32 f32 values into one block of a format's GGUF bytes.
+type Encode = fn(&[f32], &mut [u8]);
+
+/// The block encoder of a format with a quantizer.
+fn encoder(format: QFormat) -> Result<Encode, KernelError> {
+    match format {
+        QFormat::Q8_0 => Ok(encode_q8_0),
+        QFormat::Q4_1 => Ok(encode_q4_1),
+        QFormat::Q4_0 => Ok(encode_q4_0),
+        QFormat::Q5_0 | QFormat::Q4K | QFormat::Q5K | QFormat::Q6K => Err(KernelError::NoQuantizer { format }),
+    }
+}
+
+/// One Q8_0 block (see [`QMatrix::quantize_q8_0`]).
+fn encode_q8_0(x: &[f32], block: &mut [u8]) {
+    let mut q = [0i8; QK];
+    let (d, _) = quantize_block_scalar(x, &mut q);
+    block[..2].copy_from_slice(&layout::f32_to_f16(d).to_le_bytes());
+    for (dst, &v) in block[2..].iter_mut().zip(&q) {
+        *dst = v as u8;
+    }
+}
+
+/// One Q4_1 block (see [`QMatrix::quantize_q4_1`]).
+fn encode_q4_1(x: &[f32], block: &mut [u8]) {
+    let (lo, hi) = x.iter().fold((f32::INFINITY, f32::NEG_INFINITY), |(a, b), &v| (a.min(v), b.max(v)));
+    let d = (hi - lo) / 15.0;
+    let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+    block[..2].copy_from_slice(&layout::f32_to_f16(d).to_le_bytes());
+    block[2..4].copy_from_slice(&layout::f32_to_f16(lo).to_le_bytes());
+    let q = |v: f32| ((v - lo) * id + 0.5).min(15.0) as u8;
+    for j in 0..QK / 2 {
+        block[4 + j] = q(x[j]) | (q(x[j + QK / 2]) << 4);
+    }
+}
+
+/// One Q4_0 block (see [`QMatrix::quantize_q4_0`]).
+fn encode_q4_0(x: &[f32], block: &mut [u8]) {
+    let v = x.iter().fold(0.0f32, |m, &v| if v.abs() > m.abs() { v } else { m });
+    let d = v / -8.0;
+    let id = if d != 0.0 { 1.0 / d } else { 0.0 };
+    block[..2].copy_from_slice(&layout::f32_to_f16(d).to_le_bytes());
+    // ggml: min(15, (int8_t)(x / d + 8.5)); x / d >= -8 by the choice of d, so the cast truncates
+    // a non-negative value.
+    let q = |v: f32| (v * id + 8.5).clamp(0.0, 15.0) as u8;
+    for j in 0..QK / 2 {
+        block[2 + j] = q(x[j]) | (q(x[j + QK / 2]) << 4);
     }
 }

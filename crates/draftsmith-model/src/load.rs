@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use burn::tensor::{backend::Backend, Tensor, TensorData};
 use draftsmith_gguf::GgufFile;
-use draftsmith_kernels::Activations;
+use draftsmith_kernels::{Activations, QFormat};
 
 use crate::chat::ChatTemplate;
 use crate::config::{Architecture, HfConfig, ModelConfig, RopeScaling};
@@ -44,18 +44,34 @@ pub struct LoadOptions {
     pub matmul: MatmulWeights,
     /// How the quantized CPU path treats activations (ignored by dense weights).
     pub activations: Activations,
+    /// Quantized weights stored in more bytes per value than this format (Q8_0, Q4_1 or Q4_0)
+    /// are re-quantized to it at load, a lossy conversion meant for draft models, whose calls
+    /// read every weight and whose output the target checks (`None`: kept as loaded).
+    pub requantize: Option<QFormat>,
 }
 
 impl LoadOptions {
     /// `matmul` weights with the engine's default activation mode, [`DEFAULT_ACTIVATIONS`].
     pub fn new(matmul: MatmulWeights) -> Self {
-        Self { matmul, activations: DEFAULT_ACTIVATIONS }
+        Self { matmul, activations: DEFAULT_ACTIVATIONS, requantize: None }
     }
 
     /// The same options with activation mode `activations`.
     pub fn with_activations(self, activations: Activations) -> Self {
         Self { activations, ..self }
     }
+
+    /// The same options with quantized weights re-quantized to `format` where it is smaller
+    /// ([`LoadOptions::requantize`]).
+    pub fn with_requantize(self, format: Option<QFormat>) -> Self {
+        Self { requantize: format, ..self }
+    }
+}
+
+/// Whether `from` stores more bytes per weight value than `to`.
+fn larger_format(from: QFormat, to: QFormat) -> bool {
+    let per_value = |f: QFormat| f.block_bytes() as f64 / f.block_elems() as f64;
+    per_value(from) > per_value(to)
 }
 
 /// What a model was loaded from.
@@ -369,7 +385,15 @@ impl<B: Backend> Builder<'_, B> {
         // The kernels work on 32-wide blocks; narrower matrices (tiny test models) stay dense.
         let weight = match self.options.matmul {
             MatmulWeights::Quantized if cols.is_multiple_of(32) => {
-                LinearWeight::Quant(Arc::new(self.source.load_quant(name, self.options.activations)?))
+                let mut m = self.source.load_quant(name, self.options.activations)?;
+                if let Some(to) = self.options.requantize.filter(|&to| larger_format(m.format(), to)) {
+                    m = m.requantize(to).map_err(|e| ModelError::Tensor {
+                        path: self.source.path().to_path_buf(),
+                        name: name.to_string(),
+                        problem: format!("re-quantizing to {to:?}: {e}"),
+                    })?;
+                }
+                LinearWeight::Quant(Arc::new(m))
             }
             _ => LinearWeight::Dense(self.matrix(name, true)?),
         };

@@ -185,6 +185,14 @@ impl<B: Backend> Model<B> {
         self.lm_head.forward_host(self.activations()?, x, n)
     }
 
+    /// The block format of a quantized LM head (`None`: dense).
+    pub fn lm_head_format(&self) -> Option<draftsmith_kernels::QFormat> {
+        match &self.lm_head.weight {
+            crate::layers::LinearWeight::Quant(q) => Some(q.format()),
+            crate::layers::LinearWeight::Dense(_) => None,
+        }
+    }
+
     /// The LM head restricted to the rows `ids`, in that order (a drafter's draft vocabulary):
     /// `[n, hidden]` → `[n, ids.len()]`. A quantized head keeps those rows re-quantized to
     /// `format` (close to the full head's logits, not bit-equal: for drafting, never for the

@@ -19,7 +19,8 @@
 //! from the target's verdicts as in [`super::token_cache`].
 //!
 //! With a draft vocabulary (`vocab: Some(n)`), the drafter's LM head keeps only the rows of
-//! token ids `0..n` (re-quantized to Q8_0 on the quantized path; exact for a Q8_0 head), so
+//! token ids `0..n` (re-quantized to the head's own format where it has a quantizer — Q8_0, Q4_1,
+//! Q4_0 —, else to Q8_0; exact for a Q8_0 head), so
 //! each draft call multiplies `n` output rows instead of the whole vocabulary: the frequency-
 //! ranked subset of FR-Spec (Zhao et al., 2025), with the tokenizer's own id order as the rank
 //! (byte-pair vocabularies list tokens in merge order, which follows corpus frequency). A token
@@ -129,7 +130,15 @@ impl<B: Backend> DraftModel<B> {
                     bound: "must be at least 1",
                 })
             }
-            Some(n) if n < vocab => Some(model.lm_head_rows(&(0..n as u32).collect::<Vec<_>>(), QFormat::Q8_0)?),
+            Some(n) if n < vocab => {
+                // The head's own format where rows can be re-quantized to it (a drafter loaded
+                // with re-quantized weights keeps their size), else Q8_0.
+                let format = match model.lm_head_format() {
+                    Some(f @ (QFormat::Q8_0 | QFormat::Q4_1 | QFormat::Q4_0)) => f,
+                    _ => QFormat::Q8_0,
+                };
+                Some(model.lm_head_rows(&(0..n as u32).collect::<Vec<_>>(), format)?)
+            }
             _ => None,
         };
         let cache = model.new_cache(256);

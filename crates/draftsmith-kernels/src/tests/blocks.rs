@@ -115,6 +115,46 @@ fn quantize_q4_1_follows_ggml_rule() {
 }
 
 #[test]
+fn quantize_q4_0_follows_ggml_rule() {
+    let mut rng = Rng::new(5);
+    let (rows, cols) = (5, 96);
+    let mut w = rng.activations(rows * cols);
+    w[..32].fill(0.0); // an all-zero block gets d = 0
+    w[40] = -3.0; // the largest magnitude negative: d > 0
+    let m = QMatrix::quantize_q4_0(&w, rows, cols).unwrap();
+    assert_eq!((m.format(), m.rows(), m.cols()), (QFormat::Q4_0, rows, cols));
+    let got = dequantize_all(&m);
+    for (xb, gb) in w.chunks_exact(32).zip(got.chunks_exact(32)) {
+        let v = xb.iter().fold(0.0f32, |m, &v| if v.abs() > m.abs() { v } else { m });
+        let d = v / -8.0;
+        let id = if d == 0.0 { 0.0 } else { 1.0 / d };
+        let dh = half::f16::from_f32(d).to_f32();
+        for (&x, &g) in xb.iter().zip(gb) {
+            let q = (x * id + 8.5).trunc().min(15.0);
+            assert_eq!(g, dh * (q - 8.0), "ggml: q = min(15, (int8_t)(x / d + 8.5)), value = f16(d) · (q − 8)");
+        }
+    }
+    assert_eq!(QMatrix::quantize(QFormat::Q4_0, &w, rows, cols).unwrap().n_bytes(), m.n_bytes());
+}
+
+#[test]
+fn requantizing_a_matrix_quantizes_its_values() {
+    let mut rng = Rng::new(6);
+    let (rows, cols) = (21, 64); // a partial last row group
+    let w = rng.activations(rows * cols);
+    let q8 = QMatrix::quantize_q8_0(&w, rows, cols).unwrap();
+    let values = dequantize_all(&q8);
+    for format in [QFormat::Q4_0, QFormat::Q4_1, QFormat::Q8_0] {
+        let direct = QMatrix::quantize(format, &values, rows, cols).unwrap();
+        let re = q8.requantize(format).unwrap();
+        assert_eq!((re.format(), re.rows(), re.cols()), (format, rows, cols));
+        assert_eq!(dequantize_all(&re), dequantize_all(&direct), "{format:?}");
+    }
+    assert_eq!(dequantize_all(&q8.requantize(QFormat::Q8_0).unwrap()), values, "Q8_0 values are Q8_0's fixed points");
+    assert!(q8.requantize(QFormat::Q5_0).is_err(), "no Q5_0 quantizer");
+}
+
+#[test]
 fn scalar_quantizer_rounds_half_away_and_clamps() {
     let mut x = [0.0f32; 32];
     x[0] = 127.0; // d = 1

@@ -239,8 +239,10 @@ fn q4_0_and_q5_0_are_kept_from_gguf_bytes_and_decode_as_ggml_does() {
         assert!(got.iter().zip(&want).all(|(a, b)| a.to_bits() == b.to_bits()), "{format:?}");
         // The file's own bytes per 32 values once packed (rows padded to 16).
         assert_eq!(m.n_bytes(), 48 * 576 / 32 * format.block_bytes(), "{format:?}");
-        let e = QMatrix::quantize(format, &[0.0; 32], 1, 32).unwrap_err();
-        assert_eq!(e, crate::KernelError::NoQuantizer { format });
+        if format == QFormat::Q5_0 {
+            let e = QMatrix::quantize(format, &[0.0; 32], 1, 32).unwrap_err();
+            assert_eq!(e, crate::KernelError::NoQuantizer { format });
+        }
         assert!(!format.fast_in(Activations::F32) && format.fast_in(Activations::Int8));
     }
 }
