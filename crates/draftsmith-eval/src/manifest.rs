@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use draftsmith_decode::{Method, MethodParams};
+use draftsmith_decode::{DraftWeights, Method, MethodParams};
 use serde::{Deserialize, Serialize};
 
 use crate::error::EvalError;
@@ -96,8 +96,7 @@ pub fn prepare_dir(dir: &Path, manifest: &Manifest) -> Result<bool, EvalError> {
     let path = dir.join(MANIFEST_FILE);
     if path.exists() {
         let text = std::fs::read_to_string(&path).map_err(EvalError::io(&path))?;
-        let found: Manifest = serde_json::from_str(&text)
-            .map_err(|e| EvalError::Manifest { path: path.clone(), problem: e.to_string() })?;
+        let found = parse_manifest(&text).map_err(|problem| EvalError::Manifest { path: path.clone(), problem })?;
         let differences = manifest.differences(&found);
         if !differences.is_empty() {
             return Err(EvalError::ManifestMismatch { path, differences });
@@ -111,6 +110,16 @@ pub fn prepare_dir(dir: &Path, manifest: &Manifest) -> Result<bool, EvalError> {
     std::fs::create_dir_all(dir).map_err(EvalError::io(dir))?;
     write_atomic(&path, &serde_json::to_string_pretty(manifest).expect("manifest serializes"))?;
     Ok(false)
+}
+
+/// Reads a manifest. One written before `draft_weights` existed ran its draft model in the
+/// file's formats, so it reads as `keep`, not as today's default.
+pub fn parse_manifest(text: &str) -> Result<Manifest, String> {
+    let mut value: serde_json::Value = serde_json::from_str(text).map_err(|e| e.to_string())?;
+    if let Some(params) = value.get_mut("params").and_then(|p| p.as_object_mut()) {
+        params.entry("draft_weights").or_insert_with(|| serde_json::json!(DraftWeights::Keep));
+    }
+    serde_json::from_value(value).map_err(|e| e.to_string())
 }
 
 /// Writes `text` to `path` atomically ([`draftsmith_core::fsio::write_atomic`]).
@@ -202,6 +211,14 @@ mod tests {
             err.contains("max_new_tokens: 32 vs 16") && err.contains("draft_len: 3") && err.contains("--out"),
             "{err}"
         );
+
+        // A manifest from before `draft_weights` ran its drafter as stored.
+        let mut old: serde_json::Value = serde_json::from_str(&text).unwrap();
+        old["params"].as_object_mut().unwrap().remove("draft_weights");
+        let old = parse_manifest(&old.to_string()).unwrap();
+        assert_eq!(old.params.draft_weights, DraftWeights::Keep);
+        assert_eq!(m.params.draft_weights, DraftWeights::Q4_0);
+        assert!(m.differences(&old).iter().any(|d| d.contains("draft_weights: Q4_0")), "{:?}", m.differences(&old));
 
         let bare = dir.join("bare");
         std::fs::create_dir_all(&bare).unwrap();
