@@ -74,13 +74,12 @@ pub fn render_report(summary: &Summary, manifest: &Manifest, command_line: &str,
             ))
         })
         .collect();
-    if !policy.is_empty() {
-        md.push_str("\nDraft policy `auto` (the part of each draft worth verifying on this machine): draft nodes kept per step, steps that drafted nothing (plain `ar` steps), and the cost model's predicted against the measured verify ms per step (means over steps).\n\n");
-        md.push_str("| method | nodes kept / step | ar steps % | predicted verify ms | measured verify ms |\n|---|---:|---:|---:|---:|\n");
-        for row in policy {
-            let _ = writeln!(md, "{row}");
-        }
-    }
+    push_table(
+        &mut md,
+        "Draft policy `auto` (the part of each draft worth verifying on this machine): draft nodes kept per step, steps that drafted nothing (plain `ar` steps), and the cost model's predicted against the measured verify ms per step (means over steps).",
+        "| method | nodes kept / step | ar steps % | predicted verify ms | measured verify ms |\n|---|---:|---:|---:|---:|",
+        &policy,
+    );
     let post_use: Vec<String> = summary
         .iter()
         .filter_map(|(name, s)| {
@@ -92,13 +91,12 @@ pub fn render_report(summary: &Summary, manifest: &Manifest, command_line: &str,
             })
         })
         .collect();
-    if !post_use.is_empty() {
-        md.push_str("\nPost-use token caches: cached phrase tokens fed to the draft model beside its own token (extra rows of a drafter call) and the share of them it agreed with (each saves a call); phrase tokens added to the target's tree (before the policy prunes) and the share the target accepted.\n\n");
-        md.push_str("| method | phrase rows / drafter call | rows matched % | target-cache tokens accepted % |\n|---|---:|---:|---:|\n");
-        for row in post_use {
-            let _ = writeln!(md, "{row}");
-        }
-    }
+    push_table(
+        &mut md,
+        "Post-use token caches: cached phrase tokens fed to the draft model beside its own token (extra rows of a drafter call) and the share of them it agreed with (each saves a call); phrase tokens added to the target's tree (before the policy prunes) and the share the target accepted.",
+        "| method | phrase rows / drafter call | rows matched % | target-cache tokens accepted % |\n|---|---:|---:|---:|",
+        &post_use,
+    );
     let slower: Vec<String> = summary
         .iter()
         .filter_map(|(name, s)| s.speedup.filter(|&x| x < 1.0).map(|x| format!("{name} ({x:.2}× ar's decode speed)")))
@@ -175,6 +173,18 @@ fn method_params(manifest: &Manifest) -> String {
         "none".into()
     } else {
         parts.join("; ")
+    }
+}
+
+/// Appends a paragraph `intro` and a table (`header` and its separator line, then `rows`), or
+/// nothing when there are no rows.
+fn push_table(md: &mut String, intro: &str, header: &str, rows: &[String]) {
+    if rows.is_empty() {
+        return;
+    }
+    let _ = write!(md, "\n{intro}\n\n{header}\n");
+    for row in rows {
+        let _ = writeln!(md, "{row}");
     }
 }
 
