@@ -52,7 +52,8 @@ pub struct MethodParams {
     pub draft_vocab: Option<usize>,
     /// Weights of the `--draft-model`: `q4_0` (default), `q4_1` or `q8_0` re-quantizes every
     /// matrix stored in more bytes per weight (the draft vocabulary's head included) at load;
-    /// `keep` multiplies them in the file's formats. A drafter call reads every weight, so fewer
+    /// `keep` multiplies them in the file's formats (with `--activations f32`, which has no fast
+    /// Q4_0 kernel, `q4_0` means `q4_1`). A drafter call reads every weight, so fewer
     /// bytes make it cheaper; the coarser rounding may lower acceptance a little. Lossless
     /// either way (Qwen2.5-Coder 0.5B → 1.5B: 1.69 / 1.76× with q4_0 against 1.54 / 1.57×
     /// kept, eval/results/session32-zen4-avx512).

@@ -46,7 +46,8 @@ pub struct LoadOptions {
     pub activations: Activations,
     /// Quantized weights stored in more bytes per value than this format (Q8_0, Q4_1 or Q4_0)
     /// are re-quantized to it at load, a lossy conversion meant for draft models, whose calls
-    /// read every weight and whose output the target checks (`None`: kept as loaded).
+    /// read every weight and whose output the target checks (`None`: kept as loaded). Q4_0
+    /// with f32 activations, which have no fast Q4_0 kernel, means Q4_1.
     pub requantize: Option<QFormat>,
 }
 
@@ -386,7 +387,11 @@ impl<B: Backend> Builder<'_, B> {
         let weight = match self.options.matmul {
             MatmulWeights::Quantized if cols.is_multiple_of(32) => {
                 let mut m = self.source.load_quant(name, self.options.activations)?;
-                if let Some(to) = self.options.requantize.filter(|&to| larger_format(m.format(), to)) {
+                // A format without fast kernels in this activation mode (Q4_0 with f32
+                // activations) becomes the smallest one that has them, Q4_1.
+                let fast = |to: QFormat| if to.fast_in(self.options.activations) { to } else { QFormat::Q4_1 };
+                let to = self.options.requantize.map(fast);
+                if let Some(to) = to.filter(|&to| larger_format(m.format(), to)) {
                     m = m.requantize(to).map_err(|e| ModelError::Tensor {
                         path: self.source.path().to_path_buf(),
                         name: name.to_string(),

@@ -4,7 +4,7 @@
 use burn::backend::Flex;
 use burn::tensor::{Distribution, Tensor};
 use draftsmith_model::{
-    build_model, Architecture, LoadOptions, MatmulWeights, MemorySource, Model, ModelConfig, QFormat,
+    build_model, Activations, Architecture, LoadOptions, MatmulWeights, MemorySource, Model, ModelConfig, QFormat,
 };
 
 #[test]
@@ -27,4 +27,15 @@ fn weights_wider_than_the_asked_format_are_re_quantized_at_load() {
     let worst = a.iter().zip(&b).fold(0.0f32, |m, (x, y)| m.max((x - y).abs()));
     // Q4_0 rounds each weight to 1/16 of its block's range, against Q8_0's 1/254.
     assert!(worst > 0.0 && worst <= 0.2 * scale, "Q4_0 head: worst logit change {worst} of {scale}");
+}
+
+#[test]
+fn q4_0_with_f32_activations_means_q4_1() {
+    let config = ModelConfig::tiny(Architecture::Llama);
+    let source = MemorySource::random(&config, 6);
+    let options = LoadOptions::new(MatmulWeights::Quantized)
+        .with_activations(Activations::F32)
+        .with_requantize(Some(QFormat::Q4_0));
+    let model = build_model::<Flex>(&config, &source, options, &Default::default()).unwrap();
+    assert_eq!(model.lm_head_format(), Some(QFormat::Q4_1), "Q4_0 has no fast kernel with f32 activations");
 }
