@@ -161,4 +161,10 @@ impl QFormat {
     pub const fn fast_in(self, mode: Activations) -> bool {
         matches!(mode, Activations::Int8) || matches!(self, QFormat::Q8_0 | QFormat::Q4_1)
     }
+
+    /// Whether f32 values can be quantized to this format ([`QMatrix::quantize`],
+    /// [`QMatrix::requantize`]).
+    pub fn has_quantizer(self) -> bool {
+        matrix::encoder(self).is_ok()
+    }
 }

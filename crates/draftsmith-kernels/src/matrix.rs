@@ -140,13 +140,19 @@ impl QMatrix {
             return Err(KernelError::ValueCount { rows, cols, expected, actual });
         }
         let mut m = Self::empty(format, rows, cols);
-        let nb = cols / QK;
         let mut block = vec![0u8; format.block_bytes()];
-        for (i, x) in w.chunks_exact(QK).enumerate() {
-            encode(x, &mut block);
-            m.pack(&block, i / nb, i % nb);
+        for r in 0..rows {
+            m.encode_row(r, &w[r * cols..][..cols], encode, &mut block);
         }
         Ok(m)
+    }
+
+    /// Encodes the f32 values of row `r` block by block (`block`: one block's scratch bytes).
+    fn encode_row(&mut self, r: usize, row: &[f32], encode: Encode, block: &mut [u8]) {
+        for (b, x) in row.chunks_exact(QK).enumerate() {
+            encode(x, block);
+            self.pack(block, r, b);
+        }
     }
 
     /// [`QMatrix::quantize_q8_0`], [`QMatrix::quantize_q4_1`] or [`QMatrix::quantize_q4_0`] by
@@ -171,10 +177,7 @@ impl QMatrix {
         let mut block = vec![0u8; format.block_bytes()];
         for r in 0..self.rows {
             self.dequantize_row(r, &mut row);
-            for (b, x) in row.chunks_exact(QK).enumerate() {
-                encode(x, &mut block);
-                m.pack(&block, r, b);
-            }
+            m.encode_row(r, &row, encode, &mut block);
         }
         Ok(m)
     }
@@ -326,10 +329,10 @@ impl QMatrix {
 }
 
 /// Encodes 32 f32 values into one block of a format's GGUF bytes.
-type Encode = fn(&[f32], &mut [u8]);
+pub(crate) type Encode = fn(&[f32], &mut [u8]);
 
 /// The block encoder of a format with a quantizer.
-fn encoder(format: QFormat) -> Result<Encode, KernelError> {
+pub(crate) fn encoder(format: QFormat) -> Result<Encode, KernelError> {
     match format {
         QFormat::Q8_0 => Ok(encode_q8_0),
         QFormat::Q4_1 => Ok(encode_q4_1),

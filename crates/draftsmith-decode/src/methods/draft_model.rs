@@ -133,10 +133,7 @@ impl<B: Backend> DraftModel<B> {
             Some(n) if n < vocab => {
                 // The head's own format where rows can be re-quantized to it (a drafter loaded
                 // with re-quantized weights keeps their size), else Q8_0.
-                let format = match model.lm_head_format() {
-                    Some(f @ (QFormat::Q8_0 | QFormat::Q4_1 | QFormat::Q4_0)) => f,
-                    _ => QFormat::Q8_0,
-                };
+                let format = model.lm_head_format().filter(|f| f.has_quantizer()).unwrap_or(QFormat::Q8_0);
                 Some(model.lm_head_rows(&(0..n as u32).collect::<Vec<_>>(), format)?)
             }
             _ => None,

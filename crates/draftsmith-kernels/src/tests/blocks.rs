@@ -152,6 +152,7 @@ fn requantizing_a_matrix_quantizes_its_values() {
     }
     assert_eq!(dequantize_all(&q8.requantize(QFormat::Q8_0).unwrap()), values, "Q8_0 values are Q8_0's fixed points");
     assert!(q8.requantize(QFormat::Q5_0).is_err(), "no Q5_0 quantizer");
+    assert!(QFormat::Q4_0.has_quantizer() && !QFormat::Q5_0.has_quantizer() && !QFormat::Q6K.has_quantizer());
 }
 
 #[test]
