@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use draftsmith_model::{load_model, Activations, LoadOptions, LoadedModel, MatmulWeights};
+use draftsmith_model::{load_model, Activations, KvKeys, LoadOptions, LoadedModel, MatmulWeights};
 
 use crate::backend::DeviceKind;
 use crate::progress::fetch_with_progress;
@@ -34,6 +34,28 @@ pub struct ModelArgs {
     /// are batch-invariant (a token's logits never depend on the batch or draft tree around it).
     #[arg(long, value_enum, default_value_t = ActivationsArg::Int8)]
     pub activations: ActivationsArg,
+    /// Attention keys of the quantized CPU path's cache: `float` (f16 with int8 activations, f32
+    /// with f32), or `q8_0`: 8-bit blocks whose scores are int8 dot products (values f16) —
+    /// faster over long contexts, a little further from the reference's logits. Lossless either
+    /// way: `ar` and every method run on the same cache.
+    #[arg(long, value_enum, default_value_t = KvKeysArg::Float)]
+    pub kv_keys: KvKeysArg,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum KvKeysArg {
+    Float,
+    #[value(name = "q8_0")]
+    Q8_0,
+}
+
+impl From<KvKeysArg> for KvKeys {
+    fn from(a: KvKeysArg) -> Self {
+        match a {
+            KvKeysArg::Float => KvKeys::Float,
+            KvKeysArg::Q8_0 => KvKeys::Q8_0,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -82,13 +104,18 @@ impl ModelArgs {
         let mut label = format!("{:?}/{:?}", self.device, matmul).to_lowercase();
         if matmul == MatmulWeights::Quantized {
             label.push_str(&format!("/{:?}", self.activations).to_lowercase());
+            if self.kv_keys == KvKeysArg::Q8_0 {
+                label.push_str("/q8_0-keys");
+            }
         }
         Ok(label)
     }
 
     /// Load options (weights and activation mode) for a resolved model path.
     pub fn load_options(&self, path: &Path) -> Result<LoadOptions> {
-        Ok(LoadOptions::new(self.matmul(path)?).with_activations(self.activations.into()))
+        Ok(LoadOptions::new(self.matmul(path)?)
+            .with_activations(self.activations.into())
+            .with_kv_keys(self.kv_keys.into()))
     }
 
     /// Resolves and loads the model on backend `B`.

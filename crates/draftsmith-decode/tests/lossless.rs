@@ -4,11 +4,11 @@
 
 mod common;
 
-use common::{ar, tiny, tiny_with, Lcg};
+use common::{ar, tiny, tiny_keys, tiny_with, Lcg};
 use draftsmith_core::DraftTree;
 use draftsmith_decode::methods::{NgramTrie, NgramTrieConfig, PromptLookup};
 use draftsmith_decode::{generate_speculative, DecodeError, DraftContext, Proposer};
-use draftsmith_model::{Activations, Architecture};
+use draftsmith_model::{Activations, Architecture, KvKeys, Model};
 
 /// Knows the AR continuation and drafts trees that contain a random-length prefix of it,
 /// with random wrong siblings and children.
@@ -44,12 +44,18 @@ impl Proposer for Oracle {
 #[test]
 fn speculative_equals_autoregressive() {
     let mut rng = Lcg(99);
-    // Both activation modes of the quantized path are batch-invariant, so both are lossless.
-    let cases = [(Architecture::Llama, 1), (Architecture::Qwen2, 2)]
-        .into_iter()
-        .flat_map(|(a, s)| [(a, s, Activations::Int8), (a, s, Activations::F32)]);
-    for (arch, seed, activations) in cases {
-        let model = tiny_with(arch, seed, activations);
+    // Both activation modes of the quantized path are batch-invariant, so both are lossless;
+    // so are 8-bit keys (every row's scores are its own int8 products).
+    let cases = [(Architecture::Llama, 1), (Architecture::Qwen2, 2)].into_iter().flat_map(|(a, s)| {
+        [
+            (a, s, Activations::Int8, KvKeys::Float),
+            (a, s, Activations::F32, KvKeys::Float),
+            (a, s, Activations::Int8, KvKeys::Q8_0),
+        ]
+    });
+    for (arch, seed, activations, kv_keys) in cases {
+        let model: Model<common::B> =
+            if kv_keys == KvKeys::Q8_0 { tiny_keys(arch, seed, kv_keys) } else { tiny_with(arch, seed, activations) };
         let vocab = model.config().vocab_size;
         for trial in 0..6 {
             // Prompts with repeats so prompt lookup finds matches.
@@ -61,12 +67,15 @@ fn speculative_equals_autoregressive() {
             full.extend(&want);
             let mut oracle = Oracle { reference: full, rng: Lcg(trial), vocab };
             let got = generate_speculative(&model, &prompt, n, &[], &mut oracle).unwrap();
-            assert_eq!(got.tokens, want, "{arch:?} {activations:?} trial {trial}: oracle trees");
+            assert_eq!(got.tokens, want, "{arch:?} {activations:?} {kv_keys:?} trial {trial}: oracle trees");
             let accepted: usize = got.steps.iter().map(|s| s.accepted).sum();
             assert!(accepted > 0, "the oracle's drafts are accepted sometimes");
             let mut lookup = PromptLookup::new(1 + rng.next(3), 1, 1 + rng.next(8));
             let got = generate_speculative(&model, &prompt, n, &[], &mut lookup).unwrap();
-            assert_eq!(got.tokens, want, "{arch:?} {activations:?} trial {trial}: prompt lookup {lookup:?}");
+            assert_eq!(
+                got.tokens, want,
+                "{arch:?} {activations:?} {kv_keys:?} trial {trial}: prompt lookup {lookup:?}"
+            );
             let emitted: usize = got.steps.iter().map(|s| s.emitted).sum();
             assert_eq!(emitted + 1, want.len(), "every token after the first comes from a step");
         }

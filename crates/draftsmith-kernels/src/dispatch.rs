@@ -149,6 +149,20 @@ pub(crate) fn matmul_impl(m: &QMatrix, path: KernelPath, x: &[f32], n: usize, y:
     });
 }
 
+/// [`matmul_impl`] for row groups `0..groups` only, on the calling thread (the same arithmetic
+/// per value).
+pub(crate) fn matmul_rows_here(m: &QMatrix, path: KernelPath, x: &[f32], n: usize, groups: usize, y: &mut [f32]) {
+    assert_eq!(x.len(), n * m.cols(), "x must hold n * cols values");
+    assert_eq!(y.len(), n * m.rows(), "y must hold n * rows values");
+    if n == 0 || groups == 0 {
+        return;
+    }
+    crate::pool::with_thread_scratch(&SCRATCH, |act: &mut ActQuant| {
+        act.quantize(x, n, m.cols(), path, m.format() == QFormat::Q6K);
+        compute(m, path, act, 0..groups.min(m.groups()), &DisjointSlice::new(y));
+    });
+}
+
 /// The output of a product, shared by threads that write disjoint row groups.
 pub(crate) type OutPtr<'a> = DisjointSlice<'a, f32>;
 

@@ -182,6 +182,76 @@ impl QMatrix {
         Ok(m)
     }
 
+    /// An all-zero `[rows, cols]` matrix of a format with a quantizer, filled row by row with
+    /// [`QMatrix::set_row`]: the store of a quantized key cache, whose rows arrive one token at
+    /// a time.
+    ///
+    /// # Errors
+    /// [`KernelError::ColsNotBlockMultiple`], [`KernelError::ShapeOverflow`],
+    /// [`KernelError::NoQuantizer`] for Q5_0 and the K-quants.
+    pub fn zeros(format: QFormat, rows: usize, cols: usize) -> Result<Self, KernelError> {
+        check_shape(rows, cols, QK)?;
+        encoder(format)?;
+        Ok(Self::empty(format, rows, cols))
+    }
+
+    /// Quantizes `values` into row `r` with the format's rounding (that of
+    /// [`QMatrix::quantize`]).
+    ///
+    /// # Panics
+    /// If `r >= rows`, `values.len() != cols`, or the format has no quantizer.
+    pub fn set_row(&mut self, r: usize, values: &[f32]) {
+        assert!(r < self.rows, "row {r} out of range for {} rows", self.rows);
+        assert_eq!(values.len(), self.cols, "a row holds cols values");
+        let encode = encoder(self.format).expect("set_row needs a format with a quantizer");
+        let mut block = [0u8; 64];
+        self.encode_row(r, values, encode, &mut block[..self.format.block_bytes()]);
+    }
+
+    /// Copies row `from` to row `to`, bit for bit.
+    ///
+    /// # Panics
+    /// If either row is out of range, or for the K-quants (their scales are shared by a
+    /// super-block).
+    pub fn copy_row(&mut self, from: usize, to: usize) {
+        assert!(from < self.rows && to < self.rows, "rows {from}, {to} out of range for {} rows", self.rows);
+        assert!(self.format.block_elems() == QK, "copy_row takes formats of 32-value blocks");
+        if from == to {
+            return;
+        }
+        let (nb, tb, ts) = (self.cols / QK, layout::tile_bytes(self.format), layout::tile_scales(self.format));
+        let ((gf, jf), (gt, jt)) = ((from / GROUP, from % GROUP), (to / GROUP, to % GROUP));
+        let quants = self.quants.as_mut_slice();
+        for b in 0..nb {
+            let (tf, tt) = (gf * nb + b, gt * nb + b);
+            // Every unit holds four bytes per row (layout docs); every scale plane one value.
+            for u in 0..tb / layout::UNIT {
+                let (s, d) = (tf * tb + u * layout::UNIT + jf * 4, tt * tb + u * layout::UNIT + jt * 4);
+                quants.copy_within(s..s + 4, d);
+            }
+            for plane in 0..ts / GROUP {
+                self.scales[tt * ts + plane * GROUP + jt] = self.scales[tf * ts + plane * GROUP + jf];
+            }
+        }
+    }
+
+    /// This matrix grown or shrunk to `rows` rows, the first `keep` rows' values kept (those of
+    /// later rows are unspecified).
+    ///
+    /// # Panics
+    /// If `keep` exceeds either row count.
+    pub fn resized(&self, rows: usize, keep: usize) -> Self {
+        assert!(keep <= rows && keep <= self.rows, "keep {keep} rows of {} into {rows}", self.rows);
+        let mut m = Self::empty(self.format, rows, self.cols);
+        // Groups are stored one after another: the kept rows' groups are a prefix of both.
+        let nb = self.cols / QK;
+        let groups = keep.div_ceil(GROUP);
+        let (qn, sn) = (groups * nb * layout::tile_bytes(self.format), groups * nb * layout::tile_scales(self.format));
+        m.quants.as_mut_slice()[..qn].copy_from_slice(&self.quants.as_slice()[..qn]);
+        m.scales[..sn].copy_from_slice(&self.scales[..sn]);
+        m
+    }
+
     /// The matrices' rows one after another, as one matrix (`[Σ rows, cols]`): one kernel call
     /// for several projections of the same input (q, k and v; gate and up). `None` when the
     /// formats or column counts differ, or a part other than the last has padding rows.
@@ -303,6 +373,19 @@ impl QMatrix {
     #[doc(hidden)]
     pub fn matmul_f32_with(&self, path: KernelPath, x: &[f32], n: usize, y: &mut [f32]) {
         self.matmul_mode_with(Activations::F32, path, x, n, y);
+    }
+
+    /// The [`Activations::Int8`] product for the first `limit` rows only (rounded up to whole
+    /// 16-row groups), on the calling thread: `y[c · rows + r] = x_c · W_r`, each value exactly
+    /// as [`QMatrix::matmul_mode`] computes it; the other entries of `y` are left as they are.
+    /// For products inside work that is already split over threads (attention over a quantized
+    /// key cache: a row per cached position, the first `limit` of them filled).
+    ///
+    /// # Panics
+    /// If `x.len() != n × cols`, `y.len() != n × rows` or `limit > rows`.
+    pub fn matmul_rows_here(&self, x: &[f32], n: usize, limit: usize, y: &mut [f32]) {
+        assert!(limit <= self.rows, "limit {limit} beyond {} rows", self.rows);
+        crate::dispatch::matmul_rows_here(self, KernelPath::detect(), x, n, limit.div_ceil(GROUP), y);
     }
 
     /// Runs `mode` on `path` (supported, checked by the callers).

@@ -5,7 +5,7 @@ use burn::tensor::{backend::Backend, Int, Tensor, TensorData};
 
 use crate::config::ModelConfig;
 use crate::error::ModelError;
-use crate::host::HostKv;
+use crate::host::{HostKv, KvFormat};
 
 /// Keys and values of one layer: `[kv_heads, capacity, head_dim]` each.
 #[derive(Debug, Clone)]
@@ -47,9 +47,8 @@ impl<B: Backend> KvCache<B> {
         }
     }
 
-    /// An empty cache whose keys and values live in host memory (the CPU path), as f16 when
-    /// `half` (the int8 mode: half the bytes a long context reads) or f32.
-    pub fn new_host(config: &ModelConfig, capacity: usize, half: bool, device: &B::Device) -> Self {
+    /// An empty cache whose keys and values live in host memory (the CPU path), in `format`.
+    pub fn new_host(config: &ModelConfig, capacity: usize, format: KvFormat, device: &B::Device) -> Self {
         let capacity = capacity.max(16);
         Self {
             layers: Vec::new(),
@@ -58,7 +57,7 @@ impl<B: Backend> KvCache<B> {
             kv_heads: config.num_kv_heads,
             head_dim: config.head_dim,
             device: device.clone(),
-            host: Some(HostKv::new(config.num_layers, config.num_kv_heads, config.head_dim, capacity, half)),
+            host: Some(HostKv::new(config.num_layers, config.num_kv_heads, config.head_dim, capacity, format)),
             queries: None,
         }
     }

@@ -111,6 +111,7 @@ pub(crate) struct HostStack {
     pub final_norm: Vec<f32>,
     pub dims: Dims,
     pub activations: Activations,
+    pub kv_keys: crate::load::KvKeys,
 }
 
 impl HostStack {
@@ -131,7 +132,7 @@ impl HostStack {
         blocks: &[crate::model::Block<B>],
         final_norm: &crate::layers::RmsNorm<B>,
         dims: Dims,
-        activations: Activations,
+        (activations, kv_keys): (Activations, crate::load::KvKeys),
     ) -> Option<Self> {
         use crate::layers::{Linear, LinearWeight};
         let quant = |l: &Linear<B>| match &l.weight {
@@ -153,7 +154,7 @@ impl HostStack {
                 down: Proj::new(&[quant(&m.down)?]),
             });
         }
-        Some(Self { layers, final_norm: host_vec(&final_norm.weight), dims, activations })
+        Some(Self { layers, final_norm: host_vec(&final_norm.weight), dims, activations, kv_keys })
     }
 }
 

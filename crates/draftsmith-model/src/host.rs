@@ -5,7 +5,7 @@
 //! a draft tree gets bit-identical outputs to the same token decoded alone. That is what makes
 //! greedy speculative decoding exactly lossless on the CPU.
 
-use draftsmith_kernels::KernelPath;
+use draftsmith_kernels::{KernelPath, QFormat, QMatrix};
 use half::f16;
 
 /// One element of the host KV cache: `f32`, or `f16` for half the bytes a long context reads.
@@ -65,145 +65,253 @@ impl KvElem for f16 {
     }
 }
 
-/// Keys and values of every layer in one element format, `[kv_heads, capacity, head_dim]` per
-/// layer.
-#[derive(Debug, Clone)]
-pub(crate) struct KvLayers<T> {
-    pub(crate) k: Vec<Vec<T>>,
-    pub(crate) v: Vec<Vec<T>>,
+/// The element formats of a host cache's keys and values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum KvFormat {
+    /// Keys and values in f32 (the f32-activation mode's cache).
+    F32,
+    /// Keys and values in f16: half the bytes a long context reads.
+    #[default]
+    F16,
+    /// Keys in Q8_0 (per 32 values an f16 scale and 8-bit integers, ggml's rounding), values
+    /// in f16: the scores are int8 dot products of the keys and the queries (quantized per row
+    /// and 32 values like every int8 activation), on the matrix kernels — a quarter of the
+    /// f32 arithmetic's instructions a row, and about half the key bytes of f16.
+    Q8Keys,
 }
 
-/// The host cache's layers in the format chosen at creation.
+/// Per layer, one buffer `[kv_heads, capacity, head_dim]` of elements `T`.
+type Buffers<T> = Vec<Vec<T>>;
+
+/// The host cache's keys in the format chosen at creation.
 #[derive(Debug, Clone)]
-pub(crate) enum KvStore {
-    F32(KvLayers<f32>),
-    F16(KvLayers<f16>),
+pub(crate) enum KeyStore {
+    F32(Buffers<f32>),
+    F16(Buffers<f16>),
+    /// Per layer, per kv head, `[capacity, head_dim]` in Q8_0.
+    Q8(Vec<Vec<QMatrix>>),
 }
 
-/// Runs `$body` with `$l` bound to the [`KvLayers`] of `$store`, whatever its element type.
-macro_rules! with_layers {
-    ($store:expr, $l:ident => $body:expr) => {
+/// The host cache's values in the format chosen at creation.
+#[derive(Debug, Clone)]
+pub(crate) enum ValueStore {
+    F32(Buffers<f32>),
+    F16(Buffers<f16>),
+}
+
+/// Runs `$body` with `$b` bound to the [`Buffers`] of a [`ValueStore`] (or of a
+/// [`KeyStore`]'s plain formats, with `$q8` run for its quantized one), whatever the element.
+macro_rules! with_values {
+    ($store:expr, $b:ident => $body:expr) => {
         match $store {
-            KvStore::F32($l) => $body,
-            KvStore::F16($l) => $body,
+            ValueStore::F32($b) => $body,
+            ValueStore::F16($b) => $body,
+        }
+    };
+}
+macro_rules! with_keys {
+    ($store:expr, $b:ident => $body:expr, $m:ident => $q8:expr) => {
+        match $store {
+            KeyStore::F32($b) => $body,
+            KeyStore::F16($b) => $body,
+            KeyStore::Q8($m) => $q8,
         }
     };
 }
 
-/// Keys and values of all layers, `[kv_heads, capacity, head_dim]` per layer, in host memory:
-/// f32, or f16 when created with `half` (the int8 mode's cache: see [`KvElem`]).
+/// Keys and values of all layers, `[kv_heads, capacity, head_dim]` per layer, in host memory,
+/// in a [`KvFormat`].
 #[derive(Debug, Clone)]
 pub struct HostKv {
-    pub(crate) store: KvStore,
+    pub(crate) keys: KeyStore,
+    pub(crate) values: ValueStore,
     pub(crate) kv_heads: usize,
     pub(crate) head_dim: usize,
     pub(crate) capacity: usize,
 }
 
-impl HostKv {
-    pub fn new(layers: usize, kv_heads: usize, head_dim: usize, capacity: usize, half: bool) -> Self {
-        fn zeros<T: KvElem>(layers: usize, size: usize) -> KvLayers<T> {
-            KvLayers { k: vec![vec![T::default(); size]; layers], v: vec![vec![T::default(); size]; layers] }
+/// The buffer operations of [`HostKv`] on one plain `[kv_heads, capacity, head_dim]` buffer.
+struct Plain {
+    heads: usize,
+    dim: usize,
+    capacity: usize,
+}
+
+impl Plain {
+    fn grow<T: KvElem>(&self, buf: &mut Vec<T>, capacity: usize, len: usize) {
+        let (h, d, old) = (self.heads, self.dim, self.capacity);
+        let mut new = vec![T::default(); h * capacity * d];
+        for head in 0..h {
+            new[head * capacity * d..][..len * d].copy_from_slice(&buf[head * old * d..][..len * d]);
         }
-        let size = kv_heads * capacity * head_dim;
-        let store = if half { KvStore::F16(zeros(layers, size)) } else { KvStore::F32(zeros(layers, size)) };
-        Self { store, kv_heads, head_dim, capacity }
+        *buf = new;
     }
 
-    /// Whether the elements are f16.
-    pub fn is_half(&self) -> bool {
-        matches!(self.store, KvStore::F16(_))
+    /// Writes rows `[n, heads, dim]` at positions `start..start + n`.
+    fn write<T: KvElem>(&self, buf: &mut [T], start: usize, src: &[f32]) {
+        let (h, d, cap) = (self.heads, self.dim, self.capacity);
+        for (i, row) in src.chunks_exact(h * d).enumerate() {
+            for head in 0..h {
+                T::round_slice(&row[head * d..][..d], &mut buf[(head * cap + start + i) * d..][..d]);
+            }
+        }
+    }
+
+    fn compact<T: KvElem>(&self, buf: &mut [T], to: usize, from: &[usize]) {
+        let (h, d, cap) = (self.heads, self.dim, self.capacity);
+        for head in 0..h {
+            for (i, &src) in from.iter().enumerate() {
+                let (s, t) = ((head * cap + src) * d, (head * cap + to + i) * d);
+                buf.copy_within(s..s + d, t);
+            }
+        }
+    }
+
+    /// Positions `start..start + count` as f32, `[heads, count, dim]`.
+    fn read<T: KvElem>(&self, buf: &[T], start: usize, count: usize) -> Vec<f32> {
+        let (h, d, cap) = (self.heads, self.dim, self.capacity);
+        let mut out = vec![0.0f32; h * count * d];
+        for head in 0..h {
+            let rows = &buf[(head * cap + start) * d..(head * cap + start + count) * d];
+            T::widen_slice(rows, &mut out[head * count * d..(head + 1) * count * d]);
+        }
+        out
+    }
+
+    /// Writes `[heads, count, dim]` at positions `start..start + count`.
+    fn write_rows<T: KvElem>(&self, buf: &mut [T], start: usize, src: &[f32]) {
+        let (h, d, cap) = (self.heads, self.dim, self.capacity);
+        let count = src.len() / (h * d);
+        for head in 0..h {
+            T::round_slice(
+                &src[head * count * d..(head + 1) * count * d],
+                &mut buf[(head * cap + start) * d..(head * cap + start + count) * d],
+            );
+        }
+    }
+}
+
+impl HostKv {
+    /// An empty cache; [`KvFormat::Q8Keys`] needs a `head_dim` that is a multiple of 32 and
+    /// falls back to [`KvFormat::F16`] otherwise.
+    pub fn new(layers: usize, kv_heads: usize, head_dim: usize, capacity: usize, format: KvFormat) -> Self {
+        fn zeros<T: KvElem>(layers: usize, size: usize) -> Buffers<T> {
+            vec![vec![T::default(); size]; layers]
+        }
+        let size = kv_heads * capacity * head_dim;
+        let q8 = || -> Option<Vec<Vec<QMatrix>>> {
+            let head = QMatrix::zeros(QFormat::Q8_0, capacity, head_dim).ok()?;
+            Some(vec![vec![head; kv_heads]; layers])
+        };
+        let (keys, values) = match format {
+            KvFormat::F32 => (KeyStore::F32(zeros(layers, size)), ValueStore::F32(zeros(layers, size))),
+            KvFormat::F16 => (KeyStore::F16(zeros(layers, size)), ValueStore::F16(zeros(layers, size))),
+            KvFormat::Q8Keys => match q8() {
+                Some(k) => (KeyStore::Q8(k), ValueStore::F16(zeros(layers, size))),
+                None => (KeyStore::F16(zeros(layers, size)), ValueStore::F16(zeros(layers, size))),
+            },
+        };
+        Self { keys, values, kv_heads, head_dim, capacity }
+    }
+
+    /// The formats the keys and values are held in.
+    pub fn format(&self) -> KvFormat {
+        match (&self.keys, &self.values) {
+            (KeyStore::Q8(_), _) => KvFormat::Q8Keys,
+            (_, ValueStore::F16(_)) => KvFormat::F16,
+            _ => KvFormat::F32,
+        }
+    }
+
+    fn plain(&self) -> Plain {
+        Plain { heads: self.kv_heads, dim: self.head_dim, capacity: self.capacity }
     }
 
     /// Number of layers.
     pub fn num_layers(&self) -> usize {
-        with_layers!(&self.store, l => l.k.len())
+        with_values!(&self.values, b => b.len())
     }
 
     /// Grows every layer to `capacity` positions, keeping the first `len`.
     pub fn grow(&mut self, capacity: usize, len: usize) {
-        let (h, d, old) = (self.kv_heads, self.head_dim, self.capacity);
-        with_layers!(&mut self.store, l => {
-            for buf in l.k.iter_mut().chain(l.v.iter_mut()) {
-                let mut new = vec![Default::default(); h * capacity * d];
-                for head in 0..h {
-                    new[head * capacity * d..][..len * d].copy_from_slice(&buf[head * old * d..][..len * d]);
-                }
-                *buf = new;
-            }
-        });
+        let p = self.plain();
+        with_keys!(&mut self.keys, b => b.iter_mut().for_each(|buf| p.grow(buf, capacity, len)),
+            m => m.iter_mut().flatten().for_each(|head| *head = head.resized(capacity, len)));
+        with_values!(&mut self.values, b => b.iter_mut().for_each(|buf| p.grow(buf, capacity, len)));
         self.capacity = capacity;
     }
 
     /// Writes `[n, kv_heads, head_dim]` rows at positions `start..start+n` of `layer`.
     pub fn write(&mut self, layer: usize, start: usize, k: &[f32], v: &[f32]) {
-        let (h, d, cap) = (self.kv_heads, self.head_dim, self.capacity);
-        let n = k.len() / (h * d);
-        with_layers!(&mut self.store, l => {
-            for (dst, src) in [(&mut l.k[layer], k), (&mut l.v[layer], v)] {
-                for i in 0..n {
-                    for head in 0..h {
-                        KvElem::round_slice(&src[(i * h + head) * d..][..d], &mut dst[(head * cap + start + i) * d..][..d]);
-                    }
+        let (p, d) = (self.plain(), self.head_dim);
+        with_keys!(&mut self.keys, b => p.write(&mut b[layer], start, k), m => {
+            for (i, row) in k.chunks_exact(p.heads * d).enumerate() {
+                for (head, key) in m[layer].iter_mut().zip(row.chunks_exact(d)) {
+                    head.set_row(start + i, key);
                 }
             }
         });
+        with_values!(&mut self.values, b => p.write(&mut b[layer], start, v));
     }
 
     /// Moves the entries at `from` (increasing) to positions `to..to+from.len()`.
     pub fn compact(&mut self, to: usize, from: &[usize]) {
-        let (h, d, cap) = (self.kv_heads, self.head_dim, self.capacity);
-        with_layers!(&mut self.store, l => {
-            for buf in l.k.iter_mut().chain(l.v.iter_mut()) {
-                for head in 0..h {
-                    for (i, &src) in from.iter().enumerate() {
-                        let (s, t) = ((head * cap + src) * d, (head * cap + to + i) * d);
-                        buf.copy_within(s..s + d, t);
-                    }
-                }
-            }
-        });
+        let p = self.plain();
+        with_keys!(&mut self.keys, b => b.iter_mut().for_each(|buf| p.compact(buf, to, from)),
+        m => m.iter_mut().flatten().for_each(|head| {
+            from.iter().enumerate().for_each(|(i, &src)| head.copy_row(src, to + i));
+        }));
+        with_values!(&mut self.values, b => b.iter_mut().for_each(|buf| p.compact(buf, to, from)));
     }
 
     /// Keys and values of positions `start..start + count` of `layer`, widened to f32,
-    /// `[kv_heads, count, head_dim]` each.
+    /// `[kv_heads, count, head_dim]` each (quantized keys as their exact values).
     pub fn read_rows(&self, layer: usize, start: usize, count: usize) -> (Vec<f32>, Vec<f32>) {
-        let (h, d, cap) = (self.kv_heads, self.head_dim, self.capacity);
-        with_layers!(&self.store, l => {
-            let copy = |buf: &[_]| -> Vec<f32> {
-                let mut out = vec![0.0f32; h * count * d];
-                for head in 0..h {
-                    let rows = &buf[(head * cap + start) * d..(head * cap + start + count) * d];
-                    let dst = &mut out[head * count * d..(head + 1) * count * d];
-                    KvElem::widen_slice(rows, dst);
+        let (p, d) = (self.plain(), self.head_dim);
+        let k = with_keys!(&self.keys, b => p.read(&b[layer], start, count), m => {
+            let mut out = vec![0.0f32; p.heads * count * d];
+            for (head, rows) in m[layer].iter().zip(out.chunks_exact_mut(count * d)) {
+                for (j, row) in rows.chunks_exact_mut(d).enumerate() {
+                    head.dequantize_row(start + j, row);
                 }
-                out
-            };
-            (copy(&l.k[layer]), copy(&l.v[layer]))
-        })
+            }
+            out
+        });
+        (k, with_values!(&self.values, b => p.read(&b[layer], start, count)))
     }
 
     /// Writes `[kv_heads, count, head_dim]` keys and values at positions `start..start + count`
-    /// of `layer` (rounded to the cache's element type).
+    /// of `layer` (rounded to the cache's formats; a row read by [`HostKv::read_rows`] is
+    /// written back unchanged).
     pub fn write_rows(&mut self, layer: usize, start: usize, k: &[f32], v: &[f32]) {
-        let (h, d, cap) = (self.kv_heads, self.head_dim, self.capacity);
-        let count = k.len() / (h * d);
-        with_layers!(&mut self.store, l => {
-            for (dst, src) in [(&mut l.k[layer], k), (&mut l.v[layer], v)] {
-                for head in 0..h {
-                    KvElem::round_slice(
-                        &src[head * count * d..(head + 1) * count * d],
-                        &mut dst[(head * cap + start) * d..(head * cap + start + count) * d],
-                    );
+        let (p, d) = (self.plain(), self.head_dim);
+        with_keys!(&mut self.keys, b => p.write_rows(&mut b[layer], start, k), m => {
+            let count = k.len() / (p.heads * d);
+            for (head, rows) in m[layer].iter_mut().zip(k.chunks_exact(count * d)) {
+                for (j, row) in rows.chunks_exact(d).enumerate() {
+                    head.set_row(start + j, row);
                 }
             }
         });
+        with_values!(&mut self.values, b => p.write_rows(&mut b[layer], start, v));
     }
 
     /// [`attend_into`] of the queries `q` over `layer`'s cached keys and values.
     pub fn attend(&self, layer: usize, q: &[f32], heads: usize, visibility: &Visibility<'_>, out: &mut Vec<f32>) {
         let dims = (heads, self.kv_heads, self.head_dim);
-        with_layers!(&self.store, l => attend_into(q, &l.k[layer], &l.v[layer], self.capacity, dims, visibility, out));
+        let cap = self.capacity;
+        match (&self.keys, &self.values) {
+            (KeyStore::F32(k), ValueStore::F32(v)) => {
+                attend_into(q, KeysIn::Plain(&k[layer]), &v[layer], cap, dims, visibility, out)
+            }
+            (KeyStore::F16(k), ValueStore::F16(v)) => {
+                attend_into(q, KeysIn::Plain(&k[layer]), &v[layer], cap, dims, visibility, out)
+            }
+            (KeyStore::Q8(k), ValueStore::F16(v)) => {
+                attend_into(q, KeysIn::Quant(&k[layer]), &v[layer], cap, dims, visibility, out)
+            }
+            _ => unreachable!("HostKv::new pairs the key and value formats"),
+        }
     }
 }
 
@@ -425,7 +533,7 @@ pub fn attend<T: KvElem>(
     visibility: &Visibility<'_>,
 ) -> Vec<f32> {
     let mut out = Vec::new();
-    attend_into(q, keys, values, capacity, (heads, kv_heads, head_dim), visibility, &mut out);
+    attend_into(q, KeysIn::Plain(keys), values, capacity, (heads, kv_heads, head_dim), visibility, &mut out);
     out
 }
 
@@ -436,7 +544,7 @@ pub fn attend<T: KvElem>(
 /// once per token. Per query row the arithmetic is that of [`attend_group`].
 pub fn attend_into<T: KvElem>(
     q: &[f32],
-    keys: &[T],
+    keys: KeysIn<'_, T>,
     values: &[T],
     capacity: usize,
     (heads, kv_heads, head_dim): (usize, usize, usize),
@@ -522,7 +630,7 @@ type RowsPtr<'a> = draftsmith_kernels::pool::DisjointSlice<'a, f32>;
 #[allow(clippy::too_many_arguments)]
 fn attend_unit<T: KvElem>(
     q: &[f32],
-    keys: &[T],
+    keys: KeysIn<'_, T>,
     values: &[T],
     sh: &AttendShape,
     tokens: std::ops::Range<usize>,
@@ -533,7 +641,11 @@ fn attend_unit<T: KvElem>(
     let (hd, width, g) = (sh.head_dim, heads.len(), heads.start / sh.group);
     debug_assert!(heads.end <= (g + 1) * sh.group, "a unit's query heads share one kv head");
     let kv = g * sh.capacity * hd..(g + 1) * sh.capacity * hd;
-    let (keys, values) = (&keys[kv.clone()], &values[kv]);
+    let keys = match keys {
+        KeysIn::Plain(k) => UnitKeys::Plain(&k[kv.clone()]),
+        KeysIn::Quant(heads) => UnitKeys::Quant(&heads[g]),
+    };
+    let values = &values[kv];
     draftsmith_kernels::pool::with_thread_scratch(&UNIT_SCRATCH, |s: &mut UnitScratch| {
         s.prepare(tokens.clone(), visibility, width);
         let first = heads.start;
@@ -577,6 +689,12 @@ struct UnitScratch {
     sums: Vec<f32>,
     /// Key blocks up to the last visible key of any row.
     blocks: usize,
+    /// One past the last visible key of any row.
+    end: usize,
+    /// The query rows of a quantized-key unit, `[tokens × width, head_dim]`.
+    queries: Vec<f32>,
+    /// Their products with every cached key, `[rows, capacity]` ([`quant_scores`]).
+    products: Vec<f32>,
 }
 
 impl UnitScratch {
@@ -598,6 +716,7 @@ impl UnitScratch {
             self.weights[k].resize(width * r.count(), 0.0);
         }
         self.blocks = end.div_ceil(KEY_BLOCK);
+        self.end = end;
         for r in &mut self.rows[..rows] {
             let extra = &r.extra;
             r.cuts.clear();
@@ -619,7 +738,7 @@ thread_local! {
 #[allow(clippy::too_many_arguments)]
 fn unit_body<'q, T: KvElem>(
     qs: impl Fn(usize) -> &'q [f32],
-    keys: &[T],
+    keys: UnitKeys<'_, T>,
     values: &[T],
     sh: &AttendShape,
     heads: std::ops::Range<usize>,
@@ -628,18 +747,26 @@ fn unit_body<'q, T: KvElem>(
     dst: &RowsPtr<'_>,
 ) {
     let (hd, width) = (sh.head_dim, heads.len());
-    let UnitScratch { rows, weights, sums, blocks } = s;
+    let UnitScratch { rows, weights, sums, blocks, end, queries, products } = s;
     let rows = &rows[..tokens.len()];
     // Scores.
-    for b in 0..*blocks {
-        for (k, i) in tokens.clone().enumerate() {
-            let (m, ((run, lo), (extra, el))) = (rows[k].count(), rows[k].in_block(b));
-            if run.len > 0 {
-                scores(qs(i), keys, run, sh, &mut weights[k][lo..], m);
+    match keys {
+        UnitKeys::Plain(keys) => {
+            for b in 0..*blocks {
+                for (k, i) in tokens.clone().enumerate() {
+                    let (m, ((run, lo), (extra, el))) = (rows[k].count(), rows[k].in_block(b));
+                    if run.len > 0 {
+                        scores(qs(i), keys, run, sh, &mut weights[k][lo..], m);
+                    }
+                    if !extra.is_empty() {
+                        scores(qs(i), keys, extra, sh, &mut weights[k][el..], m);
+                    }
+                }
             }
-            if !extra.is_empty() {
-                scores(qs(i), keys, extra, sh, &mut weights[k][el..], m);
-            }
+        }
+        UnitKeys::Quant(keys) => {
+            let parts = QuantParts { queries, products, end: *end };
+            quant_scores(&qs, keys, sh, (tokens.clone(), width), rows, weights, parts);
         }
     }
     // Softmax numerators per row, and their sums.
@@ -669,6 +796,73 @@ fn unit_body<'q, T: KvElem>(
         for (r, oh) in o.chunks_mut(hd).enumerate() {
             let inv = 1.0 / sums[k * width + r];
             oh.iter_mut().for_each(|x| *x *= inv);
+        }
+    }
+}
+
+/// A layer's cached keys as [`attend_into`] reads them: plain `[kv_heads, capacity, head_dim]`
+/// elements, or one Q8_0 matrix `[capacity, head_dim]` per kv head ([`KvFormat::Q8Keys`]).
+#[derive(Clone, Copy)]
+pub enum KeysIn<'a, T> {
+    Plain(&'a [T]),
+    Quant(&'a [QMatrix]),
+}
+
+/// One kv head's keys in a unit of [`attend_into`].
+#[derive(Clone, Copy)]
+enum UnitKeys<'a, T> {
+    Plain(&'a [T]),
+    Quant(&'a QMatrix),
+}
+
+/// The scratch of [`quant_scores`] and how far its keys reach.
+struct QuantParts<'s> {
+    queries: &'s mut Vec<f32>,
+    products: &'s mut Vec<f32>,
+    end: usize,
+}
+
+/// Query rows per product of [`quant_scores`]: one tile of the AVX-512 kernels, which then walk
+/// the key groups in one call each.
+const QUANT_ROWS: usize = 8;
+
+/// The scores of a unit's query rows (`width` heads of each token in `tokens`) against quantized
+/// keys, into each row's visible entries of `weights` (as [`scores`] writes them): the products
+/// of the rows with every key up to the last visible one are int8 matrix products
+/// ([`QMatrix::matmul_rows_here`]: each query row quantized per 32 values on its own, each
+/// product an exact integer sum per block scaled as the matrix kernels do), then scaled, and the
+/// visible ones copied out. A row's scores depend only on the row and the keys.
+fn quant_scores<'q>(
+    qs: &impl Fn(usize) -> &'q [f32],
+    keys: &QMatrix,
+    sh: &AttendShape,
+    (tokens, width): (std::ops::Range<usize>, usize),
+    rows: &[RowKeys],
+    weights: &mut [Vec<f32>],
+    parts: QuantParts<'_>,
+) {
+    let (hd, cap) = (sh.head_dim, keys.rows());
+    let QuantParts { queries, products, end } = parts;
+    queries.clear();
+    for i in tokens {
+        queries.extend_from_slice(qs(i));
+    }
+    let total = queries.len() / hd;
+    for r0 in (0..total).step_by(QUANT_ROWS) {
+        let n = QUANT_ROWS.min(total - r0);
+        products.resize(n * cap, 0.0);
+        keys.matmul_rows_here(&queries[r0 * hd..(r0 + n) * hd], n, end, &mut products[..n * cap]);
+        for (r, all) in (r0..r0 + n).zip(products.chunks_exact(cap)) {
+            let (k, h) = (r / width, r % width);
+            let row = &rows[k];
+            let m = row.count();
+            let out = &mut weights[k][h * m..(h + 1) * m];
+            for (o, &p) in out.iter_mut().zip(&all[..row.prefix]) {
+                *o = p * sh.scale;
+            }
+            for (o, &j) in out[row.prefix..].iter_mut().zip(&row.extra) {
+                *o = all[j] * sh.scale;
+            }
         }
     }
 }
@@ -1113,6 +1307,61 @@ mod tests {
     }
 
     #[test]
+    fn attention_over_quantized_keys_is_batch_invariant_and_near_the_float_keys() {
+        // SmolLM2's shape: 3 kv heads of 3 query heads each, head_dim 64; 150 cached keys (a
+        // partial last group of 16), rows alone and in a tree batch that hides some keys.
+        let (heads, kvh, d, cap) = (9, 3, 64, 150);
+        let f = |i: usize| ((i * 7919 % 1013) as f32 - 506.0) / 317.0;
+        let (cached, n) = (140, 5);
+        let mut kv = HostKv::new(1, kvh, d, cap, KvFormat::Q8Keys);
+        let mut float = HostKv::new(1, kvh, d, cap, KvFormat::F16);
+        assert_eq!(kv.format(), KvFormat::Q8Keys);
+        let k: Vec<f32> = (0..(cached + n) * kvh * d).map(f).collect();
+        let v: Vec<f32> = (0..(cached + n) * kvh * d).map(|i| f(i + 3)).collect();
+        kv.write(0, 0, &k, &v);
+        float.write(0, 0, &k, &v);
+        let q: Vec<f32> = (0..n * heads * d).map(|i| f(i + 11)).collect();
+        let row = heads * d;
+        // The batch: row t sees the cache and itself and, for odd t, the row before it.
+        let total = cached + n;
+        let mut mask = vec![false; n * total];
+        for t in 0..n {
+            mask[t * total..t * total + cached].iter_mut().for_each(|m| *m = true);
+            mask[t * total + cached + t] = true;
+            if t % 2 == 1 {
+                mask[t * total + cached + t - 1] = true;
+            }
+        }
+        let visibility = Visibility::Mask { mask: &mask, total };
+        let (mut batch, mut reference) = (Vec::new(), Vec::new());
+        kv.attend(0, &q, heads, &visibility, &mut batch);
+        float.attend(0, &q, heads, &visibility, &mut reference);
+        for t in 0..n {
+            let alone_mask = &mask[t * total..(t + 1) * total];
+            let mut alone = Vec::new();
+            let vis = Visibility::Mask { mask: alone_mask, total };
+            kv.attend(0, &q[t * row..(t + 1) * row], heads, &vis, &mut alone);
+            let ours = &batch[t * row..(t + 1) * row];
+            assert!(alone.iter().zip(ours).all(|(a, b)| a.to_bits() == b.to_bits()), "row {t} alone vs in the batch");
+        }
+        let worst = batch.iter().zip(&reference).map(|(a, b)| (a - b).abs()).fold(0.0f32, f32::max);
+        assert!(worst < 0.02, "8-bit keys and queries moved an output by {worst}");
+        // The keys read back as their exact quantized values, and write back unchanged.
+        let (k8, _) = kv.read_rows(0, 10, 3);
+        kv.write_rows(0, 20, &k8, &vec![0.0; k8.len()]);
+        assert_eq!(kv.read_rows(0, 20, 3).0, k8);
+        assert!(k8.iter().zip(float.read_rows(0, 10, 3).0).all(|(a, b)| (a - b).abs() < 0.01));
+        // Accepted tree rows move down bit for bit, and growing keeps every row.
+        let rows = |kv: &HostKv, js: &[usize]| js.iter().map(|&j| kv.read_rows(0, j, 1)).collect::<Vec<_>>();
+        let moved = rows(&kv, &[141, 142, 144]);
+        kv.compact(100, &[141, 142, 144]);
+        assert_eq!(rows(&kv, &[100, 101, 102]), moved);
+        let before = kv.read_rows(0, 0, 103);
+        kv.grow(300, 103);
+        assert_eq!(kv.read_rows(0, 0, 103), before);
+    }
+
+    #[test]
     fn axpy_paths_agree_with_scalar() {
         for simd in [false, simd_available()] {
             let (mut o, v) = (vec![1.0f32; 67], (0..67).map(|i| i as f32 * 0.5).collect::<Vec<_>>());
@@ -1298,8 +1547,9 @@ mod tests {
     #[test]
     fn write_grow_compact_keep_rows() {
         for half in [false, true] {
-            let mut kv = HostKv::new(1, 2, 2, 2, half);
-            assert_eq!(kv.is_half(), half);
+            let format = if half { KvFormat::F16 } else { KvFormat::F32 };
+            let mut kv = HostKv::new(1, 2, 2, 2, format);
+            assert_eq!(kv.format(), format);
             kv.write(0, 0, &[1.0, 1.0, 2.0, 2.0, 3.0, 3.0, 4.0, 4.0], &[0.0; 8]);
             kv.grow(4, 2);
             kv.write(0, 2, &[5.0, 5.0, 6.0, 6.0], &[0.0; 4]);

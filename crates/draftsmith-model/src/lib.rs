@@ -26,7 +26,9 @@ pub use driver::cuda_driver_present;
 pub use error::ModelError;
 pub use fingerprint::weights_sha256;
 pub use fused::{set_profiling, take_profile, ProfileSplit};
-pub use load::{build_model, load_model, LoadOptions, LoadedModel, MatmulWeights, SourceKind, DEFAULT_ACTIVATIONS};
+pub use load::{
+    build_model, load_model, KvKeys, LoadOptions, LoadedModel, MatmulWeights, SourceKind, DEFAULT_ACTIVATIONS,
+};
 pub use model::{host_f32, AttentionMask, ForwardOutput, HiddenOutput, LogitsSelect, MatrixFootprint, Model};
 pub use source::{MemorySource, WeightSource};
 pub use stream::TextStream;

@@ -107,6 +107,11 @@ impl<B: Backend> Model<B> {
         self.host.as_ref().map(|h| h.activations)
     }
 
+    /// The quantized CPU path's key cache (`None` on the dense path).
+    pub fn kv_keys(&self) -> Option<crate::load::KvKeys> {
+        self.host.as_ref().map(|h| h.kv_keys)
+    }
+
     /// Whether a token's logits are bit-identical whether it is decoded alone or verified
     /// inside a multi-token pass: true on the quantized CPU path (its kernels and attention
     /// reduce in a fixed order), not promised by burn's dense kernels on any backend.
@@ -159,8 +164,13 @@ impl<B: Backend> Model<B> {
     /// A fresh cache for this model.
     pub fn new_cache(&self, capacity: usize) -> KvCache<B> {
         if let Some(host) = &self.host {
-            let half = host.activations == draftsmith_kernels::Activations::Int8;
-            KvCache::new_host(&self.config, capacity, half, &self.device)
+            use crate::host::KvFormat;
+            let format = match (host.kv_keys, host.activations) {
+                (crate::load::KvKeys::Q8_0, _) => KvFormat::Q8Keys,
+                (_, draftsmith_kernels::Activations::Int8) => KvFormat::F16,
+                (_, draftsmith_kernels::Activations::F32) => KvFormat::F32,
+            };
+            KvCache::new_host(&self.config, capacity, format, &self.device)
         } else {
             KvCache::new(&self.config, capacity, &self.device)
         }

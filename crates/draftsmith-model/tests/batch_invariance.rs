@@ -7,15 +7,16 @@ mod common;
 use common::*;
 use draftsmith_core::DraftTree;
 use draftsmith_model::{
-    build_model, Activations, Architecture, AttentionMask, LoadOptions, LogitsSelect, MatmulWeights, MemorySource,
-    Model, ModelConfig,
+    build_model, Activations, Architecture, AttentionMask, KvKeys, LoadOptions, LogitsSelect, MatmulWeights,
+    MemorySource, Model, ModelConfig,
 };
 
-fn cpu_model(arch: Architecture, activations: Activations) -> Model<B> {
-    // 32-wide rows so every projection uses the quantized kernels (and the host attention path).
-    let config =
-        ModelConfig { vocab_size: 64, hidden_size: 32, intermediate_size: 64, head_dim: 8, ..tiny_config(arch) };
-    let options = LoadOptions::new(MatmulWeights::Quantized).with_activations(activations);
+fn cpu_model(arch: Architecture, activations: Activations, kv_keys: KvKeys) -> Model<B> {
+    // 32-wide rows so every projection uses the quantized kernels (and the host attention path);
+    // Q8_0 keys need heads of a whole block of 32.
+    let head_dim = if kv_keys == KvKeys::Q8_0 { 32 } else { 8 };
+    let config = ModelConfig { vocab_size: 64, hidden_size: 32, intermediate_size: 64, head_dim, ..tiny_config(arch) };
+    let options = LoadOptions::new(MatmulWeights::Quantized).with_activations(activations).with_kv_keys(kv_keys);
     build_model::<B>(&config, &MemorySource::random(&config, 21), options, &Default::default()).unwrap()
 }
 
@@ -25,11 +26,14 @@ fn bits(v: &[f32]) -> Vec<u32> {
 
 #[test]
 fn tree_rows_are_bit_identical_to_sequential_decoding() {
-    for (arch, activations) in [Architecture::Llama, Architecture::Qwen2]
-        .into_iter()
-        .flat_map(|a| [(a, Activations::Int8), (a, Activations::F32)])
-    {
-        let model = cpu_model(arch, activations);
+    for (arch, activations, kv_keys) in [Architecture::Llama, Architecture::Qwen2].into_iter().flat_map(|a| {
+        [
+            (a, Activations::Int8, KvKeys::Float),
+            (a, Activations::F32, KvKeys::Float),
+            (a, Activations::Int8, KvKeys::Q8_0),
+        ]
+    }) {
+        let model = cpu_model(arch, activations, kv_keys);
         let vocab = model.config().vocab_size;
         let mut rng = Lcg(3);
         for _ in 0..5 {
@@ -66,7 +70,7 @@ fn tree_rows_are_bit_identical_to_sequential_decoding() {
                 assert_eq!(
                     bits(&logits),
                     bits(&tree_logits[node * vocab..(node + 1) * vocab]),
-                    "{arch:?} {activations:?} node {node}"
+                    "{arch:?} {activations:?} {kv_keys:?} node {node}"
                 );
             }
         }

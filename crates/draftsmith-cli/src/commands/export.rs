@@ -10,7 +10,7 @@ use draftsmith_heads::WeightDtype;
 use draftsmith_train::{export_drafter, export_needs_target, run_drafter, ExportFormat, ExportOptions, ExportTarget};
 
 use crate::backend::DeviceKind;
-use crate::model_arg::{ActivationsArg, ModelArgs};
+use crate::model_arg::{ActivationsArg, KvKeysArg, ModelArgs};
 
 #[derive(Debug, Args)]
 pub struct ExportArgs {
@@ -53,8 +53,13 @@ pub fn run(args: ExportArgs) -> Result<()> {
     };
     let target = match model {
         Some(model) => {
-            let model_args =
-                ModelArgs { model, device: DeviceKind::Cpu, weights: None, activations: ActivationsArg::Int8 };
+            let model_args = ModelArgs {
+                model,
+                device: DeviceKind::Cpu,
+                weights: None,
+                activations: ActivationsArg::Int8,
+                kv_keys: KvKeysArg::Float,
+            };
             let loaded = model_args.load::<Flex>(&device)?;
             let identity = draftsmith_decode::drafters::target_identity(&loaded)?;
             Some(ExportTarget { identity, lm_head: loaded.model.lm_head_matrix().transpose() })

@@ -9,7 +9,7 @@ use draftsmith_eval::{run_recipe, DrafterRecipe, GridPoint, Recipe, RecipeEvent,
 
 use crate::eval_args::EvalArgs;
 use crate::jobs::{distill::DistillJob, train::TrainJob};
-use crate::model_arg::{ModelArgs, DEFAULT_MODEL};
+use crate::model_arg::{KvKeysArg, ModelArgs, DEFAULT_MODEL};
 
 /// Run a recipe.
 #[derive(Debug, Args)]
@@ -42,6 +42,7 @@ pub fn run(args: ReproduceArgs) -> Result<()> {
         device: args.device,
         weights: None,
         activations: args.activations,
+        kv_keys: KvKeysArg::Float,
     };
     let mut stages = Stages { recipe: &recipe, model };
     let table = run_recipe(&recipe, &args.recipe, &points, &args.results, &mut stages, &mut |event| match event {

@@ -24,6 +24,13 @@ pub fn tiny_with(arch: Architecture, seed: u64, activations: Activations) -> Mod
     build_model::<B>(&config, &MemorySource::random(&config, seed), options, &Default::default()).unwrap()
 }
 
+/// [`tiny`] with heads of 32 (one Q8_0 block) and the key cache `kv_keys`, int8 activations.
+pub fn tiny_keys(arch: Architecture, seed: u64, kv_keys: draftsmith_model::KvKeys) -> Model<B> {
+    let config = ModelConfig { head_dim: 32, ..ModelConfig::tiny(arch) };
+    let options = LoadOptions::new(MatmulWeights::Quantized).with_activations(Activations::Int8).with_kv_keys(kv_keys);
+    build_model::<B>(&config, &MemorySource::random(&config, seed), options, &Default::default()).unwrap()
+}
+
 /// [`tiny`] with dense f32 weights on burn's path (no host kernels).
 pub fn tiny_dense(arch: Architecture, seed: u64) -> Model<B> {
     let config = ModelConfig::tiny(arch);

@@ -107,6 +107,8 @@ pub struct BenchResult {
     pub device: String,
     pub weights: String,
     pub activations: String,
+    /// The attention keys' cache format: `float`, `q8_0` (`--kv-keys`), or `dense` (burn's path).
+    pub kv_keys: String,
     pub prompts: usize,
     pub new_tokens_per_prompt: usize,
     pub decode_tokens_per_s: f64,
@@ -207,6 +209,7 @@ pub fn bench_ar<B: Backend>(
         weights: format!("{:?}", target.weights).to_lowercase(),
         // The dense path (any backend) multiplies f32 activations.
         activations: model.activations().map_or("f32".into(), |a| format!("{a:?}").to_lowercase()),
+        kv_keys: model.kv_keys().map_or("dense".into(), |k| format!("{k:?}").to_lowercase()),
         prompts: prompts.len(),
         new_tokens_per_prompt: cfg.max_new_tokens,
         decode_tokens_per_s: decode_tps,

@@ -219,3 +219,59 @@ fn non_finite_activations_do_not_panic() {
         assert!(q.iter().all(|&v| v != i8::MIN));
     }
 }
+
+#[test]
+fn a_matrix_filled_row_by_row_is_the_quantized_matrix_and_rows_copy_and_grow_exactly() {
+    let mut rng = Rng::new(7);
+    let (rows, cols) = (37, 64); // three row groups, the last partial
+    let w = rng.activations(rows * cols);
+    for format in [QFormat::Q8_0, QFormat::Q4_1, QFormat::Q4_0] {
+        let whole = QMatrix::quantize(format, &w, rows, cols).unwrap();
+        let mut m = QMatrix::zeros(format, rows, cols).unwrap();
+        // Rows arrive out of order, as a cache's tree rows do.
+        for r in (0..rows).rev() {
+            m.set_row(r, &w[r * cols..][..cols]);
+        }
+        assert_eq!(dequantize_all(&m), dequantize_all(&whole), "{format:?}");
+        // Copies across groups and within one; a copy onto itself changes nothing.
+        let mut copied = m.clone();
+        for (from, to) in [(36, 2), (3, 5), (20, 20)] {
+            copied.copy_row(from, to);
+        }
+        let (a, b) = (dequantize_all(&m), dequantize_all(&copied));
+        let row = |v: &[f32], r: usize| v[r * cols..(r + 1) * cols].to_vec();
+        assert_eq!((row(&b, 2), row(&b, 5)), (row(&a, 36), row(&a, 3)), "{format:?}");
+        assert_eq!(row(&b, 20), row(&a, 20));
+        // Growing keeps the first rows; the new rows start empty.
+        let grown = m.resized(70, 33);
+        assert_eq!((grown.rows(), grown.cols()), (70, cols));
+        assert_eq!(dequantize_all(&grown)[..33 * cols], a[..33 * cols], "{format:?}");
+        assert!(dequantize_all(&grown)[48 * cols..].iter().all(|&v| v == 0.0));
+    }
+    assert!(QMatrix::zeros(QFormat::Q6K, 16, 256).is_err(), "no Q6_K quantizer");
+}
+
+#[test]
+fn a_product_over_the_first_rows_is_the_full_products_first_rows() {
+    let mut rng = Rng::new(8);
+    let (rows, cols, n) = (53, 64, 11); // two tiles of activation rows
+    let m = QMatrix::quantize_q8_0(&rng.activations(rows * cols), rows, cols).unwrap();
+    let x = rng.activations(n * cols);
+    let mut full = vec![0.0; n * rows];
+    m.matmul_mode(crate::Activations::Int8, &x, n, &mut full);
+    for limit in [0, 1, 16, 17, 40, 53] {
+        let mut part = vec![f32::NAN; n * rows];
+        m.matmul_rows_here(&x, n, limit, &mut part);
+        let groups_end = limit.div_ceil(16) * 16;
+        for c in 0..n {
+            for r in 0..rows {
+                let (got, want) = (part[c * rows + r], full[c * rows + r]);
+                if r < groups_end.min(rows) {
+                    assert_eq!(got.to_bits(), want.to_bits(), "limit {limit}, row {c}, key {r}");
+                } else {
+                    assert!(got.is_nan(), "limit {limit}: row {r} past the last group left as it was");
+                }
+            }
+        }
+    }
+}
