@@ -487,3 +487,67 @@ fn drafting_stops_below_the_first_unsure_node_and_goes_deep_on_sure_ones() {
         "stopping {cost:.0} ms vs a depth chosen before {fixed_depth:.0} ms ({n} tokens)"
     );
 }
+
+/// Drafts `len` tokens along `reference`, wrong ones (its least sure node class) until the
+/// context reaches `switch` tokens and right ones (its surest) from there: a cheap copying
+/// method whose prompt stops matching and then matches again.
+struct Turning {
+    reference: Vec<u32>,
+    len: usize,
+    switch: usize,
+    vocab: usize,
+    right: bool,
+}
+
+impl Proposer for Turning {
+    fn name(&self) -> &str {
+        "turning"
+    }
+
+    fn propose(&mut self, ctx: &DraftContext<'_>) -> Result<DraftTree, DecodeError> {
+        let at = ctx.tokens.len();
+        self.right = at >= self.switch;
+        let mut tree = DraftTree::new();
+        for i in 0..self.len.min(self.reference.len().saturating_sub(at)) {
+            let right = self.reference[at + i];
+            tree.push(if self.right { right } else { (right + 1) % self.vocab as u32 }, i.checked_sub(1));
+        }
+        Ok(tree)
+    }
+
+    fn node_classes(&self, tree: &DraftTree) -> Option<Vec<usize>> {
+        Some(vec![if self.right { 0 } else { 3 }; tree.len()])
+    }
+}
+
+#[test]
+fn a_cheap_method_that_went_cold_is_asked_every_step_and_its_sure_drafts_are_kept_at_once() {
+    let Case { model, prompt, want, reference } = case(Architecture::Llama, 11, 12, 260);
+    let (vocab, n) = (model.config().vocab_size, want.len());
+    // 150 tokens of wrong drafts (cold: probes back off to one in 64 steps and more), then
+    // right ones, classed as sure.
+    let switch = prompt.len() + 150;
+    let inner = Turning { reference, len: 6, switch, vocab, right: false };
+    let mut auto = Auto::with_fixed_cost(Box::new(inner), cost_model());
+    let got = generate_speculative(&model, &prompt, n, &[], &mut auto).unwrap();
+    assert_eq!(got.tokens, want, "lossless");
+    let mut at = prompt.len() + 1;
+    let mut first = None;
+    for (i, s) in got.steps.iter().enumerate() {
+        if at >= switch && s.accepted > 0 {
+            first = Some(i);
+            break;
+        }
+        at += s.emitted;
+    }
+    let cold_until = got.steps.iter().scan(prompt.len() + 1, |t, s| {
+        *t += s.emitted;
+        Some(*t)
+    });
+    let switch_step = cold_until.take_while(|&t| t <= switch).count();
+    let first = first.expect("the right drafts are accepted");
+    assert!(first <= switch_step + 1, "first accepted draft at step {first}, drafts right from step {switch_step}");
+    // Before the switch it was cold: few drafts verified.
+    let before = got.steps[..switch_step].iter().filter(|s| s.tree_size > 0).count();
+    assert!(before <= 12, "{before} drafts verified in {switch_step} cold steps");
+}
