@@ -531,21 +531,18 @@ fn a_cheap_method_that_went_cold_is_asked_every_step_and_its_sure_drafts_are_kep
     let mut auto = Auto::with_fixed_cost(Box::new(inner), cost_model());
     let got = generate_speculative(&model, &prompt, n, &[], &mut auto).unwrap();
     assert_eq!(got.tokens, want, "lossless");
-    let mut at = prompt.len() + 1;
-    let mut first = None;
-    for (i, s) in got.steps.iter().enumerate() {
-        if at >= switch && s.accepted > 0 {
-            first = Some(i);
-            break;
-        }
-        at += s.emitted;
-    }
-    let cold_until = got.steps.iter().scan(prompt.len() + 1, |t, s| {
-        *t += s.emitted;
-        Some(*t)
-    });
-    let switch_step = cold_until.take_while(|&t| t <= switch).count();
-    let first = first.expect("the right drafts are accepted");
+    // The context each step drafts after: the prompt, the prefill's token, what steps emitted.
+    let before_step: Vec<usize> = got
+        .steps
+        .iter()
+        .scan(prompt.len() + 1, |t, s| {
+            let at = *t;
+            *t += s.emitted;
+            Some(at)
+        })
+        .collect();
+    let switch_step = before_step.iter().position(|&t| t >= switch).expect("the generation passes the switch");
+    let first = (switch_step..got.steps.len()).find(|&i| got.steps[i].accepted > 0).expect("right drafts are accepted");
     assert!(first <= switch_step + 1, "first accepted draft at step {first}, drafts right from step {switch_step}");
     // Before the switch it was cold: few drafts verified.
     let before = got.steps[..switch_step].iter().filter(|s| s.tree_size > 0).count();

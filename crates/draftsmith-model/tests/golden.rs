@@ -31,6 +31,10 @@ const INT8_MARGIN: f64 = 2.0;
 /// With Q8_0 keys the queries are quantized too: measured 1.63 on SmolLM2 (`chatml_capital`)
 /// against 1.30 with f16 keys; the bound is llama.cpp's own deviation from the reference.
 const Q8_KEYS_TOLERANCE: f32 = 1.8;
+/// Qwen2.5's keys (a biased projection) carry a few channels far larger than the rest, and a
+/// 32-value block shares its scale with them: measured 2.67 on `code_python` (0.38 with f16
+/// keys), so Q8_0 keys are not for this family; the bound records it.
+const QWEN_Q8_KEYS_TOLERANCE: f32 = 3.0;
 
 fn load(path: &std::path::Path, matmul: MatmulWeights) -> LoadedModel<B> {
     load_model::<B>(path, LoadOptions::new(matmul), &Default::default()).unwrap()
@@ -54,6 +58,11 @@ fn load_int8(path: &std::path::Path) -> LoadedModel<B> {
     .unwrap()
 }
 
+fn load_q8_keys(path: &std::path::Path) -> LoadedModel<B> {
+    let options = LoadOptions::new(MatmulWeights::Quantized).with_kv_keys(KvKeys::Q8_0);
+    load_model::<B>(path, options, &Default::default()).unwrap()
+}
+
 #[test]
 fn smollm2_logits_match_the_numpy_reference() {
     let Some(path) = model_file("smollm2-135m") else { return };
@@ -62,13 +71,12 @@ fn smollm2_logits_match_the_numpy_reference() {
     check_model(&load(&path, MatmulWeights::Dense), &golden, (0.02, MARGIN), "dense f32");
     check_model(&load_f32(&path), &golden, (0.02, MARGIN), "quantized, f32 activations");
     check_model(&load_int8(&path), &golden, (INT8_TOLERANCE, INT8_MARGIN), "quantized, int8 activations");
-    let q8_keys = load_model::<B>(
-        &path,
-        LoadOptions::new(MatmulWeights::Quantized).with_kv_keys(KvKeys::Q8_0),
-        &Default::default(),
-    )
-    .unwrap();
-    check_model(&q8_keys, &golden, (Q8_KEYS_TOLERANCE, INT8_MARGIN), "quantized, int8 activations, Q8_0 keys");
+    check_model(
+        &load_q8_keys(&path),
+        &golden,
+        (Q8_KEYS_TOLERANCE, INT8_MARGIN),
+        "quantized, int8 activations, Q8_0 keys",
+    );
 }
 
 #[test]
@@ -101,5 +109,11 @@ fn qwen05_logits_match_the_numpy_reference() {
         &golden,
         (INT8_TOLERANCE, INT8_MARGIN),
         "qwen quantized (Q5_0, Q4_K and Q6_K kept), int8 activations",
+    );
+    check_model(
+        &load_q8_keys(&path),
+        &golden,
+        (QWEN_Q8_KEYS_TOLERANCE, INT8_MARGIN),
+        "qwen quantized, int8 activations, Q8_0 keys",
     );
 }
