@@ -138,6 +138,27 @@ thread_local! {
 
 /// `y[n, rows] = x[n, cols] · Wᵀ` on `path`, which the caller has checked is supported.
 pub(crate) fn matmul_impl(m: &QMatrix, path: KernelPath, x: &[f32], n: usize, y: &mut [f32]) {
+    with_quantized(m, path, (x, n), y, |act, y| run(m, path, act, y));
+}
+
+/// [`matmul_impl`] for row groups `0..groups` only, on the calling thread (the same arithmetic
+/// per value).
+pub(crate) fn matmul_rows_here(m: &QMatrix, path: KernelPath, x: &[f32], n: usize, groups: usize, y: &mut [f32]) {
+    with_quantized(m, path, (x, n), y, |act, y| {
+        compute(m, path, act, 0..groups.min(m.groups()), &DisjointSlice::new(y));
+    });
+}
+
+/// Checks the shapes of `y[n, rows] = x[n, cols] · Wᵀ`, quantizes `x` for `path` into this
+/// thread's activation scratch and hands it to `product` with `y` (nothing to do when there are
+/// no rows).
+fn with_quantized(
+    m: &QMatrix,
+    path: KernelPath,
+    (x, n): (&[f32], usize),
+    y: &mut [f32],
+    product: impl FnOnce(&ActQuant, &mut [f32]),
+) {
     assert_eq!(x.len(), n * m.cols(), "x must hold n * cols values");
     assert_eq!(y.len(), n * m.rows(), "y must hold n * rows values");
     if n == 0 || m.rows() == 0 {
@@ -145,21 +166,7 @@ pub(crate) fn matmul_impl(m: &QMatrix, path: KernelPath, x: &[f32], n: usize, y:
     }
     crate::pool::with_thread_scratch(&SCRATCH, |act: &mut ActQuant| {
         act.quantize(x, n, m.cols(), path, m.format() == QFormat::Q6K);
-        run(m, path, act, y);
-    });
-}
-
-/// [`matmul_impl`] for row groups `0..groups` only, on the calling thread (the same arithmetic
-/// per value).
-pub(crate) fn matmul_rows_here(m: &QMatrix, path: KernelPath, x: &[f32], n: usize, groups: usize, y: &mut [f32]) {
-    assert_eq!(x.len(), n * m.cols(), "x must hold n * cols values");
-    assert_eq!(y.len(), n * m.rows(), "y must hold n * rows values");
-    if n == 0 || groups == 0 {
-        return;
-    }
-    crate::pool::with_thread_scratch(&SCRATCH, |act: &mut ActQuant| {
-        act.quantize(x, n, m.cols(), path, m.format() == QFormat::Q6K);
-        compute(m, path, act, 0..groups.min(m.groups()), &DisjointSlice::new(y));
+        product(act, y);
     });
 }
 

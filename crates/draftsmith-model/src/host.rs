@@ -99,8 +99,7 @@ pub(crate) enum ValueStore {
     F16(Buffers<f16>),
 }
 
-/// Runs `$body` with `$b` bound to the [`Buffers`] of a [`ValueStore`] (or of a
-/// [`KeyStore`]'s plain formats, with `$q8` run for its quantized one), whatever the element.
+/// Runs `$body` with `$b` bound to the [`Buffers`] of a [`ValueStore`], whatever the element.
 macro_rules! with_values {
     ($store:expr, $b:ident => $body:expr) => {
         match $store {
@@ -109,6 +108,8 @@ macro_rules! with_values {
         }
     };
 }
+/// Runs `$body` with `$b` bound to the [`Buffers`] of a [`KeyStore`]'s plain formats, whatever
+/// the element, and `$q8` with `$m` bound to its quantized one's matrices.
 macro_rules! with_keys {
     ($store:expr, $b:ident => $body:expr, $m:ident => $q8:expr) => {
         match $store {
@@ -687,9 +688,8 @@ struct UnitScratch {
     rows: Vec<RowKeys>,
     weights: Vec<Vec<f32>>,
     sums: Vec<f32>,
-    /// Key blocks up to the last visible key of any row.
-    blocks: usize,
-    /// One past the last visible key of any row.
+    /// One past the last visible key of any row (the key blocks walked: `end / KEY_BLOCK`,
+    /// rounded up).
     end: usize,
     /// The query rows of a quantized-key unit, `[tokens × width, head_dim]`.
     queries: Vec<f32>,
@@ -715,12 +715,11 @@ impl UnitScratch {
             end = end.max(r.extra.last().map_or(r.prefix, |&j| j + 1));
             self.weights[k].resize(width * r.count(), 0.0);
         }
-        self.blocks = end.div_ceil(KEY_BLOCK);
         self.end = end;
         for r in &mut self.rows[..rows] {
             let extra = &r.extra;
             r.cuts.clear();
-            r.cuts.extend((0..=self.blocks).map(|b| extra.partition_point(|&j| j < b * KEY_BLOCK)));
+            r.cuts.extend((0..=end.div_ceil(KEY_BLOCK)).map(|b| extra.partition_point(|&j| j < b * KEY_BLOCK)));
         }
         self.sums.clear();
         self.sums.resize(rows * width, 0.0);
@@ -747,12 +746,13 @@ fn unit_body<'q, T: KvElem>(
     dst: &RowsPtr<'_>,
 ) {
     let (hd, width) = (sh.head_dim, heads.len());
-    let UnitScratch { rows, weights, sums, blocks, end, queries, products } = s;
+    let UnitScratch { rows, weights, sums, end, queries, products } = s;
+    let blocks = end.div_ceil(KEY_BLOCK);
     let rows = &rows[..tokens.len()];
     // Scores.
     match keys {
         UnitKeys::Plain(keys) => {
-            for b in 0..*blocks {
+            for b in 0..blocks {
                 for (k, i) in tokens.clone().enumerate() {
                     let (m, ((run, lo), (extra, el))) = (rows[k].count(), rows[k].in_block(b));
                     if run.len > 0 {
@@ -777,7 +777,7 @@ fn unit_body<'q, T: KvElem>(
         }
     }
     // Weighted sums of the values (the accumulators wait in the output rows between blocks).
-    for b in 0..*blocks {
+    for b in 0..blocks {
         for (k, i) in tokens.clone().enumerate() {
             let (m, ((run, lo), (extra, el))) = (rows[k].count(), rows[k].in_block(b));
             // SAFETY: a unit writes only the rows of its own kv head and tokens.
