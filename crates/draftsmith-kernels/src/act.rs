@@ -125,18 +125,18 @@ impl ActQuant {
     pub(crate) fn quantize(&mut self, x: &[f32], n: usize, cols: usize, path: KernelPath, halves: bool) {
         assert_eq!(x.len(), n * cols, "activation length must be n * cols");
         assert_eq!(cols % QK, 0, "cols must be a multiple of 32");
-        self.n = n;
-        self.cols = cols;
+        if path != KernelPath::Scalar {
+            let shared = self.packed_for(n, cols, path, halves);
+            // SAFETY: one thread quantizes the whole input (the only share of a 1-way split).
+            return unsafe { shared.quantize_part(x, 0, 1) };
+        }
+        (self.n, self.cols) = (n, cols);
         self.tiles.clear();
         self.tiles.extend(tile_split(n, path.tile_width()));
-        if path != KernelPath::Scalar {
-            self.quantize_packed(x, path, halves);
-        } else {
-            self.quantize_rows(x, path);
-            self.lo.clear();
-            if halves {
-                self.lo.extend(self.qs.chunks_exact(QK).map(first_half));
-            }
+        self.quantize_rows(x, path);
+        self.lo.clear();
+        if halves {
+            self.lo.extend(self.qs.chunks_exact(QK).map(first_half));
         }
     }
 
@@ -158,67 +158,34 @@ impl ActQuant {
         jobs.into_par_iter().for_each(|((x, qs), (d, sum))| quantize_blocks(path, x, qs, d, sum));
     }
 
-    /// Straight into the per-tile layout of [`Packed`], tiles split over the kernel pool's
-    /// threads when there are several and enough values.
-    fn quantize_packed(&mut self, x: &[f32], path: KernelPath, halves: bool) {
-        let (n, cols, nb) = (self.n, self.cols, self.cols / QK);
+    /// Sizes the per-tile layout of [`Packed`] for `n × cols` values on the SIMD path `path`
+    /// (with `halves` as in [`ActQuant::quantize`]) and returns the handle through which threads
+    /// quantize shares of the input side by side and then read the tiles ([`SharedAct`]).
+    pub(crate) fn packed_for(&mut self, n: usize, cols: usize, path: KernelPath, halves: bool) -> SharedAct<'_> {
+        assert_eq!(cols % QK, 0, "cols must be a multiple of 32");
+        assert_ne!(path, KernelPath::Scalar, "the scalar path keeps row-major rows");
+        (self.n, self.cols) = (n, cols);
+        self.tiles.clear();
+        self.tiles.extend(tile_split(n, path.tile_width()));
+        let nb = cols / QK;
         let p = &mut self.packed;
         p.qs.resize(n * cols, 0);
         p.d.resize(n * nb, 0.0);
         p.dsum.resize(n * nb, 0.0);
         p.bias.resize(n * nb, 0);
         p.half_bias.resize(if halves { 2 * n * nb } else { 0 }, 0);
-        let (qs, d, dsum, bias, half) = (
-            DisjointSlice::new(&mut p.qs),
-            DisjointSlice::new(&mut p.d),
-            DisjointSlice::new(&mut p.dsum),
-            DisjointSlice::new(&mut p.bias),
-            DisjointSlice::new(&mut p.half_bias),
-        );
-        let tiles = &self.tiles;
-        let work = |t: usize, threads: usize| {
-            for &(c0, cn) in &tiles[crate::pool::split(tiles.len(), t, threads)] {
-                // SAFETY: tiles are disjoint row ranges and each is handed to one thread only.
-                let (tq, td, ts, tb) = unsafe {
-                    (
-                        qs.part(c0 * cols, cn * cols),
-                        d.part(c0 * nb, cn * nb),
-                        dsum.part(c0 * nb, cn * nb),
-                        bias.part(c0 * nb, cn * nb),
-                    )
-                };
-                let mut sum = [0i32; 1];
-                for r in 0..cn {
-                    for b in 0..nb {
-                        let i = b * cn + r;
-                        quantize_blocks(
-                            path,
-                            &x[(c0 + r) * cols + b * QK..][..QK],
-                            &mut tq[i * QK..][..QK],
-                            &mut td[i..i + 1],
-                            &mut sum,
-                        );
-                        ts[i] = td[i] * sum[0] as f32;
-                        tb[i] = -128 * sum[0];
-                        if halves {
-                            let h = half_bias(sum[0], first_half(&tq[i * QK..][..QK]));
-                            // SAFETY: as above (the tile's halves, two per block and row).
-                            unsafe { half.part(2 * (c0 * nb + i), 2) }.copy_from_slice(&h);
-                        }
-                    }
-                }
-            }
-        };
-        if tiles.len() > 1 && n * cols >= PARALLEL_VALUES / 4 {
-            crate::Pool::global().run(&work);
-        } else {
-            work(0, 1);
+        SharedAct {
+            path,
+            n,
+            cols,
+            halves,
+            tiles: &self.tiles,
+            qs: DisjointSlice::new(&mut p.qs),
+            d: DisjointSlice::new(&mut p.d),
+            dsum: DisjointSlice::new(&mut p.dsum),
+            bias: DisjointSlice::new(&mut p.bias),
+            half_bias: DisjointSlice::new(&mut p.half_bias),
         }
-    }
-
-    /// The tiles of the last [`ActQuant::quantize`].
-    pub(crate) fn tiles(&self) -> &[(usize, usize)] {
-        &self.tiles
     }
 
     /// Tile `i` in the packed layout (SIMD paths only).
@@ -250,6 +217,140 @@ impl ActQuant {
             sum: &self.sum[c * nb..][..nb],
             lo: if self.lo.is_empty() { &[] } else { &self.lo[c * nb..][..nb] },
         }
+    }
+}
+
+/// Where a product's kernels read its quantized activations: tiles of rows, packed per tile
+/// on the SIMD paths ([`PackedTile`]) or row by row on the scalar path ([`ActRow`]).
+pub(crate) trait ActTiles: Sync {
+    /// `(first row, rows)` of each tile.
+    fn tiles(&self) -> &[(usize, usize)];
+    /// Tile `i` in the packed layout (SIMD paths).
+    fn packed_tile(&self, i: usize) -> PackedTile<'_>;
+    /// Row `c` (scalar path).
+    fn row(&self, c: usize) -> ActRow<'_>;
+}
+
+impl ActTiles for ActQuant {
+    /// The tiles of the last [`ActQuant::quantize`].
+    fn tiles(&self) -> &[(usize, usize)] {
+        &self.tiles
+    }
+
+    fn packed_tile(&self, i: usize) -> PackedTile<'_> {
+        ActQuant::packed_tile(self, i)
+    }
+
+    fn row(&self, c: usize) -> ActRow<'_> {
+        ActQuant::row(self, c)
+    }
+}
+
+/// The packed activations of [`ActQuant::packed_for`], shared by the threads of one product:
+/// each quantizes its share of the blocks ([`SharedAct::quantize_part`]), and once all have,
+/// every thread reads every tile ([`SharedAct::ready`]). So the input is quantized by all
+/// threads at once, inside the product's own job, instead of by the calling thread while the
+/// others wait. A block's values do not depend on the split.
+pub(crate) struct SharedAct<'a> {
+    path: KernelPath,
+    n: usize,
+    cols: usize,
+    halves: bool,
+    tiles: &'a [(usize, usize)],
+    qs: DisjointSlice<'a, i8>,
+    d: DisjointSlice<'a, f32>,
+    dsum: DisjointSlice<'a, f32>,
+    bias: DisjointSlice<'a, i32>,
+    half_bias: DisjointSlice<'a, i32>,
+}
+
+impl SharedAct<'_> {
+    /// Quantizes share `part` of `parts` of the input's blocks (`x`: `n × cols`, row-major),
+    /// split evenly in their packed order.
+    ///
+    /// # Safety
+    /// Within one split (one `parts`), no two calls for the same `part` run at once, and no
+    /// tile is read ([`SharedAct::ready`]) while any call runs.
+    pub(crate) unsafe fn quantize_part(&self, x: &[f32], part: usize, parts: usize) {
+        assert_eq!(x.len(), self.n * self.cols, "activation length must be n * cols");
+        // The blocks are taken in their order in [`Packed`] (tile by tile, block by block, row
+        // by row), so each share writes one contiguous range and no cache line but the ends'
+        // is written by two threads. Up to CHUNK blocks at a time are gathered from their rows
+        // and quantized together straight into place.
+        const CHUNK: usize = 64;
+        let mut gathered = [0f32; CHUNK * QK];
+        let mut sum = [0i32; CHUNK];
+        let nb = self.cols / QK;
+        let blocks = crate::pool::split(self.n * nb, part, parts);
+        let (mut i, mut tile) = (blocks.start, 0);
+        while i < blocks.end {
+            while (self.tiles[tile].0 + self.tiles[tile].1) * nb <= i {
+                tile += 1;
+            }
+            let (c0, cn) = self.tiles[tile];
+            let k = ((c0 + cn) * nb).min(blocks.end).min(i + CHUNK) - i;
+            for (j, dst) in gathered.chunks_exact_mut(QK).take(k).enumerate() {
+                let (b, r) = ((i + j - c0 * nb) / cn, (i + j - c0 * nb) % cn);
+                dst.copy_from_slice(&x[(c0 + r) * self.cols + b * QK..][..QK]);
+            }
+            // SAFETY: blocks `i .. i + k` belong to this share alone, and the caller runs each
+            // share once.
+            let (q, d) = unsafe { (self.qs.part(i * QK, k * QK), self.d.part(i, k)) };
+            quantize_blocks(self.path, &gathered[..k * QK], q, d, &mut sum[..k]);
+            // SAFETY: as above.
+            let (dsum, bias) = unsafe { (self.dsum.part(i, k), self.bias.part(i, k)) };
+            for j in 0..k {
+                dsum[j] = d[j] * sum[j] as f32;
+                bias[j] = -128 * sum[j];
+            }
+            if self.halves {
+                // SAFETY: as above (two per block).
+                let half = unsafe { self.half_bias.part(2 * i, 2 * k) };
+                for (j, h) in half.chunks_exact_mut(2).enumerate() {
+                    h.copy_from_slice(&half_bias(sum[j], first_half(&q[j * QK..][..QK])));
+                }
+            }
+            i += k;
+        }
+    }
+
+    /// Read access to the tiles.
+    ///
+    /// # Safety
+    /// Every share of the split has been quantized, and none is quantized again while the
+    /// result lives.
+    pub(crate) unsafe fn ready(&self) -> ReadyAct<'_, '_> {
+        ReadyAct(self)
+    }
+}
+
+/// [`SharedAct`] once every share is quantized ([`SharedAct::ready`]).
+pub(crate) struct ReadyAct<'s, 'a>(&'s SharedAct<'a>);
+
+impl ActTiles for ReadyAct<'_, '_> {
+    fn tiles(&self) -> &[(usize, usize)] {
+        self.0.tiles
+    }
+
+    fn packed_tile(&self, i: usize) -> PackedTile<'_> {
+        let a = self.0;
+        let (c0, cn) = a.tiles[i];
+        let nb = a.cols / QK;
+        // SAFETY: `ready`'s contract: every block is written and none is written any more.
+        unsafe {
+            PackedTile {
+                qs: a.qs.get(c0 * a.cols, cn * a.cols),
+                d: a.d.get(c0 * nb, cn * nb),
+                dsum: a.dsum.get(c0 * nb, cn * nb),
+                bias: a.bias.get(c0 * nb, cn * nb),
+                half_bias: if a.halves { a.half_bias.get(2 * c0 * nb, 2 * cn * nb) } else { &[] },
+                cn,
+            }
+        }
+    }
+
+    fn row(&self, _c: usize) -> ActRow<'_> {
+        unreachable!("the packed layout of the SIMD paths has no row-major rows")
     }
 }
 

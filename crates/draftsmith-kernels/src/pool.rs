@@ -205,6 +205,37 @@ impl<'a, T> DisjointSlice<'a, T> {
         // exclusively for `'a`.
         unsafe { std::slice::from_raw_parts_mut(self.ptr.add(at), len) }
     }
+
+    /// `data[at .. at + len]` to read (bounds checked).
+    ///
+    /// # Safety
+    /// No part overlapping it may be alive, nor be written, while the result is.
+    pub unsafe fn get(&self, at: usize, len: usize) -> &[T] {
+        assert!(
+            at.checked_add(len).is_some_and(|end| end <= self.len),
+            "range {at}+{len} beyond a slice of {}",
+            self.len
+        );
+        // SAFETY: in bounds; the caller keeps writers away while it reads.
+        unsafe { std::slice::from_raw_parts(self.ptr.add(at), len) }
+    }
+}
+
+/// A meeting point inside one [`Pool::run`]: [`Barrier::wait`] returns once all of the run's
+/// `threads` threads have called it, and everything each wrote before calling it is then visible
+/// to all (for a job in two phases, e.g. quantize shares of the input, then multiply). One use
+/// per run; with `threads = 1` (a nested or busy run going inline) it returns at once.
+#[derive(Default)]
+pub(crate) struct Barrier(AtomicUsize);
+
+impl Barrier {
+    pub(crate) fn wait(&self, threads: usize) {
+        self.0.fetch_add(1, Ordering::AcqRel);
+        let mut wait = Backoff::new();
+        while self.0.load(Ordering::Acquire) < threads {
+            wait.pause();
+        }
+    }
 }
 
 fn worker(s: &'static Shared, thread: usize, threads: usize) {
@@ -324,6 +355,20 @@ mod tests {
             total.fetch_add(1, Ordering::Relaxed);
         });
         assert_eq!(total.load(Ordering::Relaxed), 2);
+    }
+
+    #[test]
+    fn a_barrier_lets_no_thread_past_before_all_have_written() {
+        let pool = Pool::new(3);
+        for _ in 0..200 {
+            let written: Vec<AtomicUsize> = (0..3).map(|_| AtomicUsize::new(0)).collect();
+            let barrier = Barrier::default();
+            pool.run(&|t, n| {
+                written[t].store(1, Ordering::Relaxed);
+                barrier.wait(n);
+                assert!(written.iter().all(|w| w.load(Ordering::Relaxed) == 1), "thread {t} passed early");
+            });
+        }
     }
 
     #[test]

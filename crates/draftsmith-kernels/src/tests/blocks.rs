@@ -275,3 +275,47 @@ fn a_product_over_the_first_rows_is_the_full_products_first_rows() {
         }
     }
 }
+
+/// One packed tile's quantized values, scale bits, `d·Σq` bits, biases and half biases.
+type TileContents = (Vec<i8>, Vec<u32>, Vec<u32>, Vec<i32>, Vec<i32>);
+
+/// The packed tiles as plain vectors, for comparing two quantizations.
+fn packed_contents(act: &impl crate::act::ActTiles) -> Vec<TileContents> {
+    let bits = |v: &[f32]| v.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+    (0..act.tiles().len())
+        .map(|i| {
+            let t = act.packed_tile(i);
+            (t.qs.to_vec(), bits(t.d), bits(t.dsum), t.bias.to_vec(), t.half_bias.to_vec())
+        })
+        .collect()
+}
+
+#[test]
+fn activations_quantized_in_shares_by_several_threads_are_the_whole_quantized_at_once() {
+    use crate::act::{ActQuant, ActTiles};
+    use crate::KernelPath;
+    let mut rng = Rng::new(34);
+    let simd = KernelPath::ALL.into_iter().filter(|&p| p != KernelPath::Scalar && p.is_supported());
+    for path in simd {
+        for (n, cols, halves) in [(1, 64, false), (2, 576, true), (8, 96, false), (17, 160, true), (64, 32, false)] {
+            let x: Vec<f32> = (0..n * cols).map(|_| rng.unit() * 8.0 - 4.0).collect();
+            let mut whole = ActQuant::default();
+            whole.quantize(&x, n, cols, path, halves);
+            let expected = packed_contents(&whole);
+            for parts in 1..=5 {
+                let mut act = ActQuant::default();
+                let shared = act.packed_for(n, cols, path, halves);
+                // Shares in reverse order, each once, before any read: the contract of
+                // `quantize_part` and `ready`.
+                for part in (0..parts).rev() {
+                    // SAFETY: as above.
+                    unsafe { shared.quantize_part(&x, part, parts) };
+                }
+                // SAFETY: every share is done.
+                let ready = unsafe { shared.ready() };
+                assert_eq!(ready.tiles(), whole.tiles(), "{path:?} n={n}");
+                assert!(packed_contents(&ready) == expected, "{path:?} n={n} cols={cols} parts={parts}");
+            }
+        }
+    }
+}
