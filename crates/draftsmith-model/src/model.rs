@@ -50,7 +50,9 @@ pub struct HiddenOutput<B: Backend> {
 /// A tensor's values on the host as f32, on any backend: the one device → host copy of logits
 /// and hidden states that decoding, distillation and the eval read.
 pub fn host_f32<B: Backend, const D: usize>(t: Tensor<B, D>) -> Vec<f32> {
-    t.into_data().convert::<f32>().to_vec::<f32>().expect("a float tensor")
+    // `into_vec`: the tensor's own buffer where the backend can give it up (no copy of a
+    // verify pass's logits, 1.5 MB for 8 rows of SmolLM2).
+    t.into_data().convert::<f32>().into_vec::<f32>().expect("a float tensor")
 }
 
 /// See [`Model::matrix_footprint`].
@@ -405,7 +407,7 @@ impl<B: Backend> Model<B> {
     ) -> (Option<Tensor<B, 2>>, HiddenOutput<B>) {
         let (n, d) = (tokens.len(), self.config.hidden_size);
         let (cos, sin) = self.rope.host_tables(positions);
-        let mut x = self.embed_tokens(tokens).into_data().convert::<f32>().to_vec::<f32>().expect("f32 embeddings");
+        let mut x = host_f32(self.embed_tokens(tokens));
         let cached = cache.len();
         let visibility = match mask {
             AttentionMask::Causal => host::Visibility::Causal { cached },
