@@ -51,6 +51,9 @@ pub struct PassTiming {
     pub matrices_ms: f64,
     pub attention_ms: f64,
     pub other_ms: f64,
+    /// The median over rounds of this size's time over the first size's in the same round
+    /// ([`time_passes`]): a ratio the host's drift between rounds does not bias.
+    pub over_first: f64,
 }
 
 /// A cache holding `context` tokens of a fixed synthetic prefix, to time passes against.
@@ -67,42 +70,82 @@ pub fn cached_context<B: Backend>(
     Ok(cache)
 }
 
-/// Times the verification of `n` tokens of `shape` (all logits) after the `cache`'s context,
-/// `runs` times, rolling the cache back after each.
-pub fn time_pass<B: Backend>(
+/// Times the verification of `n` tokens of `shape` (all logits) for each `n` of `sizes` after
+/// the `cache`'s context, `runs` rounds, rolling the cache back after each pass. A round times
+/// one pass of every size (starting one size further each round), so every size is measured
+/// across the same stretch of time and a host that speeds up or slows down between rounds
+/// moves all sizes alike; one untimed round first warms the caches and the scratch buffers.
+pub fn time_passes<B: Backend>(
     model: &Model<B>,
     cache: &mut draftsmith_model::KvCache<B>,
     shape: DraftShape,
-    n: usize,
+    sizes: &[usize],
     runs: usize,
-) -> Result<PassTiming, ModelError> {
-    let context = cache.len();
-    let tree = shape.tree(n, model.config().vocab_size, 4 + n as u64);
-    let (mask, positions) = if n == 1 {
-        (AttentionMask::Causal, vec![context])
-    } else {
-        (AttentionMask::Visible(tree.visibility(context)), tree.positions(context - 1))
-    };
-    let runs = runs.max(1);
-    let mut times = Vec::with_capacity(runs);
-    // One untimed pass warms the caches and the scratch buffers.
-    for timed in std::iter::once(false).chain(std::iter::repeat_n(true, runs)) {
-        if timed && times.is_empty() {
-            take_profile();
-            set_profiling(true);
-        }
-        let start = Instant::now();
-        let out = model.forward(tree.tokens(), &positions, &mask, LogitsSelect::All, cache)?;
-        let _ = out.logits.into_data();
-        if timed {
-            times.push(start.elapsed().as_secs_f64() * 1e3);
-        }
-        cache.truncate(context);
+) -> Result<Vec<PassTiming>, ModelError> {
+    if sizes.is_empty() {
+        return Ok(Vec::new());
     }
+    let context = cache.len();
+    let passes: Vec<_> = sizes
+        .iter()
+        .map(|&n| {
+            let tree = shape.tree(n, model.config().vocab_size, 4 + n as u64);
+            let (mask, positions) = if n == 1 {
+                (AttentionMask::Causal, vec![context])
+            } else {
+                (AttentionMask::Visible(tree.visibility(context)), tree.positions(context - 1))
+            };
+            (tree, mask, positions)
+        })
+        .collect();
+    let runs = runs.max(1);
+    // Per size: wall ms of each round, and the summed matrix and attention seconds.
+    let mut times = vec![Vec::with_capacity(runs); sizes.len()];
+    let mut split = vec![(0.0, 0.0); sizes.len()];
+    set_profiling(true);
+    let result = (|| -> Result<(), ModelError> {
+        for round in 0..=runs {
+            for k in 0..sizes.len() {
+                let i = (k + round) % sizes.len();
+                let (tree, mask, positions) = &passes[i];
+                take_profile();
+                let start = Instant::now();
+                let out = model.forward(tree.tokens(), positions, mask, LogitsSelect::All, cache)?;
+                let _ = out.logits.into_data();
+                let ms = start.elapsed().as_secs_f64() * 1e3;
+                let parts = take_profile();
+                cache.truncate(context);
+                if round > 0 {
+                    times[i].push(ms);
+                    split[i].0 += parts.matrices_s;
+                    split[i].1 += parts.attention_s;
+                }
+            }
+        }
+        Ok(())
+    })();
     set_profiling(false);
-    let split = take_profile();
-    times.sort_by(f64::total_cmp);
-    let per_run = |s: f64| s * 1e3 / runs as f64;
-    let (ms, matrices_ms, attention_ms) = (times[runs / 2], per_run(split.matrices_s), per_run(split.attention_s));
-    Ok(PassTiming { n, ms, matrices_ms, attention_ms, other_ms: (ms - matrices_ms - attention_ms).max(0.0) })
+    result?;
+    let median = |mut v: Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    Ok(sizes
+        .iter()
+        .enumerate()
+        .map(|(i, &n)| {
+            let ms = median(times[i].clone());
+            let over_first = median(times[i].iter().zip(&times[0]).map(|(t, t0)| t / t0).collect());
+            let per_run = |s: f64| s * 1e3 / runs as f64;
+            let (matrices_ms, attention_ms) = (per_run(split[i].0), per_run(split[i].1));
+            PassTiming {
+                n,
+                ms,
+                matrices_ms,
+                attention_ms,
+                other_ms: (ms - matrices_ms - attention_ms).max(0.0),
+                over_first,
+            }
+        })
+        .collect())
 }

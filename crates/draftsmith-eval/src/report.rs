@@ -84,17 +84,24 @@ pub fn render_report(summary: &Summary, manifest: &Manifest, command_line: &str,
         .iter()
         .filter_map(|(name, s)| {
             let get = |k: &str| s.extra.get(k).map_or_else(|| "–".to_string(), |x| format!("{x:.1}"));
+            let get2 = |k: &str| s.extra.get(k).map_or_else(|| "–".to_string(), |x| format!("{x:.2}"));
             let keys = ["drafter_phrase_rows_per_call", "drafter_phrase_rows_matched_pct", "cache_tokens_accepted_pct"];
             keys.iter().any(|k| s.extra.contains_key(*k)).then(|| {
-                let per_call = s.extra.get(keys[0]).map_or_else(|| "–".to_string(), |x| format!("{x:.2}"));
-                format!("| {name} | {per_call} | {} | {} |", get(keys[1]), get(keys[2]))
+                let (gated, row, call) =
+                    (get("drafter_calls_gated_pct"), get2("drafter_phrase_row_ms"), get2("drafter_call_ms"));
+                format!(
+                    "| {name} | {} | {} | {gated} | {row} / {call} | {} |",
+                    get2(keys[0]),
+                    get(keys[1]),
+                    get(keys[2])
+                )
             })
         })
         .collect();
     push_table(
         &mut md,
-        "Post-use token caches: cached phrase tokens fed to the draft model beside its own token (extra rows of a drafter call) and the share of them it agreed with (each saves a call); phrase tokens added to the target's tree (before the policy prunes) and the share the target accepted.",
-        "| method | phrase rows / drafter call | rows matched % | target-cache tokens accepted % |\n|---|---:|---:|---:|",
+        "Post-use token caches: cached phrase tokens fed to the draft model beside its own token (extra rows of a drafter call) and the share of them it agreed with (each saves a call); under `auto`, the drafter calls whose phrases were left out because an extra row cost more than the agreement saved, and the measured ms of a phrase row and of a one-row call the gate priced them with; phrase tokens added to the target's tree (before the policy prunes) and the share the target accepted.",
+        "| method | phrase rows / drafter call | rows matched % | calls gated off % | row / call ms | target-cache tokens accepted % |\n|---|---:|---:|---:|---:|---:|",
         &post_use,
     );
     let slower: Vec<String> = summary
@@ -222,10 +229,13 @@ mod tests {
         pu.extra.insert("drafter_phrase_rows_per_call".into(), 1.375);
         pu.extra.insert("drafter_phrase_rows_matched_pct".into(), 14.4);
         pu.extra.insert("cache_tokens_accepted_pct".into(), 0.5);
+        pu.extra.insert("drafter_calls_gated_pct".into(), 31.25);
+        pu.extra.insert("drafter_phrase_row_ms".into(), 1.7);
+        pu.extra.insert("drafter_call_ms".into(), 9.75);
         let summary = summarize(&[ar, pu], &[Method::Ar, Method::PostUse]);
         let manifest = crate::manifest::tests_support::manifest();
         let md = render_report(&summary, &manifest, "draftsmith eval", "plot.svg");
-        assert!(md.contains("| post-use | 1.38 | 14.4 | 0.5 |"), "{md}");
+        assert!(md.contains("| post-use | 1.38 | 14.4 | 31.2 | 1.70 / 9.75 | 0.5 |"), "{md}");
         let plain = summarize(&[record("p1", "ar", &[1, 2, 3], &[])], &[Method::Ar]);
         let md = render_report(&plain, &manifest, "draftsmith eval", "plot.svg");
         assert!(!md.contains("phrase rows"), "{md}");

@@ -16,7 +16,12 @@
 //! where Alg. 2 is silent or differs: a one-token match is also taken (it equals the drafter's
 //! own next token and saves nothing, but costs nothing either); the drafter's own verdicts on
 //! phrases are not written back to the cache, which holds target-verified phrases only, filled
-//! from the target's verdicts as in [`super::token_cache`].
+//! from the target's verdicts as in [`super::token_cache`]. Under the `auto` draft policy the
+//! phrase rows are priced like every other part of a draft ([`PhraseGate`]): a phrase token at
+//! depth d rides along only while the drafter's measured agreement at that depth times the time
+//! of a call it saves exceeds the measured time of an extra row (on a 2-core CPU an extra row of
+//! Qwen2.5-Coder-0.5B costs ~18 % of a call and the drafter agreed with 14–16 % of them, session
+//! 34); gated off, a call still takes them along now and then to keep both measurements fresh.
 //!
 //! With a draft vocabulary (`vocab: Some(n)`), the drafter's LM head keeps only the rows of
 //! token ids `0..n` (re-quantized to the head's own format where it has a quantizer — Q8_0, Q4_1,
@@ -29,6 +34,8 @@
 //!
 //! If a drafter forward fails, the drafter's cache is reset and `propose` returns the error,
 //! which ends the generation (it never degrades silently to autoregressive decoding).
+
+use std::time::Instant;
 
 use burn::tensor::backend::Backend;
 use draftsmith_core::DraftTree;
@@ -77,6 +84,9 @@ pub struct DraftModelStats {
     /// Cached phrase tokens fed to the drafter beside a draft token (reuse at the draft model):
     /// extra rows of its forward calls.
     pub phrase_rows: usize,
+    /// Drafter calls with cached phrases to offer that the `auto` policy's price of a phrase
+    /// row left without them ([`PhraseGate`]).
+    pub gated: usize,
     /// Drafted tokens the target accepted.
     pub accepted: usize,
 }
@@ -92,6 +102,8 @@ pub struct DraftModel<B: Backend> {
     config: DraftModelConfig,
     precut: Option<PreCut>,
     phrases: Option<PhraseCache>,
+    /// How deep cached phrases go in a drafter call under the `auto` policy.
+    gate: PhraseGate,
     /// The last draft, its per-token confidences and the situation after each call.
     draft: Vec<u32>,
     confidences: Vec<f32>,
@@ -146,6 +158,7 @@ impl<B: Backend> DraftModel<B> {
             cached: Vec::new(),
             precut,
             phrases: config.reuse.map(PhraseCache::new),
+            gate: PhraseGate::default(),
             config,
             draft: Vec::new(),
             confidences: Vec::new(),
@@ -232,18 +245,30 @@ impl<B: Backend> DraftModel<B> {
     /// One draft call: feeds `token` (and cached phrases keyed by it, cut to `max_extra`
     /// tokens). Returns the phrase tokens the drafter agrees with, their confidences, and the
     /// drafter's logits after the last token kept.
-    fn extend(&mut self, token: u32, max_extra: usize) -> Result<Extension, ModelError> {
+    ///
+    /// With `priced` (the `auto` policy), phrase tokens deeper than [`PhraseGate::depth`] are
+    /// left out and the call's time and the drafter's verdicts feed the gate.
+    fn extend(&mut self, token: u32, max_extra: usize, priced: bool) -> Result<Extension, ModelError> {
         let mut phrases = DraftTree::new();
         if let Some(cache) = self.phrases.as_ref().filter(|_| max_extra > 0) {
-            for p in cache.lookup(token, cache.config().per_anchor) {
-                insert_branch(&mut phrases, None, &p[..p.len().min(max_extra)]);
+            let offered = cache.lookup(token, cache.config().per_anchor);
+            let deepest = if priced && !offered.is_empty() { self.gate.depth() } else { usize::MAX };
+            if deepest == 0 {
+                self.stats.gated += 1;
+            }
+            for p in offered {
+                insert_branch(&mut phrases, None, &p[..p.len().min(max_extra).min(deepest)]);
             }
         }
         let base = self.cached.len();
         self.stats.calls += 1;
         self.cached.push(token);
+        let start = Instant::now();
         if phrases.is_empty() {
             let (row, _) = self.logits(&[token], &[base], &AttentionMask::Causal, LogitsSelect::Last)?;
+            if priced && self.phrases.is_some() {
+                self.gate.timed(0, start.elapsed().as_secs_f64() * 1e3);
+            }
             return Ok((Vec::new(), row));
         }
         self.stats.phrase_rows += phrases.len();
@@ -256,8 +281,15 @@ impl<B: Backend> DraftModel<B> {
         let (all, vocab) = self.logits(full.tokens(), &full.positions(base - 1), &mask, LogitsSelect::All)?;
         let rows: Vec<&[f32]> = all.chunks_exact(vocab).collect();
         let best: Vec<(u32, f32)> = rows.iter().map(|r| argmax_confidence(r)).collect();
+        if priced {
+            // A row's price includes reading its logits (the call without phrases reads one).
+            self.gate.timed(phrases.len(), start.elapsed().as_secs_f64() * 1e3);
+        }
         let next: Vec<u32> = best.iter().map(|b| b.0).collect();
         let path = verify_greedy(&phrases, next[0], &next[1..]).path;
+        if priced {
+            self.gate.verdicts(phrases.depths(), path.len());
+        }
         let keep: Vec<usize> = (0..=base).chain(path.iter().map(|&i| base + 1 + i)).collect();
         self.cache.keep(&keep)?;
         let mut parent_row = 0;
@@ -302,7 +334,7 @@ impl<B: Backend> DraftModel<B> {
             if stop.as_ref().is_some_and(|rule| !rule.more(&confidence_classes(&self.confidences))) {
                 break;
             }
-            let (matched, next) = self.extend(token, self.round_lambda - self.draft.len() - 1)?;
+            let (matched, next) = self.extend(token, self.round_lambda - self.draft.len() - 1, stop.is_some())?;
             calls += 1;
             for (t, c) in matched {
                 self.draft.push(t);
@@ -315,17 +347,100 @@ impl<B: Backend> DraftModel<B> {
     }
 }
 
+/// Deepest phrase depth the gate prices on its own; deeper tokens share its last depth's counts.
+const GATE_DEPTHS: usize = 6;
+/// Gated off, every this many drafter calls with phrases to offer take them along anyway.
+const GATE_PROBE: usize = 16;
+/// Weight of a new call time in the gate's running means.
+const GATE_EMA: f64 = 0.05;
+
+/// Prices the cached phrases fed to the drafter (Post-use at the draft model) under the `auto`
+/// policy: a phrase token at depth d (1 = right after the drafted token) saves one drafter call
+/// when the drafter agrees with it and every phrase token above it, and costs one more row in
+/// the call whether or not it does. So phrase tokens go as deep as the measured agreement at
+/// each depth, times a one-row call's measured time, exceeds the measured time of an extra row.
+/// Until both times are measured phrases go in whole; gated off entirely, one call in
+/// [`GATE_PROBE`] with phrases to offer takes their first tokens along, so the measurements
+/// follow the text.
+#[derive(Debug, Clone, Default)]
+struct PhraseGate {
+    /// Running mean of a one-row call's ms.
+    one_row_ms: Option<f64>,
+    /// Running mean of the ms one phrase row adds to a call.
+    row_ms: Option<f64>,
+    /// Phrase tokens fed and agreed with, per depth (halved when the counts grow large).
+    fed: [f64; GATE_DEPTHS],
+    agreed: [f64; GATE_DEPTHS],
+    /// Calls gated off since the last probe.
+    skipped: usize,
+}
+
+impl PhraseGate {
+    /// How deep phrase tokens go in the next call (0: none; `usize::MAX`: whole phrases).
+    fn depth(&mut self) -> usize {
+        let (Some(one), Some(row)) = (self.one_row_ms, self.row_ms) else {
+            return usize::MAX;
+        };
+        // Agreement with a Beta(1, 1) prior: an unmeasured depth is given a coin's chance.
+        let pays = |d: usize| (self.agreed[d] + 1.0) / (self.fed[d] + 2.0) * one > row;
+        let deepest = (0..GATE_DEPTHS).take_while(|&d| pays(d)).count();
+        if deepest > 0 {
+            self.skipped = 0;
+            return if deepest == GATE_DEPTHS { usize::MAX } else { deepest };
+        }
+        self.skipped += 1;
+        if self.skipped >= GATE_PROBE {
+            self.skipped = 0;
+            return 1;
+        }
+        0
+    }
+
+    /// A call with `rows` phrase rows took `ms`.
+    fn timed(&mut self, rows: usize, ms: f64) {
+        let mean = |m: &mut Option<f64>, v: f64| *m = Some(m.map_or(v, |m| m + GATE_EMA * (v - m)));
+        match (rows, self.one_row_ms) {
+            (0, _) => mean(&mut self.one_row_ms, ms),
+            (k, Some(one)) => mean(&mut self.row_ms, ((ms - one) / k as f64).max(0.0)),
+            (_, None) => {}
+        }
+    }
+
+    /// The drafter's verdicts on the phrase tokens it was fed (their `depths`): it agreed with
+    /// the first `agreed` depths of one branch.
+    fn verdicts(&mut self, depths: &[usize], agreed: usize) {
+        for &d in depths {
+            self.fed[(d - 1).min(GATE_DEPTHS - 1)] += 1.0;
+        }
+        for d in 0..agreed {
+            self.agreed[d.min(GATE_DEPTHS - 1)] += 1.0;
+        }
+        if self.fed[0] > 512.0 {
+            self.fed.iter_mut().chain(self.agreed.iter_mut()).for_each(|c| *c /= 2.0);
+        }
+    }
+}
+
 /// The node class of each drafted token from the drafter's confidence in it.
 fn confidence_classes(confidences: &[f32]) -> Vec<usize> {
     confidences.iter().map(|&c| probability_class(f64::from(c))).collect()
 }
 
-/// The highest logit's id (the first on ties) and its softmax probability.
+/// The highest logit's id (the first on ties) and its softmax probability, `1 / Σ exp(v − max)`
+/// with the vectorized f32 `exp` of the kernels' row operations (a drafter row has 65536–151936
+/// logits: libm's f64 `exp` took ~0.4 ms of a ~9 ms Qwen2.5-Coder-0.5B call).
 fn argmax_confidence(row: &[f32]) -> (u32, f32) {
-    let (best, max) =
+    thread_local! {
+        static NUMERATORS: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
+    }
+    let (best, _) =
         row.iter().enumerate().fold((0, f32::NEG_INFINITY), |(bi, bv), (i, &v)| if v > bv { (i, v) } else { (bi, bv) });
-    let sum: f64 = row.iter().map(|&v| ((v - max) as f64).exp()).sum();
-    (best as u32, (1.0 / sum) as f32)
+    let sum = NUMERATORS.with_borrow_mut(|x| {
+        x.clear();
+        x.extend_from_slice(row);
+        draftsmith_kernels::rowops::softmax_numerators(x)
+    });
+    (best as u32, 1.0 / sum)
 }
 
 impl<B: Backend> Proposer for DraftModel<B> {
@@ -374,10 +489,15 @@ impl<B: Backend> Proposer for DraftModel<B> {
         if self.phrases.is_none() || s.calls == 0 {
             return Vec::new();
         }
-        vec![
+        let mut stats = vec![
             ("drafter_phrase_rows_per_call", s.phrase_rows as f64 / s.calls as f64),
             ("drafter_phrase_rows_matched_pct", 100.0 * s.reused as f64 / s.phrase_rows.max(1) as f64),
-        ]
+            ("drafter_calls_gated_pct", 100.0 * s.gated as f64 / s.calls as f64),
+        ];
+        if let (Some(call), Some(row)) = (self.gate.one_row_ms, self.gate.row_ms) {
+            stats.extend([("drafter_call_ms", call), ("drafter_phrase_row_ms", row)]);
+        }
+        stats
     }
 
     fn propose(&mut self, ctx: &DraftContext<'_>) -> Result<DraftTree, crate::DecodeError> {
@@ -504,6 +624,34 @@ mod tests {
             err.to_string(),
             "drafter /m/draft.gguf and target /m/target.gguf have different special tokens: EOS ids differ: [1] in the drafter, [3] in the target"
         );
+    }
+
+    #[test]
+    fn phrase_rows_go_only_as_deep_as_the_drafters_agreement_pays_for_them() {
+        let mut gate = PhraseGate::default();
+        assert_eq!(gate.depth(), usize::MAX, "whole phrases until both call times are measured");
+        gate.timed(2, 12.0);
+        assert_eq!(gate.depth(), usize::MAX, "an extra row is priced against a one-row call");
+        gate.timed(0, 10.0);
+        gate.timed(2, 14.0); // 2 ms a phrase row: 20 % of a call
+                             // The drafter agrees with 10 % of the first phrase tokens: 1 ms saved per 2 ms row.
+        for call in 0..100 {
+            gate.verdicts(&[1, 2, 1], usize::from(call % 5 == 0));
+        }
+        let depths: Vec<usize> = (0..2 * GATE_PROBE).map(|_| gate.depth()).collect();
+        assert_eq!(depths.iter().filter(|&&d| d == 0).count(), 2 * GATE_PROBE - 2, "{depths:?}");
+        assert_eq!(depths.iter().filter(|&&d| d == 1).count(), 2, "one probe in {GATE_PROBE} calls");
+        // Now it agrees with every first token and no second one (the old counts fade).
+        for _ in 0..2000 {
+            gate.verdicts(&[1, 2], 1);
+        }
+        assert_eq!(gate.depth(), 1);
+        // Second tokens agreed with half the time: depths never fed get a coin's chance too.
+        for _ in 0..2000 {
+            gate.verdicts(&[1, 2], 1);
+            gate.verdicts(&[1, 2], 2);
+        }
+        assert_eq!(gate.depth(), usize::MAX);
     }
 
     #[test]

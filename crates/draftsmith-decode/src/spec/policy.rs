@@ -221,14 +221,15 @@ impl CostModel {
 
 /// Times chains of a few sizes on `model` (`None` if the model cannot run them).
 fn measure<B: Backend>(model: &Model<B>) -> Option<Vec<(usize, f64)>> {
-    use crate::cost::{cached_context, time_pass, DraftShape};
+    use crate::cost::{cached_context, time_passes, DraftShape};
     let context = 64.min(model.config().max_position_embeddings / 4).max(1);
     let sizes: Vec<usize> = [1, 2, 4, 8, 16, 32, 64]
         .into_iter()
         .filter(|&n| context + n + 1 < model.config().max_position_embeddings)
         .collect();
     let mut cache = cached_context(model, context, *sizes.last()?).ok()?;
-    sizes.iter().map(|&n| time_pass(model, &mut cache, DraftShape::Chain, n, 2).ok().map(|t| (n, t.ms))).collect()
+    let timings = time_passes(model, &mut cache, DraftShape::Chain, &sizes, 2).ok()?;
+    Some(timings.iter().map(|t| (t.n, t.ms)).collect())
 }
 
 /// Beta counts of "accepted given the parent was", by draft class (the method's own signal for

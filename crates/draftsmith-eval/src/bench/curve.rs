@@ -2,7 +2,7 @@
 //! matrices / attention / the rest, with the roofline beside it.
 
 use burn::tensor::backend::Backend;
-use draftsmith_decode::cost::{cached_context, time_pass, DraftShape};
+use draftsmith_decode::cost::{cached_context, time_passes, DraftShape};
 use draftsmith_model::Model;
 use serde::Serialize;
 
@@ -19,7 +19,8 @@ pub struct CurvePoint {
     pub n: usize,
     /// Median wall time.
     pub ms: f64,
-    /// `ms` over the 1-token pass at the same context and shape.
+    /// This pass's time over the 1-token pass's at the same context and shape: the median of
+    /// the ratios within each round of passes ([`time_passes`]), not the ratio of medians.
     pub over_step1: f64,
     /// Where the time went: only the quantized CPU path times its parts (`None` elsewhere).
     #[serde(flatten)]
@@ -72,10 +73,9 @@ pub fn verify_curve<B: Backend>(
         })
     };
     let max_context = model.config().max_position_embeddings;
-    let mut sizes = sizes.to_vec();
-    if !sizes.contains(&1) {
-        sizes.insert(0, 1);
-    }
+    // The 1-token pass first: every ratio is taken against it, round by round.
+    let mut sizes: Vec<usize> = sizes.iter().copied().filter(|&n| n != 1).collect();
+    sizes.insert(0, 1);
     let largest = sizes.iter().copied().max().unwrap_or(1);
     let mut points = Vec::new();
     on_event(BenchEvent::CurveStart { runs });
@@ -89,18 +89,14 @@ pub fn verify_curve<B: Backend>(
         }
         let mut cache = cached_context(model, context, largest)?;
         for shape in [DraftShape::Chain, DraftShape::Tree] {
-            let mut t1 = f64::NAN;
-            for &n in &sizes {
-                let t = time_pass(model, &mut cache, shape, n, runs)?;
-                if n == 1 {
-                    t1 = t.ms;
-                }
+            for t in time_passes(model, &mut cache, shape, &sizes, runs)? {
+                let n = t.n;
                 let point = CurvePoint {
                     context,
                     shape,
                     n,
                     ms: t.ms,
-                    over_step1: t.ms / t1,
+                    over_step1: t.over_first,
                     split: machine.roofline.is_some().then_some(Split {
                         matrices_ms: t.matrices_ms,
                         attention_ms: t.attention_ms,

@@ -11,7 +11,7 @@ pub mod machine;
 use std::time::{Duration, Instant};
 
 use burn::tensor::backend::Backend;
-use draftsmith_decode::cost::{cached_context, time_pass, DraftShape};
+use draftsmith_decode::cost::{cached_context, time_passes, DraftShape};
 use draftsmith_decode::{Generation, Sampler, SamplingConfig};
 use draftsmith_model::{AttentionMask, ChatMessage, LogitsSelect, MatmulWeights, Model, TextTokenizer};
 use serde::Serialize;
@@ -259,12 +259,11 @@ fn time_prefill<B: Backend>(model: &Model<B>, n: usize) -> Result<Duration, Benc
 }
 
 /// Milliseconds of a 1-token step and of a `tree_size`-node random tree verify (all logits),
-/// after a `context`-token prefix (medians of 15 and 7 passes).
+/// after a `context`-token prefix (medians of 9 alternating passes each).
 fn time_tree_verify<B: Backend>(model: &Model<B>, tree_size: usize, context: usize) -> Result<(f64, f64), BenchError> {
     let mut cache = cached_context(model, context, tree_size)?;
-    let step = time_pass(model, &mut cache, DraftShape::Tree, 1, 15)?;
-    let tree = time_pass(model, &mut cache, DraftShape::Tree, tree_size, 7)?;
-    Ok((step.ms, tree.ms))
+    let t = time_passes(model, &mut cache, DraftShape::Tree, &[1, tree_size], 9)?;
+    Ok((t[0].ms, t[1].ms))
 }
 
 #[cfg(test)]
