@@ -34,7 +34,8 @@ pub struct BenchArArgs {
     /// Cached context lengths the curve is measured at.
     #[arg(long, value_delimiter = ',', default_value = "64,2048")]
     pub contexts: Vec<usize>,
-    /// Timed passes per curve point (the median is reported).
+    /// Rounds of the curve: each round times one pass of every size (the median is reported,
+    /// and t(n)/t1 is the median of each round's own ratio).
     #[arg(long, default_value_t = 9)]
     pub curve_runs: usize,
     /// Also time llama.cpp (llama-cpp-python, `just install-llamacpp`) on the same GGUF and
@@ -127,7 +128,7 @@ fn print_machine(m: &Machine, args: &BenchArArgs) {
 }
 
 fn print_curve_header(runs: usize) {
-    eprintln!("verify cost curve (all logits; median of {runs} passes):");
+    eprintln!("verify cost curve (all logits; median of {runs} rounds, each timing every size once):");
     eprintln!("(roofline: max(bytes / bandwidth, n · MACs / peak) with the kernel's measured peak; isa: with the instruction peak)");
     eprintln!(
         "{:>7} {:>5} {:>4} {:>9} {:>7} {:>9} {:>9} {:>9} {:>9} {:>8} {:>8} {:>8}",
