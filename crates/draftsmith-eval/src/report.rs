@@ -83,17 +83,17 @@ pub fn render_report(summary: &Summary, manifest: &Manifest, command_line: &str,
     let post_use: Vec<String> = summary
         .iter()
         .filter_map(|(name, s)| {
-            let get = |k: &str| s.extra.get(k).map_or_else(|| "–".to_string(), |x| format!("{x:.1}"));
-            let get2 = |k: &str| s.extra.get(k).map_or_else(|| "–".to_string(), |x| format!("{x:.2}"));
+            let get =
+                |k: &str, digits: usize| s.extra.get(k).map_or_else(|| "–".to_string(), |x| format!("{x:.digits$}"));
             let keys = ["drafter_phrase_rows_per_call", "drafter_phrase_rows_matched_pct", "cache_tokens_accepted_pct"];
             keys.iter().any(|k| s.extra.contains_key(*k)).then(|| {
                 let (gated, row, call) =
-                    (get("drafter_calls_gated_pct"), get2("drafter_phrase_row_ms"), get2("drafter_call_ms"));
+                    (get("drafter_calls_gated_pct", 1), get("drafter_phrase_row_ms", 2), get("drafter_call_ms", 2));
                 format!(
                     "| {name} | {} | {} | {gated} | {row} / {call} | {} |",
-                    get2(keys[0]),
-                    get(keys[1]),
-                    get(keys[2])
+                    get(keys[0], 2),
+                    get(keys[1], 1),
+                    get(keys[2], 1)
                 )
             })
         })
