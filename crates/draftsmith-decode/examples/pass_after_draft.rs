@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 use burn::backend::Flex;
 use draftsmith_core::DraftTree;
 use draftsmith_decode::{
-    build_proposer_with, generate_speculative_with, DraftContext, DraftPolicy, LoadedDrafters, Method, MethodParams,
-    Proposer, Sampler, SamplingConfig, Verified,
+    build_proposer_with, generate_speculative_with, DraftContext, DraftPolicy, HiddenState, LoadedDrafters, Method,
+    MethodParams, Proposer, Sampler, SamplingConfig, Verified,
 };
 use draftsmith_kernels::probe::CpuInfo;
 use draftsmith_model::{load_model, ChatMessage, LoadOptions, MatmulWeights};
@@ -75,8 +75,8 @@ impl Proposer for Rotating {
         "rotating"
     }
 
-    fn wants_hidden(&self) -> bool {
-        true
+    fn wants_hidden(&self) -> Option<HiddenState> {
+        Some(HiddenState::Final)
     }
 
     fn propose(&mut self, ctx: &DraftContext<'_>) -> Result<DraftTree, draftsmith_decode::DecodeError> {

@@ -6,6 +6,7 @@ use burn::tensor::{backend::Backend, Tensor};
 use draftsmith_model::{AttentionMask, ForwardOutput, KvCache, LogitsSelect, Model, ModelError};
 
 use crate::sampling::Sampler;
+use crate::spec::HiddenState;
 
 /// Why generation ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -55,9 +56,27 @@ pub fn prefill_with_hidden<B: Backend>(
     prompt: &[u32],
     cache: &mut KvCache<B>,
 ) -> Result<(Vec<f32>, Vec<f32>), ModelError> {
+    prefill_with_state(model, prompt, cache, HiddenState::Final)
+}
+
+/// [`prefill`], also returning the last position's hidden state of the kind asked for.
+fn prefill_with_state<B: Backend>(
+    model: &Model<B>,
+    prompt: &[u32],
+    cache: &mut KvCache<B>,
+    kind: HiddenState,
+) -> Result<(Vec<f32>, Vec<f32>), ModelError> {
     let out = prefill_forward(model, prompt, cache)?;
-    let hidden = logits_row(out.hidden_final, prompt.len() - 1);
+    let hidden = logits_row(hidden_of(&out, kind), prompt.len() - 1);
     Ok((logits_row(out.logits, 0), hidden))
+}
+
+/// The hidden state of `kind` of a forward's output, `[n, hidden]`.
+pub(crate) fn hidden_of<B: Backend>(out: &ForwardOutput<B>, kind: HiddenState) -> Tensor<B, 2> {
+    match kind {
+        HiddenState::Final => out.hidden_final.clone(),
+        HiddenState::PreNorm => out.hidden_prenorm.clone(),
+    }
 }
 
 fn prefill_forward<B: Backend>(
@@ -74,7 +93,8 @@ pub struct Started<B: Backend> {
     pub cache: KvCache<B>,
     /// Logits after the last prompt token.
     pub logits: Vec<f32>,
-    /// Final hidden state at the last prompt token.
+    /// Hidden state at the last prompt token (the final one for [`start_with_hidden`]; empty
+    /// when none was asked for).
     pub hidden: Vec<f32>,
     pub prefill: Duration,
 }
@@ -86,13 +106,13 @@ pub fn start<B: Backend>(
     prompt: &[u32],
     extra: usize,
 ) -> Result<(KvCache<B>, Vec<f32>, Duration), ModelError> {
-    let s = start_inner(model, prompt, extra, false)?;
+    let s = start_inner(model, prompt, extra, None)?;
     Ok((s.cache, s.logits, s.prefill))
 }
 
 /// [`start`], keeping the last prompt position's final hidden state.
 pub fn start_with_hidden<B: Backend>(model: &Model<B>, prompt: &[u32], extra: usize) -> Result<Started<B>, ModelError> {
-    start_inner(model, prompt, extra, true)
+    start_inner(model, prompt, extra, Some(HiddenState::Final))
 }
 
 /// The autoregressive baseline copies no hidden state to the host (`hidden` stays empty).
@@ -100,7 +120,7 @@ pub(crate) fn start_inner<B: Backend>(
     model: &Model<B>,
     prompt: &[u32],
     extra: usize,
-    with_hidden: bool,
+    with_hidden: Option<HiddenState>,
 ) -> Result<Started<B>, ModelError> {
     let context_len = model.config().max_position_embeddings;
     if prompt.len() >= context_len {
@@ -108,10 +128,9 @@ pub(crate) fn start_inner<B: Backend>(
     }
     let mut cache = model.new_cache(prompt.len() + extra);
     let begin = Instant::now();
-    let (logits, hidden) = if with_hidden {
-        prefill_with_hidden(model, prompt, &mut cache)?
-    } else {
-        (prefill(model, prompt, &mut cache)?, Vec::new())
+    let (logits, hidden) = match with_hidden {
+        Some(kind) => prefill_with_state(model, prompt, &mut cache, kind)?,
+        None => (prefill(model, prompt, &mut cache)?, Vec::new()),
     };
     Ok(Started { cache, logits, hidden, prefill: begin.elapsed() })
 }

@@ -82,7 +82,9 @@ pub struct MethodParams {
     /// TokenSwift: n-gram continuations added per step (0 = no token reutilization).
     #[cfg_attr(feature = "clap", arg(long, default_value_t = MethodParams::default().ngram_topk))]
     pub ngram_topk: usize,
-    /// TokenSwift: the draft forward's KV cache: full, partial-static or dynamic.
+    /// TokenSwift: the draft forward's KV cache: full, partial-static or dynamic (the paper's);
+    /// or verify-pass: no draft forward, the heads read the verification pass's own state (one
+    /// target pass per step instead of two, the tree one level shallower).
     #[cfg_attr(feature = "clap", arg(long, default_value_t = MethodParams::default().kv_mode))]
     pub kv_mode: KvMode,
     /// TokenSwift: draft KV budget B in tokens (partial modes).

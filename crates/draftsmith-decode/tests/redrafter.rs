@@ -8,7 +8,7 @@ use burn::backend::Autodiff;
 use common::{ar, tiny, tiny_dense, Lcg, B};
 use draftsmith_decode::methods::{LoadedReDrafter, ReDrafterProposer, ReDrafterSettings};
 use draftsmith_decode::{
-    build_proposer_with, generate_speculative, DraftContext, Drafters, Method, MethodParams, Proposer,
+    build_proposer_with, generate_speculative, DraftContext, Drafters, HiddenState, Method, MethodParams, Proposer,
 };
 use draftsmith_heads::TargetIdentity;
 use draftsmith_model::{Architecture, Model};
@@ -195,7 +195,7 @@ impl<P: draftsmith_decode::Proposer> draftsmith_decode::Proposer for Recording<P
         self.inner.draft_len()
     }
 
-    fn wants_hidden(&self) -> bool {
+    fn wants_hidden(&self) -> Option<HiddenState> {
         self.inner.wants_hidden()
     }
 
@@ -222,7 +222,7 @@ impl Proposer for DepthOne<'_> {
         "depth-one"
     }
 
-    fn wants_hidden(&self) -> bool {
+    fn wants_hidden(&self) -> Option<HiddenState> {
         self.0.wants_hidden()
     }
 

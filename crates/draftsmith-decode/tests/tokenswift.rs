@@ -1,7 +1,8 @@
 //! TokenSwift decoding on tiny random models: greedy output equals autoregressive decoding for
-//! every KV mode (with budgets small enough that partial caches and re-selections happen), with
-//! and without n-gram reuse and with a contextual penalty; in `full` mode the draft forward sees
-//! exactly the target's cache, so p0's top token (depth 1) is always accepted.
+//! every KV mode (with budgets small enough that partial caches and re-selections happen, and
+//! `verify-pass`, which drafts from the verification pass's own states), with and without n-gram
+//! reuse and with a contextual penalty; in `full` mode the draft forward sees exactly the
+//! target's cache, so p0's top token (depth 1) is always accepted.
 
 mod common;
 
@@ -40,7 +41,7 @@ fn greedy_tokenswift_equals_autoregressive_in_every_mode() {
             let prompt = repeating_prompt(&mut rng, vocab);
             let n = 30 + rng.next(30);
             let want = ar(&model, &prompt, n);
-            for mode in [KvMode::Full, KvMode::PartialStatic, KvMode::Dynamic] {
+            for mode in [KvMode::Full, KvMode::PartialStatic, KvMode::Dynamic, KvMode::VerifyPass] {
                 for ngram_topk in [0, 20] {
                     let settings = TokenSwiftSettings {
                         kv_mode: mode,
@@ -62,10 +63,14 @@ fn greedy_tokenswift_equals_autoregressive_in_every_mode() {
                     reselections += stats.reselections;
                     ngram_hits += stats.ngram_steps;
                     assert_eq!(stats.steps, out.steps.len());
+                    // The [1,3,3,3] tree has 40 nodes; drafted from the verification pass, its
+                    // heads' [3,3,3] levels 39.
+                    let nodes = if mode == KvMode::VerifyPass { 39 } else { 40 };
                     assert!(
-                        out.steps.iter().all(|s| s.tree_size >= 40 || s.emitted == 0),
-                        "the [1,3,3,3] tree has 40 nodes"
+                        out.steps.iter().all(|s| s.tree_size >= nodes || s.emitted == 0),
+                        "{mode}: a tree of at least {nodes} nodes"
                     );
+                    assert_eq!(p.wants_target_cache(), mode != KvMode::VerifyPass);
                 }
             }
         }
@@ -82,11 +87,14 @@ fn penalized_tokenswift_equals_penalized_autoregressive() {
     let prompt = repeating_prompt(&mut rng, model.config().vocab_size);
     let cfg = SamplingConfig { repetition_penalty: 1.2, penalty_window: 8, ..Default::default() };
     let want = generate(&model, &prompt, 40, &[], &mut Sampler::new(cfg.clone()), &mut |_| true).unwrap().tokens;
-    let settings = TokenSwiftSettings { kv_budget: 12, kv_sinks: 2, ..TokenSwiftSettings::default() };
-    let mut p = TokenSwiftProposer::new(&model, &heads, settings).unwrap();
-    let got = generate_speculative_sampled(&model, &prompt, 40, &[], &mut p, &mut Sampler::new(cfg)).unwrap();
-    assert_eq!(got.tokens, want);
-    assert_eq!((p.settings().penalty, p.settings().penalty_window), (1.2, 8), "drafts follow the target's penalty");
+    for kv_mode in [KvMode::Dynamic, KvMode::VerifyPass] {
+        let settings = TokenSwiftSettings { kv_budget: 12, kv_sinks: 2, kv_mode, ..TokenSwiftSettings::default() };
+        let mut p = TokenSwiftProposer::new(&model, &heads, settings).unwrap();
+        let got =
+            generate_speculative_sampled(&model, &prompt, 40, &[], &mut p, &mut Sampler::new(cfg.clone())).unwrap();
+        assert_eq!(got.tokens, want, "{kv_mode}");
+        assert_eq!((p.settings().penalty, p.settings().penalty_window), (1.2, 8), "drafts follow the target's penalty");
+    }
     // One proposer across prompts: a new prompt resets its caches and n-gram table.
     let other: Vec<u32> = prompt.iter().rev().copied().collect();
     let want = ar(&model, &other, 30);

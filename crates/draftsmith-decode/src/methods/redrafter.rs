@@ -16,7 +16,7 @@ use draftsmith_model::{Activations, Model};
 use super::redrafter_host::{HostReDrafter, DRAFTER_WEIGHTS};
 use crate::error::DecodeError;
 use crate::method::Method;
-use crate::spec::{probability_class, DepthStop, DraftContext, DraftCost, Proposer};
+use crate::spec::{probability_class, DepthStop, DraftContext, DraftCost, HiddenState, Proposer};
 
 /// A ReDrafter drafter loaded for one target.
 #[derive(Debug, Clone)]
@@ -303,8 +303,8 @@ impl<B: Backend> Proposer for ReDrafterProposer<B> {
         true
     }
 
-    fn wants_hidden(&self) -> bool {
-        true
+    fn wants_hidden(&self) -> Option<HiddenState> {
+        Some(HiddenState::Final)
     }
 
     fn last_cost(&self) -> Option<DraftCost> {

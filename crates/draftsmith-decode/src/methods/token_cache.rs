@@ -39,7 +39,7 @@ use draftsmith_core::DraftTree;
 
 use crate::error::DecodeError;
 use crate::spec::policy::{PHRASE_FIRST, PHRASE_NEXT, UNCLASSED};
-use crate::spec::{DepthStop, DraftContext, DraftCost, Proposer, Verified};
+use crate::spec::{DepthStop, DraftContext, DraftCost, HiddenState, Proposer, Verified};
 
 /// Sizes of the phrase cache and of its use at the target.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -288,7 +288,7 @@ impl<P: Proposer> Proposer for TokenCache<P> {
         &self.name
     }
 
-    fn wants_hidden(&self) -> bool {
+    fn wants_hidden(&self) -> Option<HiddenState> {
         self.inner.wants_hidden()
     }
 

@@ -135,7 +135,7 @@ pub fn generate_speculative_with<B: Backend>(
             let ctx = DraftContext {
                 tokens: &tokens,
                 prompt_len: prompt.len(),
-                hidden: wants_hidden.then_some(hidden.as_slice()),
+                hidden: wants_hidden.map(|_| hidden.as_slice()),
                 target_cache: None,
             };
             let mut tree = proposer
@@ -154,10 +154,10 @@ pub fn generate_speculative_with<B: Backend>(
                 if full.is_chain() { AttentionMask::Causal } else { AttentionMask::Visible(full.visibility(cached)) };
             let out =
                 model.forward(full.tokens(), &full.positions(cached - 1), &mask, LogitsSelect::All, &mut cache)?;
+            let states = wants_hidden.map(|kind| crate::ar::hidden_of(&out, kind));
             let (acceptance, next) = verify(&tree, &tokens, out.logits, sampler);
             let t2 = Instant::now();
-            let next_hidden = wants_hidden
-                .then(|| crate::ar::logits_row(out.hidden_final, acceptance.path.last().map_or(0, |&i| i + 1)));
+            let next_hidden = states.map(|h| crate::ar::logits_row(h, acceptance.path.last().map_or(0, |&i| i + 1)));
             let keep: Vec<usize> = (0..=cached).chain(acceptance.path.iter().map(|&i| cached + 1 + i)).collect();
             cache.keep(&keep)?;
             proposer.observe_verified(

@@ -36,7 +36,7 @@ use draftsmith_core::DraftTree;
 use draftsmith_model::Model;
 use serde::{Deserialize, Serialize};
 
-use super::proposer::{DraftContext, DraftCost, Proposer, Verified};
+use super::proposer::{DraftContext, DraftCost, HiddenState, Proposer, Verified};
 
 /// How a method's draft size is set.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -712,7 +712,7 @@ impl Proposer for Auto {
         self.inner.draft_len()
     }
 
-    fn wants_hidden(&self) -> bool {
+    fn wants_hidden(&self) -> Option<HiddenState> {
         self.inner.wants_hidden()
     }
 

@@ -11,14 +11,23 @@ pub struct DraftContext<'a> {
     pub tokens: &'a [u32],
     /// How many of `tokens` are the prompt.
     pub prompt_len: usize,
-    /// The target's final hidden state (after the final norm) at the position before the last
-    /// token, i.e. the state whose logits produced it; only for proposers that
-    /// [want it](Proposer::wants_hidden).
+    /// The target's hidden state at the position before the last token, i.e. the state whose
+    /// logits produced it, of the kind the proposer [wants](Proposer::wants_hidden); `None` for
+    /// proposers that want none.
     pub hidden: Option<&'a [f32]>,
     /// The target's own KV cache (a `draftsmith_model::KvCache<B>` of the verifying backend)
     /// holding every token of `tokens` but the last, read-only; only for proposers that
     /// [want it](Proposer::wants_target_cache) and only during [`Proposer::propose`].
     pub target_cache: Option<&'a dyn std::any::Any>,
+}
+
+/// Which of the target's hidden states a proposer drafts from ([`DraftContext::hidden`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HiddenState {
+    /// After the final norm (the LM head's input): ReDrafter.
+    Final,
+    /// The last decoder layer's output before the final norm: TokenSwift's heads.
+    PreNorm,
 }
 
 /// What one [`Proposer::propose`] cost the drafter.
@@ -42,9 +51,10 @@ pub trait Proposer {
         None
     }
 
-    /// Whether [`DraftContext::hidden`] must be filled (costs a device → host copy per step).
-    fn wants_hidden(&self) -> bool {
-        false
+    /// Which hidden state [`DraftContext::hidden`] must hold, if any (costs a device → host
+    /// copy of one row per step).
+    fn wants_hidden(&self) -> Option<HiddenState> {
+        None
     }
 
     /// Whether [`DraftContext::target_cache`] must be filled (methods that draft with a

@@ -9,6 +9,10 @@
 //!   lowest-ranked selected slot still left (slot B − 1 first, then B − 2, …); when B − S new
 //!   tokens have arrived, the draft falls back to sinks + the last B − S tokens and the selection
 //!   is made afresh.
+//! - `verify-pass`: no draft forward and no draft cache. The heads read the verification pass's
+//!   own state at the last accepted token (before the final norm), whose next token the
+//!   verification already committed: the tree starts at head 1, one level shallower, and a step
+//!   costs the target one pass instead of two.
 //!
 //! Importance (reference `init_retri_cache`): the raw dot product of a layer's last query with
 //! each cached key (rotated, unscaled), summed over the query heads of each KV head's group;
@@ -26,6 +30,7 @@ pub enum KvMode {
     Full,
     PartialStatic,
     Dynamic,
+    VerifyPass,
 }
 
 impl std::str::FromStr for KvMode {
@@ -35,7 +40,8 @@ impl std::str::FromStr for KvMode {
             "full" => Ok(Self::Full),
             "partial-static" | "partial" => Ok(Self::PartialStatic),
             "dynamic" => Ok(Self::Dynamic),
-            other => Err(format!("unknown KV mode `{other}` (full, partial-static, dynamic)")),
+            "verify-pass" => Ok(Self::VerifyPass),
+            other => Err(format!("unknown KV mode `{other}` (full, partial-static, dynamic, verify-pass)")),
         }
     }
 }
@@ -46,6 +52,7 @@ impl std::fmt::Display for KvMode {
             Self::Full => "full",
             Self::PartialStatic => "partial-static",
             Self::Dynamic => "dynamic",
+            Self::VerifyPass => "verify-pass",
         })
     }
 }

@@ -10,6 +10,12 @@
 //! continuations of p0's top token hang below it as extra branches. The driver verifies the
 //! whole tree in one pass of the target with its full cache.
 //!
+//! With [`KvMode::VerifyPass`] there is no draft forward: the heads read the verification
+//! pass's own state at the last accepted token, whose next token (p0's) that pass already
+//! committed; the tree is the heads' levels below it and the n-gram continuations of the last
+//! token. A step then costs one pass of the target instead of two, for a tree one level
+//! shallower.
+//!
 //! Differences from the reference, all for losslessness or clarity:
 //! - Verification is the engine's (greedy: exact match; sampling: recursive rejection
 //!   sampling over the tree), so the output has exactly the target's distribution; the
@@ -42,7 +48,8 @@ use super::token_cache::insert_branch;
 use crate::error::DecodeError;
 use crate::method::Method;
 use crate::sampling::apply_repetition_penalty;
-use crate::spec::{DraftContext, DraftCost, Proposer, Verified};
+use crate::spec::policy::{PHRASE_FIRST, PHRASE_NEXT};
+use crate::spec::{probability_class, DraftContext, DraftCost, HiddenState, Proposer, Verified};
 
 /// Exported TokenSwift heads, loaded for a target.
 #[derive(Debug)]
@@ -128,12 +135,15 @@ pub struct TokenSwiftProposer<B: Backend> {
     target: Model<B>,
     heads: TokenSwiftHeads<B>,
     settings: TokenSwiftSettings,
-    kv: DraftKv<B>,
+    /// The draft forward's cache (`None` with [`KvMode::VerifyPass`]: no draft forward).
+    kv: Option<DraftKv<B>>,
     ngrams: NgramTable,
     /// The prompt of the generation in progress (a different one resets the state).
     prompt: Vec<u32>,
-    /// Whether each node of the last tree came from the n-gram table.
-    from_ngram: Vec<bool>,
+    /// Each node of the last tree's class for the draft policy: a level's candidate by its
+    /// probability there ([`probability_class`]), an n-gram continuation's first token
+    /// [`PHRASE_FIRST`] and its later ones [`PHRASE_NEXT`].
+    classes: Vec<usize>,
     stats: TokenSwiftStats,
     cost: DraftCost,
 }
@@ -175,7 +185,8 @@ impl<B: Backend> TokenSwiftProposer<B> {
                 loaded.file.vocab_size, loaded.file.hidden_size, c.vocab_size, c.hidden_size
             )));
         }
-        let kv = DraftKv::new(target, settings.kv_mode, settings.kv_budget, settings.kv_sinks);
+        let kv = (settings.kv_mode != KvMode::VerifyPass)
+            .then(|| DraftKv::new(target, settings.kv_mode, settings.kv_budget, settings.kv_sinks));
         Ok(Self {
             target: target.clone(),
             heads: loaded.heads.clone(),
@@ -183,33 +194,55 @@ impl<B: Backend> TokenSwiftProposer<B> {
             settings,
             kv,
             prompt: Vec::new(),
-            from_ngram: Vec::new(),
+            classes: Vec::new(),
             stats: TokenSwiftStats::default(),
             cost: DraftCost::default(),
         })
     }
 
     pub fn stats(&self) -> TokenSwiftStats {
-        TokenSwiftStats { reselections: self.kv.reselections, ..self.stats }
+        TokenSwiftStats { reselections: self.kv.as_ref().map_or(0, |kv| kv.reselections), ..self.stats }
     }
 
     pub fn settings(&self) -> &TokenSwiftSettings {
         &self.settings
     }
 
+    /// Draft tokens on the tree's deepest path: γ + 1 (p0 and the heads), γ with
+    /// [`KvMode::VerifyPass`] (the heads alone).
+    fn depth(&self) -> usize {
+        self.settings.tree.len() - usize::from(self.kv.is_none())
+    }
+
     /// p0 and every head's logits after the last committed token, from a forward on the draft
-    /// cache. The target's final-normed state and every head's state go through the LM head
-    /// together, as one `[1 + heads, hidden]` product: on the quantized path the head's weights
-    /// stream once for all of them (a row's logits do not depend on the rows beside it).
+    /// cache (the target's final-normed state and every head's state, [projected](Self::project)
+    /// together).
     fn distributions(&mut self, tokens: &[u32], full: &KvCache<B>) -> Result<Vec<Vec<f32>>, ModelError> {
-        self.kv.prepare(full);
-        let before = self.kv.cache_mut().len();
+        let kv = self.kv.as_mut().expect("a draft forward has a draft cache");
+        kv.prepare(full);
+        let before = kv.cache_mut().len();
         let root = *tokens.last().expect("a context has at least one token");
-        let out = self.target.forward_hidden(&[root], &[tokens.len() - 1], &AttentionMask::Causal, self.kv.cache_mut());
-        self.kv.after_draft(before, full, self.target.config().num_heads);
+        let out = self.target.forward_hidden(&[root], &[tokens.len() - 1], &AttentionMask::Causal, kv.cache_mut());
+        kv.after_draft(before, full, self.target.config().num_heads);
         let out = out?;
         let mut states = vec![out.hidden_final];
         states.extend(self.heads.states(out.hidden_prenorm));
+        Ok(self.project(states))
+    }
+
+    /// Every head's logits from the verification pass's pre-norm state `hidden` at the token
+    /// before the last ([`KvMode::VerifyPass`]): head i's row is the distribution i tokens
+    /// after the last one.
+    fn head_distributions(&self, hidden: &[f32]) -> Vec<Vec<f32>> {
+        let device = self.target.device().clone();
+        let h0 = Tensor::<B, 1>::from_floats(hidden, &device).reshape([1, hidden.len()]);
+        self.project(self.heads.states(h0))
+    }
+
+    /// `states` (`[1, hidden]` each) through the target's LM head as one product: on the
+    /// quantized path its weights stream once for all of them (a row's logits do not depend on
+    /// the rows beside it).
+    fn project(&self, states: Vec<Tensor<B, 2>>) -> Vec<Vec<f32>> {
         let rows = states.len();
         let states = Tensor::cat(states, 0);
         let vocab = self.target.config().vocab_size;
@@ -217,7 +250,31 @@ impl<B: Backend> TokenSwiftProposer<B> {
             Some(logits) => logits,
             None => draftsmith_model::host_f32(self.target.project_to_vocab(states)),
         };
-        Ok(logits.chunks(vocab).map(<[f32]>::to_vec).collect())
+        logits.chunks(vocab).map(<[f32]>::to_vec).collect()
+    }
+
+    /// The distributions of the tree's levels with their candidate counts: the draft forward's
+    /// p0 and heads, or with [`KvMode::VerifyPass`] the heads alone on the verification pass's
+    /// state.
+    fn draft_rows(&mut self, ctx: &DraftContext<'_>) -> Result<(Vec<Vec<f32>>, &[usize]), DecodeError> {
+        if self.kv.is_none() {
+            let Some(hidden) = ctx.hidden else {
+                return Err(DecodeError::Drafter("TokenSwift (verify-pass) was given no target hidden state".into()));
+            };
+            return Ok((self.head_distributions(hidden), &self.settings.tree[1..]));
+        }
+        let Some(full) = ctx.target_cache.and_then(|c| c.downcast_ref::<KvCache<B>>()) else {
+            return Err(DecodeError::Drafter("TokenSwift needs the target's KV cache on the same backend".into()));
+        };
+        match self.distributions(ctx.tokens, full) {
+            Ok(rows) => Ok((rows, &self.settings.tree)),
+            Err(e) => {
+                if let Some(kv) = self.kv.as_mut() {
+                    kv.reset();
+                }
+                Err(e.into())
+            }
+        }
     }
 }
 
@@ -240,18 +297,22 @@ impl<B: Backend> Proposer for TokenSwiftProposer<B> {
         Method::TokenSwift.name()
     }
 
-    /// γ + 1: the tree depth (α's denominator per step).
+    /// The tree depth (α's denominator per step): γ + 1, or γ with [`KvMode::VerifyPass`].
     fn draft_len(&self) -> Option<usize> {
-        Some(self.settings.tree.len())
+        Some(self.depth())
     }
 
     fn wants_target_cache(&self) -> bool {
-        true
+        self.kv.is_some()
+    }
+
+    fn wants_hidden(&self) -> Option<HiddenState> {
+        self.kv.is_none().then_some(HiddenState::PreNorm)
     }
 
     fn extra_stats(&self) -> Vec<(&'static str, f64)> {
         let s = self.stats();
-        let depth = self.settings.tree.len();
+        let depth = self.depth();
         vec![
             ("alpha", s.alpha(depth)),
             ("beta", s.beta(depth)),
@@ -275,50 +336,67 @@ impl<B: Backend> Proposer for TokenSwiftProposer<B> {
 
     fn propose(&mut self, ctx: &DraftContext<'_>) -> Result<DraftTree, DecodeError> {
         self.cost = DraftCost::default();
-        self.from_ngram.clear();
+        self.classes.clear();
         if ctx.tokens[..ctx.prompt_len] != self.prompt[..] {
             self.prompt = ctx.tokens[..ctx.prompt_len].to_vec();
-            self.kv.reset();
+            if let Some(kv) = self.kv.as_mut() {
+                kv.reset();
+            }
             self.ngrams.clear();
             self.stats = TokenSwiftStats::default();
         }
-        let Some(full) = ctx.target_cache.and_then(|c| c.downcast_ref::<KvCache<B>>()) else {
-            return Err(crate::DecodeError::Drafter(
-                "TokenSwift needs the target's KV cache on the same backend".into(),
-            ));
-        };
-        let mut rows = match self.distributions(ctx.tokens, full) {
-            Ok(rows) => rows,
-            Err(e) => {
-                self.kv.reset();
-                return Err(e.into());
-            }
-        };
+        let (mut rows, branching) = self.draft_rows(ctx)?;
+        let branching = branching.to_vec();
         if self.settings.penalty != 1.0 {
             let w = self.settings.penalty_window;
             let span = if w == 0 { ctx.tokens } else { &ctx.tokens[ctx.tokens.len().saturating_sub(w)..] };
             rows.iter_mut().for_each(|r| apply_repetition_penalty(r, span, self.settings.penalty));
         }
-        let candidates: Vec<Vec<u32>> = rows.iter().zip(&self.settings.tree).map(|(r, &k)| top_k(r, k)).collect();
-        let mut tree = tree::cartesian(&candidates, &self.settings.tree);
-        self.from_ngram = vec![false; tree.len()];
+        let candidates: Vec<Vec<u32>> = rows.iter().zip(&branching).map(|(r, &k)| top_k(r, k)).collect();
+        let mut tree = tree::cartesian(&candidates, &branching);
+        // Each candidate's probability in its level's distribution (softmax of the row).
+        let probs: Vec<Vec<f64>> = rows
+            .iter_mut()
+            .zip(&candidates)
+            .map(|(row, cands)| {
+                let sum = draftsmith_kernels::rowops::softmax_numerators(row);
+                cands.iter().map(|&t| f64::from(row[t as usize] / sum)).collect()
+            })
+            .collect();
+        self.classes = (0..tree.len())
+            .map(|i| {
+                let level = tree.depths()[i] - 1;
+                let rank = candidates[level].iter().position(|&t| t == tree.tokens()[i]).expect("a level's candidate");
+                probability_class(probs[level][rank])
+            })
+            .collect();
         if self.settings.ngram_topk > 0 {
             self.ngrams.follow(ctx.tokens, self.settings.ngram_lag);
-            let key = candidates[0][0];
+            // The key is p0's top candidate (node 0), or with verify-pass the last token (the
+            // root): the chains continue below it, as deep as the tree.
+            let (key, anchor) = match self.kv {
+                Some(_) => (candidates[0][0], Some(0)),
+                None => (*ctx.tokens.last().expect("a context has at least one token"), None),
+            };
             let chains: Vec<Vec<u32>> =
                 self.ngrams.top_k(key, self.settings.ngram_topk).into_iter().map(<[u32]>::to_vec).collect();
+            let below = anchor.map_or(1, |a| tree.depths()[a] + 1);
             for chain in chains {
-                // Node 0 is p0's top candidate, the key: the chain continues below it.
-                insert_branch(&mut tree, Some(0), &chain);
-                self.from_ngram.resize(tree.len(), true);
+                for node in insert_branch(&mut tree, anchor, &chain) {
+                    self.classes.push(if tree.depths()[node] == below { PHRASE_FIRST } else { PHRASE_NEXT });
+                }
             }
         }
         self.cost = DraftCost { calls: 1, generated: tree.len() };
         Ok(tree)
     }
 
+    fn node_classes(&self, tree: &DraftTree) -> Option<Vec<usize>> {
+        (tree.len() == self.classes.len()).then(|| self.classes.clone())
+    }
+
     fn pruned(&mut self, keep: &[usize]) {
-        self.from_ngram = keep.iter().map(|&i| self.from_ngram.get(i).copied().unwrap_or(false)).collect();
+        self.classes = keep.iter().map(|&i| self.classes[i]).collect();
     }
 
     fn observe_verified(&mut self, _ctx: &DraftContext<'_>, tree: &DraftTree, verified: &Verified<'_>) {
@@ -327,7 +405,7 @@ impl<B: Backend> Proposer for TokenSwiftProposer<B> {
         }
         self.stats.steps += 1;
         self.stats.accepted += verified.accepted.len();
-        if verified.accepted.iter().any(|&i| self.from_ngram.get(i).copied().unwrap_or(false)) {
+        if verified.accepted.iter().any(|&i| self.classes.get(i).is_some_and(|&c| c >= PHRASE_FIRST)) {
             self.stats.ngram_accepted += verified.accepted.len();
             self.stats.ngram_steps += 1;
         }
