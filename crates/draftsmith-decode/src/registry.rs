@@ -10,7 +10,7 @@ use draftsmith_model::{Model, QFormat};
 use crate::methods::{
     DraftModel, DraftModelConfig, KvMode, LoadedReDrafter, LoadedTokenSwift, NgramTrie, NgramTrieConfig, PreCutConfig,
     PromptLookup, ReDrafterProposer, ReDrafterSettings, TokenCache, TokenCacheConfig, TokenSwiftProposer,
-    TokenSwiftSettings,
+    TokenSwiftSettings, AUTO_NGRAM_KEY, AUTO_NGRAM_N,
 };
 use crate::spec::{Auto, CostModel, DraftPolicy, Proposer};
 
@@ -84,9 +84,11 @@ pub struct MethodParams {
     pub ngram_topk: usize,
     /// TokenSwift: the draft forward's KV cache: full, partial-static or dynamic (the paper's);
     /// or verify-pass: no draft forward, the heads read the verification pass's own state (one
-    /// target pass per step instead of two, the tree one level shallower).
-    #[cfg_attr(feature = "clap", arg(long, default_value_t = MethodParams::default().kv_mode))]
-    pub kv_mode: KvMode,
+    /// target pass per step instead of two, the tree one level shallower), and under `auto` the
+    /// n-gram continuations are longer and looked up after the last three tokens. Default:
+    /// verify-pass under the `auto` draft policy, dynamic under `fixed`.
+    #[cfg_attr(feature = "clap", arg(long))]
+    pub kv_mode: Option<KvMode>,
     /// TokenSwift: draft KV budget B in tokens (partial modes).
     #[cfg_attr(feature = "clap", arg(long, default_value_t = MethodParams::default().kv_budget))]
     pub kv_budget: usize,
@@ -138,7 +140,7 @@ impl Default for MethodParams {
             tree_attention: true,
             tree: ts.tree,
             ngram_topk: ts.ngram_topk,
-            kv_mode: ts.kv_mode,
+            kv_mode: None,
             kv_budget: ts.kv_budget,
             kv_sinks: ts.kv_sinks,
             penalty: 1.0,
@@ -249,13 +251,23 @@ fn build_method<B: Backend>(
             value: "not loaded".into(),
             problem: "this method needs trained TokenSwift heads (--drafter)".into(),
         })?;
+        let auto = params.draft_policy == DraftPolicy::Auto;
+        let kv_mode = params.kv_mode.unwrap_or(if auto { KvMode::VerifyPass } else { KvMode::Dynamic });
+        // Under `auto` verify-pass offers long copies, which the policy prunes to what pays;
+        // `fixed` keeps the paper's n = γ + 1 after p0's one token.
+        let (ngram_n, ngram_key) = match kv_mode {
+            KvMode::VerifyPass if auto => (AUTO_NGRAM_N.max(params.tree.len()), AUTO_NGRAM_KEY),
+            _ => (params.tree.len(), 1),
+        };
         let settings = TokenSwiftSettings {
             tree: params.tree.clone(),
             ngram_topk: params.ngram_topk,
-            ngram_n: params.tree.len(),
-            kv_mode: params.kv_mode,
+            ngram_n,
+            ngram_key,
+            kv_mode,
             kv_budget: params.kv_budget,
             kv_sinks: params.kv_sinks,
+            skip_heads_on_agreement: auto,
             ..TokenSwiftSettings::default()
         };
         return Ok(Some(Box::new(TokenSwiftProposer::new(target, loaded, settings)?)));

@@ -118,3 +118,35 @@ fn bad_settings_are_refused() {
         assert!(err.contains(what), "{err}");
     }
 }
+
+#[test]
+fn verify_pass_with_long_copies_equals_autoregressive_and_skips_the_heads_when_copies_agree() {
+    // `auto`'s verify-pass settings: continuations of up to 7 tokens after the last 3, the heads
+    // not run when every counted continuation agrees.
+    let mut rng = Lcg(7);
+    let mut without_calls = 0;
+    for (arch, seed) in [(Architecture::Llama, 51), (Architecture::Qwen2, 52)] {
+        let model = tiny(arch, seed);
+        let heads = loaded(&model, seed);
+        let prompt = repeating_prompt(&mut rng, model.config().vocab_size);
+        let want = ar(&model, &prompt, 60);
+        let settings = TokenSwiftSettings {
+            kv_mode: KvMode::VerifyPass,
+            ngram_n: 10,
+            ngram_key: 3,
+            skip_heads_on_agreement: true,
+            ..TokenSwiftSettings::default()
+        };
+        let mut p = TokenSwiftProposer::new(&model, &heads, settings).unwrap();
+        let out = generate_speculative(&model, &prompt, 60, &[], &mut p).unwrap();
+        assert_eq!(out.tokens, want, "{arch:?}");
+        without_calls += out.steps.iter().filter(|s| s.draft_calls == 0).count();
+    }
+    assert!(without_calls > 0, "some steps drafted agreeing copies alone");
+    // The key must leave room for a continuation.
+    let model = tiny(Architecture::Llama, 1);
+    let heads = loaded(&model, 1);
+    let settings = TokenSwiftSettings { ngram_key: 4, ..TokenSwiftSettings::default() };
+    let err = TokenSwiftProposer::new(&model, &heads, settings).err().expect("refused").to_string();
+    assert!(err.contains("ngram_key"), "{err}");
+}

@@ -15,4 +15,6 @@ pub use precut::{PreCut, PreCutConfig};
 pub use prompt_lookup::PromptLookup;
 pub use redrafter::{LoadedReDrafter, PackingStats, ReDrafterProposer, ReDrafterSettings};
 pub use token_cache::{PhraseCache, TokenCache, TokenCacheConfig, TokenCacheStats};
-pub use tokenswift::{KvMode, LoadedTokenSwift, TokenSwiftProposer, TokenSwiftSettings, TokenSwiftStats};
+pub use tokenswift::{
+    KvMode, LoadedTokenSwift, TokenSwiftProposer, TokenSwiftSettings, TokenSwiftStats, AUTO_NGRAM_KEY, AUTO_NGRAM_N,
+};

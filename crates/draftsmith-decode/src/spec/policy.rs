@@ -245,14 +245,19 @@ pub struct AcceptanceModel {
 /// Draft classes with their own counts (larger ones share the last).
 const CLASSES: usize = 8;
 /// Node classes with their own counts (larger ones share the last): a drafter's own four
-/// (0 = surest … 3: [`probability_class`], [`agreement_class`]) and the Post-use token cache's
-/// two for the cached phrases it hangs on a draft ([`PHRASE_FIRST`], [`PHRASE_NEXT`]).
-pub const NODE_CLASSES: usize = 6;
+/// (0 = surest … 3: [`probability_class`], [`agreement_class`]), the Post-use token cache's
+/// two for the cached phrases it hangs on a draft ([`PHRASE_FIRST`], [`PHRASE_NEXT`]), and four
+/// for text a model drafter's method copies beside its own candidates ([`COPIED`]).
+pub const NODE_CLASSES: usize = 10;
 /// The node class of a cached phrase's first token below a drafted node (or the root): a
 /// phrase competes with the drafter there.
 pub const PHRASE_FIRST: usize = 4;
 /// The node class of a cached phrase's later tokens (below its first).
 pub const PHRASE_NEXT: usize = 5;
+/// The first of four node classes, `COPIED + agreement_class(..)`, for tokens a method with a
+/// model drafter also copies from earlier text (TokenSwift's n-gram continuations beside its
+/// heads' candidates): learned apart from the model's own classes, which say something else.
+pub const COPIED: usize = 6;
 /// A node a method that classes some of its nodes has no class for: priced and learned as a
 /// node of any class.
 pub const UNCLASSED: usize = usize::MAX;
@@ -720,6 +725,10 @@ impl Proposer for Auto {
         self.inner.wants_target_cache()
     }
 
+    fn drafts_without_calls(&mut self, ctx: &DraftContext<'_>) -> bool {
+        self.inner.drafts_without_calls(ctx)
+    }
+
     fn extra_stats(&self) -> Vec<(&'static str, f64)> {
         let mut v = self.inner.extra_stats();
         let s = &self.stats;
@@ -776,7 +785,11 @@ impl Proposer for Auto {
         self.probed = probing;
         // Not worth drafting by its last draft, but asked anyway: what it drafts is pruned as
         // any draft, and a step that keeps nothing stays a plain step between probes.
-        let asked = !refresh && depth == 0 && !probing && depth_range.is_none() && self.cheap();
+        let asked = !refresh
+            && depth == 0
+            && !probing
+            && depth_range.is_none()
+            && (self.cheap() || self.inner.drafts_without_calls(ctx));
         let was_skipped = std::mem::replace(&mut self.skipped, depth == 0 && !probing && !asked);
         if self.skipped {
             self.last = Some((self.cost.predict(1), Instant::now()));
@@ -825,7 +838,9 @@ impl Proposer for Auto {
         // A method told its depth is priced per call; its probes draft one token, so their
         // whole drafting time bounds nothing. Any other method drafts the same whatever came
         // before: every measurement is comparable.
-        if depth_range.is_none() || steady {
+        // A draft that made no call (copied text alone, [`Proposer::drafts_without_calls`]) says
+        // nothing of what the method's model drafts cost.
+        if (depth_range.is_none() || steady) && self.inner.last_cost().is_none_or(|c| c.calls > 0) {
             self.draft_ms.learn(ms, 0, steady);
         }
         let probe = usize::from(probing);

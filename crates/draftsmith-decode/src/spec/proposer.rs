@@ -113,6 +113,14 @@ pub trait Proposer {
     /// silently to `ar`.
     fn propose(&mut self, ctx: &DraftContext<'_>) -> Result<DraftTree, crate::DecodeError>;
 
+    /// Whether the draft for `ctx` would make no drafter call: a method with a model that in
+    /// some steps drafts copied text alone (TokenSwift in verify-pass, when the last token's
+    /// counted continuations agree) says so before drafting, and a draft policy then asks for
+    /// that draft as it would a cheap method's, whatever the model's drafts cost.
+    fn drafts_without_calls(&mut self, _ctx: &DraftContext<'_>) -> bool {
+        false
+    }
+
     /// A small number the method gives its draft for `ctx` (prompt lookup: the length of the
     /// matched n-gram), which a draft policy learns acceptance for separately; 0 when the
     /// method has no such signal.

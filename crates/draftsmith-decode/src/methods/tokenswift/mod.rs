@@ -48,8 +48,8 @@ use super::token_cache::insert_branch;
 use crate::error::DecodeError;
 use crate::method::Method;
 use crate::sampling::apply_repetition_penalty;
-use crate::spec::policy::{PHRASE_FIRST, PHRASE_NEXT};
-use crate::spec::{probability_class, DraftContext, DraftCost, HiddenState, Proposer, Verified};
+use crate::spec::policy::COPIED;
+use crate::spec::{agreement_class, probability_class, DraftContext, DraftCost, HiddenState, Proposer, Verified};
 
 /// Exported TokenSwift heads, loaded for a target.
 #[derive(Debug)]
@@ -73,8 +73,12 @@ pub struct TokenSwiftSettings {
     pub tree: Vec<usize>,
     /// n-gram continuations added per step (paper: k = 20; 0 = no token reutilization).
     pub ngram_topk: usize,
-    /// n of the n-gram table (paper: 4 = γ + 1).
+    /// n of the n-gram table (paper: 4 = γ + 1; at least the tree's depth).
     pub ngram_n: usize,
+    /// Tokens of text the n-gram continuations are looked up after, `1 ..= n − 1` (paper: 1,
+    /// p0's top token; with verify-pass the last tokens of the text): a continuation is the
+    /// `n − ngram_key` tokens that followed them.
+    pub ngram_key: usize,
     /// The table counts n-grams only this many tokens behind the end of the text (set to the
     /// penalty window W when a penalty is on, as the reference does; 0 otherwise).
     pub ngram_lag: usize,
@@ -87,6 +91,9 @@ pub struct TokenSwiftSettings {
     /// tokens (0 = all); the driver sets them from the target's sampler.
     pub penalty: f32,
     pub penalty_window: usize,
+    /// Verify-pass only: when every counted continuation of the last token agrees (at least
+    /// two, [`agreement_class`] 0), draft that continuation alone without running the heads.
+    pub skip_heads_on_agreement: bool,
 }
 
 impl Default for TokenSwiftSettings {
@@ -95,15 +102,29 @@ impl Default for TokenSwiftSettings {
             tree: vec![1, 3, 3, 3],
             ngram_topk: 20,
             ngram_n: 4,
+            ngram_key: 1,
             ngram_lag: 0,
             kv_mode: KvMode::Dynamic,
             kv_budget: 1024,
             kv_sinks: 16,
             penalty: 1.0,
             penalty_window: 0,
+            skip_heads_on_agreement: false,
         }
     }
 }
+
+/// n of the n-gram table of verify-pass under the `auto` draft policy: continuations of up to
+/// 13 tokens, which the policy prunes node by node to what their measured acceptance pays for.
+/// From a 1536-token book prefix to 4096 greedy tokens (SmolLM2-135M, whose greedy text there
+/// repeats itself), n = 4 / 8 looked up after one token ran 1.40 / 1.60× `ar`, n = 12 / 16 after
+/// three tokens 2.42 / 2.69× (session 35).
+pub const AUTO_NGRAM_N: usize = 16;
+/// The lookup key of verify-pass under `auto`, in tokens: continuations of the last three tokens
+/// agree far more often than those of the last one, so more steps draft copies alone (first
+/// 1024 tokens of the run above: τ 2.5 with n = 4 after one token, 5.2 / 7.4 with n = 8 / 12
+/// after three, session 35).
+pub const AUTO_NGRAM_KEY: usize = 3;
 
 /// Counters over a generation (reset with the proposer's state on a new prompt).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -141,8 +162,8 @@ pub struct TokenSwiftProposer<B: Backend> {
     /// The prompt of the generation in progress (a different one resets the state).
     prompt: Vec<u32>,
     /// Each node of the last tree's class for the draft policy: a level's candidate by its
-    /// probability there ([`probability_class`]), an n-gram continuation's first token
-    /// [`PHRASE_FIRST`] and its later ones [`PHRASE_NEXT`].
+    /// probability there ([`probability_class`]), an n-gram continuation's tokens by how many
+    /// of the key's counted continuations it is ([`COPIED`] + [`agreement_class`]).
     classes: Vec<usize>,
     stats: TokenSwiftStats,
     cost: DraftCost,
@@ -168,12 +189,15 @@ impl<B: Backend> TokenSwiftProposer<B> {
                 &format!("needs {} positive entries: p0 and each of the {heads} heads", heads + 1),
             ));
         }
-        if settings.ngram_n != settings.tree.len() {
+        if settings.ngram_n < settings.tree.len() {
             return Err(bad(
                 "ngram_n",
                 settings.ngram_n.to_string(),
                 "n-gram chains must span the tree depth (n = number of heads + 1)",
             ));
+        }
+        if settings.ngram_key == 0 || settings.ngram_key >= settings.ngram_n {
+            return Err(bad("ngram_key", settings.ngram_key.to_string(), "the lookup key needs 1 ..= n − 1 tokens"));
         }
         if settings.kv_budget <= settings.kv_sinks {
             return Err(bad("kv_budget", settings.kv_budget.to_string(), "must exceed the sink tokens"));
@@ -206,6 +230,27 @@ impl<B: Backend> TokenSwiftProposer<B> {
 
     pub fn settings(&self) -> &TokenSwiftSettings {
         &self.settings
+    }
+
+    /// The text the n-gram continuations are looked up after: the last `ngram_key` tokens of
+    /// `tokens` followed by `next` when there is one (p0's top candidate), as many as there are.
+    fn key(&self, tokens: &[u32], next: Option<u32>) -> Vec<u32> {
+        let m = self.settings.ngram_key - usize::from(next.is_some());
+        let mut key = tokens[tokens.len().saturating_sub(m)..].to_vec();
+        key.extend(next);
+        key
+    }
+
+    /// A new prompt (a different one than the generation in progress) resets the state.
+    fn follow_prompt(&mut self, ctx: &DraftContext<'_>) {
+        if ctx.tokens[..ctx.prompt_len] != self.prompt[..] {
+            self.prompt = ctx.tokens[..ctx.prompt_len].to_vec();
+            if let Some(kv) = self.kv.as_mut() {
+                kv.reset();
+            }
+            self.ngrams.clear();
+            self.stats = TokenSwiftStats::default();
+        }
     }
 
     /// Draft tokens on the tree's deepest path: γ + 1 (p0 and the heads), γ with
@@ -253,6 +298,37 @@ impl<B: Backend> TokenSwiftProposer<B> {
         logits.chunks(vocab).map(<[f32]>::to_vec).collect()
     }
 
+    /// The tree of the levels' candidates ([`tree::cartesian`]) with each level's candidates,
+    /// the nodes' classes set by their probabilities.
+    fn head_tree(&mut self, ctx: &DraftContext<'_>) -> Result<(DraftTree, Vec<Vec<u32>>), DecodeError> {
+        let (mut rows, branching) = self.draft_rows(ctx)?;
+        let branching = branching.to_vec();
+        if self.settings.penalty != 1.0 {
+            let w = self.settings.penalty_window;
+            let span = if w == 0 { ctx.tokens } else { &ctx.tokens[ctx.tokens.len().saturating_sub(w)..] };
+            rows.iter_mut().for_each(|r| apply_repetition_penalty(r, span, self.settings.penalty));
+        }
+        let candidates: Vec<Vec<u32>> = rows.iter().zip(&branching).map(|(r, &k)| top_k(r, k)).collect();
+        let tree = tree::cartesian(&candidates, &branching);
+        // Each candidate's probability in its level's distribution (softmax of the row).
+        let probs: Vec<Vec<f64>> = rows
+            .iter_mut()
+            .zip(&candidates)
+            .map(|(row, cands)| {
+                let sum = draftsmith_kernels::rowops::softmax_numerators(row);
+                cands.iter().map(|&t| f64::from(row[t as usize] / sum)).collect()
+            })
+            .collect();
+        self.classes = (0..tree.len())
+            .map(|i| {
+                let level = tree.depths()[i] - 1;
+                let rank = candidates[level].iter().position(|&t| t == tree.tokens()[i]).expect("a level's candidate");
+                probability_class(probs[level][rank])
+            })
+            .collect();
+        Ok((tree, candidates))
+    }
+
     /// The distributions of the tree's levels with their candidate counts: the draft forward's
     /// p0 and heads, or with [`KvMode::VerifyPass`] the heads alone on the verification pass's
     /// state.
@@ -278,8 +354,23 @@ impl<B: Backend> TokenSwiftProposer<B> {
     }
 }
 
-/// Indices of the `k` largest values, best first (the earlier index on ties).
+/// Indices of the `k` largest values, best first (the earlier index on ties). A few go
+/// through one pass with a short sorted list (a vocabulary-sized row, three times a step: a
+/// selection over an index vector took ~0.15 ms a row); more through a selection.
 fn top_k(values: &[f32], k: usize) -> Vec<u32> {
+    if k <= SCAN_TOP_K {
+        let mut best: Vec<(f32, u32)> = Vec::with_capacity(k + 1);
+        for (i, &v) in values.iter().enumerate() {
+            if best.len() == k && best.last().is_none_or(|&(w, _)| v.total_cmp(&w).is_le()) {
+                continue;
+            }
+            // After every kept value at least as large: earlier indices stay first on ties.
+            let at = best.iter().position(|&(w, _)| v.total_cmp(&w).is_gt()).unwrap_or(best.len());
+            best.insert(at, (v, i as u32));
+            best.truncate(k);
+        }
+        return best.into_iter().map(|(_, i)| i).collect();
+    }
     let mut idx: Vec<usize> = (0..values.len()).collect();
     let k = k.min(values.len());
     if k == 0 {
@@ -291,6 +382,9 @@ fn top_k(values: &[f32], k: usize) -> Vec<u32> {
     idx.sort_by(cmp);
     idx.into_iter().map(|i| i as u32).collect()
 }
+
+/// The most candidates [`top_k`] finds in one pass.
+const SCAN_TOP_K: usize = 16;
 
 impl<B: Backend> Proposer for TokenSwiftProposer<B> {
     fn name(&self) -> &str {
@@ -334,60 +428,52 @@ impl<B: Backend> Proposer for TokenSwiftProposer<B> {
         Some(self.cost)
     }
 
+    /// Verify-pass: the last token's continuations are known before the heads run; when they
+    /// all agree ([`TokenSwiftSettings::skip_heads_on_agreement`]) the heads are not asked (their
+    /// LM-head product, ~1 ms for SmolLM2's 28 MB head, is most of a draft's time).
+    fn drafts_without_calls(&mut self, ctx: &DraftContext<'_>) -> bool {
+        if self.settings.ngram_topk == 0 {
+            return false;
+        }
+        self.follow_prompt(ctx);
+        self.ngrams.follow(ctx.tokens, self.settings.ngram_lag);
+        if self.kv.is_some() || !self.settings.skip_heads_on_agreement {
+            return false;
+        }
+        let key = self.key(ctx.tokens, None);
+        self.ngrams
+            .top_k_after(&key, 1)
+            .first()
+            .is_some_and(|&(_, count)| agreement_class(count as usize, self.ngrams.total_after(&key) as usize) == 0)
+    }
+
     fn propose(&mut self, ctx: &DraftContext<'_>) -> Result<DraftTree, DecodeError> {
         self.cost = DraftCost::default();
         self.classes.clear();
-        if ctx.tokens[..ctx.prompt_len] != self.prompt[..] {
-            self.prompt = ctx.tokens[..ctx.prompt_len].to_vec();
-            if let Some(kv) = self.kv.as_mut() {
-                kv.reset();
-            }
-            self.ngrams.clear();
-            self.stats = TokenSwiftStats::default();
-        }
-        let (mut rows, branching) = self.draft_rows(ctx)?;
-        let branching = branching.to_vec();
-        if self.settings.penalty != 1.0 {
-            let w = self.settings.penalty_window;
-            let span = if w == 0 { ctx.tokens } else { &ctx.tokens[ctx.tokens.len().saturating_sub(w)..] };
-            rows.iter_mut().for_each(|r| apply_repetition_penalty(r, span, self.settings.penalty));
-        }
-        let candidates: Vec<Vec<u32>> = rows.iter().zip(&branching).map(|(r, &k)| top_k(r, k)).collect();
-        let mut tree = tree::cartesian(&candidates, &branching);
-        // Each candidate's probability in its level's distribution (softmax of the row).
-        let probs: Vec<Vec<f64>> = rows
-            .iter_mut()
-            .zip(&candidates)
-            .map(|(row, cands)| {
-                let sum = draftsmith_kernels::rowops::softmax_numerators(row);
-                cands.iter().map(|&t| f64::from(row[t as usize] / sum)).collect()
-            })
-            .collect();
-        self.classes = (0..tree.len())
-            .map(|i| {
-                let level = tree.depths()[i] - 1;
-                let rank = candidates[level].iter().position(|&t| t == tree.tokens()[i]).expect("a level's candidate");
-                probability_class(probs[level][rank])
-            })
-            .collect();
+        self.follow_prompt(ctx);
+        let copies_agree = self.drafts_without_calls(ctx);
+        let (mut tree, candidates) = if copies_agree { (DraftTree::new(), Vec::new()) } else { self.head_tree(ctx)? };
         if self.settings.ngram_topk > 0 {
-            self.ngrams.follow(ctx.tokens, self.settings.ngram_lag);
-            // The key is p0's top candidate (node 0), or with verify-pass the last token (the
-            // root): the chains continue below it, as deep as the tree.
+            // The key ends with p0's top candidate (node 0), or with verify-pass with the last
+            // token (the root): the chains continue below it.
             let (key, anchor) = match self.kv {
-                Some(_) => (candidates[0][0], Some(0)),
-                None => (*ctx.tokens.last().expect("a context has at least one token"), None),
+                Some(_) => (self.key(ctx.tokens, Some(candidates[0][0])), Some(0)),
+                None => (self.key(ctx.tokens, None), None),
             };
-            let chains: Vec<Vec<u32>> =
-                self.ngrams.top_k(key, self.settings.ngram_topk).into_iter().map(<[u32]>::to_vec).collect();
-            let below = anchor.map_or(1, |a| tree.depths()[a] + 1);
-            for chain in chains {
-                for node in insert_branch(&mut tree, anchor, &chain) {
-                    self.classes.push(if tree.depths()[node] == below { PHRASE_FIRST } else { PHRASE_NEXT });
-                }
+            let total = self.ngrams.total_after(&key) as usize;
+            let chains: Vec<(Vec<u32>, u32)> = self
+                .ngrams
+                .top_k_after(&key, self.settings.ngram_topk)
+                .into_iter()
+                .map(|(chain, count)| (chain.to_vec(), count))
+                .collect();
+            for (chain, count) in chains {
+                let class = COPIED + agreement_class(count as usize, total);
+                let created = insert_branch(&mut tree, anchor, &chain);
+                self.classes.extend(created.iter().map(|_| class));
             }
         }
-        self.cost = DraftCost { calls: 1, generated: tree.len() };
+        self.cost = DraftCost { calls: usize::from(!copies_agree), generated: tree.len() };
         Ok(tree)
     }
 
@@ -405,7 +491,7 @@ impl<B: Backend> Proposer for TokenSwiftProposer<B> {
         }
         self.stats.steps += 1;
         self.stats.accepted += verified.accepted.len();
-        if verified.accepted.iter().any(|&i| self.classes.get(i).is_some_and(|&c| c >= PHRASE_FIRST)) {
+        if verified.accepted.iter().any(|&i| self.classes.get(i).is_some_and(|&c| c >= COPIED)) {
             self.stats.ngram_accepted += verified.accepted.len();
             self.stats.ngram_steps += 1;
         }
@@ -421,5 +507,12 @@ mod tests {
         assert_eq!(top_k(&[0.1, 3.0, 2.0, 3.0, -1.0], 3), vec![1, 3, 2]);
         assert_eq!(top_k(&[1.0, 2.0], 5), vec![1, 0]);
         assert!(top_k(&[1.0], 0).is_empty());
+        // The one-pass scan and the selection agree, ties included.
+        let row: Vec<f32> = (0..500u32).map(|i| ((i * 7919) % 61) as f32).collect();
+        let mut by_sort: Vec<u32> = (0..500).collect();
+        by_sort.sort_by(|&a, &b| row[b as usize].total_cmp(&row[a as usize]).then(a.cmp(&b)));
+        for k in [1, 3, SCAN_TOP_K, SCAN_TOP_K + 1, 40] {
+            assert_eq!(top_k(&row, k), by_sort[..k], "k = {k}");
+        }
     }
 }

@@ -72,10 +72,32 @@ impl NgramTable {
 
     /// The `k` most frequent continuations of `key` (most recent first among equal counts).
     pub fn top_k(&self, key: u32, k: usize) -> Vec<&[u32]> {
-        let Some(entries) = self.table.get(&key) else { return Vec::new() };
-        let mut sorted: Vec<&Entry> = entries.iter().collect();
-        sorted.sort_by(|a, b| b.count.cmp(&a.count).then(b.tick.cmp(&a.tick)));
-        sorted.into_iter().take(k).map(|e| e.tokens.as_slice()).collect()
+        self.top_k_after(&[key], k).into_iter().map(|(tokens, _)| tokens).collect()
+    }
+
+    /// How many n-grams starting with `key` were counted.
+    pub fn total(&self, key: u32) -> u32 {
+        self.total_after(&[key])
+    }
+
+    /// The `k` most frequent continuations of the text `suffix` (`1 ..= n − 1` tokens: the
+    /// n-grams that start with it, less those tokens), with their counts; `top_k` is the
+    /// one-token case. Order as [`NgramTable::top_k`].
+    pub fn top_k_after(&self, suffix: &[u32], k: usize) -> Vec<(&[u32], u32)> {
+        let skip = suffix.len() - 1;
+        let mut found: Vec<&Entry> = self.after(suffix).collect();
+        found.sort_by(|a, b| b.count.cmp(&a.count).then(b.tick.cmp(&a.tick)));
+        found.into_iter().take(k).map(|e| (&e.tokens[skip..], e.count)).collect()
+    }
+
+    /// How many counted n-grams start with `suffix`.
+    pub fn total_after(&self, suffix: &[u32]) -> u32 {
+        self.after(suffix).map(|e| e.count).sum()
+    }
+
+    fn after<'a, 's>(&'a self, suffix: &'s [u32]) -> impl Iterator<Item = &'a Entry> + use<'a, 's> {
+        assert!((1..self.n).contains(&suffix.len()), "a suffix of 1 ..= n − 1 tokens");
+        self.table.get(&suffix[0]).into_iter().flatten().filter(move |e| e.tokens.starts_with(&suffix[1..]))
     }
 
     /// Count of one continuation (0 when unseen).
@@ -96,6 +118,11 @@ mod tests {
         assert_eq!(t.count(1, &[2, 3, 4]), 2);
         assert_eq!(t.count(1, &[2, 3, 5]), 1);
         assert_eq!(t.count(2, &[3, 4, 1]), 1);
+        assert_eq!((t.total(1), t.total(2), t.total(9)), (3, 2, 0));
+        // Longer keys: the continuations of the text 1 2, and of 2 3 (which followed 1 three times).
+        assert_eq!(t.top_k_after(&[1, 2], 5), vec![(&[3, 4][..], 2), (&[3, 5][..], 1)]);
+        assert_eq!(t.top_k_after(&[1, 2, 3], 1), vec![(&[4][..], 2)]);
+        assert_eq!((t.total_after(&[1, 2]), t.total_after(&[1, 3]), t.total_after(&[2, 3])), (3, 0, 2));
         assert_eq!(t.top_k(1, 20), vec![&[2, 3, 4][..], &[2, 3, 5]]);
         assert_eq!(t.top_k(1, 1), vec![&[2, 3, 4][..]]);
         assert!(t.top_k(9, 5).is_empty());
