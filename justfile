@@ -59,7 +59,8 @@ train-tokenswift *args="": build
 # TokenSwift vs AR on one held-out book prefix (needs `just train-tokenswift`): `max` new tokens
 # greedy (lossless check) and `sampled_max` sampled (T = 1, min-p 0.1, θ = 1.2, W = 1024), EOS
 # ignored (fixed lengths), statistics every 1024 tokens (tokens/s, α, β, Distinct-n, peak RSS),
-# table at 1K/2K/4K/8K in eval/results/tokenswift-lengths/table.md. A finished run is kept and
+# table at 1K/2K/4K/8K in eval/results/tokenswift-lengths/table.md. The paper's settings
+# (`--draft-policy fixed`: dynamic draft KV, the full tree). A finished run is kept and
 # skipped on a rerun; an interrupted one keeps the statistics lines it wrote.
 tokenswift-lengths prompt="0" max="8192" sampled_max="8192": build
     #!/usr/bin/env bash
@@ -75,7 +76,7 @@ tokenswift-lengths prompt="0" max="8192" sampled_max="8192": build
             if [ -s $out/$method-$mode.json ]; then echo "$out/$method-$mode.json: done, skipped"; continue; fi
             rm -f $out/$method-$mode.stats.jsonl
             {{bin}} generate --model {{model}} --method $method --drafter $run --prompt-file $out/prompt.txt --no-chat-template \
-                --ignore-eos $flags --json --stats-out $out/$method-$mode.stats.jsonl --stats-every 1024 > $out/$method-$mode.json.part
+                --draft-policy fixed --ignore-eos $flags --json --stats-out $out/$method-$mode.stats.jsonl --stats-every 1024 > $out/$method-$mode.json.part
             mv $out/$method-$mode.json.part $out/$method-$mode.json
         done
     done
