@@ -91,7 +91,7 @@ pub struct TokenSwiftSettings {
     /// tokens (0 = all); the driver sets them from the target's sampler.
     pub penalty: f32,
     pub penalty_window: usize,
-    /// Verify-pass only: when every counted continuation of the last token agrees (at least
+    /// Verify-pass only: when every counted continuation of the lookup key agrees (at least
     /// two, [`agreement_class`] 0), draft that continuation alone without running the heads.
     pub skip_heads_on_agreement: bool,
 }
@@ -428,9 +428,10 @@ impl<B: Backend> Proposer for TokenSwiftProposer<B> {
         Some(self.cost)
     }
 
-    /// Verify-pass: the last token's continuations are known before the heads run; when they
-    /// all agree ([`TokenSwiftSettings::skip_heads_on_agreement`]) the heads are not asked (their
-    /// LM-head product, ~1 ms for SmolLM2's 28 MB head, is most of a draft's time).
+    /// Verify-pass: the continuations of the text's last `ngram_key` tokens are known before
+    /// the heads run; when they all agree ([`TokenSwiftSettings::skip_heads_on_agreement`]) the
+    /// heads are not asked (their LM-head product, ~1 ms for SmolLM2's 28 MB head, is most of a
+    /// draft's time).
     fn drafts_without_calls(&mut self, ctx: &DraftContext<'_>) -> bool {
         if self.settings.ngram_topk == 0 {
             return false;
