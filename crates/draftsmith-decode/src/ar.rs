@@ -50,17 +50,8 @@ pub fn prefill<B: Backend>(model: &Model<B>, prompt: &[u32], cache: &mut KvCache
     Ok(logits_row(prefill_forward(model, prompt, cache)?.logits, 0))
 }
 
-/// [`prefill`], also returning the last position's final hidden state (after the final norm).
-pub fn prefill_with_hidden<B: Backend>(
-    model: &Model<B>,
-    prompt: &[u32],
-    cache: &mut KvCache<B>,
-) -> Result<(Vec<f32>, Vec<f32>), ModelError> {
-    prefill_with_state(model, prompt, cache, HiddenState::Final)
-}
-
 /// [`prefill`], also returning the last position's hidden state of the kind asked for.
-fn prefill_with_state<B: Backend>(
+pub fn prefill_with_hidden<B: Backend>(
     model: &Model<B>,
     prompt: &[u32],
     cache: &mut KvCache<B>,
@@ -129,7 +120,7 @@ pub(crate) fn start_inner<B: Backend>(
     let mut cache = model.new_cache(prompt.len() + extra);
     let begin = Instant::now();
     let (logits, hidden) = match with_hidden {
-        Some(kind) => prefill_with_state(model, prompt, &mut cache, kind)?,
+        Some(kind) => prefill_with_hidden(model, prompt, &mut cache, kind)?,
         None => (prefill(model, prompt, &mut cache)?, Vec::new()),
     };
     Ok(Started { cache, logits, hidden, prefill: begin.elapsed() })

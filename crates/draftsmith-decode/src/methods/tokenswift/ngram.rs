@@ -75,11 +75,6 @@ impl NgramTable {
         self.top_k_after(&[key], k).into_iter().map(|(tokens, _)| tokens).collect()
     }
 
-    /// How many n-grams starting with `key` were counted.
-    pub fn total(&self, key: u32) -> u32 {
-        self.total_after(&[key])
-    }
-
     /// The `k` most frequent continuations of the text `suffix` (`1 ..= n − 1` tokens: the
     /// n-grams that start with it, less those tokens), with their counts; `top_k` is the
     /// one-token case. Order as [`NgramTable::top_k`].
@@ -118,7 +113,7 @@ mod tests {
         assert_eq!(t.count(1, &[2, 3, 4]), 2);
         assert_eq!(t.count(1, &[2, 3, 5]), 1);
         assert_eq!(t.count(2, &[3, 4, 1]), 1);
-        assert_eq!((t.total(1), t.total(2), t.total(9)), (3, 2, 0));
+        assert_eq!((t.total_after(&[1]), t.total_after(&[2]), t.total_after(&[9])), (3, 2, 0));
         // Longer keys: the continuations of the text 1 2, and of 2 3 (which followed 1 three times).
         assert_eq!(t.top_k_after(&[1, 2], 5), vec![(&[3, 4][..], 2), (&[3, 5][..], 1)]);
         assert_eq!(t.top_k_after(&[1, 2, 3], 1), vec![(&[4][..], 2)]);
