@@ -10,9 +10,10 @@ use crate::model_arg::ModelArgs;
 
 /// Compare decoding methods with the autoregressive baseline on a prompt set (greedy).
 ///
-/// Every prompt runs `ar` first, then each method, on the same loaded model; any output that
-/// differs from `ar`'s fails the run (exit code 1) after all records are written. Rerunning
-/// with the same `--out` skips the (prompt, method) pairs already recorded.
+/// Every prompt runs `ar` first, then each method (or all side by side, --turn-tokens), on the
+/// same loaded model; any output that differs from `ar`'s fails the run (exit code 1) after all
+/// records are written. Rerunning with the same `--out` skips the (prompt, method) pairs
+/// already recorded.
 #[derive(Debug, Args)]
 pub struct EvalArgs {
     #[command(flatten)]
@@ -45,6 +46,17 @@ pub struct EvalArgs {
     /// baseline again.
     #[arg(long)]
     pub reuse_ar_from: Option<PathBuf>,
+    /// Generate exactly --max-new-tokens per prompt, past the model's end-of-turn token (long
+    /// generations, as TokenSwift's tables run them).
+    #[arg(long)]
+    pub ignore_eos: bool,
+    /// Run each prompt's methods side by side, taking turns on the machine every N new tokens
+    /// (one computes while the others wait; each decode time counts its own turns), instead of
+    /// one after another: on a shared machine whose speed drifts, `ar` and every method then
+    /// see the same stretches of it. Worth it for few, long generations (one prompt × 4096
+    /// tokens); prompt-by-prompt order already interleaves many short ones.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
+    pub turn_tokens: Option<u64>,
     /// Print the per-method summary as one JSON object on the last stdout line.
     #[arg(long)]
     pub json: bool,

@@ -71,6 +71,44 @@ fn eval_reports_the_contract_is_lossless_and_resumes() {
 }
 
 #[test]
+fn methods_taking_turns_give_the_same_outputs_and_ignore_eos_runs_to_the_limit() {
+    let dir = scratch("turns");
+    let prompts = dir.join("prompts.jsonl");
+    std::fs::write(&prompts, "{\"id\": \"a\", \"prompt\": \"the cat sat on the mat and the cat sat\"}\n{\"id\": \"b\", \"prompt\": \"one two three one two\"}\n").unwrap();
+    let flags = ["--max-new-tokens", "24", "--ignore-eos"];
+    let (plain, turns) = (dir.join("plain"), dir.join("turns"));
+    let a = last_json(&eval(&prompts, &plain, &flags));
+    let b = last_json(&eval(&prompts, &turns, &[&flags[..], &["--turn-tokens", "3"]].concat()));
+    assert_eq!(a["lossless"], true, "{a}");
+    assert_eq!(b["lossless"], true, "{b}");
+    let outputs = |dir: &PathBuf| {
+        let text = std::fs::read_to_string(dir.join("records.jsonl")).unwrap();
+        let mut v: Vec<(String, String, Vec<u64>)> = text
+            .lines()
+            .map(|l| {
+                let r: serde_json::Value = serde_json::from_str(l).unwrap();
+                let ids = r["output_ids"].as_array().unwrap().iter().map(|x| x.as_u64().unwrap()).collect();
+                (r["prompt_id"].as_str().unwrap().to_string(), r["method"].as_str().unwrap().to_string(), ids)
+            })
+            .collect();
+        v.sort();
+        v
+    };
+    let (a, b) = (outputs(&plain), outputs(&turns));
+    assert_eq!(a, b, "taking turns changes no output");
+    assert!(a.iter().all(|r| r.2.len() == 24), "--ignore-eos generates exactly --max-new-tokens");
+    let report = std::fs::read_to_string(turns.join("report.md")).unwrap();
+    assert!(report.contains("taking turns on the machine every 3 new tokens"), "{report}");
+
+    // Resuming with another turn setting would mix the timings of two ways of running.
+    let other = eval(&prompts, &turns, &flags);
+    let err = String::from_utf8_lossy(&other.stderr);
+    assert!(!other.status.success() && err.contains("turn_tokens: None vs Some(3)"), "{err}");
+    let zero = eval(&prompts, &dir.join("zero"), &["--turn-tokens", "0"]);
+    assert!(!zero.status.success() && String::from_utf8_lossy(&zero.stderr).contains("--turn-tokens"));
+}
+
+#[test]
 fn bad_inputs_are_named() {
     let dir = scratch("errors");
     let prompts = dir.join("prompts.jsonl");

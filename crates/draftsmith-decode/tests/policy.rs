@@ -11,6 +11,41 @@ use draftsmith_decode::spec::{Auto, CostModel, DepthStop};
 use draftsmith_decode::{generate_speculative, DecodeError, DraftContext, DraftCost, Proposer};
 use draftsmith_model::Architecture;
 
+/// A value the test and a proposer both hold (proposers are `Send`).
+struct Shared<T>(std::sync::Arc<std::sync::Mutex<T>>);
+
+impl<T> Shared<T> {
+    fn new(value: T) -> Self {
+        Self(std::sync::Arc::new(std::sync::Mutex::new(value)))
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, T> {
+        self.0.lock().expect("no test thread panicked holding it")
+    }
+}
+
+impl<T: Copy> Shared<T> {
+    fn get(&self) -> T {
+        *self.lock()
+    }
+
+    fn set(&self, value: T) {
+        *self.lock() = value;
+    }
+}
+
+impl<T: Default> Default for Shared<T> {
+    fn default() -> Self {
+        Self::new(T::default())
+    }
+}
+
+impl<T> Clone for Shared<T> {
+    fn clone(&self) -> Self {
+        Self(self.0.clone())
+    }
+}
+
 /// Drafts `len` tokens along `reference` (the full greedy sequence), or deliberately wrong ones.
 struct Scripted {
     reference: Vec<u32>,
@@ -132,7 +167,7 @@ fn perfect_drafts_grow_to_their_full_length() {
 /// A drafter that is right but slow: `calls` counts its proposals.
 struct Slow {
     inner: Scripted,
-    calls: std::rc::Rc<std::cell::Cell<usize>>,
+    calls: Shared<usize>,
 }
 
 impl Proposer for Slow {
@@ -151,7 +186,7 @@ impl Proposer for Slow {
 fn a_drafter_slower_than_what_it_saves_is_not_called() {
     let Case { model, prompt, want, reference } = case(Architecture::Llama, 7, 8, 64);
     let (vocab, n) = (model.config().vocab_size, want.len());
-    let calls = std::rc::Rc::new(std::cell::Cell::new(0));
+    let calls = Shared::new(0);
     let inner = Slow { inner: Scripted { reference, len: 4, wrong: false, vocab }, calls: calls.clone() };
     // A step "costs" 0.01 ms here: 20 ms of drafting can never pay for itself.
     let cost = CostModel::from_points(&[(1, 0.01), (64, 0.64)]);
@@ -174,12 +209,12 @@ struct Deep {
     call_ms: f64,
     first_ms: Option<f64>,
     limit: Option<usize>,
-    calls: std::rc::Rc<std::cell::Cell<usize>>,
+    calls: Shared<usize>,
     last: usize,
     stall: Option<(usize, u64)>,
     proposals: usize,
     /// The last call cost in target steps the policy passed ([`Proposer::set_call_cost`]).
-    priced: std::rc::Rc<std::cell::Cell<Option<f64>>>,
+    priced: Shared<Option<f64>>,
 }
 
 impl Proposer for Deep {
@@ -241,7 +276,7 @@ fn deep_generate(
 ) -> (Vec<draftsmith_decode::StepRecord>, usize, usize) {
     let Case { model, prompt, want, reference } = case(Architecture::Llama, seed, 12, 160);
     let (vocab, n) = (model.config().vocab_size, want.len());
-    let calls = std::rc::Rc::new(std::cell::Cell::new(0));
+    let calls = Shared::new(0);
     let inner = Scripted { reference, len, wrong: false, vocab };
     let mut deep = Deep {
         inner,
@@ -381,7 +416,7 @@ struct Graded {
     rule: Option<DepthStop>,
     classes: Vec<usize>,
     last: usize,
-    drafts: std::rc::Rc<std::cell::RefCell<Vec<(usize, usize)>>>,
+    drafts: Shared<Vec<(usize, usize)>>,
 }
 
 impl Proposer for Graded {
@@ -426,7 +461,7 @@ impl Proposer for Graded {
             }
         }
         self.last = tree.len();
-        self.drafts.borrow_mut().push((right.min(full.len()), tree.len()));
+        self.drafts.lock().push((right.min(full.len()), tree.len()));
         std::thread::sleep(std::time::Duration::from_secs_f64(CALL_MS * tree.len() as f64 / 1e3));
         Ok(tree)
     }
@@ -445,7 +480,7 @@ fn flat_units(n: usize) -> f64 {
 fn graded_run(stops: bool, seed: u64) -> (f64, usize, Vec<(usize, usize)>) {
     let Case { model, prompt, want, reference } = case(Architecture::Llama, seed, 12, 240);
     let (vocab, n) = (model.config().vocab_size, want.len());
-    let drafts = std::rc::Rc::new(std::cell::RefCell::new(Vec::new()));
+    let drafts = Shared::new(Vec::new());
     let inner = Scripted { reference, len: 8, wrong: false, vocab };
     let graded = Graded {
         inner,
@@ -461,7 +496,7 @@ fn graded_run(stops: bool, seed: u64) -> (f64, usize, Vec<(usize, usize)>) {
     let mut auto = Auto::with_fixed_cost(Box::new(graded), CostModel::from_points(&points));
     let got = generate_speculative(&model, &prompt, n, &[], &mut auto).unwrap();
     assert_eq!(got.tokens, want, "lossless");
-    let drafts = drafts.take();
+    let drafts = std::mem::take(&mut *drafts.lock());
     let calls: usize = drafts.iter().map(|d| d.1).sum();
     let passes: f64 = got.steps.iter().map(|s| STEP_MS * flat_units(s.tree_size + 1)).sum::<f64>() + STEP_MS;
     (passes + CALL_MS * calls as f64, n, drafts)

@@ -77,7 +77,8 @@ pub fn evaluate<B: Backend>(
         methods: &manifest.methods,
         params: &manifest.params,
         max_new_tokens: manifest.max_new_tokens,
-        stop_tokens: input.stop_tokens,
+        stop_tokens: if manifest.ignore_eos { &[] } else { input.stop_tokens },
+        turn_tokens: manifest.turn_tokens,
     };
     let ran = run_pending(model, drafters, input.prompts, &spec, &mut log, &done, on_progress)?;
     drop(log);

@@ -36,6 +36,14 @@ pub struct Manifest {
     /// a retrained drafter at the same path is a different eval, not a resume.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub drafter_sha256: Option<String>,
+    /// Generations ran to `max_new_tokens`, past the model's end-of-turn token.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub ignore_eos: bool,
+    /// The methods of each prompt ran side by side, taking turns every this many new tokens
+    /// (`None`: one after another). Timings only; compared on resume all the same, so one
+    /// directory never mixes the two.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub turn_tokens: Option<usize>,
     /// The command line that created the directory (informational: not compared on resume).
     pub command: String,
 }
@@ -61,6 +69,8 @@ impl Manifest {
         check("chat_template", self.chat_template.to_string(), other.chat_template.to_string());
         let sha = |s: &Option<String>| s.clone().unwrap_or_else(|| "(not recorded)".into());
         check("drafter_sha256", sha(&self.drafter_sha256), sha(&other.drafter_sha256));
+        check("ignore_eos", self.ignore_eos.to_string(), other.ignore_eos.to_string());
+        check("turn_tokens", format!("{:?}", self.turn_tokens), format!("{:?}", other.turn_tokens));
         out
     }
 }
@@ -144,6 +154,8 @@ pub(crate) mod tests_support {
             limit: None,
             chat_template: true,
             drafter_sha256: None,
+            ignore_eos: false,
+            turn_tokens: None,
             command: "draftsmith eval".into(),
         }
     }
@@ -211,6 +223,9 @@ mod tests {
             err.contains("max_new_tokens: 32 vs 16") && err.contains("draft_len: 3") && err.contains("--out"),
             "{err}"
         );
+        let turns = Manifest { turn_tokens: Some(256), ignore_eos: true, ..m.clone() };
+        let err = prepare_dir(&dir, &turns).unwrap_err().to_string();
+        assert!(err.contains("turn_tokens: Some(256) vs None") && err.contains("ignore_eos: true vs false"), "{err}");
 
         // A manifest from before `draft_weights` ran its drafter as stored.
         let mut old: serde_json::Value = serde_json::from_str(&text).unwrap();

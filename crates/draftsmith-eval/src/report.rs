@@ -23,11 +23,17 @@ pub fn render_report(summary: &Summary, manifest: &Manifest, command_line: &str,
     let _ = writeln!(md, "- model: `{}` ({})", manifest.model, manifest.engine);
     let limit = manifest.limit.map_or_else(String::new, |k| format!(", first {k}"));
     let template = if manifest.chat_template { "chat template" } else { "raw text, no chat template" };
+    let length = if manifest.ignore_eos { "exactly" } else { "at most" };
     let _ = writeln!(
         md,
-        "- prompts: `{}`{limit} ({template}); greedy, at most {} new tokens",
+        "- prompts: `{}`{limit} ({template}); greedy, {length} {} new tokens",
         manifest.prompts, manifest.max_new_tokens
     );
+    let order = match manifest.turn_tokens {
+        Some(k) => format!("side by side, taking turns on the machine every {k} new tokens (decode times count each method's own turns)"),
+        None => "one after another (`ar` first)".to_string(),
+    };
+    let _ = writeln!(md, "- each prompt's methods ran {order}");
     let _ = writeln!(md, "- params: {}", method_params(manifest));
     let ties = summary.mismatches.iter().filter(|m| m.near_tie).count();
     let verdict = match (summary.lossless, ties) {

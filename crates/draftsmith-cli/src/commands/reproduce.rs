@@ -110,6 +110,8 @@ impl RecipeStages for Stages<'_> {
             out: Some(out.to_path_buf()),
             json: false,
             reuse_ar_from: reuse_ar_from.map(Path::to_path_buf),
+            ignore_eos: false,
+            turn_tokens: None,
             params: point.params.clone(),
         };
         crate::jobs::eval::run(&args).with_context(|| format!("grid point {}", point.label))

@@ -49,6 +49,8 @@ fn run_on<B: Backend>(args: &EvalArgs, device: &B::Device) -> Result<()> {
             .as_deref()
             .map(|d| draftsmith_eval::drafter_sha256(Path::new(d)))
             .transpose()?,
+        ignore_eos: args.ignore_eos,
+        turn_tokens: args.turn_tokens.map(|k| k as usize),
         command: command_line.clone(),
     };
     let input = EvalInput {

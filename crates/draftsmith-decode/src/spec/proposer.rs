@@ -41,7 +41,7 @@ pub struct DraftCost {
 }
 
 /// A drafting method: proposes a tree of candidate continuations of `ctx.tokens`.
-pub trait Proposer {
+pub trait Proposer: Send {
     /// Name used in records and reports.
     fn name(&self) -> &str;
 
