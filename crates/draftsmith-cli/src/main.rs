@@ -3,6 +3,7 @@
 mod backend;
 mod commands;
 mod eval_args;
+mod huge_pages;
 mod jobs;
 mod method_args;
 mod model_arg;
@@ -47,6 +48,7 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    huge_pages::ask_before_start();
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("DRAFTSMITH_LOG").unwrap_or_else(|_| "warn".into()),

@@ -58,6 +58,27 @@ impl CpuInfo {
     }
 }
 
+/// The `GLIBC_TUNABLES` entry with which glibc (2.35 and later) asks Linux for transparent huge
+/// pages for its heap and its large allocations (`madvise(MADV_HUGEPAGE)`).
+pub const MALLOC_HUGE_PAGES: &str = "glibc.malloc.hugetlb=1";
+
+/// How this process's memory is paged: Linux's transparent-huge-page mode (`always`, `madvise`,
+/// `never`; "unknown" elsewhere) and, under `madvise`, whether malloc asks for them
+/// ([`MALLOC_HUGE_PAGES`] in `GLIBC_TUNABLES`). A decoding step streams the whole model and KV
+/// cache; with 4 KiB pages that is tens of thousands of TLB misses a step.
+pub fn huge_pages() -> String {
+    let text = std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled").unwrap_or_default();
+    let mode = text.split_whitespace().find_map(|w| w.strip_prefix('[')?.strip_suffix(']')).unwrap_or("unknown");
+    let asked = std::env::var("GLIBC_TUNABLES").is_ok_and(|t| t.split(':').any(|kv| kv == MALLOC_HUGE_PAGES));
+    match mode {
+        "madvise" if asked => "madvise, asked by malloc (2 MiB pages)".into(),
+        "madvise" => "madvise, not asked (4 KiB pages)".into(),
+        "always" => "always (2 MiB pages)".into(),
+        "never" => "never (4 KiB pages)".into(),
+        other => other.into(),
+    }
+}
+
 /// Read bandwidth in GB/s when the pool's threads stream `bytes` bytes (the best of `runs`
 /// passes after one warm-up pass). A buffer the size of a model's weights measures what a
 /// decoding step can read: from DRAM, or from a large last-level cache when it fits.

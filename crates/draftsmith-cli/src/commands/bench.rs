@@ -104,11 +104,12 @@ fn run_ar<B: Backend>(args: &BenchArArgs, device: &B::Device) -> Result<()> {
 
 fn print_machine(m: &Machine, args: &BenchArArgs) {
     eprintln!(
-        "cpu: {} ({} threads; kernels {}; flags {})",
+        "cpu: {} ({} threads; kernels {}; flags {}; huge pages: {})",
         m.cpu_model,
         m.threads,
         m.kernel_path,
-        m.cpu_flags.join(" ")
+        m.cpu_flags.join(" "),
+        m.huge_pages
     );
     match &m.roofline {
         Some(r) => eprintln!(

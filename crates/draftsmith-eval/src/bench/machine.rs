@@ -12,6 +12,9 @@ pub struct Machine {
     pub cpu_flags: Vec<String>,
     pub threads: usize,
     pub kernel_path: &'static str,
+    /// Transparent huge pages: the kernel's mode and whether this process asked for them
+    /// ([`probe::huge_pages`]).
+    pub huge_pages: String,
     /// `None` off the quantized CPU path (the dense path, a GPU): the roofline models the host
     /// kernels, and a GPU's pass is not bound by this CPU's bandwidth or multiply-add rate.
     #[serde(flatten)]
@@ -51,6 +54,7 @@ impl Machine {
             cpu_flags: cpu.flags,
             threads: cpu.threads,
             kernel_path: cpu.kernel_path,
+            huge_pages: probe::huge_pages(),
             roofline,
         }
     }
