@@ -8,9 +8,10 @@
 //! everywhere (`[always]`). glibc 2.35 and later ask for their heap and large allocations when
 //! `GLIBC_TUNABLES` holds `glibc.malloc.hugetlb=1`, a setting read once, when the process
 //! starts; so under `[madvise]` the binary re-executes itself once with it added. Measured on
-//! a 2-core AMD EPYC (Zen 4, `eval/results/session36-zen4-avx512/`): SmolLM2's decoding 9 %
-//! faster (six alternating pairs of `bench ar`), every verify pass 3–11 % faster, the same
-//! resident memory.
+//! a 2-core AMD EPYC (Zen 4, `eval/results/session36-zen4-avx512/huge-pages/`), alternating on
+//! and off: `bench ar`'s passes after 64 cached tokens 9 % (one token) and 12 % (eight) faster
+//! and its decoding 11 % (six pairs); `generate` 3 % and an `eval` of 20 MT-Bench prompts no
+//! faster beyond the host's noise (three and five pairs); the same resident memory.
 //!
 //! `DRAFTSMITH_HUGEPAGES=0` keeps 4 KiB pages; a `GLIBC_TUNABLES` that already names the
 //! setting is left as it is; other C libraries ignore the variable.
