@@ -24,24 +24,23 @@ pub fn ask_before_start() {
     {
         use std::os::unix::process::CommandExt;
 
-        const KEY: &str = "glibc.malloc.hugetlb";
+        use draftsmith_kernels::probe::{thp_mode, MALLOC_HUGE_PAGES, MALLOC_HUGE_PAGES_KEY};
         if std::env::var_os("DRAFTSMITH_HUGEPAGES").is_some_and(|v| v == "0") {
             return;
         }
         let tunables = std::env::var("GLIBC_TUNABLES").unwrap_or_default();
-        if tunables.split(':').any(|kv| kv.split('=').next() == Some(KEY)) {
+        if tunables.split(':').any(|kv| kv.split('=').next() == Some(MALLOC_HUGE_PAGES_KEY)) {
             return;
         }
-        let mode = std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled").unwrap_or_default();
-        if !mode.contains("[madvise]") {
+        if thp_mode() != "madvise" {
             return;
         }
         let Ok(exe) = std::env::current_exe() else { return };
         let mut args = std::env::args_os();
         let arg0 = args.next().unwrap_or_else(|| exe.clone().into_os_string());
         let value = match tunables.as_str() {
-            "" => draftsmith_kernels::probe::MALLOC_HUGE_PAGES.to_string(),
-            t => format!("{t}:{}", draftsmith_kernels::probe::MALLOC_HUGE_PAGES),
+            "" => MALLOC_HUGE_PAGES.to_string(),
+            t => format!("{t}:{MALLOC_HUGE_PAGES}"),
         };
         // `exec` returns only when it failed; then this process simply goes on.
         let err = std::process::Command::new(exe).arg0(arg0).args(args).env("GLIBC_TUNABLES", value).exec();

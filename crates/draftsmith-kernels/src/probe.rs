@@ -58,19 +58,26 @@ impl CpuInfo {
     }
 }
 
-/// The `GLIBC_TUNABLES` entry with which glibc (2.35 and later) asks Linux for transparent huge
-/// pages for its heap and its large allocations (`madvise(MADV_HUGEPAGE)`).
+/// The `GLIBC_TUNABLES` key and the entry with which glibc (2.35 and later) asks Linux for
+/// transparent huge pages for its heap and its large allocations (`madvise(MADV_HUGEPAGE)`).
+pub const MALLOC_HUGE_PAGES_KEY: &str = "glibc.malloc.hugetlb";
 pub const MALLOC_HUGE_PAGES: &str = "glibc.malloc.hugetlb=1";
+
+/// Linux's transparent-huge-page mode for this process's anonymous memory (`always`,
+/// `madvise`, `never`), or "unknown" where `/sys/kernel/mm/transparent_hugepage/enabled` does
+/// not say.
+pub fn thp_mode() -> String {
+    let text = std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled").unwrap_or_default();
+    text.split_whitespace().find_map(|w| w.strip_prefix('[')?.strip_suffix(']')).unwrap_or("unknown").to_string()
+}
 
 /// How this process's memory is paged: Linux's transparent-huge-page mode (`always`, `madvise`,
 /// `never`; "unknown" elsewhere) and, under `madvise`, whether malloc asks for them
 /// ([`MALLOC_HUGE_PAGES`] in `GLIBC_TUNABLES`). A decoding step streams the whole model and KV
 /// cache; with 4 KiB pages that is tens of thousands of TLB misses a step.
 pub fn huge_pages() -> String {
-    let text = std::fs::read_to_string("/sys/kernel/mm/transparent_hugepage/enabled").unwrap_or_default();
-    let mode = text.split_whitespace().find_map(|w| w.strip_prefix('[')?.strip_suffix(']')).unwrap_or("unknown");
     let asked = std::env::var("GLIBC_TUNABLES").is_ok_and(|t| t.split(':').any(|kv| kv == MALLOC_HUGE_PAGES));
-    match mode {
+    match thp_mode().as_str() {
         "madvise" if asked => "madvise, asked by malloc (2 MiB pages)".into(),
         "madvise" => "madvise, not asked (4 KiB pages)".into(),
         "always" => "always (2 MiB pages)".into(),
