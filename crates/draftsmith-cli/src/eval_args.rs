@@ -7,13 +7,16 @@ use draftsmith_decode::{Method, MethodParams};
 
 use crate::method_args::method_parser;
 use crate::model_arg::ModelArgs;
+use crate::sampling_args::SamplingArgs;
 
-/// Compare decoding methods with the autoregressive baseline on a prompt set (greedy).
+/// Compare decoding methods with the autoregressive baseline on a prompt set (greedy, or
+/// sampled with --temperature).
 ///
 /// Every prompt runs `ar` first, then each method (or all side by side, --turn-tokens), on the
-/// same loaded model; any output that differs from `ar`'s fails the run (exit code 1) after all
-/// records are written. Rerunning with the same `--out` skips the (prompt, method) pairs
-/// already recorded.
+/// same loaded model; greedy, any output that differs from `ar`'s fails the run (exit code 1)
+/// after all records are written (sampled, outputs are not compared: each method keeps the
+/// target's distribution but draws other tokens than `ar`). Rerunning with the same `--out`
+/// skips the (prompt, method) pairs already recorded.
 #[derive(Debug, Args)]
 pub struct EvalArgs {
     #[command(flatten)]
@@ -62,4 +65,8 @@ pub struct EvalArgs {
     pub json: bool,
     #[command(flatten)]
     pub params: MethodParams,
+    /// Sampling (every method and `ar` alike, each generation seeded with --seed); greedy by
+    /// default.
+    #[command(flatten)]
+    pub sampling: SamplingArgs,
 }

@@ -1,7 +1,7 @@
 //! The sampling flags shared by the commands that decode.
 
 use clap::Args;
-use draftsmith_decode::SamplingConfig;
+use draftsmith_decode::{MethodParams, SamplingConfig};
 
 /// Sampling flags shared by the commands that decode.
 #[derive(Debug, Clone, Args)]
@@ -28,7 +28,34 @@ pub struct SamplingArgs {
     pub seed: u64,
 }
 
+impl Default for SamplingArgs {
+    /// Greedy: the flags' defaults.
+    fn default() -> Self {
+        let c = SamplingConfig::default();
+        Self {
+            temperature: c.temperature,
+            top_k: c.top_k,
+            top_p: c.top_p,
+            min_p: c.min_p,
+            repetition_penalty: c.repetition_penalty,
+            eta: c.eta,
+            seed: c.seed,
+        }
+    }
+}
+
 impl SamplingArgs {
+    /// The sampling these flags ask for, with the penalty of `--penalty` / `--penalty-window`
+    /// (method parameters, shared by `generate` and `eval`) where `--repetition-penalty` is off.
+    pub fn config_with(&self, params: &MethodParams) -> SamplingConfig {
+        let mut config = self.config();
+        if config.repetition_penalty == 1.0 {
+            config.repetition_penalty = params.penalty as f32;
+        }
+        config.penalty_window = params.penalty_window;
+        config
+    }
+
     pub fn config(&self) -> SamplingConfig {
         SamplingConfig {
             temperature: self.temperature,

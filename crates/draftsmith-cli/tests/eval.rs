@@ -109,6 +109,42 @@ fn methods_taking_turns_give_the_same_outputs_and_ignore_eos_runs_to_the_limit()
 }
 
 #[test]
+fn a_sampled_eval_times_every_method_without_comparing_tokens_and_is_seeded() {
+    let dir = scratch("sampled");
+    let prompts = dir.join("prompts.jsonl");
+    std::fs::write(&prompts, "{\"id\": \"a\", \"prompt\": \"the cat sat on the mat and the cat sat\"}\n").unwrap();
+    let flags =
+        ["--max-new-tokens", "24", "--ignore-eos", "--temperature", "1", "--min-p", "0.05", "--turn-tokens", "4"];
+    let ar_output = |dir: &PathBuf| {
+        let text = std::fs::read_to_string(dir.join("records.jsonl")).unwrap();
+        let ar =
+            text.lines().map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap()).find(|r| r["method"] == "ar");
+        ar.unwrap()["output_ids"].clone()
+    };
+    let (one, two, other) = (dir.join("one"), dir.join("two"), dir.join("other"));
+    let json = last_json(&eval(&prompts, &one, &[&flags[..], &["--seed", "5"]].concat()));
+    assert_eq!(json["sampled"], true, "{json}");
+    assert!(json["methods"]["prompt-lookup"]["speedup"].as_f64().is_some(), "{json}");
+    let report = std::fs::read_to_string(one.join("report.md")).unwrap();
+    assert!(
+        report.contains("sampled (T = 1, min-p 0.05, seed 5)") && report.contains("not compared token for token"),
+        "{report}"
+    );
+    last_json(&eval(&prompts, &two, &[&flags[..], &["--seed", "5"]].concat()));
+    assert_eq!(ar_output(&one), ar_output(&two), "the same seed draws the same tokens");
+    last_json(&eval(&prompts, &other, &[&flags[..], &["--seed", "6"]].concat()));
+    assert_ne!(ar_output(&one), ar_output(&other), "another seed, other tokens");
+
+    // A resume with other sampling settings is refused; so is a temperature out of range.
+    let again = eval(&prompts, &one, &[&flags[..], &["--seed", "7"]].concat());
+    let err = String::from_utf8_lossy(&again.stderr);
+    assert!(!again.status.success() && err.contains("sampling: Some("), "{err}");
+    let bad = eval(&prompts, &dir.join("bad"), &["--temperature=-1"]);
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert!(!bad.status.success() && err.contains("temperature"), "{err}");
+}
+
+#[test]
 fn bad_inputs_are_named() {
     let dir = scratch("errors");
     let prompts = dir.join("prompts.jsonl");

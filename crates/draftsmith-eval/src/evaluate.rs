@@ -79,12 +79,15 @@ pub fn evaluate<B: Backend>(
         max_new_tokens: manifest.max_new_tokens,
         stop_tokens: if manifest.ignore_eos { &[] } else { input.stop_tokens },
         turn_tokens: manifest.turn_tokens,
+        sampling: manifest.sampling.as_ref(),
     };
     let ran = run_pending(model, drafters, input.prompts, &spec, &mut log, &done, on_progress)?;
     drop(log);
     let records = read_records(&records_path)?;
     let mut summary = summarize(&records, &manifest.methods);
-    if LosslessCheck::for_model(model) == LosslessCheck::NearTie {
+    if manifest.sampling.is_some() {
+        summary.mark_sampled();
+    } else if LosslessCheck::for_model(model) == LosslessCheck::NearTie {
         check_near_ties(model, input.prompts, &records, &mut summary)?;
     }
     write_outputs(input.out_dir, &summary, manifest, input.command_line)?;

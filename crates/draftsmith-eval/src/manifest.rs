@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use draftsmith_decode::{DraftWeights, Method, MethodParams};
+use draftsmith_decode::{DraftWeights, Method, MethodParams, SamplingConfig};
 use serde::{Deserialize, Serialize};
 
 use crate::error::EvalError;
@@ -44,6 +44,10 @@ pub struct Manifest {
     /// directory never mixes the two.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub turn_tokens: Option<usize>,
+    /// Sampling, for every method and `ar` alike, each generation seeded with its seed (`None`:
+    /// greedy, the penalty of `params`). Sampled outputs are not compared with `ar`'s.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sampling: Option<SamplingConfig>,
     /// The command line that created the directory (informational: not compared on resume).
     pub command: String,
 }
@@ -71,6 +75,7 @@ impl Manifest {
         check("drafter_sha256", sha(&self.drafter_sha256), sha(&other.drafter_sha256));
         check("ignore_eos", self.ignore_eos.to_string(), other.ignore_eos.to_string());
         check("turn_tokens", format!("{:?}", self.turn_tokens), format!("{:?}", other.turn_tokens));
+        check("sampling", format!("{:?}", self.sampling), format!("{:?}", other.sampling));
         out
     }
 }
@@ -156,6 +161,7 @@ pub(crate) mod tests_support {
             drafter_sha256: None,
             ignore_eos: false,
             turn_tokens: None,
+            sampling: None,
             command: "draftsmith eval".into(),
         }
     }
@@ -226,6 +232,12 @@ mod tests {
         let turns = Manifest { turn_tokens: Some(256), ignore_eos: true, ..m.clone() };
         let err = prepare_dir(&dir, &turns).unwrap_err().to_string();
         assert!(err.contains("turn_tokens: Some(256) vs None") && err.contains("ignore_eos: true vs false"), "{err}");
+        let sampled = |seed| Manifest {
+            sampling: Some(draftsmith_decode::SamplingConfig { temperature: 1.0, seed, ..Default::default() }),
+            ..m.clone()
+        };
+        let err = prepare_dir(&dir, &sampled(3)).unwrap_err().to_string();
+        assert!(err.contains("sampling: Some(") && err.contains("seed: 3") && err.contains("vs None"), "{err}");
 
         // A manifest from before `draft_weights` ran its drafter as stored.
         let mut old: serde_json::Value = serde_json::from_str(&text).unwrap();

@@ -15,6 +15,32 @@ fn num(v: Option<f64>, digits: usize) -> String {
     v.map_or_else(|| "–".to_string(), |v| format!("{v:.digits$}"))
 }
 
+/// "sampled (T = 1, min-p 0.1, …, seed 0)": the settings that are not off.
+fn sampling_label(c: &draftsmith_decode::SamplingConfig) -> String {
+    let mut parts = vec![format!("T = {}", c.temperature)];
+    if c.top_k > 0 {
+        parts.push(format!("top-k {}", c.top_k));
+    }
+    if c.top_p < 1.0 {
+        parts.push(format!("top-p {}", c.top_p));
+    }
+    if c.min_p > 0.0 {
+        parts.push(format!("min-p {}", c.min_p));
+    }
+    if c.eta > 0.0 {
+        parts.push(format!("η {}", c.eta));
+    }
+    if c.repetition_penalty != 1.0 {
+        let window = match c.penalty_window {
+            0 => String::new(),
+            w => format!(" over the last {w} tokens"),
+        };
+        parts.push(format!("penalty {}{window}", c.repetition_penalty));
+    }
+    parts.push(format!("seed {}", c.seed));
+    format!("sampled ({})", parts.join(", "))
+}
+
 /// Renders the report; `plot` is the SVG's file name next to it. The command shown is the one
 /// that created the directory (`manifest.command`), plus `command_line` when it resumed it.
 pub fn render_report(summary: &Summary, manifest: &Manifest, command_line: &str, plot: &str) -> String {
@@ -24,9 +50,10 @@ pub fn render_report(summary: &Summary, manifest: &Manifest, command_line: &str,
     let limit = manifest.limit.map_or_else(String::new, |k| format!(", first {k}"));
     let template = if manifest.chat_template { "chat template" } else { "raw text, no chat template" };
     let length = if manifest.ignore_eos { "exactly" } else { "at most" };
+    let decoding = manifest.sampling.as_ref().map_or_else(|| "greedy".to_string(), sampling_label);
     let _ = writeln!(
         md,
-        "- prompts: `{}`{limit} ({template}); greedy, {length} {} new tokens",
+        "- prompts: `{}`{limit} ({template}); {decoding}, {length} {} new tokens",
         manifest.prompts, manifest.max_new_tokens
     );
     let order = match manifest.turn_tokens {
@@ -37,6 +64,7 @@ pub fn render_report(summary: &Summary, manifest: &Manifest, command_line: &str,
     let _ = writeln!(md, "- params: {}", method_params(manifest));
     let ties = summary.mismatches.iter().filter(|m| m.near_tie).count();
     let verdict = match (summary.lossless, ties) {
+        (true, _) if summary.sampled => "not compared token for token: sampled, each method keeps the target's distribution but draws other tokens than ar (the distribution tests of `draftsmith-decode` check it)".to_string(),
         (true, 0) => "yes: every method's output equals ar's on every prompt".to_string(),
         (true, n) => format!("yes: every output equals ar's up to {n} near-tie(s) of this backend (see below)"),
         (false, _) => "**NO** (see below)".to_string(),
@@ -63,7 +91,11 @@ pub fn render_report(summary: &Summary, manifest: &Manifest, command_line: &str,
             num(s.mean_verify_ms, 2),
             num(s.mean_commit_ms, 3),
             s.distinct_n.iter().map(|d| format!("{d:.2}")).collect::<Vec<_>>().join("/"),
-            if s.lossless { "yes" } else { "**no**" },
+            match (summary.sampled, s.lossless) {
+                (true, true) => "sampled",
+                (_, true) => "yes",
+                (_, false) => "**no**",
+            },
         );
     }
     md.push_str("\nτ counts the bonus token and the prefill call (AR = 1); acceptance % = 100·(τ−1)/draft_len; α = accepted ÷ (draft_len × steps) (TokenSwift's acceptance rate, draft_len = γ + 1) is in summary.json; MAT = draft tokens accepted per step; Util = accepted ÷ draft tokens the drafter generated (Post-use Table 4; phrases a token cache adds at the target are accepted without being generated); speedup = ar ms/token ÷ method ms/token on the same prompts (decode only, then with prefill).\n");

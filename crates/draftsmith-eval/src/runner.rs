@@ -1,4 +1,5 @@
-//! Runs (prompt, method) pairs on one loaded engine, greedy, and appends a record per pair.
+//! Runs (prompt, method) pairs on one loaded engine, greedy or sampled, and appends a record per
+//! pair.
 //!
 //! Each method's proposer lives for the whole run, prompt after prompt, as it would in a
 //! server: methods that learn online (the Pre-cut Q-table, the Post-use phrase cache, a
@@ -20,7 +21,7 @@ use std::time::{Duration, Instant};
 use burn::tensor::backend::Backend;
 use draftsmith_decode::{
     build_proposer_with, generate, generate_speculative_with, DecodeError, Drafters, Method, MethodParams, Proposer,
-    Sampler,
+    Sampler, SamplingConfig,
 };
 use draftsmith_model::Model;
 
@@ -50,9 +51,12 @@ pub struct RunSpec<'a> {
     /// `Some(k)`: the methods of each prompt run side by side, taking turns every `k` new
     /// tokens; `None`: one after another.
     pub turn_tokens: Option<usize>,
+    /// Sampling for every generation (each starts from its seed); `None`: greedy, with the
+    /// penalty of `params`.
+    pub sampling: Option<&'a SamplingConfig>,
 }
 
-/// Greedy generation of one prompt with one method, with a fresh proposer.
+/// Generation of one prompt with one method, with a fresh proposer.
 pub fn run_pair<B: Backend>(
     model: &Model<B>,
     drafters: Drafters<'_, B>,
@@ -135,7 +139,7 @@ impl Drop for Finish<'_> {
     }
 }
 
-/// Greedy generation of one prompt with `method`'s proposer (`None` = `ar`).
+/// Generation of one prompt with `method`'s proposer (`None` = `ar`).
 fn run_with<B: Backend>(
     model: &Model<B>,
     prompt: &EncodedPrompt,
@@ -163,7 +167,7 @@ fn run_with<B: Backend>(
         steps,
         extra,
     };
-    let mut sampler = Sampler::new(spec.params.sampling());
+    let mut sampler = Sampler::new(spec.sampling.cloned().unwrap_or_else(|| spec.params.sampling()));
     let (max, stops) = (spec.max_new_tokens, spec.stop_tokens);
     let record = match proposer {
         None => {

@@ -12,7 +12,8 @@
 //! - ms/token: decode ms ÷ (tokens − 1) without prefill (the first token comes from prefill),
 //!   (prefill + decode) ms ÷ tokens with it — totals over prompts, not means of ratios;
 //! - speedup = AR ms/token ÷ method ms/token over the prompts both have a record for;
-//! - lossless = every output equals AR's, token for token, on every prompt;
+//! - lossless = every output equals AR's, token for token, on every prompt (greedy runs; a
+//!   sampled run draws other tokens than AR by design and is not compared, [`Summary::sampled`]);
 //! - Distinct-n (Li et al., 2016; TokenSwift's diversity measure) = distinct n-grams ÷ n-grams
 //!   of an output's token ids, n = 1..4, averaged over prompts.
 
@@ -100,9 +101,24 @@ pub struct Summary {
     /// The near-tie check's measured drift and bound (`None`: the exact check).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub near_tie_bound: Option<crate::lossless::NearTieBound>,
+    /// The run sampled: outputs were not compared with AR's (`lossless` then only says that
+    /// every method's prompts have an AR record to time it against).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub sampled: bool,
 }
 
 impl Summary {
+    /// Marks a sampled run: each method keeps the target's distribution but draws other tokens
+    /// than AR, so differences from AR's outputs are not mismatches.
+    pub fn mark_sampled(&mut self) {
+        self.sampled = true;
+        self.mismatches.clear();
+        for s in self.methods.values_mut() {
+            s.lossless = s.compared_prompts == s.prompts;
+        }
+        self.lossless = self.methods.values().all(|s| s.lossless);
+    }
+
     /// Methods in run order with their summaries.
     pub fn iter(&self) -> impl Iterator<Item = (Method, &MethodSummary)> {
         self.method_order.iter().filter_map(|&m| self.methods.get(&m).map(|s| (m, s)))
@@ -181,6 +197,7 @@ pub fn summarize(records: &[Record], methods: &[Method]) -> Summary {
         lossless,
         mismatches,
         near_tie_bound: None,
+        sampled: false,
     }
 }
 
@@ -349,6 +366,23 @@ mod tests {
             (1, None, Some(5))
         );
         assert_eq!(first_mismatch(&[1, 2], &[1, 2]), None);
+    }
+
+    #[test]
+    fn a_sampled_run_compares_no_tokens_but_still_needs_ar_records() {
+        let mut s = summarize(
+            &[
+                record("p1", "ar", &[1, 2, 3], &[]),
+                record("p1", "prompt-lookup", &[1, 5, 3], &[(2, 1)]),
+                record("p2", "ngram-trie", &[4], &[]),
+            ],
+            &[Method::Ar, Method::PromptLookup, Method::NgramTrie],
+        );
+        assert!(!s.lossless && s.mismatches.len() == 1);
+        s.mark_sampled();
+        assert!(s.sampled && s.mismatches.is_empty());
+        assert!(s.methods[&Method::PromptLookup].lossless && s.methods[&Method::PromptLookup].compared_prompts == 1);
+        assert!(!s.methods[&Method::NgramTrie].lossless && !s.lossless, "no ar record to time it against");
     }
 
     #[test]

@@ -59,13 +59,7 @@ fn run_on<B: Backend>(args: &GenerateArgs, device: &B::Device) -> Result<()> {
     let loaded = args.model.load::<B>(device)?;
     let prompt = args.prompt.ids(&loaded)?;
     let params = &args.params;
-    let mut config = args.sampling.config();
-    // --penalty / --penalty-window (method parameters, shared with eval) set the same penalty.
-    if config.repetition_penalty == 1.0 {
-        config.repetition_penalty = params.penalty as f32;
-    }
-    config.penalty_window = params.penalty_window;
-    let mut sampler = Sampler::new(config);
+    let mut sampler = Sampler::new(args.sampling.config_with(params));
     let mut stream = TextStream::default();
     let stdout = std::io::stdout();
     let mut steps = None;

@@ -113,6 +113,7 @@ impl RecipeStages for Stages<'_> {
             ignore_eos: false,
             turn_tokens: None,
             params: point.params.clone(),
+            sampling: Default::default(),
         };
         crate::jobs::eval::run(&args).with_context(|| format!("grid point {}", point.label))
     }

@@ -22,6 +22,8 @@ pub fn run(args: &EvalArgs) -> Result<()> {
 
 fn run_on<B: Backend>(args: &EvalArgs, device: &B::Device) -> Result<()> {
     let params = args.params.clone();
+    let sampling = args.sampling.config_with(&params);
+    sampling.validate()?;
     let methods = draftsmith_eval::resolve_methods(&args.methods, &params)?;
     if args.limit == Some(0) {
         bail!("--limit must be at least 1");
@@ -51,6 +53,7 @@ fn run_on<B: Backend>(args: &EvalArgs, device: &B::Device) -> Result<()> {
             .transpose()?,
         ignore_eos: args.ignore_eos,
         turn_tokens: args.turn_tokens.map(|k| k as usize),
+        sampling: (sampling.temperature > 0.0).then_some(sampling),
         command: command_line.clone(),
     };
     let input = EvalInput {
@@ -100,7 +103,7 @@ fn print_summary(summary: &Summary, out: &Path, json: bool) {
     if json {
         println!(
             "{}",
-            json!({ "methods": summary.methods, "lossless": summary.lossless, "near_tie_bound": summary.near_tie_bound, "out": out.display().to_string() })
+            json!({ "methods": summary.methods, "lossless": summary.lossless, "sampled": summary.sampled, "near_tie_bound": summary.near_tie_bound, "out": out.display().to_string() })
         );
         return;
     }
@@ -113,7 +116,7 @@ fn print_summary(summary: &Summary, out: &Path, json: bool) {
             f(s.acceptance_pct),
             f(s.speedup),
             f(s.speedup_with_prefill),
-            s.lossless
+            if summary.sampled { "sampled".to_string() } else { s.lossless.to_string() }
         );
     }
     if let Some(b) = &summary.near_tie_bound {
