@@ -24,7 +24,7 @@ pub mod summary;
 pub use error::EvalError;
 pub use evaluate::{evaluate, write_outputs, EvalInput, EvalOutcome, REPORT_FILE, SUMMARY_FILE};
 pub use lossless::{LosslessCheck, NearTieBound};
-pub use manifest::{drafter_sha256, resolve_methods, Manifest, MANIFEST_FILE, SCHEMA_VERSION};
+pub use manifest::{drafter_sha256, names as method_names, resolve_methods, Manifest, MANIFEST_FILE, SCHEMA_VERSION};
 pub use plot::PLOT_FILE;
 pub use prompts::{encode_prompts, read_prompts, EncodedPrompt, Prompt, PromptSet};
 pub use recipe::{DrafterRecipe, GridPoint, Recipe};

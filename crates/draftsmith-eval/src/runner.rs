@@ -34,8 +34,8 @@ use crate::records::{pending_pairs, Record, RecordLog};
 pub enum Progress<'a> {
     /// `done` of `total` pairs were already in the records (resumed).
     Start { total: usize, done: usize },
-    /// A pair is about to run.
-    Running { prompt_id: &'a str, method: Method },
+    /// A pair is about to run, or with turns a prompt's methods side by side.
+    Running { prompt_id: &'a str, methods: &'a [Method] },
     /// A pair finished and its record was written.
     Finished { prompt_id: &'a str, method: Method, tokens: usize },
 }
@@ -251,26 +251,40 @@ pub fn run_pending<B: Backend>(
                 })?);
             }
         }
-        for &method in &group {
-            on_progress(Progress::Running { prompt_id, method });
-        }
-        let records = match spec.turn_tokens {
-            Some(every) => run_in_turns(model, prompt, &group, &mut proposers, spec, every)?,
+        on_progress(Progress::Running { prompt_id, methods: &group });
+        let results = match spec.turn_tokens {
+            Some(every) => run_in_turns(model, prompt, &group, &mut proposers, spec, every),
             None => {
                 let proposer = proposers.get_mut(&group[0]).expect("built above");
-                vec![run_with(model, prompt, group[0], proposer.as_mut(), spec, None)?]
+                vec![run_with(model, prompt, group[0], proposer.as_mut(), spec, None)]
             }
         };
-        for record in records {
-            log.append(&record)?;
-            on_progress(Progress::Finished { prompt_id, method: record.method, tokens: record.output_ids.len() });
+        // A turn group's finished generations are kept even when another of them failed: a
+        // rerun then redoes only the failed one.
+        let mut failure = None;
+        for result in results {
+            match result {
+                Ok(record) => {
+                    log.append(&record)?;
+                    on_progress(Progress::Finished {
+                        prompt_id,
+                        method: record.method,
+                        tokens: record.output_ids.len(),
+                    });
+                }
+                Err(e) => failure = failure.or(Some(e)),
+            }
+        }
+        if let Some(e) = failure {
+            return Err(e);
         }
     }
     Ok(pending.len())
 }
 
 /// The `methods` of one prompt side by side, in scoped threads that take turns every `every`
-/// new tokens ([`Turns`]: one computes while the others wait); records in `methods`' order.
+/// new tokens ([`Turns`]: one computes while the others wait); each method's record or error,
+/// in `methods`' order.
 fn run_in_turns<B: Backend>(
     model: &Model<B>,
     prompt: &EncodedPrompt,
@@ -278,7 +292,7 @@ fn run_in_turns<B: Backend>(
     proposers: &mut HashMap<Method, Option<Box<dyn Proposer>>>,
     spec: &RunSpec<'_>,
     every: usize,
-) -> Result<Vec<Record>, EvalError> {
+) -> Vec<Result<Record, EvalError>> {
     let turns = Turns::new(methods.len());
     // Each method's proposer (`None`: `ar`), in `methods`' order.
     let mut players: Vec<_> = proposers
@@ -286,7 +300,7 @@ fn run_in_turns<B: Backend>(
         .filter_map(|(m, p)| methods.iter().position(|x| x == m).map(|i| (i, *m, p.as_mut())))
         .collect();
     players.sort_by_key(|p| p.0);
-    let results: Vec<Result<Record, EvalError>> = std::thread::scope(|scope| {
+    std::thread::scope(|scope| {
         let turns = &turns;
         let handles: Vec<_> = players
             .into_iter()
@@ -300,8 +314,7 @@ fn run_in_turns<B: Backend>(
             })
             .collect();
         handles.into_iter().map(|h| h.join().unwrap_or_else(|panic| std::panic::resume_unwind(panic))).collect()
-    });
-    results.into_iter().collect()
+    })
 }
 
 #[cfg(test)]

@@ -73,7 +73,9 @@ fn run_on<B: Backend>(args: &EvalArgs, device: &B::Device) -> Result<()> {
             bar.set_length(total as u64);
             bar.set_position(done as u64);
         }
-        Progress::Running { prompt_id, method } => bar.set_message(format!("{prompt_id} · {method}")),
+        Progress::Running { prompt_id, methods } => {
+            bar.set_message(format!("{prompt_id} · {}", draftsmith_eval::method_names(methods).replace(',', " + ")))
+        }
         Progress::Finished { .. } => bar.inc(1),
     })
     .with_context(|| format!("eval into {}", out.display()))?;
