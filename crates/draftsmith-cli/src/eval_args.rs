@@ -44,9 +44,10 @@ pub struct EvalArgs {
     /// (git-ignored; recorded results go under eval/results/ by an explicit --out).
     #[arg(long)]
     pub out: Option<PathBuf>,
-    /// Reuse the `ar` records of an earlier eval's `records.jsonl` (same model, prompts and
-    /// --max-new-tokens; records whose prompt ids differ are ignored) instead of decoding the
-    /// baseline again.
+    /// Reuse the `ar` records of an earlier eval's `records.jsonl` (records whose prompt ids
+    /// differ are ignored) instead of decoding the baseline again. The eval's `manifest.json`
+    /// beside them must show the same model, engine, --max-new-tokens, chat template, EOS
+    /// handling, sampling, penalty and --turn-tokens.
     #[arg(long)]
     pub reuse_ar_from: Option<PathBuf>,
     /// Generate exactly --max-new-tokens per prompt, past the model's end-of-turn token (long

@@ -29,6 +29,8 @@ pub enum EvalError {
     Manifest { path: PathBuf, problem: String },
     #[error("{path} was written by a different eval ({}); choose another --out or remove the directory", differences.join("; "))]
     ManifestMismatch { path: PathBuf, differences: Vec<String> },
+    #[error("{path}: its ar records decoded otherwise than this eval ({}); run without --reuse-ar-from", differences.join("; "))]
+    ArSourceMismatch { path: PathBuf, differences: Vec<String> },
     #[error("{dir}: has {records} but no manifest.json; refusing to resume into it")]
     NoManifest { dir: PathBuf, records: PathBuf },
     #[error("{path}: recipe: {problem}")]

@@ -10,7 +10,7 @@ use draftsmith_model::Model;
 
 use crate::error::EvalError;
 use crate::lossless::{ar_margin, classify, measure_bound, LosslessCheck};
-use crate::manifest::{prepare_dir, write_atomic, Manifest};
+use crate::manifest::{check_ar_source, prepare_dir, write_atomic, Manifest};
 use crate::plot::{render_plot, PLOT_FILE};
 use crate::prompts::{check_context, EncodedPrompt};
 use crate::records::{read_records, Record, RecordLog, RECORDS_FILE};
@@ -66,6 +66,7 @@ pub fn evaluate<B: Backend>(
     let (mut log, existing) = RecordLog::open(&records_path)?;
     let mut done: HashSet<(String, draftsmith_decode::Method)> = existing.iter().map(Record::key).collect();
     if let Some(other) = input.reuse_ar_from.filter(|p| p.exists()) {
+        check_ar_source(other, manifest)?;
         for record in read_records(other)? {
             let same_prompt = input.prompts.iter().any(|p| p.id == record.prompt_id && p.ids == record.prompt_ids);
             if record.method.is_ar() && same_prompt && done.insert(record.key()) {

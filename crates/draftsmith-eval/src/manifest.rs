@@ -80,6 +80,44 @@ impl Manifest {
     }
 }
 
+impl Manifest {
+    /// What makes `ar` records of the eval `source` unfit to stand in for this eval's own
+    /// (`--reuse-ar-from`): another model, engine, length, prompt form, decoding (sampling, the
+    /// penalty) or way of timing. Empty when they fit.
+    pub fn ar_differences(&self, source: &Manifest) -> Vec<String> {
+        let pick = |m: &Manifest| Manifest {
+            methods: vec![Method::Ar],
+            params: MethodParams {
+                penalty: m.params.penalty,
+                penalty_window: m.params.penalty_window,
+                ..MethodParams::default()
+            },
+            prompts: String::new(),
+            prompts_sha256: String::new(),
+            limit: None,
+            drafter_sha256: None,
+            ..m.clone()
+        };
+        pick(self).differences(&pick(source))
+    }
+}
+
+/// Checks that the `ar` records in `records` (`--reuse-ar-from`) come from an eval that decoded
+/// as `ours` does, by the manifest beside them; records without one are taken as they are.
+pub fn check_ar_source(records: &Path, ours: &Manifest) -> Result<(), EvalError> {
+    let path = records.parent().unwrap_or(Path::new(".")).join(MANIFEST_FILE);
+    if !path.exists() {
+        return Ok(());
+    }
+    let text = std::fs::read_to_string(&path).map_err(EvalError::io(&path))?;
+    let source = parse_manifest(&text).map_err(|problem| EvalError::Manifest { path: path.clone(), problem })?;
+    let differences = ours.ar_differences(&source);
+    match differences.is_empty() {
+        true => Ok(()),
+        false => Err(EvalError::ArSourceMismatch { path, differences }),
+    }
+}
+
 /// The methods' names joined by commas.
 pub fn names(methods: &[Method]) -> String {
     methods.iter().map(|m| m.name()).collect::<Vec<_>>().join(",")
@@ -208,6 +246,30 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(err.contains("eagle") && err.contains("prompt-lookup"), "{err}");
+    }
+
+    #[test]
+    fn ar_records_are_reused_only_from_an_eval_that_decoded_the_same_way() {
+        let dir = std::env::temp_dir().join(format!("draftsmith-eval-{}-ar-source", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let m = manifest();
+        let records = dir.join(RECORDS_FILE);
+        assert!(check_ar_source(&records, &m).is_ok(), "records without a manifest are taken as they are");
+        prepare_dir(&dir, &m).unwrap();
+        let other_methods = Manifest {
+            methods: vec![Method::Ar, Method::NgramTrie],
+            params: MethodParams { draft_len: 3, ..m.params.clone() },
+            limit: Some(4),
+            ..m.clone()
+        };
+        assert!(check_ar_source(&records, &other_methods).is_ok(), "methods and their parameters do not matter");
+        let sampled = Manifest {
+            sampling: Some(draftsmith_decode::SamplingConfig { temperature: 0.7, ..Default::default() }),
+            params: MethodParams { penalty: 1.2, ..m.params.clone() },
+            ..m.clone()
+        };
+        let err = check_ar_source(&records, &sampled).unwrap_err().to_string();
+        assert!(err.contains("manifest.json") && err.contains("sampling") && err.contains("penalty: 1.2"), "{err}");
     }
 
     #[test]
