@@ -78,9 +78,7 @@ impl Manifest {
         check("sampling", format!("{:?}", self.sampling), format!("{:?}", other.sampling));
         out
     }
-}
 
-impl Manifest {
     /// What makes `ar` records of the eval `source` unfit to stand in for this eval's own
     /// (`--reuse-ar-from`): another model, engine, length, prompt form, decoding (sampling, the
     /// penalty) or way of timing. Empty when they fit.
@@ -109,9 +107,7 @@ pub fn check_ar_source(records: &Path, ours: &Manifest) -> Result<(), EvalError>
     if !path.exists() {
         return Ok(());
     }
-    let text = std::fs::read_to_string(&path).map_err(EvalError::io(&path))?;
-    let source = parse_manifest(&text).map_err(|problem| EvalError::Manifest { path: path.clone(), problem })?;
-    let differences = ours.ar_differences(&source);
+    let differences = ours.ar_differences(&read_manifest(&path)?);
     match differences.is_empty() {
         true => Ok(()),
         false => Err(EvalError::ArSourceMismatch { path, differences }),
@@ -148,9 +144,7 @@ pub fn drafter_sha256(dir: &Path) -> Result<String, EvalError> {
 pub fn prepare_dir(dir: &Path, manifest: &Manifest) -> Result<bool, EvalError> {
     let path = dir.join(MANIFEST_FILE);
     if path.exists() {
-        let text = std::fs::read_to_string(&path).map_err(EvalError::io(&path))?;
-        let found = parse_manifest(&text).map_err(|problem| EvalError::Manifest { path: path.clone(), problem })?;
-        let differences = manifest.differences(&found);
+        let differences = manifest.differences(&read_manifest(&path)?);
         if !differences.is_empty() {
             return Err(EvalError::ManifestMismatch { path, differences });
         }
@@ -163,6 +157,12 @@ pub fn prepare_dir(dir: &Path, manifest: &Manifest) -> Result<bool, EvalError> {
     std::fs::create_dir_all(dir).map_err(EvalError::io(dir))?;
     write_atomic(&path, &serde_json::to_string_pretty(manifest).expect("manifest serializes"))?;
     Ok(false)
+}
+
+/// Reads and parses the manifest file at `path`, naming it in any error.
+fn read_manifest(path: &Path) -> Result<Manifest, EvalError> {
+    let text = std::fs::read_to_string(path).map_err(EvalError::io(path))?;
+    parse_manifest(&text).map_err(|problem| EvalError::Manifest { path: path.to_path_buf(), problem })
 }
 
 /// Reads a manifest. One written before `draft_weights` existed ran its draft model in the
