@@ -8,6 +8,32 @@ use draftsmith_decode::Method;
 use crate::manifest::Manifest;
 use crate::summary::Summary;
 
+/// The draft sizes each method verified over the run ([`crate::summary::TREE_SIZE_BUCKETS`]) and
+/// their mean in each quarter of the answers.
+fn push_draft_sizes(md: &mut String, summary: &Summary) {
+    let labels = crate::summary::tree_size_labels();
+    let rows: Vec<String> = summary
+        .iter()
+        .filter(|(_, s)| !s.tree_size_pct.is_empty())
+        .map(|(name, s)| {
+            let shares: Vec<String> = s.tree_size_pct.iter().map(|p| format!("{p:.1}")).collect();
+            let quarters: Vec<String> = s.tree_size_by_quarter.iter().map(|q| num(*q, 1)).collect();
+            format!("| {name} | {} | {} |", shares.join(" | "), quarters.join(" / "))
+        })
+        .collect();
+    let header = format!(
+        "| method | {} | mean by quarter of the answer |\n|---|{}---|",
+        labels.join(" | "),
+        "---:|".repeat(labels.len())
+    );
+    push_table(
+        md,
+        "Draft sizes verified: the share of steps (%) whose verified tree had that many draft nodes (0: a plain `ar` step), and the mean size over the steps in each quarter of the answers (first / second / third / last), under the run's draft policy.",
+        &header,
+        &rows,
+    );
+}
+
 /// How many mismatches the report lists (all are in summary.json).
 const MAX_LISTED: usize = 20;
 
@@ -118,6 +144,7 @@ pub fn render_report(summary: &Summary, manifest: &Manifest, command_line: &str,
         "| method | nodes kept / step | ar steps % | predicted verify ms | measured verify ms |\n|---|---:|---:|---:|---:|",
         &policy,
     );
+    push_draft_sizes(&mut md, summary);
     let post_use: Vec<String> = summary
         .iter()
         .filter_map(|(name, s)| {
@@ -277,5 +304,22 @@ mod tests {
         let plain = summarize(&[record("p1", "ar", &[1, 2, 3], &[])], &[Method::Ar]);
         let md = render_report(&plain, &manifest, "draftsmith eval", "plot.svg");
         assert!(!md.contains("phrase rows"), "{md}");
+    }
+
+    #[test]
+    fn draft_sizes_get_a_row_per_drafting_method() {
+        let ar = record("p1", "ar", &[1, 2, 3, 4], &[]);
+        let pl = record("p1", "prompt-lookup", &[1, 2, 3, 4], &[(0, 1), (1, 2)]);
+        let manifest = crate::manifest::tests_support::manifest();
+        let md = render_report(&summarize(&[ar, pl], &[Method::Ar, Method::PromptLookup]), &manifest, "x", "p.svg");
+        assert!(
+            md.contains("| method | 0 | 1 | 2 | 3–4 | 5–8 | 9–16 | 17–32 | 33+ | mean by quarter of the answer |"),
+            "{md}"
+        );
+        assert!(
+            md.contains("| prompt-lookup | 0.0 | 0.0 | 0.0 | 100.0 | 0.0 | 0.0 | 0.0 | 0.0 | – / 4.0 / 4.0 / – |"),
+            "{md}"
+        );
+        assert!(!md.contains("| ar | 0.0"), "ar has no draft sizes: {md}");
     }
 }

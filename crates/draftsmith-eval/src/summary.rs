@@ -73,6 +73,14 @@ pub struct MethodSummary {
     pub mean_draft_ms: Option<f64>,
     pub mean_verify_ms: Option<f64>,
     pub mean_commit_ms: Option<f64>,
+    /// Share of steps (%) whose verified tree had a size in each of [`TREE_SIZE_BUCKETS`] (empty
+    /// without steps): the draft sizes chosen over the run.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tree_size_pct: Vec<f64>,
+    /// Mean verified tree size of the steps starting in each quarter of their answer (by output
+    /// position; `None`: no step there; empty without steps): how the sizes moved along the answers.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tree_size_by_quarter: Vec<Option<f64>>,
     /// Distinct-1..4 of the outputs (mean over prompts).
     #[serde(default)]
     pub distinct_n: Vec<f64>,
@@ -87,6 +95,25 @@ pub struct MethodSummary {
     /// Mismatches at `ar`'s near-ties (backends that are not batch-invariant; see `lossless`).
     #[serde(default)]
     pub near_ties: usize,
+}
+
+/// The draft-size buckets of [`MethodSummary::tree_size_pct`]: verified tree sizes up to each bound,
+/// above the previous one (0: a plain step), and above the last.
+pub const TREE_SIZE_BUCKETS: [usize; 7] = [0, 1, 2, 4, 8, 16, 32];
+
+/// The bucket labels of [`TREE_SIZE_BUCKETS`]: "0", "1", "2", "3–4", …, "33+".
+pub fn tree_size_labels() -> Vec<String> {
+    let mut lo = 0;
+    let mut labels: Vec<String> = TREE_SIZE_BUCKETS
+        .iter()
+        .map(|&hi| {
+            let label = if hi <= lo { hi.to_string() } else { format!("{lo}–{hi}") };
+            lo = hi + 1;
+            label
+        })
+        .collect();
+    labels.push(format!("{lo}+"));
+    labels
 }
 
 /// Every method's metrics and the lossless check.
@@ -237,6 +264,8 @@ fn method_summary(own: &[&Record], paired: &[(&Record, &Record)], lossless: bool
         mean_draft_ms: per_step(&|s| s.draft_ms),
         mean_verify_ms: per_step(&|s| s.verify_ms),
         mean_commit_ms: per_step(&|s| s.commit_ms),
+        tree_size_pct: tree_size_shares(steps.iter().map(|s| s.tree_size)),
+        tree_size_by_quarter: tree_size_by_quarter(own),
         distinct_n: (1..=4)
             .map(|n| own.iter().map(|r| distinct_n(&r.output_ids, n)).sum::<f64>() / own.len().max(1) as f64)
             .collect(),
@@ -245,6 +274,39 @@ fn method_summary(own: &[&Record], paired: &[(&Record, &Record)], lossless: bool
         lossless,
         near_ties: 0,
     }
+}
+
+/// The share of `sizes` (%) in each of [`TREE_SIZE_BUCKETS`] (empty when there are none).
+fn tree_size_shares(sizes: impl Iterator<Item = usize>) -> Vec<f64> {
+    let mut counts = vec![0usize; TREE_SIZE_BUCKETS.len() + 1];
+    for size in sizes {
+        counts[TREE_SIZE_BUCKETS.iter().position(|&hi| size <= hi).unwrap_or(TREE_SIZE_BUCKETS.len())] += 1;
+    }
+    let total: usize = counts.iter().sum();
+    if total == 0 {
+        return Vec::new();
+    }
+    counts.iter().map(|&c| 100.0 * c as f64 / total as f64).collect()
+}
+
+/// The mean tree size of the steps starting in each quarter of their record's output (a step
+/// starts where the tokens emitted before it end; empty when no record has steps).
+fn tree_size_by_quarter(own: &[&Record]) -> Vec<Option<f64>> {
+    let mut sums = [(0.0f64, 0usize); 4];
+    for r in own {
+        let len = r.output_ids.len().max(1);
+        let mut at = r.output_ids.len().saturating_sub(r.steps.iter().map(|s| s.emitted).sum());
+        for s in &r.steps {
+            let q = &mut sums[(4 * at / len).min(3)];
+            q.0 += s.tree_size as f64;
+            q.1 += 1;
+            at += s.emitted;
+        }
+    }
+    if sums.iter().all(|q| q.1 == 0) {
+        return Vec::new();
+    }
+    sums.iter().map(|&(sum, n)| ratio(sum, n as f64)).collect()
 }
 
 /// Each `Record::extra` key averaged over the records that have it, weighted by their steps.
@@ -323,6 +385,29 @@ mod tests {
         close(pl.mean_verify_ms, 20.0);
         close(pl.mean_draft_ms, 0.5);
         close(pl.mean_commit_ms, 1.0);
+    }
+
+    #[test]
+    fn draft_sizes_are_bucketed_and_followed_along_the_answers() {
+        assert_eq!(tree_size_labels(), ["0", "1", "2", "3–4", "5–8", "9–16", "17–32", "33+"]);
+        // 9 tokens: the prefill's, then steps emitting 1, 1, 2, 2, 2 from output positions
+        // 1, 2, 3, 5, 7 (quarters 0, 0, 1, 2, 3 of 9 tokens) with trees of 0, 3, 2, 40, 8 nodes.
+        let mut r = record("p1", "prompt-lookup", &[1; 9], &[(0, 1), (0, 1), (1, 2), (1, 2), (1, 2)]);
+        for (step, size) in r.steps.iter_mut().zip([0, 3, 2, 40, 8]) {
+            step.tree_size = size;
+        }
+        let ar = record("p1", "ar", &[1; 9], &[]);
+        let s = summarize(&[ar, r], &[Method::Ar, Method::PromptLookup]);
+        let pl = &s.methods[&Method::PromptLookup];
+        assert_eq!(pl.tree_size_pct, [20.0, 0.0, 20.0, 20.0, 20.0, 0.0, 0.0, 20.0]);
+        assert_eq!(pl.tree_size_by_quarter, [Some(1.5), Some(2.0), Some(40.0), Some(8.0)]);
+        let ar = &s.methods[&Method::Ar];
+        assert!(ar.tree_size_pct.is_empty() && ar.tree_size_by_quarter.is_empty(), "no steps, no sizes");
+        // A quarter without steps has no mean.
+        let short = record("p2", "prompt-lookup", &[1; 8], &[(3, 7)]);
+        let q =
+            summarize(&[short], &[Method::PromptLookup]).methods[&Method::PromptLookup].tree_size_by_quarter.clone();
+        assert_eq!(q, [Some(4.0), None, None, None]);
     }
 
     #[test]
