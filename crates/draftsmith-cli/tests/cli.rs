@@ -98,6 +98,21 @@ fn bad_arguments_are_clear_errors() {
     let out = bin().args(["generate", "--model", "/nonexistent/model.gguf", "--prompt", "x"]).output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && err.contains("/nonexistent/model.gguf"), "{err}");
+    // Too few new tokens: refused before loading anything, not run as one token (generate,
+    // eval) or timed over none (bench).
+    let model = "/nonexistent/model.gguf";
+    for (args, bound) in [
+        (vec!["generate", "--model", model, "--prompt", "x", "--max-new-tokens", "0"], "at least 1"),
+        (
+            vec!["eval", "--model", model, "--methods", "ar", "--prompts", "mt-bench", "--max-new-tokens", "0"],
+            "at least 1",
+        ),
+        (vec!["bench", "ar", "--model", model, "--max-new-tokens", "1"], "at least 2"),
+    ] {
+        let out = bin().args(&args).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && err.contains("--max-new-tokens") && err.contains(bound), "{args:?}: {err}");
+    }
 }
 
 #[test]

@@ -52,6 +52,9 @@ pub struct GenerateArgs {
 
 pub fn run(args: GenerateArgs) -> Result<()> {
     args.sampling.config().validate()?;
+    if args.max_new_tokens == 0 {
+        anyhow::bail!("--max-new-tokens must be at least 1");
+    }
     crate::with_backend!(args.model.device, |B, device| run_on::<B>(&args, &device))
 }
 

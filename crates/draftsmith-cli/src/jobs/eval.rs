@@ -28,6 +28,9 @@ fn run_on<B: Backend>(args: &EvalArgs, device: &B::Device) -> Result<()> {
     if args.limit == Some(0) {
         bail!("--limit must be at least 1");
     }
+    if args.max_new_tokens == 0 {
+        bail!("--max-new-tokens must be at least 1");
+    }
     let set = draftsmith_eval::read_prompts(&resolve_prompts(&args.prompts)?, args.limit)?;
     let out = args.out.clone().unwrap_or_else(|| PathBuf::from(DEFAULT_RUNS_DIR).join(utc_stamp()));
     let loaded = args.model.load::<B>(device)?;

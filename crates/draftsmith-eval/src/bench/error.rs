@@ -14,6 +14,9 @@ pub enum BenchError {
     /// A verify-curve context of zero cached tokens.
     #[error("--contexts: a context must hold at least one cached token")]
     EmptyContext,
+    /// Too few new tokens to time decoding (the first comes from the prefill).
+    #[error("--max-new-tokens must be at least 2 (decode speed is timed over the tokens after the prefill's)")]
+    TooFewTokens,
     #[error(transparent)]
     Model(Box<ModelError>),
     #[error(transparent)]

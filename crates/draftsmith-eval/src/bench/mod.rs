@@ -63,6 +63,9 @@ impl BenchConfig {
         if self.contexts.contains(&0) {
             return Err(BenchError::EmptyContext);
         }
+        if self.max_new_tokens < 2 {
+            return Err(BenchError::TooFewTokens);
+        }
         Ok(())
     }
 
