@@ -161,6 +161,12 @@ golden:
     pip install gguf numpy tokenizers
     python3 scripts/reference/make_golden.py --model "$({{bin}} fetch {{model}} | tail -n1)" --out tests/golden/smollm2-135m
 
+# Needs `just pipeline`, `just train-tokenswift` and `just context-tasks`; ~20 minutes on 2 cores;
+# results under eval/runs/every-method-<time>/ (scripts/every_method.sh).
+# Every method against `ar` on this machine, generations taking turns (the README's first table).
+every-method: build
+    BIN={{bin}} OUT=eval/runs/every-method-$(date -u +%Y%m%d-%H%M%S) bash scripts/every_method.sh
+
 # Context-heavy prompts built from the public-domain texts (n-gram trie evaluation).
 context-tasks: build
     python3 scripts/make_context_tasks.py --gutenberg "$({{bin}} fetch gutenberg | tail -n1)" --kjv "$({{bin}} fetch kjv | tail -n1)" --out data/context-tasks.jsonl
