@@ -133,3 +133,28 @@ fn bench_ar_reports_the_contract_fields() {
     assert!(curve.iter().all(|p| p["ms"].as_f64().unwrap() > 0.0 && p["context"] == 64));
     assert!(json["machine"]["cpu_model"].as_str().is_some_and(|m| !m.is_empty()));
 }
+
+#[test]
+fn bench_ar_probes_the_host_again_after_the_curve() {
+    // The roofline (and its probes) belongs to the quantized CPU path, which the tiny fixtures
+    // (dense) do not take: the default model, where the models are required (CI).
+    if std::env::var("DRAFTSMITH_REQUIRE_MODELS").as_deref() != Ok("1") {
+        return;
+    }
+    let out = bin()
+        .args(["bench", "ar", "--model", "smollm2-135m", "--prompts", "1", "--max-new-tokens", "2"])
+        .args(["--tree-size", "4", "--contexts", "64", "--curve-sizes", "1,2", "--curve-runs", "1", "--json"])
+        .output()
+        .unwrap();
+    let json = last_json(&out);
+    let machine = &json["machine"];
+    let err = String::from_utf8_lossy(&out.stderr);
+    if machine["instruction_peak_gmac_s"].as_f64().is_some_and(|p| p > 0.0) {
+        assert!(machine["instruction_peak_after_gmac_s"].as_f64().is_some_and(|p| p > 0.0), "{machine}");
+        let said = err.contains("instruction peak before / after the run")
+            || err.contains("warning: the instruction peak moved");
+        assert!(said, "{err}");
+    } else {
+        assert!(machine.get("instruction_peak_after_gmac_s").is_none(), "no peak, nothing to probe again: {machine}");
+    }
+}

@@ -94,6 +94,7 @@ fn run_ar<B: Backend>(args: &BenchArArgs, device: &B::Device) -> Result<()> {
         BenchEvent::CurvePoint(p) => print_curve_point(p),
     }
     })?;
+    print_host_drift(&result.machine);
     let result = serde_json::to_value(&result)?;
     if !args.json {
         eprintln!("{}", serde_json::to_string_pretty(&result)?);
@@ -125,6 +126,20 @@ fn print_machine(m: &Machine, args: &BenchArArgs) {
             "no roofline and no time split: they describe the quantized CPU path, and this run is the dense path on {:?} (t(n) only)",
             args.model.device
         ),
+    }
+}
+
+/// The instruction peak before and after the run, with a warning when the host's speed changed.
+fn print_host_drift(m: &Machine) {
+    let Some(r) = m.roofline.as_ref() else { return };
+    let (Some(drift), Some(after)) = (r.host_drift(), r.instruction_peak_after_gmac_s) else { return };
+    let (before, verdict) = (r.instruction_peak_gmac_s, draftsmith_eval::bench::STEADY_HOST.contains(&drift));
+    if verdict {
+        eprintln!("instruction peak before / after the run: {before:.0} / {after:.0} GMAC/s (a steady host)");
+    } else {
+        eprintln!(
+            "warning: the instruction peak moved from {before:.0} to {after:.0} GMAC/s during the run: the host's speed changed (a shared machine), so these timings mix two speeds; compare only runs with a steady peak"
+        );
     }
 }
 

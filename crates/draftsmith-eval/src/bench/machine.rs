@@ -32,7 +32,16 @@ pub struct Roofline {
     pub kernel_peak_gmac_s: f64,
     /// 0 where not probed (only the AVX-512 VNNI path is).
     pub instruction_peak_gmac_s: f64,
+    /// The instruction peak probed again after the verify curve (`None` before that or where
+    /// not probed): on a shared host whose speed changed during the run the two differ
+    /// ([`Roofline::host_drift`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub instruction_peak_after_gmac_s: Option<f64>,
 }
+
+/// Instruction peaks after / before a run within this range: the host gave the run about the
+/// same compute throughout.
+pub const STEADY_HOST: std::ops::RangeInclusive<f64> = 0.8..=1.25;
 
 impl Machine {
     /// Probes this machine; the roofline's inputs only when `model` runs the quantized CPU path
@@ -47,6 +56,7 @@ impl Machine {
                 read_bandwidth_gb_s: probe::memory_bandwidth(footprint.bytes, 5),
                 kernel_peak_gmac_s: probe::kernel_peak(mode, QFormat::Q4_1),
                 instruction_peak_gmac_s: probe::instruction_peak(mode),
+                instruction_peak_after_gmac_s: None,
             }
         });
         Self {
@@ -60,7 +70,25 @@ impl Machine {
     }
 }
 
+impl Machine {
+    /// Probes the instruction peak again (after a run), where it was probed before.
+    pub fn reprobe_peak<B: Backend>(&mut self, model: &Model<B>) {
+        if let (Some(r), Some(mode)) = (self.roofline.as_mut(), model.activations()) {
+            if r.instruction_peak_gmac_s > 0.0 {
+                r.instruction_peak_after_gmac_s = Some(probe::instruction_peak(mode));
+            }
+        }
+    }
+}
+
 impl Roofline {
+    /// The instruction peak after the run over the one before it (`None` unless both were
+    /// probed); outside [`STEADY_HOST`] the host's speed changed during the run.
+    pub fn host_drift(&self) -> Option<f64> {
+        let after = self.instruction_peak_after_gmac_s.filter(|&a| a > 0.0)?;
+        (self.instruction_peak_gmac_s > 0.0).then(|| after / self.instruction_peak_gmac_s)
+    }
+
     /// Milliseconds of a pass over `n` tokens at `peak` GMAC/s (NaN for an unprobed peak).
     pub fn ms(&self, n: usize, peak: f64) -> f64 {
         let peak = if peak > 0.0 { peak } else { f64::NAN };
@@ -80,7 +108,18 @@ mod tests {
             read_bandwidth_gb_s: 10.0,
             kernel_peak_gmac_s: 100.0,
             instruction_peak_gmac_s: instruction_peak,
+            instruction_peak_after_gmac_s: None,
         }
+    }
+
+    #[test]
+    fn host_drift_compares_the_peaks_after_and_before() {
+        let mut r = roofline(400.0);
+        assert_eq!(r.host_drift(), None, "not probed again yet");
+        r.instruction_peak_after_gmac_s = Some(200.0);
+        assert_eq!(r.host_drift(), Some(0.5));
+        assert!(!STEADY_HOST.contains(&0.5) && STEADY_HOST.contains(&1.1));
+        assert_eq!(roofline(0.0).host_drift(), None, "an unprobed peak has no drift");
     }
 
     #[test]

@@ -19,7 +19,7 @@ use serde::Serialize;
 pub use curve::{verify_curve, CurvePoint, RooflinePoint, Split};
 pub use error::BenchError;
 pub use llamacpp::{LlamaCpp, LlamaCppRun, LlamaCppSummary, RatioSpread};
-pub use machine::{Machine, Roofline};
+pub use machine::{Machine, Roofline, STEADY_HOST};
 
 /// The fixed prompt set (user messages; the chat template is applied).
 pub const PROMPTS: &[&str] = &[
@@ -190,9 +190,10 @@ pub fn bench_ar<B: Backend>(
     let prefill512 = time_prefill(model, prefill_len)?;
     let (step1, tree) = time_tree_verify(model, cfg.tree_size, 256.min(context / 2))?;
     let decode_tps = decode_tokens as f64 / decode_time.as_secs_f64();
-    let machine = Machine::probe(model);
+    let mut machine = Machine::probe(model);
     on_event(BenchEvent::Machine(&machine));
     let verify_curve = verify_curve(model, &machine, &cfg.curve_sizes, &cfg.contexts, cfg.curve_runs, on_event)?;
+    machine.reprobe_peak(model);
     let llamacpp = reference.map(|r| LlamaCppSummary {
         engine: r.info["engine"].clone(),
         threads: r.info["threads"].clone(),
