@@ -50,6 +50,16 @@ pub struct Manifest {
     pub sampling: Option<SamplingConfig>,
     /// The command line that created the directory (informational: not compared on resume).
     pub command: String,
+    /// The machine that created the directory: CPU model, threads, kernel path and the flags
+    /// that matter ([`machine_line`]; informational: not compared on resume).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub machine: Option<String>,
+}
+
+/// This machine in one line: `AMD EPYC (2 threads; kernels avx512vnni; flags avx2 fma …)`.
+pub fn machine_line() -> String {
+    let cpu = draftsmith_kernels::probe::CpuInfo::detect();
+    format!("{} ({} threads; kernels {}; flags {})", cpu.model, cpu.threads, cpu.kernel_path, cpu.flags.join(" "))
 }
 
 impl Manifest {
@@ -201,6 +211,7 @@ pub(crate) mod tests_support {
             turn_tokens: None,
             sampling: None,
             command: "draftsmith eval".into(),
+            machine: None,
         }
     }
 }

@@ -73,6 +73,9 @@ pub fn render_report(summary: &Summary, manifest: &Manifest, command_line: &str,
     let mut md = String::new();
     let _ = writeln!(md, "# Eval: {}\n", crate::manifest::names(&summary.method_order).replace(',', ", "));
     let _ = writeln!(md, "- model: `{}` ({})", manifest.model, manifest.engine);
+    if let Some(machine) = &manifest.machine {
+        let _ = writeln!(md, "- machine: {machine}");
+    }
     let limit = manifest.limit.map_or_else(String::new, |k| format!(", first {k}"));
     let template = if manifest.chat_template { "chat template" } else { "raw text, no chat template" };
     let length = if manifest.ignore_eos { "exactly" } else { "at most" };
@@ -304,6 +307,16 @@ mod tests {
         let plain = summarize(&[record("p1", "ar", &[1, 2, 3], &[])], &[Method::Ar]);
         let md = render_report(&plain, &manifest, "draftsmith eval", "plot.svg");
         assert!(!md.contains("phrase rows"), "{md}");
+    }
+
+    #[test]
+    fn the_machine_is_named_when_recorded() {
+        let summary = summarize(&[record("p1", "ar", &[1, 2], &[])], &[Method::Ar]);
+        let mut manifest = crate::manifest::tests_support::manifest();
+        assert!(!render_report(&summary, &manifest, "x", "p.svg").contains("- machine:"), "older manifests have none");
+        manifest.machine = Some(crate::manifest::machine_line());
+        let md = render_report(&summary, &manifest, "x", "p.svg");
+        assert!(md.contains("- machine: ") && md.contains(" threads; kernels "), "{md}");
     }
 
     #[test]

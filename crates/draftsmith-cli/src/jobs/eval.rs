@@ -58,6 +58,7 @@ fn run_on<B: Backend>(args: &EvalArgs, device: &B::Device) -> Result<()> {
         turn_tokens: args.turn_tokens.map(|k| k as usize),
         sampling: (sampling.temperature > 0.0).then_some(sampling),
         command: command_line.clone(),
+        machine: Some(draftsmith_eval::manifest::machine_line()),
     };
     let input = EvalInput {
         out_dir: &out,
