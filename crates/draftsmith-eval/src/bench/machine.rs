@@ -68,9 +68,7 @@ impl Machine {
             roofline,
         }
     }
-}
 
-impl Machine {
     /// Probes the instruction peak again (after a run), where it was probed before.
     pub fn reprobe_peak<B: Backend>(&mut self, model: &Model<B>) {
         if let (Some(r), Some(mode)) = (self.roofline.as_mut(), model.activations()) {
