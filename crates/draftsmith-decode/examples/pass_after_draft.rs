@@ -117,8 +117,7 @@ impl Proposer for Rotating {
 }
 
 fn main() {
-    let cpu = CpuInfo::detect();
-    println!("CPU: {}; {} threads, {} kernels; {}", cpu.model, cpu.threads, cpu.kernel_path, cpu.flags.join(" "));
+    println!("CPU: {}", CpuInfo::detect());
     let mut args = std::env::args().skip(1);
     let target_path = PathBuf::from(args.next().expect("TARGET.gguf"));
     let drafter_dir = PathBuf::from(args.next().expect("DRAFTER_DIR"));

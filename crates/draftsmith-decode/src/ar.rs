@@ -28,6 +28,11 @@ pub struct Generation {
 }
 
 impl Generation {
+    /// The generation of zero tokens.
+    pub(crate) fn nothing() -> Self {
+        Self { tokens: Vec::new(), prefill: Duration::ZERO, decode: Duration::ZERO, stop: StopReason::MaxTokens }
+    }
+
     /// Decode throughput over the generated tokens after the first (the first comes from prefill).
     pub fn decode_tokens_per_s(&self) -> f64 {
         let n = self.tokens.len().saturating_sub(1);
@@ -106,6 +111,15 @@ pub fn start_with_hidden<B: Backend>(model: &Model<B>, prompt: &[u32], extra: us
     start_inner(model, prompt, extra, Some(HiddenState::Final))
 }
 
+/// Checks that `prompt` leaves room in the context for at least one new token.
+pub(crate) fn check_fits<B: Backend>(model: &Model<B>, prompt: &[u32]) -> Result<(), ModelError> {
+    let context_len = model.config().max_position_embeddings;
+    if prompt.len() >= context_len {
+        return Err(ModelError::ContextOverflow { needed: prompt.len() + 1, context: context_len });
+    }
+    Ok(())
+}
+
 /// The autoregressive baseline copies no hidden state to the host (`hidden` stays empty).
 pub(crate) fn start_inner<B: Backend>(
     model: &Model<B>,
@@ -113,10 +127,7 @@ pub(crate) fn start_inner<B: Backend>(
     extra: usize,
     with_hidden: Option<HiddenState>,
 ) -> Result<Started<B>, ModelError> {
-    let context_len = model.config().max_position_embeddings;
-    if prompt.len() >= context_len {
-        return Err(ModelError::ContextOverflow { needed: prompt.len() + 1, context: context_len });
-    }
+    check_fits(model, prompt)?;
     let mut cache = model.new_cache(prompt.len() + extra);
     let begin = Instant::now();
     let (logits, hidden) = match with_hidden {
@@ -127,7 +138,8 @@ pub(crate) fn start_inner<B: Backend>(
 }
 
 /// Greedy or sampled autoregressive generation. `on_token` sees each new token and may stop
-/// generation by returning `false`.
+/// generation by returning `false`. With `max_new_tokens = 0` nothing is generated (and
+/// nothing runs: the prompt is only checked against the context).
 pub fn generate<B: Backend>(
     model: &Model<B>,
     prompt: &[u32],
@@ -137,6 +149,10 @@ pub fn generate<B: Backend>(
     on_token: &mut dyn FnMut(u32) -> bool,
 ) -> Result<Generation, ModelError> {
     let context_len = model.config().max_position_embeddings;
+    if max_new_tokens == 0 {
+        check_fits(model, prompt)?;
+        return Ok(Generation::nothing());
+    }
     let (mut cache, mut logits, prefill) = start(model, prompt, max_new_tokens + 1)?;
     let start = Instant::now();
     let mut context = prompt.to_vec();

@@ -81,6 +81,12 @@ pub fn generate_batch<B: Backend>(
             ModelError::ContextOverflow { needed: p.len() + 1, context: context_len }
         });
     }
+    if max_new_tokens == 0 {
+        // Nothing to generate: every prompt finishes at once, as `generate` would.
+        let nothing = BatchGeneration { tokens: Vec::new(), stop: StopReason::MaxTokens };
+        (0..prompts.len()).for_each(|i| on_done(i, &nothing));
+        return Ok(vec![nothing; prompts.len()]);
+    }
     let width = width.max(1);
     let longest = prompts.iter().map(Vec::len).max().unwrap_or(0);
     let mut cache = model.new_cache(width.min(prompts.len().max(1)) * (longest + max_new_tokens));

@@ -61,3 +61,26 @@ fn a_prompt_that_fills_the_context_is_refused() {
     let err = generate_batch(&model, &[vec![1, 2], long], &mut samplers, 4, &[], 2, &mut |_, _| {}).unwrap_err();
     assert!(err.to_string().contains("context"), "{err}");
 }
+
+#[test]
+fn zero_new_tokens_generate_nothing_on_every_path() {
+    let model = tiny(Architecture::Llama, 14);
+    let prompt = vec![5u32, 9, 2, 5, 9];
+    let greedy = || Sampler::new(SamplingConfig::default());
+    let alone = generate(&model, &prompt, 0, &[], &mut greedy(), &mut |_| panic!("no token")).unwrap();
+    assert_eq!((alone.tokens.len(), alone.stop), (0, StopReason::MaxTokens));
+    assert_eq!(alone.decode_tokens_per_s(), 0.0);
+    let mut lookup = draftsmith_decode::methods::PromptLookup::new(2, 1, 4);
+    let spec = draftsmith_decode::generate_speculative(&model, &prompt, 0, &[], &mut lookup).unwrap();
+    assert_eq!((spec.tokens.len(), spec.steps.len(), spec.stop), (0, 0, StopReason::MaxTokens));
+    let prompts = vec![prompt.clone(), vec![1, 2, 3]];
+    let mut samplers = vec![greedy(), greedy()];
+    let mut finished = Vec::new();
+    let batched =
+        generate_batch(&model, &prompts, &mut samplers, 0, &[], 2, &mut |i, g| finished.push((i, g.clone()))).unwrap();
+    assert!(batched.iter().all(|g| g.tokens.is_empty() && g.stop == StopReason::MaxTokens), "{batched:?}");
+    assert_eq!(finished.iter().map(|f| f.0).collect::<Vec<_>>(), [0, 1], "on_done once per prompt");
+    // A prompt that leaves no room is still refused.
+    let long = vec![1u32; model.config().max_position_embeddings];
+    assert!(generate(&model, &long, 0, &[], &mut greedy(), &mut |_| true).is_err());
+}

@@ -58,8 +58,7 @@ pub struct Manifest {
 
 /// This machine in one line: `AMD EPYC (2 threads; kernels avx512vnni; flags avx2 fma …)`.
 pub fn machine_line() -> String {
-    let cpu = draftsmith_kernels::probe::CpuInfo::detect();
-    format!("{} ({} threads; kernels {}; flags {})", cpu.model, cpu.threads, cpu.kernel_path, cpu.flags.join(" "))
+    draftsmith_kernels::probe::CpuInfo::detect().to_string()
 }
 
 impl Manifest {

@@ -58,6 +58,14 @@ impl CpuInfo {
     }
 }
 
+/// `MODEL (N threads; kernels PATH; flags …)`: how every benchmark and report names the CPU.
+impl std::fmt::Display for CpuInfo {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (model, threads, path) = (&self.model, self.threads, self.kernel_path);
+        write!(f, "{model} ({threads} threads; kernels {path}; flags {})", self.flags.join(" "))
+    }
+}
+
 /// The `GLIBC_TUNABLES` key and the entry with which glibc (2.35 and later) asks Linux for
 /// transparent huge pages for its heap and its large allocations (`madvise(MADV_HUGEPAGE)`).
 pub const MALLOC_HUGE_PAGES_KEY: &str = "glibc.malloc.hugetlb";

@@ -104,14 +104,7 @@ fn run_ar<B: Backend>(args: &BenchArArgs, device: &B::Device) -> Result<()> {
 }
 
 fn print_machine(m: &Machine, args: &BenchArArgs) {
-    eprintln!(
-        "cpu: {} ({} threads; kernels {}; flags {}; huge pages: {})",
-        m.cpu_model,
-        m.threads,
-        m.kernel_path,
-        m.cpu_flags.join(" "),
-        m.huge_pages
-    );
+    eprintln!("cpu: {}; huge pages: {}", m.cpu(), m.huge_pages);
     match &m.roofline {
         Some(r) => eprintln!(
             "roofline inputs: {:.1} MB of matrix weights, {:.1} M multiply-adds per token; read bandwidth {:.1} GB/s at that size; kernel peak {:.0} GMAC/s ({:?} activations, Q4_1, 64 rows); instruction peak {:.0} GMAC/s",

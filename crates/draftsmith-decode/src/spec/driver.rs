@@ -107,7 +107,8 @@ pub struct StepView<'a> {
 }
 
 /// [`generate_speculative_sampled`] calling `on_step` after every step (progress, periodic
-/// statistics); returning `false` stops the generation ([`StopReason::Callback`]).
+/// statistics); returning `false` stops the generation ([`StopReason::Callback`]). With
+/// `max_new_tokens = 0` nothing is generated, as with [`crate::generate`].
 pub fn generate_speculative_with<B: Backend>(
     model: &Model<B>,
     prompt: &[u32],
@@ -118,6 +119,11 @@ pub fn generate_speculative_with<B: Backend>(
     on_step: &mut dyn FnMut(StepView<'_>) -> bool,
 ) -> Result<SpecOutput, crate::DecodeError> {
     let context_len = model.config().max_position_embeddings;
+    if max_new_tokens == 0 {
+        crate::ar::check_fits(model, prompt)?;
+        let (zero, stop) = (Duration::ZERO, StopReason::MaxTokens);
+        return Ok(SpecOutput { tokens: Vec::new(), steps: Vec::new(), prefill: zero, decode: zero, stop });
+    }
     let wants_hidden = proposer.wants_hidden();
     let wants_cache = proposer.wants_target_cache();
     proposer.set_sampling(sampler.config());

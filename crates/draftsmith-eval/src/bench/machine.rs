@@ -69,6 +69,16 @@ impl Machine {
         }
     }
 
+    /// The CPU as [`probe::CpuInfo`] (printed the way every benchmark and report names it).
+    pub fn cpu(&self) -> probe::CpuInfo {
+        probe::CpuInfo {
+            model: self.cpu_model.clone(),
+            flags: self.cpu_flags.clone(),
+            threads: self.threads,
+            kernel_path: self.kernel_path,
+        }
+    }
+
     /// Probes the instruction peak again (after a run), where it was probed before.
     pub fn reprobe_peak<B: Backend>(&mut self, model: &Model<B>) {
         if let (Some(r), Some(mode)) = (self.roofline.as_mut(), model.activations()) {
