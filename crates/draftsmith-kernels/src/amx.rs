@@ -326,7 +326,7 @@ pub(crate) unsafe fn groups_packed(
     }
     let f = m.format();
     configure(f, a.cn);
-    each(m, groups, a, (c0, out), kernel_for!(f, a.cn, q8_0, nibbles, q6_k));
+    each(m, groups, &[(a, c0, kernel_for!(f, a.cn, q8_0, nibbles, q6_k))], out);
 }
 
 /// Q8_0 group × `C` packed activation rows: the stored units are the B tile.

@@ -278,6 +278,13 @@ fn compute(m: &QMatrix, path: KernelPath, act: &impl ActTiles, range: Range<usiz
             _ => {}
         }
     }
+    #[cfg(target_arch = "x86_64")]
+    if path == KernelPath::Avx512Vnni {
+        // Several tiles (9 rows or more: long drafts, prefill).
+        let tiles: Vec<_> = (0..act.tiles().len()).map(|i| (act.packed_tile(i), act.tiles()[i].0)).collect();
+        // SAFETY: as above.
+        return unsafe { crate::avx512::groups_tiles(m, range, &tiles, out) };
+    }
     let rows = m.rows();
     let mut tile: TileOut = [[0.0; GROUP]; TILE];
     let last = range.end;
