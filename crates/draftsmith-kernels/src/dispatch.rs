@@ -288,6 +288,12 @@ fn compute(m: &QMatrix, path: KernelPath, act: &impl ActTiles, range: Range<usiz
     let rows = m.rows();
     let mut tile: TileOut = [[0.0; GROUP]; TILE];
     let last = range.end;
+    // The SIMD paths' tiles, sliced once for the range rather than once per group (the scalar
+    // path reads rows).
+    let packed: Vec<PackedTile<'_>> = match path {
+        KernelPath::Scalar => Vec::new(),
+        _ => (0..act.tiles().len()).map(|i| act.packed_tile(i)).collect(),
+    };
     for g in range {
         let (quants, scales) = m.group(g);
         let next = if g + 1 < last { m.group(g + 1) } else { (&[][..], &[][..]) };
@@ -296,7 +302,7 @@ fn compute(m: &QMatrix, path: KernelPath, act: &impl ActTiles, range: Range<usiz
             // Only the first pass over the group prefetches the next one.
             let next = if i == 0 { next } else { (&[][..], &[][..]) };
             let w = Group { quants, scales, next };
-            kernel(path, m.format(), w, act, i, &mut tile);
+            kernel(path, m.format(), w, (act, packed.get(i).copied()), i, &mut tile);
             for (t, res) in tile.iter().enumerate().take(cn) {
                 write_out(out, (c0 + t) * rows + g * GROUP, &res[..valid]);
             }
@@ -304,19 +310,28 @@ fn compute(m: &QMatrix, path: KernelPath, act: &impl ActTiles, range: Range<usiz
     }
 }
 
-/// Runs one tile kernel: one packed row group against activation tile `i` of `act`.
-fn kernel(path: KernelPath, f: QFormat, w: Group<'_>, act: &impl ActTiles, i: usize, out: &mut TileOut) {
+/// Runs one tile kernel: one packed row group against activation tile `i` of `act` (`packed`:
+/// that tile already sliced, on the SIMD paths).
+fn kernel(
+    path: KernelPath,
+    f: QFormat,
+    w: Group<'_>,
+    (act, packed): (&impl ActTiles, Option<PackedTile<'_>>),
+    i: usize,
+    out: &mut TileOut,
+) {
     let (c0, cn) = act.tiles()[i];
+    let tile = || packed.expect("the SIMD paths' tiles are sliced by `compute`");
     match path {
         #[cfg(target_arch = "x86_64")]
         // SAFETY: callers only pass supported paths (`detect` / `matmul_with` check).
-        KernelPath::Avx512Vnni => unsafe { crate::avx512::tile_packed(f, w, act.packed_tile(i), out) },
+        KernelPath::Avx512Vnni => unsafe { crate::avx512::tile_packed(f, w, tile(), out) },
         #[cfg(target_arch = "x86_64")]
         // SAFETY: as above (`is_supported` asked for the tiles).
-        KernelPath::Amx => unsafe { crate::amx::tile_packed(f, w, act.packed_tile(i), out) },
+        KernelPath::Amx => unsafe { crate::amx::tile_packed(f, w, tile(), out) },
         #[cfg(target_arch = "x86_64")]
         // SAFETY: as above.
-        KernelPath::Avx2 => unsafe { crate::avx2::tile_packed(f, w, act.packed_tile(i), out) },
+        KernelPath::Avx2 => unsafe { crate::avx2::tile_packed(f, w, tile(), out) },
         _ => {
             // Only the scalar path keeps row-major rows.
             let acts: [ActRow<'_>; TILE] = std::array::from_fn(|t| act.row(c0 + t.min(cn - 1)));
