@@ -111,6 +111,12 @@ impl Method {
         matches!(self.needs(), Needs::DraftModel)
     }
 
+    /// Whether the method's drafts are `draft_len` long at most (prompt lookup, the token
+    /// cache and the draft-model family).
+    pub const fn uses_draft_len(self) -> bool {
+        matches!(self, Method::PromptLookup | Method::TokenCache) || self.uses_draft_model()
+    }
+
     /// Whether the method is the autoregressive baseline.
     pub const fn is_ar(self) -> bool {
         matches!(self, Method::Ar)

@@ -180,6 +180,10 @@ pub fn validate_method(method: Method, params: &MethodParams) -> Result<(), Deco
     let invalid = |param: &'static str, value: String, problem: &str| {
         Err(DecodeError::InvalidParam { method: method.to_string(), param, value, problem: problem.into() })
     };
+    if method.uses_draft_len() && params.draft_len > MAX_DRAFT_LEN {
+        let problem = format!("at most {MAX_DRAFT_LEN} (a pass over that many draft tokens costs many steps)");
+        return invalid("draft_len", params.draft_len.to_string(), &problem);
+    }
     match method.needs() {
         Needs::TrainedDrafter if params.drafter.is_none() => {
             return invalid("drafter", "none".into(), "this method needs a trained drafter directory (--drafter)");
@@ -193,6 +197,13 @@ pub fn validate_method(method: Method, params: &MethodParams) -> Result<(), Deco
         Method::TokenSwift => {
             if params.tree.is_empty() || params.tree.contains(&0) {
                 return invalid("tree", format!("{:?}", params.tree), "needs one positive count per depth");
+            }
+            if tree_nodes(&params.tree) > MAX_TREE_NODES {
+                let problem = format!(
+                    "spans {} nodes (each depth's count times the paths above it, summed); at most {MAX_TREE_NODES}",
+                    tree_nodes(&params.tree)
+                );
+                return invalid("tree", format!("{:?}", params.tree), &problem);
             }
             if params.kv_budget <= params.kv_sinks {
                 let problem = format!("must exceed kv_sinks ({})", params.kv_sinks);
@@ -219,6 +230,22 @@ pub fn validate_method(method: Method, params: &MethodParams) -> Result<(), Deco
         Method::TokenCache => build_proposer(Method::PromptLookup, params).map(|_| ()),
         m => build_proposer(m, params).map(|_| ()),
     }
+}
+
+/// Longest draft `draft_len` may ask for (prompt lookup, token cache, the draft-model methods).
+pub const MAX_DRAFT_LEN: usize = 256;
+
+/// Most nodes a TokenSwift candidate tree (`tree`) may span.
+pub const MAX_TREE_NODES: usize = 4096;
+
+/// Nodes of a TokenSwift candidate tree with `counts` candidates per depth: the paths to each
+/// depth, `Π counts[..=d]`, summed (saturating, for absurd counts).
+fn tree_nodes(counts: &[usize]) -> usize {
+    let mut paths = 1usize;
+    counts.iter().fold(0usize, |sum, &c| {
+        paths = paths.saturating_mul(c);
+        sum.saturating_add(paths)
+    })
 }
 
 /// Builds the proposer of `method` for `target`, with the loaded drafters the method needs.
@@ -434,6 +461,23 @@ mod tests {
         let err =
             build_proposer(Method::PromptLookup, &MethodParams { draft_len: 0, ..params }).err().unwrap().to_string();
         assert!(err.contains("draft_len"), "{err}");
+    }
+
+    #[test]
+    fn drafts_and_trees_beyond_their_bounds_are_refused_by_name() {
+        let long = MethodParams { draft_len: MAX_DRAFT_LEN + 1, draft_model: Some("d".into()), ..Default::default() };
+        for method in [Method::PromptLookup, Method::TokenCache, Method::DraftModel, Method::PostUsePreCut] {
+            let err = validate_method(method, &long).unwrap_err().to_string();
+            assert!(err.contains("draft_len") && err.contains("at most 256"), "{method}: {err}");
+            let ok = MethodParams { draft_len: MAX_DRAFT_LEN, ..long.clone() };
+            assert!(validate_method(method, &ok).is_ok(), "{method}: 256 is allowed");
+        }
+        let ts = |tree: Vec<usize>| MethodParams { tree, drafter: Some("h".into()), ..Default::default() };
+        let err = validate_method(Method::TokenSwift, &ts(vec![1, 300, 300, 300])).unwrap_err().to_string();
+        assert!(err.contains("tree") && err.contains("27090301 nodes"), "{err}");
+        let err = validate_method(Method::TokenSwift, &ts(vec![usize::MAX; 4])).unwrap_err().to_string();
+        assert!(err.contains("at most 4096"), "{err}");
+        assert!(validate_method(Method::TokenSwift, &ts(vec![1, 9, 9, 9])).is_ok(), "the recipes' largest tree");
     }
 
     #[test]

@@ -50,7 +50,12 @@ impl SamplingConfig {
             ("temperature", self.temperature, self.temperature >= 0.0, "must be ≥ 0 (0 = greedy)"),
             ("top_p", self.top_p, self.top_p > 0.0 && self.top_p <= 1.0, "must be in (0, 1] (1 = off)"),
             ("min_p", self.min_p, (0.0..=1.0).contains(&self.min_p), "must be in [0, 1] (0 = off)"),
-            ("repetition_penalty", self.repetition_penalty, self.repetition_penalty > 0.0, "must be > 0 (1 = off)"),
+            (
+                "repetition_penalty",
+                self.repetition_penalty,
+                self.repetition_penalty > 0.0,
+                "must be > 0 (1 = off; --repetition-penalty, or --penalty)",
+            ),
             ("eta", self.eta, (0.0..1.0).contains(&self.eta), "must be in [0, 1) (0 = off)"),
         ];
         match checks.into_iter().find(|(_, value, ok, _)| !ok || !value.is_finite()) {
@@ -108,7 +113,9 @@ pub fn probabilities(logits: &[f32], context: &[u32], cfg: &SamplingConfig) -> V
     cfg.penalize(&mut probs, context);
     if cfg.temperature > 0.0 && cfg.temperature != 1.0 {
         // Shifted before scaling, so a low temperature does not magnify the logits' rounding.
-        let (max, inverse) = (draftsmith_kernels::rowops::row_max(&probs), 1.0 / cfg.temperature);
+        // The inverse is capped: at a temperature below ~3e-39 it overflows to infinity, and the
+        // top logit's `0 · ∞` would be NaN (such a temperature is greedy in effect).
+        let (max, inverse) = (draftsmith_kernels::rowops::row_max(&probs), (1.0 / cfg.temperature).min(f32::MAX));
         probs.iter_mut().for_each(|l| *l = (*l - max) * inverse);
     }
     // The kernels' vectorized `exp` (libm's scalar `expf` over a 49152-token row took ~0.1 ms of
@@ -416,6 +423,16 @@ mod tests {
             truncate(&mut fast, &cfg);
             truncate_by_full_sort(&mut slow, &cfg);
             assert_eq!(fast, slow, "trial {trial}: {cfg:?}");
+        }
+    }
+
+    #[test]
+    fn a_vanishing_temperature_samples_the_top_token() {
+        let logits = [0.5f32, 3.0, -1.0, 2.9];
+        for t in [1e-45f32, 1e-38, 1e-30] {
+            let p = probabilities(&logits, &[], &SamplingConfig { temperature: t, ..Default::default() });
+            // The vectorized `exp` bottoms out at the smallest normal float, not 0.
+            assert!(p[1] == 1.0 && [p[0], p[2], p[3]].iter().all(|&q| q < 1e-30), "temperature {t}: {p:?}");
         }
     }
 

@@ -296,3 +296,18 @@ fn cached_hidden_states_train_the_same_drafter_and_resume_an_online_run() {
     assert!(manifest.complete && manifest.sequences == 15, "{manifest:?}");
     assert!(open_cached(&cache, &identity().sha256, &grown).is_ok());
 }
+
+#[test]
+fn a_learning_rate_or_weight_decay_that_is_not_a_number_is_refused() {
+    for bad in [
+        ReDrafterTrainConfig { lr: f64::NAN, ..cfg() },
+        ReDrafterTrainConfig { lr: f64::INFINITY, ..cfg() },
+        ReDrafterTrainConfig { lr: 0.0, ..cfg() },
+        ReDrafterTrainConfig { weight_decay: -5.0, ..cfg() },
+        ReDrafterTrainConfig { weight_decay: f64::NAN, ..cfg() },
+    ] {
+        let err = bad.validate().unwrap_err().to_string();
+        assert!(err.contains("lr") || err.contains("weight_decay"), "{err}");
+    }
+    assert!(cfg().validate().is_ok());
+}

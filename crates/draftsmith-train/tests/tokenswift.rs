@@ -169,3 +169,17 @@ fn a_killed_run_resumes_to_the_same_weights_and_bad_settings_are_refused() {
         Err(TrainError::NoExamples(_))
     ));
 }
+
+#[test]
+fn a_learning_rate_or_weight_decay_that_is_not_a_number_is_refused() {
+    let ok = TokenSwiftTrainConfig::default();
+    assert!(ok.validate().is_ok());
+    for bad in [
+        TokenSwiftTrainConfig { lr: f64::NAN, ..ok.clone() },
+        TokenSwiftTrainConfig { max_grad_norm: f64::NAN, ..ok.clone() },
+        TokenSwiftTrainConfig { weight_decay: -5.0, ..ok.clone() },
+    ] {
+        let err = bad.validate().unwrap_err().to_string();
+        assert!(err.contains("lr") || err.contains("weight_decay"), "{err}");
+    }
+}

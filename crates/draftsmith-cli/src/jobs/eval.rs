@@ -31,6 +31,9 @@ fn run_on<B: Backend>(args: &EvalArgs, device: &B::Device) -> Result<()> {
     if args.max_new_tokens == 0 {
         bail!("--max-new-tokens must be at least 1");
     }
+    if let Some(path) = args.reuse_ar_from.as_deref().filter(|p| !p.is_file()) {
+        bail!("--reuse-ar-from {}: no such records file (an earlier eval's records.jsonl)", path.display());
+    }
     let set = draftsmith_eval::read_prompts(&resolve_prompts(&args.prompts)?, args.limit)?;
     let out = args.out.clone().unwrap_or_else(|| PathBuf::from(DEFAULT_RUNS_DIR).join(utc_stamp()));
     let loaded = args.model.load::<B>(device)?;

@@ -61,6 +61,9 @@ pub fn read_dataset<B: Backend>(
     limit: Option<usize>,
     max_seq_len: usize,
 ) -> Result<DistilledSequences> {
+    if max_seq_len < 2 {
+        anyhow::bail!("--max-seq-len {max_seq_len}: must be at least 2 (a token and the one after it)");
+    }
     let max_len = max_seq_len.min(loaded.model.config().max_position_embeddings);
     Ok(read_sequences(data, &identity.sha256, labels, limit, max_len)?)
 }

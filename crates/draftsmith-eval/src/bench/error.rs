@@ -17,6 +17,9 @@ pub enum BenchError {
     /// Too few new tokens to time decoding (the first comes from the prefill).
     #[error("--max-new-tokens must be at least 2 (decode speed is timed over the tokens after the prefill's)")]
     TooFewTokens,
+    /// A size or count out of range.
+    #[error("{flag} {problem}")]
+    Setting { flag: &'static str, problem: String },
     #[error(transparent)]
     Model(Box<ModelError>),
     #[error(transparent)]

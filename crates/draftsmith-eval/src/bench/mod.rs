@@ -66,6 +66,42 @@ impl BenchConfig {
         if self.max_new_tokens < 2 {
             return Err(BenchError::TooFewTokens);
         }
+        let setting = |flag, problem: &str| Err(BenchError::Setting { flag, problem: problem.into() });
+        if self.tree_size == 0 {
+            return setting("--tree-size", "must be at least 1");
+        }
+        if self.curve_sizes.contains(&0) {
+            return setting("--curve-sizes", "must each be at least 1");
+        }
+        if self.curve_runs == 0 {
+            return setting("--curve-runs", "must be at least 1");
+        }
+        if self.repeats == Some(0) {
+            return setting("--repeats", "must be at least 1");
+        }
+        Ok(())
+    }
+
+    /// Refuses sizes the model's context of `context` tokens cannot hold: the random tree after
+    /// its cached prefix, and a curve none of whose contexts fits its largest draft (contexts
+    /// that do not fit are otherwise skipped, [`BenchEvent::CurveSkipped`]).
+    pub fn validate_for(&self, context: usize) -> Result<(), BenchError> {
+        if self.tree_size + tree_prefix(context) >= context {
+            let problem = format!(
+                "{}: a tree after {} cached tokens does not fit the model's context of {context}",
+                self.tree_size,
+                tree_prefix(context)
+            );
+            return Err(BenchError::Setting { flag: "--tree-size", problem });
+        }
+        let largest = self.curve_sizes.iter().copied().max().unwrap_or(1);
+        if !self.contexts.iter().any(|&c| c + largest < context) {
+            let problem = format!(
+                "{:?}: with drafts of up to {largest} tokens (--curve-sizes) none fits the model's context of {context}",
+                self.contexts
+            );
+            return Err(BenchError::Setting { flag: "--contexts", problem });
+        }
         Ok(())
     }
 
@@ -157,6 +193,7 @@ pub fn bench_ar<B: Backend>(
 ) -> Result<BenchResult, BenchError> {
     cfg.validate()?;
     let model = target.model;
+    cfg.validate_for(model.config().max_position_embeddings)?;
     // Warm-up: one short generation so first-call allocations are not timed.
     decode_run(model, &prompts[0], 8)?;
     let mut reference = if cfg.vs_llamacpp { Some(LlamaCpp::start(target.path)?) } else { None };
@@ -188,7 +225,7 @@ pub fn bench_ar<B: Backend>(
     let context = model.config().max_position_embeddings;
     let prefill_len = 512.min(context - 1);
     let prefill512 = time_prefill(model, prefill_len)?;
-    let (step1, tree) = time_tree_verify(model, cfg.tree_size, 256.min(context / 2))?;
+    let (step1, tree) = time_tree_verify(model, cfg.tree_size, tree_prefix(context))?;
     let decode_tps = decode_tokens as f64 / decode_time.as_secs_f64();
     let mut machine = Machine::probe(model);
     on_event(BenchEvent::Machine(&machine));
@@ -260,6 +297,11 @@ fn time_prefill<B: Backend>(model: &Model<B>, n: usize) -> Result<Duration, Benc
         let _ = out.logits.into_data();
         Ok(())
     })
+}
+
+/// Cached tokens before the random tree of `tree_size` nodes, for a model context of `context`.
+fn tree_prefix(context: usize) -> usize {
+    256.min(context / 2)
 }
 
 /// Milliseconds of a 1-token step and of a `tree_size`-node random tree verify (all logits),

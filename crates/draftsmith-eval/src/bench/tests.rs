@@ -83,4 +83,23 @@ fn settings_that_cannot_run_are_refused_up_front() {
     let err = BenchConfig { contexts: vec![64, 0], ..config() }.validate().unwrap_err().to_string();
     assert!(err.starts_with("--contexts"), "{err}");
     assert_eq!(BenchConfig { vs_llamacpp: true, ..config() }.repeats(), 3);
+    for (bad, flag) in [
+        (BenchConfig { tree_size: 0, ..config() }, "--tree-size"),
+        (BenchConfig { curve_sizes: vec![1, 0], ..config() }, "--curve-sizes"),
+        (BenchConfig { curve_runs: 0, ..config() }, "--curve-runs"),
+        (BenchConfig { repeats: Some(0), ..config() }, "--repeats"),
+    ] {
+        let err = bad.validate().unwrap_err().to_string();
+        assert!(err.starts_with(flag) && err.contains("at least 1"), "{err}");
+    }
+}
+
+#[test]
+fn sizes_the_models_context_cannot_hold_are_refused_by_flag() {
+    // A context of 512: the random tree comes after 256 cached tokens.
+    let err = BenchConfig { tree_size: 300, ..config() }.validate_for(512).unwrap_err().to_string();
+    assert!(err.starts_with("--tree-size 300:") && err.contains("context of 512"), "{err}");
+    let err = BenchConfig { contexts: vec![510, 600], ..config() }.validate_for(512).unwrap_err().to_string();
+    assert!(err.starts_with("--contexts [510, 600]:"), "{err}");
+    assert!(config().validate_for(512).is_ok(), "one context fits; the other is skipped");
 }
