@@ -60,8 +60,23 @@ impl PromptArgs {
             let template = loaded.tokenizer.chat_template().with_context(|| {
                 format!("{}: the model has no chat template; pass --no-chat-template", loaded.path.display())
             })?;
+            if messages.is_empty() {
+                anyhow::bail!("nothing to say: give --prompt, --prompt-file or a non-empty --messages file");
+            }
             template.render(&messages, true)?
         };
-        Ok(loaded.tokenizer.encode(&text)?)
+        let ids = loaded.tokenizer.encode(&text)?;
+        let context = loaded.model.config().max_position_embeddings;
+        if ids.len() >= context {
+            let source = match (&self.prompt_file, &self.messages) {
+                (Some(path), _) | (None, Some(path)) => path.display().to_string(),
+                _ => "the prompt".to_string(),
+            };
+            anyhow::bail!(
+                "{source}: {} tokens leave no room in the model's context of {context} (shorten it)",
+                ids.len()
+            );
+        }
+        Ok(ids)
     }
 }

@@ -275,8 +275,11 @@ fn build_method<B: Backend>(
         let loaded = drafters.tokenswift.ok_or_else(|| DecodeError::InvalidParam {
             method: method.to_string(),
             param: "drafter",
-            value: "not loaded".into(),
-            problem: "this method needs trained TokenSwift heads (--drafter)".into(),
+            value: params.drafter.clone().unwrap_or_else(|| "not loaded".into()),
+            problem: match drafters.redrafter {
+                Some(_) => "holds a ReDrafter, not TokenSwift heads (train heads with `train tokenswift`)".into(),
+                None => "this method needs trained TokenSwift heads (--drafter)".into(),
+            },
         })?;
         let auto = params.draft_policy == DraftPolicy::Auto;
         let kv_mode = params.kv_mode.unwrap_or(if auto { KvMode::VerifyPass } else { KvMode::Dynamic });
@@ -303,8 +306,11 @@ fn build_method<B: Backend>(
         let loaded = drafters.redrafter.ok_or_else(|| DecodeError::InvalidParam {
             method: method.to_string(),
             param: "drafter",
-            value: "not loaded".into(),
-            problem: "this method needs a trained drafter (--drafter)".into(),
+            value: params.drafter.clone().unwrap_or_else(|| "not loaded".into()),
+            problem: match drafters.tokenswift {
+                Some(_) => "holds TokenSwift heads, not a ReDrafter (train one with `train redrafter`)".into(),
+                None => "this method needs a trained drafter (--drafter)".into(),
+            },
         })?;
         let settings = ReDrafterSettings {
             beam_width: params.beam_width,

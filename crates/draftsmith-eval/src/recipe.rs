@@ -131,7 +131,21 @@ impl Recipe {
         if recipe.name.is_empty() || recipe.name.contains(['/', '\\']) {
             return Err(bad(format!("`name` must be a plain directory name, got {:?}", recipe.name)));
         }
+        if recipe.max_new_tokens == 0 {
+            return Err(bad("`max_new_tokens` must be at least 1".into()));
+        }
+        if recipe.limit == Some(0) {
+            return Err(bad("`limit` must be at least 1".into()));
+        }
         let mut points = recipe.points().map_err(bad)?;
+        let mut labels: Vec<&str> = points.iter().map(|p| p.label.as_str()).collect();
+        labels.sort_unstable();
+        if let Some(w) = labels.windows(2).find(|w| w[0] == w[1]) {
+            return Err(bad(format!(
+                "grid point `{}` appears twice (a repeated grid value): one result directory",
+                w[0]
+            )));
+        }
         for d in &recipe.drafters {
             d.distill.validate().map_err(|e| bad(format!("drafter `{}`: {e}", d.name)))?;
             d.train.validate().map_err(|e| bad(format!("drafter `{}`: {e}", d.name)))?;
@@ -183,6 +197,29 @@ impl Recipe {
                 Ok(GridPoint { label, params })
             })
             .collect()
+    }
+
+    /// Files and directories the recipe names that must exist before it runs: each grid
+    /// point's drafter directory unless the recipe trains it (`[[drafters]]` without `path`),
+    /// and `prompts` where it is a path (ends in `.jsonl` or has a directory part) rather than a
+    /// dataset name. Each as `(what, path)`.
+    pub fn missing_inputs(&self, points: &[GridPoint]) -> Vec<(String, PathBuf)> {
+        let trained: Vec<PathBuf> =
+            self.drafters.iter().filter(|d| d.path.is_none()).map(|d| d.run_dir(&self.name)).collect();
+        let mut missing = Vec::new();
+        let prompts = Path::new(&self.prompts);
+        if (self.prompts.ends_with(".jsonl") || prompts.parent().is_some_and(|p| !p.as_os_str().is_empty()))
+            && !prompts.exists()
+        {
+            missing.push(("`prompts`".to_string(), prompts.to_path_buf()));
+        }
+        for point in points {
+            let Some(dir) = point.params.drafter.as_deref().map(PathBuf::from) else { continue };
+            if !trained.contains(&dir) && !dir.is_dir() && !missing.iter().any(|(_, p)| p == &dir) {
+                missing.push((format!("`drafter` of grid point {}", point.label), dir));
+            }
+        }
+        missing
     }
 
     /// Directory of one grid point's eval.
@@ -254,6 +291,32 @@ mod tests {
             err.contains(&path.display().to_string()) && err.contains("medusa") && err.contains("prompt-lookup"),
             "an unknown method names the file and the known methods: {err}"
         );
+    }
+
+    #[test]
+    fn counts_of_zero_and_repeated_grid_values_are_refused() {
+        let base = "name = \"g\"\nprompts = \"p\"\nmethods = [\"ar\", \"prompt-lookup\"]\n";
+        for (name, extra, word) in [
+            ("tokens", "max_new_tokens = 0\n", "max_new_tokens"),
+            ("limit", "limit = 0\n", "limit"),
+            ("twice", "[grid]\ndraft_len = [2, 2]\n", "draft_len=2"),
+        ] {
+            let path = write(name, &format!("{base}{extra}"));
+            let err = Recipe::read(&path).unwrap_err().to_string();
+            assert!(err.contains(&path.display().to_string()) && err.contains(word), "{err}");
+        }
+    }
+
+    #[test]
+    fn inputs_that_must_exist_are_listed_when_missing() {
+        let text = "name = \"m\"\nprompts = \"nowhere/p.jsonl\"\nmethods = [\"ar\", \"redrafter\"]\n[grid]\ndrafter = [\"trained\", \"nowhere/d\"]\n[[drafters]]\nname = \"trained\"\n";
+        let (recipe, points) = Recipe::read(&write("missing", text)).unwrap();
+        let missing: Vec<String> =
+            recipe.missing_inputs(&points).into_iter().map(|(w, p)| format!("{w} {}", p.display())).collect();
+        assert_eq!(missing, ["`prompts` nowhere/p.jsonl", "`drafter` of grid point drafter=nowhere/d nowhere/d"]);
+        let named = "name = \"n\"\nprompts = \"mt-bench\"\nmethods = [\"ar\"]\n";
+        let (recipe, points) = Recipe::read(&write("named", named)).unwrap();
+        assert!(recipe.missing_inputs(&points).is_empty(), "a dataset name is fetched, not a path");
     }
 
     #[test]

@@ -67,10 +67,14 @@ pub fn run_drafter(run: &Path) -> Result<PathBuf, TrainError> {
         Ok(run.to_path_buf())
     } else if checkpoint.join(WEIGHTS_FILE).exists() {
         Ok(checkpoint)
+    } else if !run.is_dir() {
+        let what = if run.exists() { "is not a directory" } else { "does not exist" };
+        Err(TrainError::Config(format!("{}: {what} (give a training run's directory)", run.display())))
     } else {
         Err(TrainError::Config(format!(
-            "{}: no exported drafter and no checkpoint (has `draftsmith train` run here?)",
-            run.display()
+            "{}: no exported drafter ({WEIGHTS_FILE}) and no checkpoint with one ({}) (has `draftsmith train` finished a checkpoint here?)",
+            run.display(),
+            checkpoint.join(WEIGHTS_FILE).display()
         )))
     }
 }

@@ -32,6 +32,9 @@ pub struct ReproduceArgs {
 
 pub fn run(args: ReproduceArgs) -> Result<()> {
     let (recipe, points) = Recipe::read(&args.recipe)?;
+    if let Some((what, path)) = recipe.missing_inputs(&points).into_iter().next() {
+        anyhow::bail!("{}: {what}: {} does not exist", args.recipe.display(), path.display());
+    }
     eprintln!("{}: {} grid point(s)", args.recipe.display(), points.len());
     if args.dry_run {
         points.iter().for_each(|p| println!("{}", p.label));
