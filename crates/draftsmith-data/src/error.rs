@@ -66,7 +66,7 @@ pub enum DataError {
     },
 
     /// A distilled shard is truncated, corrupt or does not match its manifest checksum.
-    #[error("{path}: {problem}; delete it and rerun distill to redo it")]
+    #[error("{path}: {problem}; delete it and rerun the same `draftsmith distill` command to redo just that shard")]
     CorruptShard {
         /// The shard file.
         path: PathBuf,
@@ -74,8 +74,10 @@ pub enum DataError {
         problem: String,
     },
 
-    /// A shard listed in the manifest does not exist.
-    #[error("{path}: shard listed in the manifest is missing; delete the dataset directory and rerun distill")]
+    /// A shard listed in the manifest does not exist (reading; a resumed run redoes it).
+    #[error(
+        "{path}: shard listed in the manifest is missing; rerun the same `draftsmith distill` command to redo just that shard"
+    )]
     MissingShard {
         /// The shard file that should exist.
         path: PathBuf,
@@ -129,12 +131,33 @@ pub enum DataError {
 
     /// A hidden-state cache shard is missing, damaged or does not fit the dataset, or the cache
     /// does not hold the sequences asked for.
-    #[error("{path}: {problem}; delete the cache directory and rerun `draftsmith hidden`, or train with --online")]
+    #[error("{path}: {problem}; {remedy}, or train with --online")]
     CorruptHidden {
         /// The shard or manifest.
         path: PathBuf,
         /// What is wrong with it.
         problem: String,
+        /// What to do about it, e.g. "delete it and rerun `draftsmith hidden` to redo just that shard".
+        remedy: &'static str,
+    },
+
+    /// A stage's directory holds files named like its shards that its manifest does not account
+    /// for, so no interrupted run of the job left them: the run refuses and deletes nothing (the
+    /// rule is in the `leftovers` module's docs).
+    #[error(
+        "{dir}: {problem}: {}; nothing was deleted: move them elsewhere (or restore the manifest they belong to) \
+         to keep them, or delete them to start over, then rerun {command}",
+        list_files(files)
+    )]
+    UnknownFiles {
+        /// The directory.
+        dir: PathBuf,
+        /// Why they cannot be the job's own.
+        problem: String,
+        /// The files' names inside `dir`.
+        files: Vec<String>,
+        /// The command that writes the directory.
+        command: &'static str,
     },
 
     /// An argument is out of range (e.g. zero inputs per shard).
@@ -145,6 +168,16 @@ pub enum DataError {
         /// Which argument and its bound.
         problem: String,
     },
+}
+
+/// Up to eight file names, then how many there are in all.
+fn list_files(files: &[String]) -> String {
+    const SHOWN: usize = 8;
+    let mut text = files.iter().take(SHOWN).cloned().collect::<Vec<_>>().join(", ");
+    if files.len() > SHOWN {
+        text.push_str(&format!(", … ({} files in all)", files.len()));
+    }
+    text
 }
 
 impl DataError {

@@ -6,13 +6,17 @@
 //! `hidden-manifest.json` and `hidden-00000.safetensors`, `hidden-00001…`. Each shard covers
 //! consecutive sequences and holds two tensors: `hidden`, f16 `[tokens, hidden_size]` (the
 //! sequences' rows one after another) and `lengths`, i32 `[sequences]`. Shards are written like
-//! distilled shards (temporary file, fsync, rename, then the manifest), so a killed run resumes
-//! after the last listed shard. The manifest ties the cache to the target's SHA-256 and to the
-//! dataset it was computed from (its shards' hashes and the reading settings).
+//! distilled shards (the manifest first, then each shard as a temporary file, fsync, rename, then
+//! listed in the manifest), so a killed run resumes after the last listed shard, and a listed
+//! shard whose file is missing (deleted after a checksum mismatch, say) is recomputed on the
+//! next run — just that shard. What a resumed run deletes, and what it refuses to touch, is the
+//! rule of the crate's `leftovers` module. The manifest ties the cache to the target's SHA-256 and
+//! to the dataset it was computed from (its shards' hashes and the reading settings).
 //!
 //! This module knows nothing of models: rows come in as f32 and go out as f32.
 
 use std::collections::HashMap;
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 
 use draftsmith_core::digest::sha256_hex;
@@ -24,7 +28,22 @@ use safetensors::{Dtype, SafeTensors};
 use serde::{Deserialize, Serialize};
 
 use crate::error::DataError;
+use crate::leftovers::{refuse_unmanifested_shards, remove_leftovers, Layout};
 use crate::manifest::TargetId;
+
+/// How a cache names its files (see the crate's `leftovers` module).
+const LAYOUT: Layout = Layout {
+    prefix: "hidden-",
+    suffix: ".safetensors",
+    manifest: HIDDEN_MANIFEST_FILE,
+    command: "`draftsmith hidden`",
+    redone: "sequences",
+};
+
+/// What to do about a damaged shard.
+const REDO_DAMAGED: &str = "delete it and rerun `draftsmith hidden` to redo just that shard";
+/// What to do about a missing shard.
+const REDO_MISSING: &str = "rerun `draftsmith hidden` with the same arguments to redo just that shard";
 
 /// A dataset identity's shard hashes, in order.
 fn shard_hashes(v: &serde_json::Value) -> Vec<String> {
@@ -182,6 +201,10 @@ fn write_manifest(dir: &Path, manifest: &HiddenManifest) -> Result<(), DataError
 
 /// Writes a hidden-state cache sequence by sequence, resuming a previous run in the same
 /// directory. Sequences are held in memory until their shard is full.
+///
+/// The caller pushes the sequences [`HiddenWriter::todo`] lists, in that order: first those of
+/// the listed shards whose files are missing (each rewritten under its own name), then from the
+/// end of the listed shards on.
 pub struct HiddenWriter {
     dir: PathBuf,
     manifest: HiddenManifest,
@@ -190,6 +213,9 @@ pub struct HiddenWriter {
     pending: Vec<u16>,
     pending_lengths: Vec<usize>,
     kept: Option<Kept>,
+    /// Listed shards (indices into the manifest's) whose files are missing, in sequence order:
+    /// the pushed sequences fill these first.
+    redo: Vec<usize>,
 }
 
 /// What [`HiddenWriter::open`] kept of a cache computed for another state of the dataset.
@@ -210,7 +236,12 @@ impl HiddenWriter {
     /// shards ([`shared_shards`]), such as before a later `distill --limit` — keeps the rows of
     /// those shards' sequences and goes on after them ([`HiddenWriter::kept`]);
     /// `shard_sequences` are the sequences of each of the dataset's shards, in its identity's
-    /// order. Leftover temporary and unlisted shard files are removed with a warning.
+    /// order. A listed shard whose file is missing is recomputed ([`HiddenWriter::todo`]); a
+    /// damaged one is refused, naming it ([`DataError::CorruptHidden`]: delete it to have it
+    /// recomputed). What a killed run left (temporaries, the next shard renamed but not yet
+    /// listed) is removed with a warning; files named like shards that no interrupted run of
+    /// this cache can have written — any at all when there is no manifest — are refused with
+    /// [`DataError::UnknownFiles`], and nothing is deleted.
     #[allow(clippy::too_many_arguments)]
     pub fn open(
         dir: &Path,
@@ -238,7 +269,7 @@ impl HiddenWriter {
             shards: Vec::new(),
             complete: false,
         };
-        let manifest = if dir.join(HIDDEN_MANIFEST_FILE).exists() {
+        let (manifest, redo) = if dir.join(HIDDEN_MANIFEST_FILE).exists() {
             let existing = read_hidden_manifest(dir)?;
             let mismatch = |field: &'static str, existing: String, given: String| DataError::ResumeMismatch {
                 dir: dir.to_path_buf(),
@@ -256,8 +287,10 @@ impl HiddenWriter {
                 if shape(&existing) != shape(&fresh) {
                     return Err(mismatch("size", shape(&existing), shape(&fresh)));
                 }
-                check_shards(dir, &existing.shards, hidden_size, &lengths)?;
-                existing
+                let redo = check_shards(dir, &existing.shards, hidden_size, &lengths)?;
+                let listed: Vec<&str> = existing.shards.iter().map(|s| s.file.as_str()).collect();
+                remove_leftovers(dir, &LAYOUT, &listed)?;
+                (existing, redo)
             } else {
                 // Another state of the dataset (a later `distill --limit` appends shards and
                 // completes its last partial one): the sequences of the shards both share are
@@ -274,11 +307,16 @@ impl HiddenWriter {
                 let same = shard_sequences.iter().take(common).sum::<usize>().min(lengths.len());
                 let shards: Vec<HiddenShardInfo> =
                     existing.shards.iter().take_while(|s| s.first_sequence + s.sequences <= same).cloned().collect();
-                check_shards(dir, &shards, hidden_size, &lengths)?;
+                let redo = check_shards(dir, &shards, hidden_size, &lengths)?;
+                // What an interrupted run left is judged against the manifest it ran with;
+                // nothing is changed before every check has passed.
+                let listed: Vec<&str> = existing.shards.iter().map(|s| s.file.as_str()).collect();
+                remove_leftovers(dir, &LAYOUT, &listed)?;
                 let updated = HiddenManifest { shards, ..fresh };
                 kept =
                     Some(Kept { sequences: updated.sequences_done(), of: existing.sequences_done(), shards: common });
-                write_manifest(dir, &updated)?;
+                // The dropped shards (listed, so this cache's own) go first: killed in between,
+                // the old manifest still lists them and the next run drops them again.
                 for dropped in &existing.shards[updated.shards.len()..] {
                     let path = dir.join(&dropped.file);
                     match std::fs::remove_file(&path) {
@@ -286,14 +324,15 @@ impl HiddenWriter {
                         _ => {}
                     }
                 }
-                updated
+                write_manifest(dir, &updated)?;
+                (updated, redo)
             }
         } else {
+            refuse_unmanifested_shards(dir, &LAYOUT)?;
             write_manifest(dir, &fresh)?;
-            fresh
+            (fresh, Vec::new())
         };
-        remove_leftovers(dir, &manifest)?;
-        Ok(Self {
+        let mut writer = Self {
             dir: dir.to_path_buf(),
             manifest,
             lengths,
@@ -301,7 +340,42 @@ impl HiddenWriter {
             pending: Vec::new(),
             pending_lengths: Vec::new(),
             kept,
-        })
+            redo,
+        };
+        for &index in &writer.redo {
+            let shard = &writer.manifest.shards[index];
+            tracing::warn!(
+                file = %dir.join(&shard.file).display(),
+                sequences = ?(shard.first_sequence..shard.first_sequence + shard.sequences),
+                "shard listed in {HIDDEN_MANIFEST_FILE} is missing; its sequences will be recomputed"
+            );
+        }
+        // The manifest on disk says so too while a listed shard is missing.
+        if !writer.redo.is_empty() && writer.manifest.complete {
+            writer.manifest.complete = false;
+            write_manifest(dir, &writer.manifest)?;
+        }
+        Ok(writer)
+    }
+
+    /// The sequences still to push, in the order [`HiddenWriter::push`] takes them: those of
+    /// each listed shard whose file is missing (adjacent ones merged), then from the end of the
+    /// listed shards to the last sequence.
+    pub fn todo(&self) -> Vec<Range<usize>> {
+        let mut todo: Vec<Range<usize>> = Vec::new();
+        for &index in &self.redo {
+            let shard = &self.manifest.shards[index];
+            let sequences = shard.first_sequence..shard.first_sequence + shard.sequences;
+            match todo.last_mut() {
+                Some(last) if last.end == sequences.start => last.end = sequences.end,
+                _ => todo.push(sequences),
+            }
+        }
+        let tail = self.manifest.sequences_done()..self.manifest.sequences;
+        if !tail.is_empty() {
+            todo.push(tail);
+        }
+        todo
     }
 
     /// When the cache in the directory was computed for another state of the dataset (one
@@ -310,9 +384,14 @@ impl HiddenWriter {
         self.kept
     }
 
-    /// The next sequence to compute (sequences before it are written or pending).
+    /// The next sequence [`HiddenWriter::push`] takes: in the first missing listed shard, or
+    /// else after the listed shards (sequences before it there are written or pending).
     pub fn next_sequence(&self) -> usize {
-        self.manifest.sequences_done() + self.pending_lengths.len()
+        let first = match self.redo.first() {
+            Some(&index) => self.manifest.shards[index].first_sequence,
+            None => self.manifest.sequences_done(),
+        };
+        first + self.pending_lengths.len()
     }
 
     pub fn manifest(&self) -> &HiddenManifest {
@@ -329,7 +408,11 @@ impl HiddenWriter {
         }
         self.pending.extend(rows.iter().map(|&x| f16::from_f32(x).to_bits()));
         self.pending_lengths.push(self.lengths[seq]);
-        if self.pending_lengths.len() == self.per_shard {
+        let due = match self.redo.first() {
+            Some(&index) => self.manifest.shards[index].sequences,
+            None => self.per_shard,
+        };
+        if self.pending_lengths.len() == due {
             self.write_shard()?;
         }
         Ok(())
@@ -337,6 +420,15 @@ impl HiddenWriter {
 
     /// Writes the last partial shard and marks the cache complete.
     pub fn finish(mut self) -> Result<HiddenManifest, DataError> {
+        if let Some(&index) = self.redo.first() {
+            let shard = &self.manifest.shards[index];
+            let problem = format!(
+                "listed in {HIDDEN_MANIFEST_FILE} but missing, and its sequences {}..{} were not all given again",
+                shard.first_sequence,
+                shard.first_sequence + shard.sequences
+            );
+            return Err(DataError::CorruptHidden { path: self.dir.join(&shard.file), problem, remedy: REDO_MISSING });
+        }
         if !self.pending_lengths.is_empty() {
             self.write_shard()?;
         }
@@ -350,21 +442,37 @@ impl HiddenWriter {
         Ok(self.manifest)
     }
 
+    /// Writes the pending sequences as the first missing listed shard (under its own name, its
+    /// checksum updated), or else as the next shard, listed in the manifest once it is in place.
     fn write_shard(&mut self) -> Result<(), DataError> {
-        let file = format!("hidden-{:05}.safetensors", self.manifest.shards.len());
+        let redo = self.redo.first().copied();
+        let file = match redo {
+            Some(index) => self.manifest.shards[index].file.clone(),
+            None => format!("hidden-{:05}.safetensors", self.manifest.shards.len()),
+        };
         let path = self.dir.join(&file);
         let tokens: usize = self.pending_lengths.iter().sum();
         let bytes = shard_bytes(&self.pending, &self.pending_lengths, self.manifest.hidden_size)
             .map_err(|problem| DataError::InvalidArgument { path: path.clone(), problem })?;
         write_atomic(&path, &bytes).map_err(|(path, source)| DataError::Io { path, source })?;
         sync_dir(&self.dir);
-        self.manifest.shards.push(HiddenShardInfo {
-            file,
-            first_sequence: self.manifest.sequences_done(),
-            sequences: self.pending_lengths.len(),
-            tokens,
-            sha256: sha256_hex(&bytes),
-        });
+        let sha256 = sha256_hex(&bytes);
+        match redo {
+            Some(index) => {
+                let shard = &mut self.manifest.shards[index];
+                debug_assert_eq!((shard.sequences, shard.tokens), (self.pending_lengths.len(), tokens));
+                (shard.tokens, shard.sha256) = (tokens, sha256);
+                self.redo.remove(0);
+                tracing::info!(shard = %path.display(), "recomputed missing shard");
+            }
+            None => self.manifest.shards.push(HiddenShardInfo {
+                file,
+                first_sequence: self.manifest.sequences_done(),
+                sequences: self.pending_lengths.len(),
+                tokens,
+                sha256,
+            }),
+        }
         write_manifest(&self.dir, &self.manifest)?;
         self.pending.clear();
         self.pending_lengths.clear();
@@ -394,7 +502,8 @@ fn check_shard(
     hidden_size: usize,
     lengths: &[usize],
 ) -> Result<usize, DataError> {
-    let corrupt = |problem: String| DataError::CorruptHidden { path: path.to_path_buf(), problem };
+    let corrupt =
+        |problem: String| DataError::CorruptHidden { path: path.to_path_buf(), problem, remedy: REDO_DAMAGED };
     let found = sha256_hex(bytes);
     if found != info.sha256 {
         return Err(corrupt(format!("sha256 is {found} but {HIDDEN_MANIFEST_FILE} records {}", info.sha256)));
@@ -430,28 +539,26 @@ fn check_shard(
     Ok(hidden.data().as_ptr() as usize - bytes.as_ptr() as usize)
 }
 
-/// Checks each of `shards` (present, intact, lengths as in `lengths`).
+/// Checks each of `shards` that exists (intact, lengths as in `lengths`); returns the indices
+/// of those whose files are missing, to be recomputed.
 fn check_shards(
     dir: &Path,
     shards: &[HiddenShardInfo],
     hidden_size: usize,
     lengths: &[usize],
-) -> Result<(), DataError> {
-    for shard in shards {
+) -> Result<Vec<usize>, DataError> {
+    let mut missing = Vec::new();
+    for (index, shard) in shards.iter().enumerate() {
         let path = dir.join(&shard.file);
-        let bytes = std::fs::read(&path).map_err(|_| DataError::CorruptHidden {
-            path: path.clone(),
-            problem: "listed in the manifest but missing".into(),
-        })?;
-        check_shard(&path, &bytes, shard, hidden_size, lengths)?;
+        match std::fs::read(&path) {
+            Ok(bytes) => {
+                check_shard(&path, &bytes, shard, hidden_size, lengths)?;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => missing.push(index),
+            Err(e) => return Err(DataError::io(&path)(e)),
+        }
     }
-    Ok(())
-}
-
-/// Removes `*.tmp` files and shard files the manifest does not list, warning about each.
-fn remove_leftovers(dir: &Path, manifest: &HiddenManifest) -> Result<(), DataError> {
-    let listed = |name: &str| manifest.shards.iter().any(|s| s.file == name);
-    crate::shards::remove_unlisted(dir, ("hidden-", ".safetensors"), listed, "sequences")
+    Ok(missing)
 }
 
 /// A cache opened for reading: shards memory-mapped (the rows stay in the page cache, not in
@@ -477,17 +584,26 @@ impl HiddenCache {
                     "holds {} of the {} sequences needed{}",
                     manifest.sequences_done(),
                     lengths.len(),
-                    if manifest.complete { "" } else { " (an interrupted `draftsmith hidden`: rerun it to finish)" }
+                    if manifest.complete { "" } else { " (an interrupted `draftsmith hidden`)" }
                 ),
+                remedy: if manifest.complete {
+                    "delete the cache directory and rerun `draftsmith hidden`"
+                } else {
+                    "rerun `draftsmith hidden` with the same arguments to finish it"
+                },
             });
         }
         let hidden_bytes = manifest.hidden_size * 2;
         let (mut maps, mut starts) = (Vec::new(), Vec::with_capacity(lengths.len()));
         for info in manifest.shards.iter().take_while(|s| s.first_sequence < lengths.len()) {
             let path = dir.join(&info.file);
-            let file = std::fs::File::open(&path).map_err(|_| DataError::CorruptHidden {
-                path: path.clone(),
-                problem: "listed in the manifest but missing".into(),
+            let file = std::fs::File::open(&path).map_err(|e| match e.kind() {
+                std::io::ErrorKind::NotFound => DataError::CorruptHidden {
+                    path: path.clone(),
+                    problem: "listed in the manifest but missing".into(),
+                    remedy: REDO_MISSING,
+                },
+                _ => DataError::io(&path)(e),
             })?;
             // SAFETY: the file is only read; a cache rewritten while training reads it is a
             // user error the checksum below catches at open time.
@@ -527,6 +643,7 @@ impl HiddenCache {
 }
 
 #[cfg(test)]
+#[allow(clippy::single_range_in_vec_init)] // lists of sequence ranges, one range long at times
 mod tests {
     use super::*;
 
@@ -663,5 +780,77 @@ mod tests {
         std::fs::write(&shard, &bytes).unwrap();
         let err = HiddenCache::open(&dir, &lengths).err().unwrap().to_string();
         assert!(err.contains("hidden-00001.safetensors") && err.contains("sha256"), "{err}");
+        assert!(err.contains("delete it and rerun `draftsmith hidden` to redo just that shard"), "{err}");
+        // Resuming refuses it the same way and touches nothing.
+        let err = HiddenWriter::open(&dir, target("t"), data, h, lengths, &[2], 1).err().unwrap().to_string();
+        assert!(err.contains("hidden-00001.safetensors") && err.contains("redo just that shard"), "{err}");
+        assert_eq!(std::fs::read(&shard).unwrap(), bytes);
+    }
+
+    #[test]
+    fn a_missing_shard_is_recomputed_alone() {
+        let dir = tmpdir("missing");
+        let (h, lengths) = (4, vec![3, 5, 2, 4, 1]);
+        let data = serde_json::json!({"shards": ["aa"]});
+        let open = || HiddenWriter::open(&dir, target("t"), data.clone(), h, lengths.clone(), &[5], 2).unwrap();
+        let mut w = open();
+        assert_eq!(w.todo(), [0..5]);
+        for (s, &len) in lengths.iter().enumerate() {
+            w.push(&rows(s, len, h)).unwrap();
+        }
+        let complete = w.finish().unwrap();
+        let shard = |i: usize| dir.join(format!("hidden-{i:05}.safetensors"));
+        let (first, last) = (std::fs::read(shard(0)).unwrap(), std::fs::read(shard(2)).unwrap());
+        std::fs::remove_file(shard(1)).unwrap();
+        let err = HiddenCache::open(&dir, &lengths).err().unwrap().to_string();
+        assert!(err.contains("hidden-00001.safetensors") && err.contains("missing"), "{err}");
+        assert!(err.contains("rerun `draftsmith hidden` with the same arguments to redo just that shard"), "{err}");
+
+        let w = open();
+        assert_eq!((w.todo(), w.next_sequence()), (vec![2..4], 2), "only shard 1's sequences");
+        assert!(!read_hidden_manifest(&dir).unwrap().complete, "incomplete on disk while a shard is missing");
+        std::fs::write(shard(1).with_extension("safetensors.tmp"), b"torn").unwrap();
+        drop(w); // killed while recomputing it: its temporary is removed on the next open
+        let mut w = open();
+        assert!(!shard(1).with_extension("safetensors.tmp").exists());
+        for s in w.todo().into_iter().flatten() {
+            w.push(&rows(s, lengths[s], h)).unwrap();
+        }
+        assert_eq!(w.finish().unwrap(), complete, "the same cache again");
+        assert_eq!((std::fs::read(shard(0)).unwrap(), std::fs::read(shard(2)).unwrap()), (first, last));
+        HiddenCache::open(&dir, &lengths).unwrap();
+
+        // Not pushed again: finishing is refused, naming the shard.
+        std::fs::remove_file(shard(0)).unwrap();
+        let err = open().finish().err().unwrap().to_string();
+        assert!(err.contains("hidden-00000.safetensors") && err.contains("sequences 0..2"), "{err}");
+    }
+
+    #[test]
+    fn shard_files_the_cache_cannot_have_written_are_refused_and_kept() {
+        let dir = tmpdir("foreign");
+        let (h, lengths) = (2, vec![2, 2, 2]);
+        let data = serde_json::json!({"shards": ["aa"]});
+        let open = || HiddenWriter::open(&dir, target("t"), data.clone(), h, lengths.clone(), &[3], 1);
+        let mut w = open().unwrap();
+        w.push(&rows(0, 2, h)).unwrap();
+        drop(w);
+        // Shard 1 renamed into place before a kill (an interrupted run's); shard 4 from elsewhere.
+        std::fs::write(dir.join("hidden-00001.safetensors"), b"whole but unlisted").unwrap();
+        std::fs::write(dir.join("hidden-00004.safetensors"), b"not ours").unwrap();
+        let err = open().err().unwrap();
+        assert!(matches!(err, DataError::UnknownFiles { .. }), "{err:?}");
+        let text = err.to_string();
+        assert!(text.contains("hidden-00004.safetensors") && text.contains("nothing was deleted"), "{text}");
+        assert!(dir.join("hidden-00001.safetensors").exists());
+        std::fs::remove_file(dir.join("hidden-00004.safetensors")).unwrap();
+        assert_eq!(open().unwrap().todo(), [1..3]);
+        assert!(!dir.join("hidden-00001.safetensors").exists(), "the interrupted run's shard is redone");
+
+        // No manifest: every shard-named file is refused, none deleted, no manifest written.
+        std::fs::remove_file(dir.join(HIDDEN_MANIFEST_FILE)).unwrap();
+        let text = open().err().unwrap().to_string();
+        assert!(text.contains("hidden-00000.safetensors") && text.contains("no hidden-manifest.json"), "{text}");
+        assert!(dir.join("hidden-00000.safetensors").exists() && !dir.join(HIDDEN_MANIFEST_FILE).exists());
     }
 }

@@ -19,6 +19,7 @@ pub mod books;
 pub mod conversations;
 mod error;
 pub mod hidden;
+mod leftovers;
 mod manifest;
 mod parts;
 mod record;

@@ -1,15 +1,19 @@
 //! Writing a distilled dataset shard by shard, resumably, and reading it back.
 //!
 //! A dataset is a directory holding `manifest.json` and `shard-00000.parquet`, `shard-00001…`.
-//! Each shard covers a fixed number of consecutive input items. A shard is first written as
-//! `shard-XXXXX.parquet.tmp`, synced and renamed; only then is the manifest (itself written to a
-//! temporary file and renamed) updated to list it. A run killed at any point therefore leaves a
-//! manifest that lists only complete, checksummed shards, and reopening the directory resumes
-//! after the last of them. The parts of a sharded distillation are datasets of this layout in
-//! `part-…-of-…` subdirectories ([`crate::Part`]).
+//! Each shard covers a fixed number of consecutive input items. The manifest is written when the
+//! dataset is created, before any shard. A shard is first written as `shard-XXXXX.parquet.tmp`,
+//! synced and renamed; only then is the manifest (itself written to a temporary file and
+//! renamed) updated to list it. A run killed at any point therefore leaves a manifest that lists
+//! only complete, checksummed shards, and reopening the directory resumes after the last of them.
+//! A listed shard whose file is missing (deleted, for instance after a checksum mismatch) is
+//! redone on reopening — just that shard, the others kept. What a resumed run deletes, and what
+//! it refuses to touch, is in [`crate::leftovers`]. The parts of a sharded distillation are
+//! datasets of this layout in `part-…-of-…` subdirectories ([`crate::Part`]).
 
 use std::fs::File;
 use std::io::Write;
+use std::ops::Range;
 use std::path::{Path, PathBuf};
 
 use draftsmith_core::digest::{hex, sha256_file, Digest, Sha256};
@@ -20,6 +24,7 @@ use parquet::basic::Compression;
 use parquet::file::properties::WriterProperties;
 
 use crate::error::DataError;
+use crate::leftovers::{refuse_unmanifested_shards, remove_leftovers, Layout};
 use crate::manifest::{
     check_resume, manifest_path, read_manifest, write_manifest, DistillManifest, DistillParams, ShardInfo, TargetId,
     FORMAT_VERSION,
@@ -28,26 +33,47 @@ use crate::parts::{check_kind, part_dirs, read_parts, Part, PartInfo};
 use crate::record::DistillRecord;
 use crate::schema::{from_batch, to_batch};
 
+/// How a distilled dataset names its files (see [`crate::leftovers`]).
+const LAYOUT: Layout = Layout {
+    prefix: "shard-",
+    suffix: ".parquet",
+    manifest: crate::manifest::MANIFEST_FILE,
+    command: "`draftsmith distill`",
+    redone: "inputs",
+};
+
 /// Writes a distilled dataset, resuming a previous run in the same directory.
 ///
 /// Records are held in memory until their shard is full. Dropping the writer without
 /// [`ShardWriter::finish`] loses those pending inputs (fewer than one shard); a later
 /// [`ShardWriter::open`] reports them as not done, so they are redone.
+///
+/// The caller pushes the inputs [`ShardWriter::todo`] lists, in that order: first those of the
+/// listed shards whose files are missing (each rewritten under its own name, with the inputs it
+/// covered), then from [`ShardWriter::inputs_done`] on.
 pub struct ShardWriter {
     dir: PathBuf,
     manifest: DistillManifest,
     inputs_per_shard: usize,
     pending: Vec<DistillRecord>,
     pending_inputs: usize,
+    /// Listed shards (indices into the manifest's) whose files are missing, in input order:
+    /// the pushed inputs fill these first.
+    redo: Vec<usize>,
 }
 
 impl ShardWriter {
     /// Creates the dataset directory, or resumes the dataset already in it.
     ///
     /// Resuming requires the manifest's target and params to equal `target` and `params`
-    /// ([`DataError::ResumeMismatch`] names the first differing field) and every listed shard to
-    /// exist with its recorded SHA-256. Leftover `*.tmp` files and unlisted shard files (from a
-    /// killed run) are removed with a warning; their inputs are redone.
+    /// ([`DataError::ResumeMismatch`] names the first differing field) and every listed shard
+    /// that exists to have its recorded SHA-256 ([`DataError::CorruptShard`] otherwise: the user
+    /// decides whether to delete it). A listed shard whose file is missing is redone
+    /// ([`ShardWriter::todo`]). What a killed run left (temporaries, the next shard renamed but
+    /// not yet listed) is removed with a warning and its inputs are redone; files named like
+    /// shards that no interrupted run of this dataset can have written — any at all when there
+    /// is no `manifest.json` — are refused with [`DataError::UnknownFiles`], and nothing is
+    /// deleted (the rule is documented in this crate's `leftovers` module).
     pub fn open(
         dir: &Path,
         target: TargetId,
@@ -98,11 +124,9 @@ impl ShardWriter {
                     given: format!("{part:?}"),
                 });
             }
-            for shard in &manifest.shards {
-                verify_checksum(&dir.join(&shard.file), &shard.sha256)?;
-            }
             manifest
         } else {
+            refuse_unmanifested_shards(dir, &LAYOUT)?;
             DistillManifest {
                 format_version: FORMAT_VERSION,
                 target,
@@ -112,17 +136,79 @@ impl ShardWriter {
                 part,
             }
         };
-        remove_leftovers(dir, &manifest)?;
-        if !resuming {
-            write_manifest(dir, &manifest)?;
+        let mut redo = Vec::new();
+        for (index, shard) in manifest.shards.iter().enumerate() {
+            let path = dir.join(&shard.file);
+            if path.exists() {
+                verify_checksum(&path, &shard.sha256)?;
+            } else {
+                redo.push(index);
+            }
         }
-        Ok(ShardWriter { dir: dir.to_path_buf(), manifest, inputs_per_shard, pending: Vec::new(), pending_inputs: 0 })
+        let listed: Vec<&str> = manifest.shards.iter().map(|s| s.file.as_str()).collect();
+        remove_leftovers(dir, &LAYOUT, &listed)?;
+        let mut writer = ShardWriter {
+            dir: dir.to_path_buf(),
+            manifest,
+            inputs_per_shard,
+            pending: Vec::new(),
+            pending_inputs: 0,
+            redo,
+        };
+        for &index in &writer.redo {
+            let shard = &writer.manifest.shards[index];
+            tracing::warn!(
+                file = %dir.join(&shard.file).display(),
+                inputs = ?(shard.first_input..shard.first_input + shard.inputs),
+                "shard listed in manifest.json is missing; its inputs will be redone"
+            );
+        }
+        // The manifest on disk says so too while a listed shard is missing.
+        if !resuming || (!writer.redo.is_empty() && writer.manifest.complete) {
+            writer.manifest.complete = false;
+            write_manifest(dir, &writer.manifest)?;
+        }
+        Ok(writer)
     }
 
-    /// The input items covered by finished shards end here: the caller goes on from this index
-    /// (for a part, an index into the whole input list).
+    /// The input items covered by listed shards end here: after the shards of
+    /// [`ShardWriter::todo`]'s first ranges are redone, the caller goes on from this index (for
+    /// a part, an index into the whole input list).
     pub fn inputs_done(&self) -> usize {
         self.manifest.inputs_done()
+    }
+
+    /// The inputs still to push, out of `total` (the caller's input list), in the order
+    /// [`ShardWriter::push_input`] takes them: the inputs of each listed shard whose file is
+    /// missing (adjacent ones merged), then from [`ShardWriter::inputs_done`] to the end of
+    /// [`ShardWriter::input_range`]. Refused, naming the shard, when a missing shard covers
+    /// inputs beyond `total` (a rerun given fewer inputs than the run that wrote it).
+    pub fn todo(&self, total: usize) -> Result<Vec<Range<usize>>, DataError> {
+        let range = self.input_range(total)?;
+        let mut todo: Vec<Range<usize>> = Vec::new();
+        for &index in &self.redo {
+            let shard = &self.manifest.shards[index];
+            let inputs = shard.first_input..shard.first_input + shard.inputs;
+            if inputs.end > range.end {
+                return Err(DataError::InvalidArgument {
+                    path: self.dir.join(&shard.file),
+                    problem: format!(
+                        "listed in manifest.json but missing; it holds inputs {}..{} but this run has only {total}: \
+                         rerun with the input list (--data, --limit) that wrote it to redo it",
+                        inputs.start, inputs.end
+                    ),
+                });
+            }
+            match todo.last_mut() {
+                Some(last) if last.end == inputs.start => last.end = inputs.end,
+                _ => todo.push(inputs),
+            }
+        }
+        let tail = self.inputs_done().clamp(range.start, range.end)..range.end;
+        if !tail.is_empty() {
+            todo.push(tail);
+        }
+        Ok(todo)
     }
 
     /// The inputs this writer is for, out of `total`: all of them, or its part's range.
@@ -158,14 +244,31 @@ impl ShardWriter {
         }
         self.pending.extend(records);
         self.pending_inputs += 1;
-        if self.pending_inputs == self.inputs_per_shard {
+        let due = match self.redo.first() {
+            Some(&index) => self.manifest.shards[index].inputs,
+            None => self.inputs_per_shard,
+        };
+        if self.pending_inputs == due {
             self.write_shard()?;
         }
         Ok(())
     }
 
-    /// Writes the last partial shard, marks the manifest complete and returns it.
+    /// Writes the last partial shard, marks the manifest complete and returns it. Refused while
+    /// a listed shard is still missing (its inputs were not pushed: [`ShardWriter::todo`]).
     pub fn finish(mut self) -> Result<DistillManifest, DataError> {
+        if let Some(&index) = self.redo.first() {
+            let shard = &self.manifest.shards[index];
+            return Err(DataError::InvalidArgument {
+                path: self.dir.join(&shard.file),
+                problem: format!(
+                    "listed in manifest.json but missing, and its inputs {}..{} were not all given again: \
+                     rerun the same `draftsmith distill` command to redo it",
+                    shard.first_input,
+                    shard.first_input + shard.inputs
+                ),
+            });
+        }
         if self.pending_inputs > 0 {
             self.write_shard()?;
         }
@@ -174,22 +277,38 @@ impl ShardWriter {
         Ok(self.manifest)
     }
 
-    /// Writes the pending records as the next shard, then lists it in the manifest.
+    /// Writes the pending records as the first missing listed shard (under its own name, its
+    /// entry updated), or else as the next shard, listed in the manifest once it is in place.
     fn write_shard(&mut self) -> Result<(), DataError> {
-        let file = shard_file_name(self.manifest.shards.len());
+        let redo = self.redo.first().copied();
+        let file = match redo {
+            Some(index) => self.manifest.shards[index].file.clone(),
+            None => shard_file_name(self.manifest.shards.len()),
+        };
         let path = self.dir.join(&file);
         let tmp = self.dir.join(format!("{file}.tmp"));
         let sha256 = write_parquet(&tmp, &self.pending)?;
         std::fs::rename(&tmp, &path).map_err(DataError::io(&path))?;
         sync_dir(&self.dir);
-        self.manifest.shards.push(ShardInfo {
-            file,
-            first_input: self.manifest.inputs_done(),
-            inputs: self.pending_inputs,
-            records: self.pending.len(),
-            tokens: self.pending.iter().map(|r| r.tokens.len()).sum(),
-            sha256,
-        });
+        let records = self.pending.len();
+        let tokens = self.pending.iter().map(|r| r.tokens.len()).sum();
+        match redo {
+            Some(index) => {
+                let shard = &mut self.manifest.shards[index];
+                debug_assert_eq!(shard.inputs, self.pending_inputs);
+                (shard.records, shard.tokens, shard.sha256) = (records, tokens, sha256);
+                self.redo.remove(0);
+                tracing::info!(shard = %path.display(), records, "redid missing shard");
+            }
+            None => self.manifest.shards.push(ShardInfo {
+                file,
+                first_input: self.manifest.inputs_done(),
+                inputs: self.pending_inputs,
+                records,
+                tokens,
+                sha256,
+            }),
+        }
         self.manifest.complete = false;
         write_manifest(&self.dir, &self.manifest)?;
         tracing::debug!(shard = %path.display(), records = self.pending.len(), "wrote shard");
@@ -249,34 +368,6 @@ fn verify_checksum(path: &Path, expected: &str) -> Result<(), DataError> {
     if found != expected {
         let problem = format!("sha256 is {found} but manifest.json records {expected}");
         return Err(DataError::CorruptShard { path: path.to_path_buf(), problem });
-    }
-    Ok(())
-}
-
-/// Removes `*.tmp` files and shard files the manifest does not list, warning about each.
-fn remove_leftovers(dir: &Path, manifest: &DistillManifest) -> Result<(), DataError> {
-    remove_unlisted(dir, ("shard-", ".parquet"), |name| manifest.shards.iter().any(|s| s.file == name), "inputs")
-}
-
-/// Removes what an interrupted run left in `dir`: every `*.tmp` file, and every file named like a
-/// shard (`prefix` … `suffix`) that `listed` does not know (written but not yet in the manifest).
-/// `redone` names what a rerun redoes, for the warning.
-pub(crate) fn remove_unlisted(
-    dir: &Path,
-    (prefix, suffix): (&str, &str),
-    listed: impl Fn(&str) -> bool,
-    redone: &str,
-) -> Result<(), DataError> {
-    for entry in std::fs::read_dir(dir).map_err(DataError::io(dir))? {
-        let path = entry.map_err(DataError::io(dir))?.path();
-        let Some(name) = path.file_name().and_then(|n| n.to_str()) else {
-            continue;
-        };
-        let unlisted = name.starts_with(prefix) && name.ends_with(suffix) && !listed(name);
-        if name.ends_with(".tmp") || unlisted {
-            tracing::warn!(file = %path.display(), "removing leftover from an interrupted run; its {redone} will be redone");
-            std::fs::remove_file(&path).map_err(DataError::io(&path))?;
-        }
     }
     Ok(())
 }

@@ -1,5 +1,8 @@
 //! Distilled datasets: round trip, resume after a kill, leftovers, corruption, mismatches.
 
+// Lists of input ranges to redo, one range long at times.
+#![allow(clippy::single_range_in_vec_init)]
+
 mod common;
 
 use std::path::Path;
@@ -142,23 +145,151 @@ fn truncated_shard_is_a_corrupt_shard_error_naming_the_file() {
     assert!(matches!(err, DataError::CorruptShard { .. }), "{err:?}");
     let text = err.to_string();
     assert!(text.contains("shard-00001.parquet"), "{text}");
-    assert!(text.contains("not a complete parquet file") && text.contains("rerun distill"), "{text}");
+    assert!(text.contains("not a complete parquet file") && text.contains("delete it and rerun"), "{text}");
 
-    // Resuming refuses it too, by checksum.
+    // Resuming refuses it too, by checksum, and touches nothing.
     let Err(err) = ShardWriter::open(&dir, target(), params(), PER_SHARD) else { panic!("opened") };
-    assert!(err.to_string().contains("shard-00001.parquet"), "{err}");
+    let text = err.to_string();
+    assert!(text.contains("shard-00001.parquet") && text.contains("sha256"), "{text}");
+    assert!(text.contains("delete it and rerun") && text.contains("redo just that shard"), "{text}");
+    assert_eq!(std::fs::read(&shard).unwrap().len(), bytes.len() / 2);
+
+    // Deleted as the message says, it is redone on the next run: just that shard.
+    std::fs::remove_file(&shard).unwrap();
+    redo_missing(&dir, 10, &[4..8]);
+}
+
+/// Reopens `dir` (written from `inputs` inputs, some listed shards deleted), checks that the
+/// writer asks for exactly `missing` and then the rest, pushes them, and checks that the
+/// dataset is the uninterrupted one again with every other shard untouched.
+fn redo_missing(dir: &Path, inputs: usize, missing: &[std::ops::Range<usize>]) {
+    let before = read_manifest(dir).unwrap();
+    let kept: Vec<(String, Vec<u8>)> = before
+        .shards
+        .iter()
+        .filter(|s| dir.join(&s.file).exists())
+        .map(|s| (s.file.clone(), std::fs::read(dir.join(&s.file)).unwrap()))
+        .collect();
+    let mut writer = ShardWriter::open(dir, target(), params(), PER_SHARD).unwrap();
+    assert!(!read_manifest(dir).unwrap().complete, "incomplete on disk while a shard is missing");
+    let mut todo = missing.to_vec();
+    if writer.inputs_done() < inputs {
+        todo.push(writer.inputs_done()..inputs);
+    }
+    assert_eq!(writer.todo(inputs).unwrap(), todo);
+    for range in todo {
+        push_range(&mut writer, range);
+    }
+    let manifest = writer.finish().unwrap();
+    let reference = common::fresh_dir(&format!("{}-reference", dir.file_name().unwrap().to_string_lossy()));
+    write_all(&reference, inputs);
+    assert_eq!(manifest, read_manifest(&reference).unwrap(), "the manifest lists the redone shards again");
+    assert_eq!(read_records(dir).unwrap().1, expected(inputs));
+    for (file, bytes) in kept {
+        assert_eq!(std::fs::read(dir.join(&file)).unwrap(), bytes, "{file} kept as it was");
+    }
 }
 
 #[test]
-fn missing_shard_is_named() {
+fn missing_shard_is_named_and_redone_alone() {
     let dir = common::fresh_dir("missing");
     write_all(&dir, 6);
     std::fs::remove_file(dir.join("shard-00000.parquet")).unwrap();
     let err = read_records(&dir).unwrap_err();
     assert!(matches!(err, DataError::MissingShard { .. }), "{err:?}");
-    assert!(err.to_string().contains("shard-00000.parquet"));
+    let text = err.to_string();
+    assert!(text.contains("shard-00000.parquet") && text.contains("redo just that shard"), "{text}");
+    redo_missing(&dir, 6, &[0..4]);
+}
+
+#[test]
+fn several_missing_shards_are_redone_and_the_run_goes_on() {
+    let dir = common::fresh_dir("missing-several");
+    let mut writer = ShardWriter::open(&dir, target(), params(), PER_SHARD).unwrap();
+    push_range(&mut writer, 0..16);
+    drop(writer); // four shards listed, the run not finished
+    for shard in [0, 1, 3] {
+        std::fs::remove_file(dir.join(format!("shard-{shard:05}.parquet"))).unwrap();
+    }
+    // A kill while redoing shard 0 left its temporary.
+    std::fs::write(dir.join("shard-00000.parquet.tmp"), b"PAR1 torn").unwrap();
+    redo_missing(&dir, 22, &[0..8, 12..16]);
+    assert!(!dir.join("shard-00000.parquet.tmp").exists());
+}
+
+#[test]
+fn a_missing_shard_must_be_pushed_before_finishing() {
+    let dir = common::fresh_dir("missing-unpushed");
+    write_all(&dir, 10);
+    std::fs::remove_file(dir.join("shard-00002.parquet")).unwrap();
+    let writer = ShardWriter::open(&dir, target(), params(), PER_SHARD).unwrap();
+    assert_eq!(writer.todo(10).unwrap(), [8..10]);
+    let text = writer.todo(6).unwrap_err().to_string();
+    assert!(text.contains("shard-00002.parquet") && text.contains("inputs 8..10") && text.contains("only 6"), "{text}");
+    let text = writer.finish().unwrap_err().to_string();
+    assert!(text.contains("shard-00002.parquet") && text.contains("missing"), "{text}");
+    assert!(!read_manifest(&dir).unwrap().complete);
+}
+
+/// The files in `dir`, sorted.
+fn files(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> =
+        std::fs::read_dir(dir).unwrap().map(|e| e.unwrap().file_name().to_string_lossy().into_owned()).collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn shards_without_a_manifest_are_refused_and_kept() {
+    let dir = common::fresh_dir("no-manifest");
+    write_all(&dir, 10);
+    std::fs::remove_file(dir.join("manifest.json")).unwrap();
+    let before: Vec<Vec<u8>> =
+        (0..3).map(|i| std::fs::read(dir.join(format!("shard-{i:05}.parquet"))).unwrap()).collect();
+    for _ in 0..2 {
+        let Err(err) = ShardWriter::open(&dir, target(), params(), PER_SHARD) else { panic!("opened") };
+        assert!(matches!(err, DataError::UnknownFiles { .. }), "{err:?}");
+        let text = err.to_string();
+        assert!(text.contains(&dir.display().to_string()) && text.contains("no manifest.json"), "{text}");
+        assert!(text.contains("shard-00000.parquet, shard-00001.parquet, shard-00002.parquet"), "{text}");
+        assert!(text.contains("nothing was deleted") && text.contains("move them elsewhere"), "{text}");
+        // Nothing deleted, and no manifest written that would adopt them on the next try.
+        assert_eq!(files(&dir), ["shard-00000.parquet", "shard-00001.parquet", "shard-00002.parquet"]);
+    }
+    for (i, bytes) in before.iter().enumerate() {
+        assert_eq!(&std::fs::read(dir.join(format!("shard-{i:05}.parquet"))).unwrap(), bytes);
+    }
+
+    // An unrelated directory with shard-named files: the same.
+    let other = common::fresh_dir("unrelated");
+    std::fs::write(other.join("shard-00007.parquet"), b"someone else's").unwrap();
+    std::fs::write(other.join("notes.tmp"), b"mine").unwrap();
+    let Err(err) = ShardWriter::open(&other, target(), params(), PER_SHARD) else { panic!("opened") };
+    assert!(err.to_string().contains("shard-00007.parquet"), "{err}");
+    assert_eq!(files(&other), ["notes.tmp", "shard-00007.parquet"]);
+    // Files not named like shards are no obstacle, and are left alone.
+    std::fs::remove_file(other.join("shard-00007.parquet")).unwrap();
+    write_all(&other, 2);
+    assert_eq!(files(&other), ["manifest.json", "notes.tmp", "shard-00000.parquet"]);
+}
+
+#[test]
+fn unlisted_shards_other_than_the_next_are_refused_and_kept() {
+    let dir = common::fresh_dir("unlisted");
+    let mut writer = ShardWriter::open(&dir, target(), params(), PER_SHARD).unwrap();
+    push_range(&mut writer, 0..4);
+    drop(writer); // shard 0 listed
+                  // Shard 1 renamed into place before a kill (an interrupted run's), shard 5 from elsewhere.
+    std::fs::write(dir.join("shard-00001.parquet"), b"PAR1 whole but unlisted").unwrap();
+    std::fs::write(dir.join("shard-00005.parquet"), b"not ours").unwrap();
     let Err(err) = ShardWriter::open(&dir, target(), params(), PER_SHARD) else { panic!("opened") };
-    assert!(matches!(err, DataError::MissingShard { .. }), "{err:?}");
+    let text = err.to_string();
+    assert!(text.contains("shard-00005.parquet") && !text.contains("shard-00001"), "{text}");
+    assert!(dir.join("shard-00001.parquet").exists(), "nothing deleted while refusing");
+    std::fs::rename(dir.join("shard-00005.parquet"), dir.join("elsewhere.parquet")).unwrap();
+    let writer = ShardWriter::open(&dir, target(), params(), PER_SHARD).unwrap();
+    assert_eq!(writer.inputs_done(), 4);
+    assert_eq!(files(&dir), ["elsewhere.parquet", "manifest.json", "shard-00000.parquet"]);
 }
 
 #[test]

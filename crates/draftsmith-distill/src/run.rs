@@ -40,7 +40,8 @@ pub enum DistillEvent {
 /// What a run did (inputs before `resumed_from` were done by an earlier run and are not counted).
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct DistillStats {
-    /// Inputs (of the writer's range) already in finished shards when the run started.
+    /// Inputs (of the writer's range) already in finished shards when the run started (not
+    /// counting those of listed shards whose files were missing: they are redone).
     pub resumed_from: usize,
     /// Inputs processed by this run.
     pub inputs: usize,
@@ -61,11 +62,13 @@ pub struct DistillStats {
     pub seconds: f64,
 }
 
-/// Distills the conversations `writer` is for (all of them, or its part's range:
-/// [`ShardWriter::input_range`]) from `writer.inputs_done()` on, with the target into `writer`,
-/// one [`ShardWriter::push_input`] per conversation. The caller calls [`ShardWriter::finish`].
-/// Seeds and event indices are positions in `conversations`, so a part distils its inputs
-/// exactly as a single process over all of them does.
+/// Distills the conversations `writer` still needs (of all of them, or of its part's range:
+/// [`ShardWriter::input_range`]) with the target into `writer`, one
+/// [`ShardWriter::push_input`] per conversation, in the order [`ShardWriter::todo`] lists them:
+/// first the inputs of listed shards whose files are missing (so just those shards are redone,
+/// the others kept), then from `writer.inputs_done()` on. The caller calls
+/// [`ShardWriter::finish`]. Seeds and event indices are positions in `conversations`, so a part
+/// distils its inputs exactly as a single process over all of them does.
 pub fn distill<B: Backend>(
     model: &Model<B>,
     tokenizer: &TextTokenizer,
@@ -77,17 +80,20 @@ pub fn distill<B: Backend>(
     let template = check(model, tokenizer, cfg, writer)?;
     let begin = Instant::now();
     let range = writer.input_range(conversations.len())?;
-    let start = writer.inputs_done().clamp(range.start, range.end);
-    let mut stats = DistillStats { resumed_from: start - range.start, ..Default::default() };
-    progress(DistillEvent::Start { total: range.len(), done: start - range.start });
+    let todo = writer.todo(conversations.len())?;
+    let done = range.len() - todo.iter().map(|r| r.len()).sum::<usize>();
+    let mut stats = DistillStats { resumed_from: done, ..Default::default() };
+    progress(DistillEvent::Start { total: range.len(), done });
     let mut cache = model.new_cache(cfg.max_seq_len.max(cfg.max_prompt_tokens + cfg.max_new_tokens));
     let mut job = Job { model, tokenizer, template, cfg, cache: &mut cache, stats: &mut stats };
     // Responses are generated a chunk of inputs at a time (`batch_size` sequences at once); the
     // records are then written in input order, so shards and resumption are as without batching.
     let chunk = cfg.inputs_per_shard.max(8 * cfg.batch_size);
-    let mut first = start;
-    while first < range.end {
-        let inputs = first..(first + chunk).min(range.end);
+    let chunks = todo.into_iter().flat_map(|r| {
+        let end = r.end;
+        r.step_by(chunk).map(move |first| first..(first + chunk).min(end))
+    });
+    for inputs in chunks {
         let mut responses = job.responses(&conversations[inputs.clone()], inputs.start, progress)?;
         for (index, conversation) in conversations.iter().enumerate().take(inputs.end).skip(inputs.start) {
             let (generated, processed) = (job.stats.tokens_generated, job.stats.tokens_processed);
@@ -106,7 +112,6 @@ pub fn distill<B: Backend>(
                 processed: s.tokens_processed - processed,
             });
         }
-        first = inputs.end;
     }
     stats.seconds = begin.elapsed().as_secs_f64();
     Ok(stats)

@@ -178,3 +178,38 @@ fn raw_prompts_without_the_template_and_config_checks() {
     assert!(err.contains("topk"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn a_deleted_shard_is_redone_alone_and_foreign_shards_are_refused() {
+    let loaded = fixture();
+    let cfg = DistillConfig { topk: 2, max_new_tokens: 3, inputs_per_shard: 1, ..Default::default() };
+    let dir = scratch("redo");
+    let all = conversations();
+    let (first, _) = run(&loaded, &cfg, &dir, &all);
+    assert_eq!(first.inputs, 3);
+    let (manifest, records) = read_records(&dir).unwrap();
+    let shard = |i: usize| dir.join(format!("shard-{i:05}.parquet"));
+    let kept = [std::fs::read(shard(0)).unwrap(), std::fs::read(shard(2)).unwrap()];
+
+    // Deleted (as a checksum mismatch's message says to): only its input is distilled again.
+    std::fs::remove_file(shard(1)).unwrap();
+    let (second, events) = run(&loaded, &cfg, &dir, &all);
+    assert_eq!((second.resumed_from, second.inputs), (2, 1), "{second:?}");
+    assert_eq!(events[0], DistillEvent::Start { total: 3, done: 2 });
+    let indices: Vec<usize> = events
+        .iter()
+        .filter_map(|e| if let DistillEvent::Input { index, .. } = e { Some(*index) } else { None })
+        .collect();
+    assert_eq!(indices, [1]);
+    assert_eq!(read_records(&dir).unwrap(), (manifest, records), "the same dataset again");
+    assert_eq!([std::fs::read(shard(0)).unwrap(), std::fs::read(shard(2)).unwrap()], kept, "the others untouched");
+
+    // Without its manifest, the directory's shards are not this run's to delete.
+    std::fs::remove_file(dir.join("manifest.json")).unwrap();
+    let target = TargetId { name: "tiny-llama".into(), sha256: "0".repeat(64) };
+    let Err(err) = ShardWriter::open(&dir, target, cfg.params(serde_json::json!("test")), 1) else { panic!("opened") };
+    let text = err.to_string();
+    assert!(text.contains("no manifest.json") && text.contains("shard-00000.parquet"), "{text}");
+    assert!(shard(0).exists() && shard(1).exists() && shard(2).exists());
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -119,7 +119,8 @@ pub enum HiddenEvent {
 }
 
 /// Writes (or resumes, or extends) the hidden-state cache of `data` in `dir`, `per_shard`
-/// sequences per shard, reporting to `on_event`.
+/// sequences per shard, reporting to `on_event`. A listed shard whose file is missing is
+/// recomputed, the others kept ([`HiddenWriter::todo`]).
 pub fn write_hidden<B: Backend>(
     model: &Model<B>,
     target: &TargetId,
@@ -134,9 +135,12 @@ pub fn write_hidden<B: Backend>(
     let key = dataset_key(data);
     let mut writer =
         HiddenWriter::open(dir, target.clone(), key, hidden, lengths.clone(), &data.shard_sequences, per_shard)?;
-    let mut done: usize = lengths[..writer.next_sequence()].iter().sum();
+    // The sequences of listed shards whose files are missing (just those shards are
+    // recomputed), then those after the listed shards.
+    let todo = writer.todo();
+    let mut done: usize = total - todo.iter().map(|r| lengths[r.clone()].iter().sum::<usize>()).sum::<usize>();
     on_event(HiddenEvent::Opened { done, total, kept: writer.kept() });
-    for seq in &data.sequences[writer.next_sequence()..] {
+    for seq in todo.into_iter().flat_map(|r| &data.sequences[r]) {
         writer.push(&sequence_hidden(model, seq)?)?;
         done += seq.tokens.len();
         on_event(HiddenEvent::Progress { done, total });
