@@ -106,17 +106,14 @@ pub fn split_books(
         eval_names.map_or_else(|| EVAL_BOOKS.iter().map(|s| s.to_string()).collect(), <[String]>::to_vec);
     if let Some(missing) = eval_names.iter().find(|n| !books.iter().any(|b| &b.name == *n)) {
         let known: Vec<&str> = books.iter().map(|b| b.name.as_str()).collect();
-        return Err(DataError::Books {
-            path: PathBuf::new(),
-            problem: format!("eval book `{missing}` is not among the books read ({})", known.join(", ")),
-        });
+        return Err(DataError::BookSplit(format!(
+            "eval book `{missing}` is not among the books read ({})",
+            known.join(", ")
+        )));
     }
     let (eval, train): (Vec<Book>, Vec<Book>) = books.into_iter().partition(|b| eval_names.contains(&b.name));
     if train.is_empty() {
-        return Err(DataError::Books {
-            path: PathBuf::new(),
-            problem: "every book is held out for eval; none is left to train on".into(),
-        });
+        return Err(DataError::BookSplit("every book is held out for eval; none is left to train on".into()));
     }
     let split = BookSplit {
         train: train.iter().map(|b| b.name.clone()).collect(),

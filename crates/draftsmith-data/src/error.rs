@@ -18,14 +18,18 @@ pub enum DataError {
         source: std::io::Error,
     },
 
-    /// A long-text source (a book file or directory) is unusable, or the book split is.
+    /// A long-text source (a book file or directory) is unusable.
     #[error("{path}: {problem}")]
     Books {
-        /// The file or directory (empty when the problem is the split itself).
+        /// The file or directory.
         path: PathBuf,
         /// What is wrong.
         problem: String,
     },
+
+    /// The split of the books into training and evaluation books is unusable.
+    #[error("book split: {0}")]
+    BookSplit(String),
 
     /// The input file is none of the supported conversation formats.
     #[error("{path}: unknown conversation format: {problem} (expected a ShareGPT JSON array, JSONL or Parquet)")]

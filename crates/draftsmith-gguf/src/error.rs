@@ -201,6 +201,34 @@ pub enum GgufError {
         file_len: u64,
     },
 
+    /// Two tensors' data ranges overlap: the tensor table is corrupt (typically a tensor whose
+    /// declared type or shape was changed, so that its bytes reach into its neighbour's).
+    #[error(
+        "{path}: tensor {first:?} ({first_dtype}, bytes {first_start}..{first_end}) overlaps tensor \
+         {second:?} ({second_dtype}, bytes {second_start}..{second_end}); the tensor table is corrupt \
+         (wrong type or shape?)"
+    )]
+    OverlappingTensors {
+        /// The file.
+        path: PathBuf,
+        /// The tensor whose data starts first.
+        first: String,
+        /// Its declared type.
+        first_dtype: GgmlType,
+        /// Absolute start offset of its data.
+        first_start: u64,
+        /// Absolute end offset (exclusive) of its data.
+        first_end: u64,
+        /// The tensor whose data starts inside the first one's.
+        second: String,
+        /// Its declared type.
+        second_dtype: GgmlType,
+        /// Absolute start offset of its data.
+        second_start: u64,
+        /// Absolute end offset (exclusive) of its data.
+        second_end: u64,
+    },
+
     /// No tensor of that name exists.
     #[error("{path}: no tensor named {name:?}")]
     TensorNotFound {

@@ -19,8 +19,8 @@ const ALIGNMENT_KEY: &str = "general.alignment";
 /// A GGUF (v2 or v3) file, memory-mapped, with its metadata and tensor infos parsed.
 ///
 /// [`GgufFile::open`] validates everything needed to read tensors safely: magic, version, every
-/// metadata entry, every tensor's type id, shape and alignment, and that every tensor's bytes lie
-/// inside the file. Tensors of known but unsupported types (e.g. Q2_K) are accepted at open, so
+/// metadata entry, every tensor's type id, shape and alignment, that every tensor's bytes lie
+/// inside the file, and that no two tensors' bytes overlap. Tensors of known but unsupported types (e.g. Q2_K) are accepted at open, so
 /// that metadata can still be read; dequantizing them fails.
 pub struct GgufFile {
     path: PathBuf,
@@ -68,7 +68,8 @@ impl GgufFile {
         Ok(gguf)
     }
 
-    /// Checks every tensor's shape, offset alignment and byte range.
+    /// Checks every tensor's shape, offset alignment and byte range, then that no two ranges
+    /// overlap.
     fn validate_tensors(&self) -> Result<(), GgufError> {
         let file_len = self.mmap.len() as u64;
         for info in &self.tensors {
@@ -86,6 +87,37 @@ impl GgufFile {
             if end > file_len {
                 let path = self.path.clone();
                 return Err(GgufError::TensorOutOfBounds { path, tensor: tensor(), start, end, file_len });
+            }
+        }
+        self.check_overlaps()
+    }
+
+    /// Fails with [`GgufError::OverlappingTensors`] if two (non-empty) tensors share bytes. A
+    /// tensor declared with a larger type or shape than it was written with reaches into the
+    /// next tensor's data; reading it would silently give garbage. Sorting by start offset makes
+    /// this one pass: if any two ranges overlap, two neighbours in that order do.
+    fn check_overlaps(&self) -> Result<(), GgufError> {
+        let range = |info: &TensorInfo| {
+            let start = self.data_offset.saturating_add(info.offset);
+            (start, start.saturating_add(info.n_bytes()))
+        };
+        let mut order: Vec<&TensorInfo> = self.tensors.iter().filter(|t| t.n_bytes() > 0).collect();
+        order.sort_unstable_by_key(|t| range(t));
+        for pair in order.windows(2) {
+            let (a, b) = (pair[0], pair[1]);
+            let ((first_start, first_end), (second_start, second_end)) = (range(a), range(b));
+            if second_start < first_end {
+                return Err(GgufError::OverlappingTensors {
+                    path: self.path.clone(),
+                    first: a.name.clone(),
+                    first_dtype: a.dtype,
+                    first_start,
+                    first_end,
+                    second: b.name.clone(),
+                    second_dtype: b.dtype,
+                    second_start,
+                    second_end,
+                });
             }
         }
         Ok(())

@@ -151,6 +151,13 @@ impl GgmlType {
         self.row().4
     }
 
+    /// Whether values are stored as plain floats, one per element (F32, F16, BF16, F64), rather
+    /// than in quantized blocks or as integers. llama.cpp keeps 1-D tensors (norm weights,
+    /// biases) in such a type.
+    pub fn is_float(self) -> bool {
+        matches!(self, Self::F32 | Self::F16 | Self::BF16 | Self::F64)
+    }
+
     /// Whether [`crate::dequant::dequantize`] supports this type.
     pub fn is_supported(self) -> bool {
         self.row().5
@@ -210,5 +217,11 @@ mod tests {
         }
         let supported = TABLE.iter().filter(|row| row.5).count();
         assert_eq!(supported, expect.len());
+    }
+
+    #[test]
+    fn float_types() {
+        let floats: Vec<GgmlType> = TABLE.iter().map(|row| row.0).filter(|t| t.is_float()).collect();
+        assert_eq!(floats, [GgmlType::F32, GgmlType::F16, GgmlType::F64, GgmlType::BF16]);
     }
 }

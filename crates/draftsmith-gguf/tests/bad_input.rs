@@ -130,6 +130,30 @@ fn tensor_data_past_end_of_file() {
 }
 
 #[test]
+fn overlapping_tensors_are_rejected() {
+    // norm.weight declared F64 instead of F32: its 64 bytes reach into embd.weight's.
+    let mut builder = valid_file();
+    builder.tensors[0].type_id = GgmlType::F64.id();
+    let (err, msg, _) = open_err("overlap-type", &builder.build());
+    assert!(matches!(err, GgufError::OverlappingTensors { .. }), "{msg}");
+    assert_contains(&msg, &["\"norm.weight\" (F64", "overlaps tensor \"embd.weight\" (Q8_0", "corrupt"]);
+
+    // Two tensors declared at the same offset, listed in either order.
+    let mut builder = valid_file();
+    builder.tensors[1].offset = Some(0);
+    builder.tensors[1].dims = vec![32, 1];
+    let (err, msg, _) = open_err("overlap-offset", &builder.build());
+    assert!(matches!(err, GgufError::OverlappingTensors { .. }), "{msg}");
+    assert_contains(&msg, &["norm.weight", "embd.weight", "overlaps"]);
+
+    // Empty tensors occupy no bytes, so they overlap nothing.
+    let mut builder = valid_file().tensor("empty", &[0], GgmlType::F32.id(), vec![]);
+    builder.tensors[2].offset = Some(0);
+    let file = write_temp("overlap-empty", &builder.build());
+    assert!(GgufFile::open(&file.path).is_ok());
+}
+
+#[test]
 fn absurd_string_lengths() {
     // A key whose length prefix is enormous.
     let mut bytes = b"GGUF".to_vec();

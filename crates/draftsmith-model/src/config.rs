@@ -100,22 +100,103 @@ impl ModelConfig {
         self.num_heads / self.num_kv_heads
     }
 
-    /// Checks the invariants the forward pass relies on.
+    /// Checks the invariants the forward pass relies on; errors name the [`ModelConfig`] field.
     pub fn validate(&self, source: &Path) -> Result<(), ModelError> {
+        self.validate_keys(source, &|field| field.to_string())
+    }
+
+    /// [`ModelConfig::validate`] with errors naming each field by `key(field)`: the key or
+    /// field of the file the value was read from (e.g. `llama.context_length` for
+    /// `max_position_embeddings`). Sizes must be positive, `num_heads × head_dim` must not
+    /// overflow, floats must be finite and positive, and RoPE scaling must be well-formed.
+    pub fn validate_keys(&self, source: &Path, key: &dyn Fn(&str) -> String) -> Result<(), ModelError> {
         let bad = |problem: String| ModelError::Config { path: source.to_path_buf(), problem };
-        if self.num_heads == 0 || self.num_kv_heads == 0 || !self.num_heads.is_multiple_of(self.num_kv_heads) {
+        let sizes = [
+            ("vocab_size", self.vocab_size),
+            ("hidden_size", self.hidden_size),
+            ("intermediate_size", self.intermediate_size),
+            ("num_layers", self.num_layers),
+            ("num_heads", self.num_heads),
+            ("num_kv_heads", self.num_kv_heads),
+            ("head_dim", self.head_dim),
+            ("max_position_embeddings", self.max_position_embeddings),
+        ];
+        if let Some((field, _)) = sizes.iter().find(|(_, value)| *value == 0) {
+            return Err(bad(format!("{} is 0; it must be positive", key(field))));
+        }
+        if !self.num_heads.is_multiple_of(self.num_kv_heads) {
             return Err(bad(format!(
-                "num_heads ({}) must be a positive multiple of num_kv_heads ({})",
-                self.num_heads, self.num_kv_heads
+                "{} ({}) must be a positive multiple of {} ({})",
+                key("num_heads"),
+                self.num_heads,
+                key("num_kv_heads"),
+                self.num_kv_heads
             )));
         }
-        if !self.head_dim.is_multiple_of(2) || self.head_dim == 0 {
-            return Err(bad(format!("head_dim ({}) must be even and positive", self.head_dim)));
+        if !self.head_dim.is_multiple_of(2) {
+            return Err(bad(format!("{} ({}) must be even and positive", key("head_dim"), self.head_dim)));
         }
-        if self.hidden_size == 0 || self.vocab_size == 0 || self.num_layers == 0 {
-            return Err(bad("hidden_size, vocab_size and num_layers must be positive".into()));
+        if self.num_heads.checked_mul(self.head_dim).is_none() {
+            return Err(bad(format!(
+                "{} ({}) × {} ({}) overflows",
+                key("num_heads"),
+                self.num_heads,
+                key("head_dim"),
+                self.head_dim
+            )));
         }
-        Ok(())
+        positive_float(self.rms_norm_eps, &key("rms_norm_eps")).map_err(bad)?;
+        positive_float(self.rope_theta, &key("rope_theta")).map_err(bad)?;
+        if self.rope_theta <= 1.0 {
+            return Err(bad(format!("{} is {}; it must be greater than 1", key("rope_theta"), self.rope_theta)));
+        }
+        self.validate_rope_scaling(key).map_err(bad)
+    }
+
+    /// The parameters of [`ModelConfig::rope_scaling`]: finite positive factors, a positive
+    /// original context, one per-frequency divisor per rotary pair.
+    fn validate_rope_scaling(&self, key: &dyn Fn(&str) -> String) -> Result<(), String> {
+        let original = |value: usize| match value {
+            0 => Err(format!("{} is 0; it must be positive", key("rope_scaling.original_max_position"))),
+            _ => Ok(()),
+        };
+        match &self.rope_scaling {
+            RopeScaling::None => Ok(()),
+            RopeScaling::Linear { factor } => positive_float(*factor, &key("rope_scaling.factor")),
+            RopeScaling::Llama3 { factor, low_freq_factor, high_freq_factor, original_max_position } => {
+                positive_float(*factor, &key("rope_scaling.factor"))?;
+                positive_float(*low_freq_factor, &key("rope_scaling.low_freq_factor"))?;
+                positive_float(*high_freq_factor, &key("rope_scaling.high_freq_factor"))?;
+                if high_freq_factor <= low_freq_factor {
+                    return Err(format!(
+                        "{} ({high_freq_factor}) must be greater than {} ({low_freq_factor})",
+                        key("rope_scaling.high_freq_factor"),
+                        key("rope_scaling.low_freq_factor")
+                    ));
+                }
+                original(*original_max_position)
+            }
+            RopeScaling::Yarn { factor, original_max_position, beta_fast, beta_slow } => {
+                positive_float(*factor, &key("rope_scaling.factor"))?;
+                positive_float(*beta_fast, &key("rope_scaling.beta_fast"))?;
+                positive_float(*beta_slow, &key("rope_scaling.beta_slow"))?;
+                original(*original_max_position)
+            }
+            RopeScaling::PerFrequency { factors } => {
+                let name = key("rope_scaling.factors");
+                if factors.len() != self.head_dim / 2 {
+                    return Err(format!(
+                        "{name} has {} values, expected {} (head_dim / 2)",
+                        factors.len(),
+                        self.head_dim / 2
+                    ));
+                }
+                match factors.iter().position(|f| !(f.is_finite() && *f > 0.0)) {
+                    Some(i) => Err(format!("{name}[{i}] is {}; it must be finite and positive", factors[i])),
+                    None => Ok(()),
+                }
+            }
+        }
     }
 
     /// Rotary inverse frequencies (length `head_dim / 2`) after scaling, and the attention
@@ -150,6 +231,16 @@ impl ModelConfig {
                 *beta_slow as f64,
             ),
         }
+    }
+}
+
+/// `Err` naming `key` unless `value` is finite and greater than 0 (NaN, infinities, zero and
+/// negative values make the forward pass produce garbage without failing).
+fn positive_float(value: f32, key: &str) -> Result<(), String> {
+    if value.is_finite() && value > 0.0 {
+        Ok(())
+    } else {
+        Err(format!("{key} is {value}; it must be finite and positive"))
     }
 }
 
@@ -278,9 +369,21 @@ impl HfConfig {
             max_position_embeddings: self.max_position_embeddings,
             tie_word_embeddings: self.tie_word_embeddings,
         };
-        config.validate(path)?;
+        config.validate_keys(path, &hf_key)?;
         Ok(config)
     }
+}
+
+/// The `config.json` field a [`ModelConfig`] field is read from, for error messages.
+fn hf_key(field: &str) -> String {
+    match field {
+        "num_layers" => "num_hidden_layers",
+        "num_heads" => "num_attention_heads",
+        "num_kv_heads" => "num_key_value_heads",
+        "rope_scaling.original_max_position" => "rope_scaling.original_max_position_embeddings",
+        other => other,
+    }
+    .to_string()
 }
 
 fn hf_rope_scaling(s: HfRopeScaling, max_pos: usize, path: &Path) -> Result<RopeScaling, ModelError> {
@@ -360,6 +463,72 @@ mod tests {
         assert_eq!(scaled[0], plain[0], "the fastest frequency is kept");
         let last = plain.len() - 1;
         assert!((scaled[last] - plain[last] / 8.0).abs() < 1e-12, "the slowest frequency is divided by the factor");
+    }
+
+    fn problem(cfg: &ModelConfig) -> String {
+        cfg.validate_keys(Path::new("/x/config.json"), &hf_key).unwrap_err().to_string()
+    }
+
+    #[test]
+    fn zero_sizes_are_rejected_naming_the_field() {
+        let cases = [
+            (ModelConfig { max_position_embeddings: 0, ..base() }, "max_position_embeddings is 0"),
+            (ModelConfig { num_layers: 0, ..base() }, "num_hidden_layers is 0"),
+            (ModelConfig { num_heads: 0, ..base() }, "num_attention_heads is 0"),
+            (ModelConfig { num_kv_heads: 0, ..base() }, "num_key_value_heads is 0"),
+            (ModelConfig { intermediate_size: 0, ..base() }, "intermediate_size is 0"),
+            (ModelConfig { vocab_size: 0, ..base() }, "vocab_size is 0"),
+            (ModelConfig { head_dim: 3, ..base() }, "head_dim (3) must be even"),
+            (ModelConfig { num_heads: usize::MAX, num_kv_heads: 1, ..base() }, "overflows"),
+        ];
+        for (cfg, needle) in cases {
+            let err = problem(&cfg);
+            assert!(err.contains("/x/config.json") && err.contains(needle), "{needle}: {err}");
+        }
+    }
+
+    #[test]
+    fn bad_floats_are_rejected_naming_the_field() {
+        let cases = [
+            (ModelConfig { rms_norm_eps: f32::NAN, ..base() }, "rms_norm_eps is NaN"),
+            (ModelConfig { rms_norm_eps: 0.0, ..base() }, "rms_norm_eps is 0"),
+            (ModelConfig { rope_theta: f32::INFINITY, ..base() }, "rope_theta is inf"),
+            (ModelConfig { rope_theta: 0.5, ..base() }, "rope_theta is 0.5; it must be greater than 1"),
+            (ModelConfig { rope_scaling: RopeScaling::Linear { factor: 0.0 }, ..base() }, "rope_scaling.factor is 0"),
+            (
+                ModelConfig {
+                    rope_scaling: RopeScaling::Yarn {
+                        factor: 4.0,
+                        original_max_position: 0,
+                        beta_fast: 32.0,
+                        beta_slow: 1.0,
+                    },
+                    ..base()
+                },
+                "rope_scaling.original_max_position_embeddings is 0",
+            ),
+            (
+                ModelConfig {
+                    rope_scaling: RopeScaling::Llama3 {
+                        factor: 8.0,
+                        low_freq_factor: 4.0,
+                        high_freq_factor: 4.0,
+                        original_max_position: 8192,
+                    },
+                    ..base()
+                },
+                "must be greater than rope_scaling.low_freq_factor",
+            ),
+            (
+                ModelConfig { rope_scaling: RopeScaling::PerFrequency { factors: vec![1.0, f32::NAN] }, ..base() },
+                "rope_scaling.factors[1] is NaN",
+            ),
+        ];
+        for (cfg, needle) in cases {
+            let err = problem(&cfg);
+            assert!(err.contains(needle), "{needle}: {err}");
+        }
+        assert!(base().validate(Path::new("x")).is_ok());
     }
 
     #[test]

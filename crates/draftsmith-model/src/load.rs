@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use burn::tensor::{backend::Backend, Tensor, TensorData};
-use draftsmith_gguf::GgufFile;
+use draftsmith_gguf::{GgufError, GgufFile};
 use draftsmith_kernels::{Activations, QFormat};
 
 use crate::chat::ChatTemplate;
@@ -130,11 +130,13 @@ pub fn load_model<B: Backend>(
 
 fn load_gguf<B: Backend>(path: &Path, options: LoadOptions, device: &B::Device) -> Result<LoadedModel<B>, ModelError> {
     let file = GgufFile::open(path)?;
+    check_vector_types(&file)?;
     let config = gguf_config(&file)?;
     let tokenizer = TextTokenizer::from_gguf(&file)?;
     let source = GgufSource::new(file, config.architecture, config.num_heads, config.num_kv_heads);
     check_vocab(&tokenizer, &config)?;
-    let model = build(&config, &source, options, device, &[names::GGUF_ROPE_FREQS])?;
+    let layers_key = format!("{}.block_count", config.architecture.gguf_name());
+    let model = build(&config, &source, options, device, &[names::GGUF_ROPE_FREQS], &layers_key)?;
     Ok(LoadedModel { model, tokenizer, path: path.to_path_buf(), kind: SourceKind::Gguf })
 }
 
@@ -144,21 +146,48 @@ fn load_hf_dir<B: Backend>(dir: &Path, options: LoadOptions, device: &B::Device)
         return Err(ModelError::NotAModel { path: dir.to_path_buf() });
     }
     let hf = HfConfig::read(&config_path)?;
-    let eos = json_ids(hf.eos_token_id.as_ref());
-    let bos = json_ids(hf.bos_token_id.as_ref()).first().copied();
+    let eos_ids = hf.eos_token_id.clone();
+    let bos_ids = hf.bos_token_id.clone();
     let config = hf.into_config(&config_path)?;
-    let tokenizer = hf_tokenizer(dir, bos, eos)?;
+    let eos = json_ids(&config_path, "eos_token_id", eos_ids.as_ref())?;
+    let bos = json_ids(&config_path, "bos_token_id", bos_ids.as_ref())?;
+    let tokenizer = hf_tokenizer(dir, bos.first().copied(), eos.clone())?;
     check_vocab(&tokenizer, &config)?;
+    check_ids(&config_path, "eos_token_id", &eos, config.vocab_size)?;
+    check_ids(&config_path, "bos_token_id", &bos, config.vocab_size)?;
     let source = SafetensorsSource::open(dir)?;
-    let model = build(&config, &source, options, device, &[])?;
+    let model = build(&config, &source, options, device, &[], "num_hidden_layers (config.json)")?;
     Ok(LoadedModel { model, tokenizer, path: dir.to_path_buf(), kind: SourceKind::HfDirectory })
 }
 
-fn json_ids(v: Option<&serde_json::Value>) -> Vec<u32> {
-    match v {
-        Some(serde_json::Value::Number(n)) => n.as_u64().map(|x| vec![x as u32]).unwrap_or_default(),
-        Some(serde_json::Value::Array(a)) => a.iter().filter_map(|x| x.as_u64().map(|x| x as u32)).collect(),
-        _ => Vec::new(),
+/// The token id(s) of `config.json`'s `key`: a number or an array of numbers (null or absent:
+/// none), each an unsigned 32-bit integer.
+fn json_ids(path: &Path, key: &str, v: Option<&serde_json::Value>) -> Result<Vec<u32>, ModelError> {
+    let values: Vec<&serde_json::Value> = match v {
+        None | Some(serde_json::Value::Null) => Vec::new(),
+        Some(serde_json::Value::Array(a)) => a.iter().collect(),
+        Some(other) => vec![other],
+    };
+    values
+        .into_iter()
+        .map(|value| {
+            value.as_u64().and_then(|id| u32::try_from(id).ok()).ok_or_else(|| ModelError::Config {
+                path: path.to_path_buf(),
+                problem: format!("{key} {value} is not a token id (an unsigned 32-bit integer)"),
+            })
+        })
+        .collect()
+}
+
+/// Fails unless every id of `config.json`'s `key` lies inside the model's `vocab` rows: an id
+/// past the vocabulary would never be sampled (generation would not stop at it).
+fn check_ids(path: &Path, key: &str, ids: &[u32], vocab: usize) -> Result<(), ModelError> {
+    match ids.iter().find(|&&id| id as usize >= vocab) {
+        None => Ok(()),
+        Some(id) => Err(ModelError::Config {
+            path: path.to_path_buf(),
+            problem: format!("{key} {id} is outside the vocabulary of {vocab} tokens"),
+        }),
     }
 }
 
@@ -201,51 +230,176 @@ fn check_vocab(tokenizer: &TextTokenizer, config: &ModelConfig) -> Result<(), Mo
     Ok(())
 }
 
-/// Reads the runtime config from GGUF metadata (`{arch}.*` keys).
+/// Reads the runtime config from GGUF metadata (`{arch}.*` keys). Optional keys that are
+/// present must have the right type; every value is checked ([`ModelConfig::validate_keys`],
+/// errors name the key), and `{arch}.block_count` must match the `blk.N` tensors in the file
+/// before anything is sized by it.
 fn gguf_config(file: &GgufFile) -> Result<ModelConfig, ModelError> {
     let arch_name = file.get_str("general.architecture")?;
     let architecture = Architecture::parse(arch_name).ok_or_else(|| ModelError::UnknownArchitecture {
         path: file.path().to_path_buf(),
         name: arch_name.to_string(),
     })?;
+    let bad = |problem: String| ModelError::Config { path: file.path().to_path_buf(), problem };
     let key = |k: &str| format!("{}.{k}", architecture.gguf_name());
-    let usize_key = |k: &str| file.get_u64(&key(k)).map(|v| v as usize);
+    let to_usize = |v: u64| usize::try_from(v).unwrap_or(usize::MAX);
+    let usize_key = |k: &str| file.get_u64(&key(k)).map(to_usize);
+    let optional_usize = |k: &str| optional(file.get_u64(&key(k))).map(|v| v.map(to_usize));
     let hidden_size = usize_key("embedding_length")?;
     let num_heads = usize_key("attention.head_count")?;
+    let num_layers = usize_key("block_count")?;
+    check_block_count(file, &key("block_count"), num_layers)?;
     let embd = file.tensor("token_embd.weight").ok_or_else(|| ModelError::MissingTensors {
         path: file.path().to_path_buf(),
         names: "token_embd.weight".into(),
     })?;
-    let vocab_size = embd.dims.get(1).copied().unwrap_or(0) as usize;
-    let head_dim = usize_key("attention.key_length").unwrap_or(hidden_size / num_heads.max(1));
-    let rope_scaling = gguf_rope_scaling(file, &key)?;
+    let vocab_size = embd.dims.get(1).copied().map(to_usize).unwrap_or(0);
+    if let Some(declared) = optional_usize("vocab_size")? {
+        if declared != vocab_size {
+            let k = key("vocab_size");
+            return Err(bad(format!("{k} is {declared} but token_embd.weight has {vocab_size} rows")));
+        }
+    }
+    let key_length = optional_usize("attention.key_length")?;
+    let head_dim = key_length.unwrap_or(hidden_size / num_heads.max(1));
+    let max_position_embeddings = usize_key("context_length")?;
+    let rope_scaling = gguf_rope_scaling(file, &key, max_position_embeddings)?;
     let config = ModelConfig {
         architecture,
         vocab_size,
         hidden_size,
         intermediate_size: usize_key("feed_forward_length")?,
-        num_layers: usize_key("block_count")?,
+        num_layers,
         num_heads,
-        num_kv_heads: usize_key("attention.head_count_kv").unwrap_or(num_heads),
+        num_kv_heads: optional_usize("attention.head_count_kv")?.unwrap_or(num_heads),
         head_dim,
         rms_norm_eps: file.get_f32(&key("attention.layer_norm_rms_epsilon"))?,
-        rope_theta: file.get_f32(&key("rope.freq_base")).unwrap_or(10_000.0),
+        rope_theta: optional(file.get_f32(&key("rope.freq_base")))?.unwrap_or(10_000.0),
         rope_scaling,
-        max_position_embeddings: usize_key("context_length")?,
+        max_position_embeddings,
         tie_word_embeddings: file.tensor("output.weight").is_none(),
     };
-    config.validate(file.path())?;
+    let gguf_key = |field: &str| match (field, key_length) {
+        ("head_dim", None) => format!("head_dim ({} / {})", key("embedding_length"), key("attention.head_count")),
+        _ => gguf_key(architecture.gguf_name(), field),
+    };
+    config.validate_keys(file.path(), &gguf_key)?;
+    // The engine rotates every dimension of a head; partial rotary embeddings are not supported.
+    if let Some(rot) = optional_usize("rope.dimension_count")? {
+        if rot != head_dim {
+            let k = key("rope.dimension_count");
+            return Err(bad(format!(
+                "{k} is {rot} but heads have {head_dim} dimensions (partial RoPE is not supported)"
+            )));
+        }
+    }
     Ok(config)
 }
 
-fn gguf_rope_scaling(file: &GgufFile, key: &dyn Fn(&str) -> String) -> Result<RopeScaling, ModelError> {
+/// `Ok(None)` for a missing key, the value or the error (e.g. a wrong type) otherwise.
+fn optional<T>(value: Result<T, GgufError>) -> Result<Option<T>, ModelError> {
+    match value {
+        Ok(v) => Ok(Some(v)),
+        Err(GgufError::MissingKey { .. }) => Ok(None),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// The GGUF metadata key (or tensor) a [`ModelConfig`] field of architecture `arch` is read
+/// from, for error messages.
+fn gguf_key(arch: &str, field: &str) -> String {
+    let k = match field {
+        "vocab_size" => return "the row count of token_embd.weight".into(),
+        "rope_scaling.factors" => return names::GGUF_ROPE_FREQS.into(),
+        "hidden_size" => "embedding_length",
+        "intermediate_size" => "feed_forward_length",
+        "num_layers" => "block_count",
+        "num_heads" => "attention.head_count",
+        "num_kv_heads" => "attention.head_count_kv",
+        "head_dim" => "attention.key_length",
+        "rms_norm_eps" => "attention.layer_norm_rms_epsilon",
+        "rope_theta" => "rope.freq_base",
+        "max_position_embeddings" => "context_length",
+        "rope_scaling.factor" => "rope.scaling.factor",
+        "rope_scaling.original_max_position" => "rope.scaling.original_context_length",
+        other => other,
+    };
+    format!("{arch}.{k}")
+}
+
+/// One more than the largest layer index `N` among `names` of the form `{prefix}N.…`: the
+/// number of layers the names hold tensors for (0 when none has the prefix).
+fn layers_present<'a>(names: impl Iterator<Item = &'a str>, prefix: &str) -> usize {
+    names
+        .filter_map(|n| n.strip_prefix(prefix)?.split_once('.')?.0.parse::<usize>().ok())
+        .map(|i| i.saturating_add(1))
+        .max()
+        .unwrap_or(0)
+}
+
+/// Fails unless `num_layers` (read from `what`) equals the number of layers `source` holds
+/// tensors for. Checked before the list of expected tensor names is built from it: a corrupt
+/// count (say 4294967295) would otherwise allocate billions of names.
+fn check_layer_count(
+    path: &Path,
+    what: &str,
+    num_layers: usize,
+    present: usize,
+    prefix: &str,
+) -> Result<(), ModelError> {
+    if num_layers == present {
+        return Ok(());
+    }
+    let held = match present {
+        0 => format!("no `{prefix}N.*` tensors"),
+        1 => format!("tensors for 1 layer ({prefix}0)"),
+        n => format!("tensors for {n} layers ({prefix}0 … {prefix}{})", n - 1),
+    };
+    Err(ModelError::Config {
+        path: path.to_path_buf(),
+        problem: format!(
+            "{what} is {num_layers} but the file holds {held}; the metadata or the tensor table is corrupt"
+        ),
+    })
+}
+
+/// [`check_layer_count`] for a GGUF file's `blk.N.*` tensors.
+fn check_block_count(file: &GgufFile, key: &str, num_layers: usize) -> Result<(), ModelError> {
+    let present = layers_present(file.tensors().iter().map(|t| t.name.as_str()), "blk.");
+    check_layer_count(file.path(), key, num_layers, present, "blk.")
+}
+
+/// Every 1-D tensor (norm weights, biases, RoPE factors) must be stored as floats: llama.cpp
+/// never quantizes them, so a quantized type means a corrupt tensor table, whose values would
+/// be read as garbage.
+fn check_vector_types(file: &GgufFile) -> Result<(), ModelError> {
+    match file.tensors().iter().find(|t| t.dims.len() == 1 && !t.dtype.is_float()) {
+        None => Ok(()),
+        Some(t) => Err(ModelError::Tensor {
+            path: file.path().to_path_buf(),
+            name: t.name.clone(),
+            problem: format!(
+                "a 1-D tensor (norm weight or bias) must be F32, F16 or BF16, but it is declared {}; \
+                 the tensor table is corrupt",
+                t.dtype
+            ),
+        }),
+    }
+}
+
+fn gguf_rope_scaling(
+    file: &GgufFile,
+    key: &dyn Fn(&str) -> String,
+    context_length: usize,
+) -> Result<RopeScaling, ModelError> {
     if file.tensor(names::GGUF_ROPE_FREQS).is_some() {
         return Ok(RopeScaling::PerFrequency { factors: file.dequantize(names::GGUF_ROPE_FREQS)? });
     }
-    let kind = file.get(&key("rope.scaling.type")).and_then(|v| v.as_str()).unwrap_or("none");
-    let factor = file.get_f32(&key("rope.scaling.factor")).unwrap_or(1.0);
-    let original =
-        file.get(&key("rope.scaling.original_context_length")).and_then(|v| v.as_u64()).unwrap_or(0) as usize;
+    let kind = optional(file.get_str(&key("rope.scaling.type")))?.unwrap_or("none");
+    let factor = optional(file.get_f32(&key("rope.scaling.factor")))?.unwrap_or(1.0);
+    // llama.cpp's default for YaRN's original context is the training context.
+    let original = optional(file.get_u64(&key("rope.scaling.original_context_length")))?
+        .map_or(context_length, |v| usize::try_from(v).unwrap_or(usize::MAX));
     Ok(match kind {
         "none" => RopeScaling::None,
         "linear" => RopeScaling::Linear { factor },
@@ -266,23 +420,29 @@ pub fn build_model<B: Backend>(
     options: LoadOptions,
     device: &B::Device,
 ) -> Result<Model<B>, ModelError> {
-    build(config, source, options, device, &[])
+    config.validate(source.path())?;
+    build(config, source, options, device, &[], "num_layers")
 }
 
 /// Checks the source holds exactly the tensors the config needs (`extra_used` = tensors read
-/// elsewhere, e.g. into the config), then builds the model.
+/// elsewhere, e.g. into the config; `layers_key` = where `num_layers` came from, for errors),
+/// then builds the model. Errors name tensors as the source does ([`WeightSource::display_name`]).
 fn build<B: Backend>(
     config: &ModelConfig,
     source: &dyn WeightSource,
     options: LoadOptions,
     device: &B::Device,
     extra_used: &[&str],
+    layers_key: &str,
 ) -> Result<Model<B>, ModelError> {
-    let expected = names::expected_tensors(config);
     let present: BTreeSet<String> = source.names().into_iter().collect();
+    let layers = layers_present(present.iter().map(String::as_str), "model.layers.");
+    check_layer_count(source.path(), layers_key, config.num_layers, layers, "model.layers.")?;
+    let expected = names::expected_tensors(config);
+    let shown = |names: &[&String]| join(&names.iter().map(|n| source.display_name(n)).collect::<Vec<_>>());
     let missing: Vec<&String> = expected.iter().filter(|n| !present.contains(*n)).collect();
     if !missing.is_empty() {
-        return Err(ModelError::MissingTensors { path: source.path().to_path_buf(), names: join(&missing) });
+        return Err(ModelError::MissingTensors { path: source.path().to_path_buf(), names: shown(&missing) });
     }
     let expected_set: BTreeSet<&String> = expected.iter().collect();
     let unused: Vec<&String> = present
@@ -293,7 +453,7 @@ fn build<B: Backend>(
         return Err(ModelError::UnusedTensors {
             path: source.path().to_path_buf(),
             arch: config.architecture.gguf_name().into(),
-            names: join(&unused),
+            names: shown(&unused),
         });
     }
     for name in &expected {
@@ -302,16 +462,16 @@ fn build<B: Backend>(
         if found != want {
             return Err(ModelError::TensorShape {
                 path: source.path().to_path_buf(),
-                name: name.clone(),
-                found,
-                expected: want,
+                name: source.display_name(name),
+                found: source.display_shape(found),
+                expected: source.display_shape(want),
             });
         }
     }
     Builder { config, source, options, device }.model()
 }
 
-fn join(names: &[&String]) -> String {
+fn join(names: &[String]) -> String {
     const SHOWN: usize = 12;
     let mut s = names.iter().take(SHOWN).map(|n| n.as_str()).collect::<Vec<_>>().join(", ");
     if names.len() > SHOWN {

@@ -21,6 +21,14 @@ pub trait WeightSource {
     fn names(&self) -> Vec<String>;
     /// HF-order shape of a tensor.
     fn shape(&self, name: &str) -> Option<Vec<usize>>;
+    /// The tensor `name` (an HF name) as the source itself names it, for error messages.
+    fn display_name(&self, name: &str) -> String {
+        name.to_string()
+    }
+    /// An HF-order `shape` in the order the source itself stores dims, for error messages.
+    fn display_shape(&self, shape: Vec<usize>) -> Vec<usize> {
+        shape
+    }
     /// Tensor values as f32, row-major in HF order.
     fn load_f32(&self, name: &str) -> Result<Vec<f32>, ModelError>;
     /// A 2-D weight as a quantized CPU matrix for products with `activations`: the file's own
@@ -89,10 +97,10 @@ impl GgufSource {
     }
 
     fn info(&self, name: &str) -> Result<&draftsmith_gguf::TensorInfo, ModelError> {
-        self.map
-            .get(name)
-            .and_then(|g| self.file.tensor(g))
-            .ok_or_else(|| ModelError::MissingTensors { path: self.file.path().to_path_buf(), names: name.to_string() })
+        self.map.get(name).and_then(|g| self.file.tensor(g)).ok_or_else(|| ModelError::MissingTensors {
+            path: self.file.path().to_path_buf(),
+            names: self.display_name(name),
+        })
     }
 
     /// Heads whose rows llama.cpp permuted for this tensor, if any.
@@ -122,6 +130,17 @@ impl WeightSource for GgufSource {
     fn shape(&self, name: &str) -> Option<Vec<usize>> {
         let info = self.info(name).ok()?;
         Some(info.dims.iter().rev().map(|&d| d as usize).collect())
+    }
+
+    /// The GGUF name: the file's own where it has the tensor, else the standard mapping.
+    fn display_name(&self, name: &str) -> String {
+        self.map.get(name).cloned().or_else(|| names::hf_to_gguf(name)).unwrap_or_else(|| name.to_string())
+    }
+
+    /// ggml order: fastest-varying dim first.
+    fn display_shape(&self, mut shape: Vec<usize>) -> Vec<usize> {
+        shape.reverse();
+        shape
     }
 
     fn load_f32(&self, name: &str) -> Result<Vec<f32>, ModelError> {

@@ -60,14 +60,16 @@ impl TextTokenizer {
         let pre = file.get("tokenizer.ggml.pre").and_then(|v| v.as_str()).unwrap_or("default");
         let spec = tokenizer_json(&tokens, &merges, &types, pre).map_err(err)?;
         let inner = tokenizers::Tokenizer::from_bytes(spec.to_string().as_bytes()).map_err(|e| err(e.to_string()))?;
-        let id = |key: &str| file.get(key).and_then(|v| v.as_u64()).map(|v| v as u32);
+        let ids = special_ids(file, tokens.len())?;
+        let id = |key: &str| ids.iter().find(|(k, _)| k == key).map(|&(_, id)| id);
+        let text = |id: u32| tokens.get(id as usize).copied().unwrap_or_default().to_string();
         let add_bos = file.get("tokenizer.ggml.add_bos_token").and_then(|v| v.as_bool()).unwrap_or(false);
         let template = match file.get("tokenizer.chat_template").and_then(|v| v.as_str()) {
             Some(t) => Some(ChatTemplate::new(
                 path,
                 t,
-                id("tokenizer.ggml.bos_token_id").map(|b| tokens.get(b as usize).copied().unwrap_or("").to_string()),
-                id("tokenizer.ggml.eos_token_id").map(|e| tokens.get(e as usize).copied().unwrap_or("").to_string()),
+                id("tokenizer.ggml.bos_token_id").map(text),
+                id("tokenizer.ggml.eos_token_id").map(text),
             )?),
             None => None,
         };
@@ -137,6 +139,35 @@ impl TextTokenizer {
     pub fn to_json(&self) -> String {
         self.inner.to_string(false).unwrap_or_default()
     }
+}
+
+/// Every special token id in the metadata (`tokenizer.ggml.*_token_id`: bos, eos, eot, padding,
+/// …) as (key, id), each checked to be an unsigned integer below the vocabulary size `n_tokens`:
+/// an id past the vocabulary would never match a sampled token (generation would not stop) or
+/// index past the embeddings.
+///
+/// Ids this engine never reads (padding, unknown, separator, mask, …) are left out instead:
+/// exporters set those loosely, and llama.cpp only warns about them.
+fn special_ids(file: &GgufFile, n_tokens: usize) -> Result<Vec<(String, u32)>, ModelError> {
+    const READ: [&str; 3] =
+        ["tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id", "tokenizer.ggml.eot_token_id"];
+    let keys = file.metadata().keys().filter(|k| k.starts_with("tokenizer.ggml.") && k.ends_with("_token_id"));
+    keys.filter_map(|key| {
+        let read = READ.contains(&key.as_str());
+        let id = match file.get_u64(key) {
+            Ok(id) => id,
+            Err(e) => return read.then(|| Err(e.into())),
+        };
+        match u32::try_from(id) {
+            Ok(small) if id < n_tokens as u64 => Some(Ok((key.clone(), small))),
+            _ if !read => None,
+            _ => Some(Err(ModelError::Tokenizer {
+                path: file.path().to_path_buf(),
+                problem: format!("{key} is {id}, outside the vocabulary of {n_tokens} tokens"),
+            })),
+        }
+    })
+    .collect()
 }
 
 /// The pre-tokenizer sequence llama.cpp uses for `tokenizer.ggml.pre`.
