@@ -28,6 +28,9 @@ pub struct PromptArgs {
     pub no_chat_template: bool,
 }
 
+/// The chat roles a `--messages` file may use (the ones the models' chat templates render).
+const ROLES: [&str; 4] = ["system", "user", "assistant", "tool"];
+
 impl PromptArgs {
     /// The prompt's token ids: chat template applied unless disabled.
     pub fn ids<B: Backend>(&self, loaded: &LoadedModel<B>) -> Result<Vec<u32>> {
@@ -51,6 +54,10 @@ impl PromptArgs {
                 })?,
                 None => Vec::new(),
             };
+            if let (Some(path), Some(m)) = (&self.messages, messages.iter().find(|m| !ROLES.contains(&m.role.as_str())))
+            {
+                anyhow::bail!("{}: unknown role `{}` (expected one of {})", path.display(), m.role, ROLES.join(", "));
+            }
             if let Some(system) = &self.system {
                 messages.insert(0, ChatMessage::new("system", system));
             }

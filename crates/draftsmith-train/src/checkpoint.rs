@@ -101,11 +101,25 @@ where
     let recorder = NamedMpkFileRecorder::<FullPrecisionSettings>::new();
     let bad = |file: &str, e: burn::record::RecorderError| TrainError::Checkpoint {
         path: dir.join(file),
-        problem: e.to_string(),
+        problem: format!(
+            "{} (truncated or damaged: restore it, or delete {} to restart the run)",
+            unreadable_record(&e),
+            dir.display()
+        ),
     };
     let module = fresh.load_record(recorder.load(dir.join(MODULE_FILE), device).map_err(|e| bad(MODULE_FILE, e))?);
     let optim = optim.load_record(recorder.load(dir.join(OPTIMIZER_FILE), device).map_err(|e| bad(OPTIMIZER_FILE, e))?);
     Ok((module, optim, state.step))
+}
+
+/// A record that could not be read, in burn's words up to its advice on records saved by burn
+/// 0.14 and older (which checkpoints written by this crate never are).
+fn unreadable_record(e: &burn::record::RecorderError) -> String {
+    // burn prints the advice inside a debug-formatted `Unknown("…")`, its newline escaped.
+    let text = e.to_string();
+    let first = text.split("The internal data format has changed").next().unwrap_or(&text);
+    let first = first.trim_end().trim_end_matches("\\n").trim_end_matches('\n');
+    first.strip_prefix("Unknown(\"").unwrap_or(first).trim().to_string()
 }
 
 /// Writes a checkpoint: `export(dir)` (the drafter in its export layout), then the burn records of

@@ -210,6 +210,34 @@ fn a_killed_run_resumes_to_the_same_weights() {
 }
 
 #[test]
+fn a_damaged_checkpoint_record_is_named_with_what_to_do() {
+    let model = tiny();
+    let seqs = self_distilled(&model, 12);
+    let cfg = ReDrafterTrainConfig { epochs: 8, head: HeadKind::Full, labels: LabelSource::GroundTruth, ..cfg() };
+    let run = tmp("damaged");
+    let result = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        train_redrafter::<AB>(&model, &identity(), &seqs, &cfg, &run, serde_json::json!("d"), None, &mut |e| {
+            if let TrainEvent::Checkpoint { step: 20 } = e {
+                panic!("simulated kill");
+            }
+        })
+    }));
+    assert!(result.is_err());
+    let record = std::fs::read_dir(run.join("checkpoint"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.file_name().is_some_and(|n| n.to_string_lossy().starts_with("module")))
+        .expect("a module record");
+    let bytes = std::fs::read(&record).unwrap();
+    std::fs::write(&record, &bytes[..bytes.len() / 2]).unwrap();
+    let err = train_redrafter::<AB>(&model, &identity(), &seqs, &cfg, &run, serde_json::json!("d"), None, &mut |_| {})
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("module") && err.contains("truncated or damaged"), "{err}");
+    assert!(!err.contains("record-backward-compat"), "burn's advice for 0.14 records is left out: {err}");
+}
+
+#[test]
 fn cached_hidden_states_train_the_same_drafter_and_resume_an_online_run() {
     let model = tiny();
     let seqs = self_distilled(&model, 12);
