@@ -235,8 +235,10 @@ impl SafetensorsSource {
             let file = std::fs::File::open(&path).map_err(|e| ModelError::io(&path, e))?;
             // SAFETY: the file is opened read-only and not modified while mapped.
             let mmap = unsafe { Mmap::map(&file) }.map_err(|e| ModelError::io(&path, e))?;
-            let tensors = SafeTensors::deserialize(&mmap)
-                .map_err(|e| ModelError::Safetensors { path: path.clone(), problem: e.to_string() })?;
+            let tensors = SafeTensors::deserialize(&mmap).map_err(|e| ModelError::Safetensors {
+                path: path.clone(),
+                problem: format!("not a readable safetensors file ({e}: truncated, or another format?)"),
+            })?;
             for name in tensors.names() {
                 index.insert(name.to_string(), files.len());
             }

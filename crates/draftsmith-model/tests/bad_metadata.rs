@@ -403,6 +403,10 @@ fn bad_hf_configs_are_rejected_naming_the_field() {
         c["rope_scaling"] = serde_json::json!({"rope_type": "yarn", "factor": -2.0});
     });
     expect_error(&dir, &["rope_scaling.factor is -2", "finite and positive"]);
+    // A text file in place of the weights.
+    let dir = edited_hf(&base, "weights", |_| {});
+    std::fs::write(dir.join("model.safetensors"), "not weights at all\n").unwrap();
+    expect_error(&dir, &["model.safetensors", "not a readable safetensors file"]);
 }
 
 #[test]
