@@ -28,7 +28,7 @@ use safetensors::{Dtype, SafeTensors};
 use serde::{Deserialize, Serialize};
 
 use crate::error::DataError;
-use crate::leftovers::{refuse_unmanifested_shards, remove_leftovers, Layout};
+use crate::leftovers::{refuse_unmanifested_shards, remove_leftovers, todo_ranges, warn_missing, Layout};
 use crate::manifest::TargetId;
 
 /// How a cache names its files (see the crate's `leftovers` module).
@@ -344,11 +344,7 @@ impl HiddenWriter {
         };
         for &index in &writer.redo {
             let shard = &writer.manifest.shards[index];
-            tracing::warn!(
-                file = %dir.join(&shard.file).display(),
-                sequences = ?(shard.first_sequence..shard.first_sequence + shard.sequences),
-                "shard listed in {HIDDEN_MANIFEST_FILE} is missing; its sequences will be recomputed"
-            );
+            warn_missing(dir, &LAYOUT, &shard.file, shard.first_sequence..shard.first_sequence + shard.sequences);
         }
         // The manifest on disk says so too while a listed shard is missing.
         if !writer.redo.is_empty() && writer.manifest.complete {
@@ -362,20 +358,11 @@ impl HiddenWriter {
     /// each listed shard whose file is missing (adjacent ones merged), then from the end of the
     /// listed shards to the last sequence.
     pub fn todo(&self) -> Vec<Range<usize>> {
-        let mut todo: Vec<Range<usize>> = Vec::new();
-        for &index in &self.redo {
+        let missing = self.redo.iter().map(|&index| {
             let shard = &self.manifest.shards[index];
-            let sequences = shard.first_sequence..shard.first_sequence + shard.sequences;
-            match todo.last_mut() {
-                Some(last) if last.end == sequences.start => last.end = sequences.end,
-                _ => todo.push(sequences),
-            }
-        }
-        let tail = self.manifest.sequences_done()..self.manifest.sequences;
-        if !tail.is_empty() {
-            todo.push(tail);
-        }
-        todo
+            shard.first_sequence..shard.first_sequence + shard.sequences
+        });
+        todo_ranges(missing, self.manifest.sequences_done()..self.manifest.sequences)
     }
 
     /// When the cache in the directory was computed for another state of the dataset (one

@@ -17,9 +17,38 @@
 //! ([`DataError::UnknownFiles`]), naming the directory and the files, and deletes nothing. Files
 //! with other names are never looked at.
 
+use std::ops::Range;
 use std::path::Path;
 
 use crate::error::DataError;
+
+/// The ranges a resumed writer still has to fill, in the order it takes them: those of the
+/// listed shards whose files are missing (`missing`, in order; adjacent ones merged), then
+/// `tail` (after the listed shards) unless it is empty.
+pub(crate) fn todo_ranges(missing: impl IntoIterator<Item = Range<usize>>, tail: Range<usize>) -> Vec<Range<usize>> {
+    let mut todo: Vec<Range<usize>> = Vec::new();
+    for range in missing {
+        match todo.last_mut() {
+            Some(last) if last.end == range.start => last.end = range.end,
+            _ => todo.push(range),
+        }
+    }
+    if !tail.is_empty() {
+        todo.push(tail);
+    }
+    todo
+}
+
+/// Warns that the listed shard `file` of `dir`, holding `items`, is missing and will be redone.
+pub(crate) fn warn_missing(dir: &Path, layout: &Layout, file: &str, items: Range<usize>) {
+    tracing::warn!(
+        file = %dir.join(file).display(),
+        items = ?items,
+        "shard listed in {} is missing; its {} will be redone",
+        layout.manifest,
+        layout.redone
+    );
+}
 
 /// How a stage names its files in its directory.
 pub(crate) struct Layout {

@@ -24,7 +24,7 @@ use parquet::basic::Compression;
 use parquet::file::properties::WriterProperties;
 
 use crate::error::DataError;
-use crate::leftovers::{refuse_unmanifested_shards, remove_leftovers, Layout};
+use crate::leftovers::{refuse_unmanifested_shards, remove_leftovers, todo_ranges, warn_missing, Layout};
 use crate::manifest::{
     check_resume, manifest_path, read_manifest, write_manifest, DistillManifest, DistillParams, ShardInfo, TargetId,
     FORMAT_VERSION,
@@ -157,11 +157,7 @@ impl ShardWriter {
         };
         for &index in &writer.redo {
             let shard = &writer.manifest.shards[index];
-            tracing::warn!(
-                file = %dir.join(&shard.file).display(),
-                inputs = ?(shard.first_input..shard.first_input + shard.inputs),
-                "shard listed in manifest.json is missing; its inputs will be redone"
-            );
+            warn_missing(dir, &LAYOUT, &shard.file, shard.first_input..shard.first_input + shard.inputs);
         }
         // The manifest on disk says so too while a listed shard is missing.
         if !resuming || (!writer.redo.is_empty() && writer.manifest.complete) {
@@ -185,7 +181,7 @@ impl ShardWriter {
     /// inputs beyond `total` (a rerun given fewer inputs than the run that wrote it).
     pub fn todo(&self, total: usize) -> Result<Vec<Range<usize>>, DataError> {
         let range = self.input_range(total)?;
-        let mut todo: Vec<Range<usize>> = Vec::new();
+        let mut missing = Vec::with_capacity(self.redo.len());
         for &index in &self.redo {
             let shard = &self.manifest.shards[index];
             let inputs = shard.first_input..shard.first_input + shard.inputs;
@@ -199,16 +195,10 @@ impl ShardWriter {
                     ),
                 });
             }
-            match todo.last_mut() {
-                Some(last) if last.end == inputs.start => last.end = inputs.end,
-                _ => todo.push(inputs),
-            }
+            missing.push(inputs);
         }
         let tail = self.inputs_done().clamp(range.start, range.end)..range.end;
-        if !tail.is_empty() {
-            todo.push(tail);
-        }
-        Ok(todo)
+        Ok(todo_ranges(missing, tail))
     }
 
     /// The inputs this writer is for, out of `total`: all of them, or its part's range.
