@@ -74,12 +74,11 @@ pub fn generate_batch<B: Backend>(
 ) -> Result<Vec<BatchGeneration>, ModelError> {
     assert_eq!(prompts.len(), samplers.len(), "one sampler per prompt");
     let context_len = model.config().max_position_embeddings;
-    if let Some(p) = prompts.iter().find(|p| p.is_empty() || p.len() >= context_len) {
-        return Err(if p.is_empty() {
-            ModelError::Input("generate_batch: an empty prompt".into())
-        } else {
-            ModelError::ContextOverflow { needed: p.len() + 1, context: context_len }
-        });
+    for p in prompts {
+        if p.is_empty() {
+            return Err(ModelError::Input("generate_batch: an empty prompt".into()));
+        }
+        crate::ar::check_fits(model, p)?;
     }
     if max_new_tokens == 0 {
         // Nothing to generate: every prompt finishes at once, as `generate` would.

@@ -198,10 +198,10 @@ pub fn validate_method(method: Method, params: &MethodParams) -> Result<(), Deco
             if params.tree.is_empty() || params.tree.contains(&0) {
                 return invalid("tree", format!("{:?}", params.tree), "needs one positive count per depth");
             }
-            if tree_nodes(&params.tree) > MAX_TREE_NODES {
+            let nodes = tree_nodes(&params.tree);
+            if nodes > MAX_TREE_NODES {
                 let problem = format!(
-                    "spans {} nodes (each depth's count times the paths above it, summed); at most {MAX_TREE_NODES}",
-                    tree_nodes(&params.tree)
+                    "spans {nodes} nodes (each depth's count times the paths above it, summed); at most {MAX_TREE_NODES}"
                 );
                 return invalid("tree", format!("{:?}", params.tree), &problem);
             }

@@ -25,3 +25,13 @@ pub use hidden::{cache_bytes, open_cached, write_hidden, HiddenEvent, HiddenStor
 pub use redrafter::{train_redrafter, ReDrafterTrainConfig};
 pub use run::{TrainEvent, TrainSummary};
 pub use tokenswift::{chunks, train_tokenswift, TokenSwiftTrainConfig};
+
+/// A training setting that must be a finite number above 0 (NaN is neither).
+pub(crate) fn finite_positive(x: f64) -> bool {
+    x.is_finite() && x > 0.0
+}
+
+/// A training setting that must be a finite number ≥ 0 (NaN is neither).
+pub(crate) fn finite_non_negative(x: f64) -> bool {
+    x.is_finite() && x >= 0.0
+}

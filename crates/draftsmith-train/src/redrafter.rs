@@ -100,11 +100,10 @@ impl ReDrafterTrainConfig {
         if !(0.0..1.0).contains(&self.val_fraction) || !(0.0..=1.0).contains(&self.warmup_fraction) {
             return bad("val_fraction must be in [0, 1) and warmup_fraction in [0, 1]");
         }
-        // `!(x > 0)` also refuses NaN.
-        if !(self.lr > 0.0 && self.lr.is_finite()) || self.checkpoint_every == 0 || self.log_every == 0 {
+        if !crate::finite_positive(self.lr) || self.checkpoint_every == 0 || self.log_every == 0 {
             return bad("lr (finite), checkpoint_every and log_every must be positive");
         }
-        if !(self.weight_decay >= 0.0 && self.weight_decay.is_finite()) {
+        if !crate::finite_non_negative(self.weight_decay) {
             return bad("weight_decay must be finite and ≥ 0");
         }
         if !(0.0..=1.0).contains(&self.soft_labels) {

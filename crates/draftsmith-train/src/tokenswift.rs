@@ -91,12 +91,11 @@ impl TokenSwiftTrainConfig {
                 self.num_heads + 1
             ));
         }
-        // `!(x > 0)` also refuses NaN.
-        let positive = |x: f64| x > 0.0 && x.is_finite();
+        let positive = crate::finite_positive;
         if !positive(self.lr) || !positive(self.max_grad_norm) || self.checkpoint_every == 0 || self.log_every == 0 {
             return bad("lr and max_grad_norm (finite), checkpoint_every and log_every must be positive".into());
         }
-        if !(self.weight_decay >= 0.0 && self.weight_decay.is_finite()) {
+        if !crate::finite_non_negative(self.weight_decay) {
             return bad("weight_decay must be finite and ≥ 0".into());
         }
         Ok(())
