@@ -191,10 +191,7 @@ impl ModelConfig {
                         self.head_dim / 2
                     ));
                 }
-                match factors.iter().position(|f| !(f.is_finite() && *f > 0.0)) {
-                    Some(i) => Err(format!("{name}[{i}] is {}; it must be finite and positive", factors[i])),
-                    None => Ok(()),
-                }
+                factors.iter().enumerate().try_for_each(|(i, &f)| positive_float(f, &format!("{name}[{i}]")))
             }
         }
     }
