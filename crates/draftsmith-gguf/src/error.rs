@@ -201,6 +201,36 @@ pub enum GgufError {
         file_len: u64,
     },
 
+    /// A tensor's data is followed by at least the alignment's worth of unused bytes before the
+    /// next tensor's: the table declares it smaller than the data written for it (typically a
+    /// tensor whose declared type or shape was changed). GGUF writers place each tensor right
+    /// after the previous one, padded to the alignment.
+    #[error(
+        "{path}: tensor {tensor:?} ({dtype}, bytes {start}..{end}) is followed by {} unused bytes \
+         before tensor {next:?} (at byte {next_start}); writers place each tensor right after the \
+         previous one, padded to {alignment} bytes, so the tensor table is corrupt (wrong type or \
+         shape?)",
+        next_start - end
+    )]
+    TensorGap {
+        /// The file.
+        path: PathBuf,
+        /// The tensor followed by the gap.
+        tensor: String,
+        /// Its declared type.
+        dtype: GgmlType,
+        /// Absolute start offset of its data.
+        start: u64,
+        /// Absolute end offset (exclusive) of its data, as declared.
+        end: u64,
+        /// The next tensor in the file.
+        next: String,
+        /// Absolute start offset of the next tensor's data.
+        next_start: u64,
+        /// The file's alignment.
+        alignment: u64,
+    },
+
     /// Two tensors' data ranges overlap: the tensor table is corrupt (typically a tensor whose
     /// declared type or shape was changed, so that its bytes reach into its neighbour's).
     #[error(

@@ -20,7 +20,8 @@ const ALIGNMENT_KEY: &str = "general.alignment";
 ///
 /// [`GgufFile::open`] validates everything needed to read tensors safely: magic, version, every
 /// metadata entry, every tensor's type id, shape and alignment, that every tensor's bytes lie
-/// inside the file, and that no two tensors' bytes overlap. Tensors of known but unsupported types (e.g. Q2_K) are accepted at open, so
+/// inside the file, and that no two tensors' bytes overlap or leave a gap of unused bytes (a tensor
+/// declared with another type or shape than it was written with). Tensors of known but unsupported types (e.g. Q2_K) are accepted at open, so
 /// that metadata can still be read; dequantizing them fails.
 pub struct GgufFile {
     path: PathBuf,
@@ -69,7 +70,7 @@ impl GgufFile {
     }
 
     /// Checks every tensor's shape, offset alignment and byte range, then that no two ranges
-    /// overlap.
+    /// overlap or leave a gap.
     fn validate_tensors(&self) -> Result<(), GgufError> {
         let file_len = self.mmap.len() as u64;
         for info in &self.tensors {
@@ -92,10 +93,16 @@ impl GgufFile {
         self.check_overlaps()
     }
 
-    /// Fails with [`GgufError::OverlappingTensors`] if two (non-empty) tensors share bytes. A
-    /// tensor declared with a larger type or shape than it was written with reaches into the
-    /// next tensor's data; reading it would silently give garbage. Sorting by start offset makes
-    /// this one pass: if any two ranges overlap, two neighbours in that order do.
+    /// Fails with [`GgufError::OverlappingTensors`] if two (non-empty) tensors share bytes, and
+    /// with [`GgufError::TensorGap`] if a tensor's data is followed by unused bytes of at least
+    /// the alignment before the next one. A tensor declared with a larger type or shape than it
+    /// was written with reaches into the next tensor's data; one declared smaller leaves part of
+    /// its data unread, and the rest is read as the wrong format: either way reading it would
+    /// silently give garbage. GGUF writers place each tensor right after the previous one,
+    /// padded to the alignment, and llama.cpp refuses any other layout; this check is looser
+    /// (any table order, any leading gap, bytes after the last tensor) but catches both
+    /// mistakes for every tensor but the last in the file. Sorting by start offset makes this one
+    /// pass: if any two ranges overlap, two neighbours in that order do.
     fn check_overlaps(&self) -> Result<(), GgufError> {
         let range = |info: &TensorInfo| {
             let start = self.data_offset.saturating_add(info.offset);
@@ -117,6 +124,19 @@ impl GgufFile {
                     second_dtype: b.dtype,
                     second_start,
                     second_end,
+                });
+            }
+            let padded_end = self.data_offset + (first_end - self.data_offset).next_multiple_of(self.alignment);
+            if second_start > padded_end {
+                return Err(GgufError::TensorGap {
+                    path: self.path.clone(),
+                    tensor: a.name.clone(),
+                    dtype: a.dtype,
+                    start: first_start,
+                    end: first_end,
+                    next: b.name.clone(),
+                    next_start: second_start,
+                    alignment: self.alignment,
                 });
             }
         }

@@ -154,6 +154,26 @@ fn overlapping_tensors_are_rejected() {
 }
 
 #[test]
+fn a_tensor_declared_smaller_than_its_data_is_rejected() {
+    // 64 F32 values (256 bytes) declared F16: the table says 128 bytes, and the next tensor
+    // starts 128 bytes later than such a tensor would end (a read gives garbage, not an error).
+    let f32_data: Vec<u8> = (0..64).flat_map(|i| (i as f32).to_le_bytes()).collect();
+    let valid = valid_file().tensor("big.weight", &[64], GgmlType::F32.id(), f32_data).tensor(
+        "tail.weight",
+        &[8],
+        GgmlType::F32.id(),
+        vec![0; 32],
+    );
+    let file = write_temp("gap-valid", &valid.build());
+    assert!(GgufFile::open(&file.path).is_ok(), "padding below the alignment is not a gap");
+    let mut builder = valid;
+    builder.tensors[2].type_id = GgmlType::F16.id();
+    let (err, msg, _) = open_err("gap-type", &builder.build());
+    assert!(matches!(err, GgufError::TensorGap { .. }), "{msg}");
+    assert_contains(&msg, &["\"big.weight\" (F16", "128 unused bytes", "\"tail.weight\"", "corrupt"]);
+}
+
+#[test]
 fn absurd_string_lengths() {
     // A key whose length prefix is enormous.
     let mut bytes = b"GGUF".to_vec();

@@ -314,11 +314,17 @@ fn gguf_errors_name_gguf_tensors() {
         &["expected tensor(s) not found: output_norm.weight, blk.1.ffn_up.weight, blk.1.ffn_down.weight"],
     );
     assert!(!load_error(&path).contains("model.layers"));
-    // A shape error names the GGUF tensor, dims in ggml order.
+    // A shape error names the GGUF tensor, dims in ggml order (the same number of values, so
+    // the file's layout stays consistent and the model's check is the one that fires).
     let path = edited_gguf(&dir, "tiny-llama.gguf", "shape", |_, t| {
+        tensor(t, "blk.0.attn_k.weight").dims = vec![32, 4];
+    });
+    expect_error(&path, &["tensor `blk.0.attn_k.weight` has shape [32, 4], expected [16, 8]"]);
+    // Fewer values than were written: the GGUF layer sees the unused bytes after the tensor.
+    let path = edited_gguf(&dir, "tiny-llama.gguf", "shrunk", |_, t| {
         tensor(t, "blk.0.attn_k.weight").dims = vec![16, 4];
     });
-    expect_error(&path, &["tensor `blk.0.attn_k.weight` has shape [16, 4], expected [16, 8]"]);
+    expect_error(&path, &["\"blk.0.attn_k.weight\"", "unused bytes", "wrong type or shape"]);
     // Tensors of an architecture that does not use them: qwen2's biases declared llama.
     let path = edited_gguf(&dir, "tiny-qwen2.gguf", "unused", |m, _| {
         let qwen2: Vec<(String, MetadataValue)> =
@@ -359,7 +365,8 @@ fn corrupt_copies_of_smollm2_are_rejected() {
     expect_error(&path, &["\"token_embd.weight\" (F16", "overlaps tensor"]);
     std::fs::remove_file(&path).unwrap();
     let path = edited_copy(&model, &dir, "norm-q8", |_, t| tensor(t, "blk.3.ffn_norm.weight").dtype = GgmlType::Q8_0);
-    expect_error(&path, &["blk.3.ffn_norm.weight", "declared Q8_0"]);
+    // 576 F32 values declared Q8_0: 612 of their 2304 bytes are read, the rest left as a gap.
+    expect_error(&path, &["\"blk.3.ffn_norm.weight\" (Q8_0", "unused bytes", "wrong type or shape"]);
     std::fs::remove_file(&path).unwrap();
 }
 
