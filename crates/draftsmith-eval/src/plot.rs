@@ -1,5 +1,5 @@
 //! `plot.svg`: tokens/step τ and decode speedup per method, as two bar charts with the
-//! `ar` level (1) marked.
+//! `ar` level (1) marked and the speedup's 95 % interval drawn as a whisker.
 
 use plotters::prelude::*;
 
@@ -16,13 +16,14 @@ pub fn render_plot(summary: &Summary) -> Result<String, EvalError> {
     let names: Vec<&str> = summary.iter().map(|(m, _)| m.name()).collect();
     let tau: Vec<f64> = summary.iter().map(|(_, s)| s.tokens_per_step).collect();
     let speedup: Vec<f64> = summary.iter().map(|(_, s)| s.speedup.unwrap_or(0.0)).collect();
+    let intervals: Vec<Option<[f64; 2]>> = summary.iter().map(|(_, s)| s.speedup_interval).collect();
     let mut svg = String::new();
     {
         let root = SVGBackend::with_string(&mut svg, (400 + 160 * names.len() as u32, 380)).into_drawing_area();
         root.fill(&WHITE).map_err(plot_err)?;
         let panels = root.split_evenly((1, 2));
-        bars(&panels[0], "tokens / step (τ)", &names, &tau)?;
-        bars(&panels[1], "speedup vs ar (decode)", &names, &speedup)?;
+        bars(&panels[0], "tokens / step (τ)", &names, &tau, &[])?;
+        bars(&panels[1], "speedup vs ar (decode, 95 % interval)", &names, &speedup, &intervals)?;
         root.present().map_err(plot_err)?;
     }
     Ok(svg)
@@ -37,8 +38,10 @@ fn bars(
     title: &str,
     names: &[&str],
     values: &[f64],
+    intervals: &[Option<[f64; 2]>],
 ) -> Result<(), EvalError> {
-    let top = values.iter().copied().fold(1.0_f64, f64::max) * 1.2;
+    let highest = intervals.iter().flatten().map(|i| i[1]);
+    let top = values.iter().copied().chain(highest).fold(1.0_f64, f64::max) * 1.2;
     let mut chart = ChartBuilder::on(area)
         .caption(title, ("sans-serif", 18))
         .margin(12)
@@ -66,9 +69,22 @@ fn bars(
             bar
         }))
         .map_err(plot_err)?;
+    // Whiskers over the bars that have an interval.
+    chart
+        .draw_series(intervals.iter().enumerate().filter_map(|(i, v)| {
+            v.map(|[lo, hi]| {
+                PathElement::new(
+                    [(SegmentValue::CenterOf(i), lo), (SegmentValue::CenterOf(i), hi)],
+                    BLACK.stroke_width(2),
+                )
+            })
+        }))
+        .map_err(plot_err)?;
     chart
         .draw_series(values.iter().enumerate().map(|(i, &v)| {
-            Text::new(format!("{v:.2}"), (SegmentValue::CenterOf(i), v + top * 0.02), ("sans-serif", 14))
+            // Above the whisker, where there is one.
+            let above = intervals.get(i).copied().flatten().map_or(v, |[_, hi]| hi.max(v));
+            Text::new(format!("{v:.2}"), (SegmentValue::CenterOf(i), above + top * 0.02), ("sans-serif", 14))
         }))
         .map_err(plot_err)?;
     let level = [(SegmentValue::Exact(0), 1.0), (SegmentValue::Last, 1.0)];

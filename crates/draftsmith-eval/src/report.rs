@@ -41,6 +41,11 @@ fn num(v: Option<f64>, digits: usize) -> String {
     v.map_or_else(|| "–".to_string(), |v| format!("{v:.digits$}"))
 }
 
+/// "1.47–1.58", or "–" without an interval.
+fn interval(v: Option<[f64; 2]>) -> String {
+    v.map_or_else(|| "–".to_string(), |[lo, hi]| format!("{lo:.2}–{hi:.2}"))
+}
+
 /// "sampled (T = 1, min-p 0.1, …, seed 0)": the settings that are not off.
 fn sampling_label(c: &draftsmith_decode::SamplingConfig) -> String {
     let mut parts = vec![format!("T = {}", c.temperature)];
@@ -99,12 +104,12 @@ pub fn render_report(summary: &Summary, manifest: &Manifest, command_line: &str,
         (false, _) => "**NO** (see below)".to_string(),
     };
     let _ = writeln!(md, "- lossless: {verdict}\n");
-    md.push_str("| method | prompts | tokens | τ tokens/step | acceptance % | MAT (mean accepted) | mean tree size | Util % | draft calls/token | speedup | speedup (with prefill) | ms/token | draft ms/step | verify ms/step | commit ms/step | distinct-1/2/3/4 | lossless |\n");
-    md.push_str("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|\n");
+    md.push_str("| method | prompts | tokens | τ tokens/step | acceptance % | MAT (mean accepted) | mean tree size | Util % | draft calls/token | speedup | 95 % interval | speedup (with prefill) | ms/token | draft ms/step | verify ms/step | commit ms/step | distinct-1/2/3/4 | lossless |\n");
+    md.push_str("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---:|---:|---:|---:|---:|---|---|\n");
     for (name, s) in summary.iter() {
         let _ = writeln!(
             md,
-            "| {name} | {} | {} | {:.3} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {name} | {} | {} | {:.3} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |",
             s.prompts,
             s.output_tokens,
             s.tokens_per_step,
@@ -114,6 +119,7 @@ pub fn render_report(summary: &Summary, manifest: &Manifest, command_line: &str,
             num(s.utilization.map(|u| 100.0 * u), 1),
             if s.draft_calls > 0 { num(s.draft_calls_per_token, 2) } else { "–".to_string() },
             num(s.speedup, 2),
+            interval(s.speedup_interval),
             num(s.speedup_with_prefill, 2),
             num(s.decode_ms_per_token, 2),
             num(s.mean_draft_ms, 3),
@@ -127,7 +133,7 @@ pub fn render_report(summary: &Summary, manifest: &Manifest, command_line: &str,
             },
         );
     }
-    md.push_str("\nτ counts the bonus token and the prefill call (AR = 1); acceptance % = 100·(τ−1)/draft_len; α = accepted ÷ (draft_len × steps) (TokenSwift's acceptance rate, draft_len = γ + 1) is in summary.json; MAT = draft tokens accepted per step; Util = accepted ÷ draft tokens the drafter generated (Post-use Table 4; phrases a token cache adds at the target are accepted without being generated); speedup = ar ms/token ÷ method ms/token on the same prompts (decode only, then with prefill).\n");
+    md.push_str("\nτ counts the bonus token and the prefill call (AR = 1); acceptance % = 100·(τ−1)/draft_len; α = accepted ÷ (draft_len × steps) (TokenSwift's acceptance rate, draft_len = γ + 1) is in summary.json; MAT = draft tokens accepted per step; Util = accepted ÷ draft tokens the drafter generated (Post-use Table 4; phrases a token cache adds at the target are accepted without being generated); speedup = ar ms/token ÷ method ms/token on the same prompts (decode only, then with prefill); its 95 % interval is a percentile bootstrap over the prompts (2000 seeded resamples: the spread from which prompts were drawn and from the host's load prompt by prompt; none for a single prompt).\n");
     let policy: Vec<String> = summary
         .iter()
         .filter_map(|(name, s)| {

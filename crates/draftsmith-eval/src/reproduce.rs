@@ -104,7 +104,7 @@ pub fn combined_table(
         recipe.description,
         recipe_path.display()
     );
-    t.push_str("| grid point | method | τ (tokens/step) | acceptance % | MAT | Util % | draft calls/token | verify tokens/step (packed) | unpacked W×L | speedup vs ar | speedup with prefill | draft ms/step | verify ms/step | lossless |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+    t.push_str("| grid point | method | τ (tokens/step) | acceptance % | MAT | Util % | draft calls/token | verify tokens/step (packed) | unpacked W×L | speedup vs ar (95 % interval) | speedup with prefill | draft ms/step | verify ms/step | lossless |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     for point in points {
         let path = recipe.point_dir(results, point).join(SUMMARY_FILE);
         let text = std::fs::read_to_string(&path).map_err(EvalError::io(&path))?;
@@ -119,7 +119,7 @@ pub fn combined_table(
             };
             writeln!(
                 t,
-                "| {} | {name} | {:.3} | {} | {} | {} | {} | {} | {unpacked} | {:.2}× | {:.2}× | {} | {} | {} |",
+                "| {} | {name} | {:.3} | {} | {} | {} | {} | {} | {unpacked} | {:.2}×{} | {:.2}× | {} | {} | {} |",
                 point.label,
                 m.tokens_per_step,
                 opt(m.acceptance_pct, 1),
@@ -128,6 +128,7 @@ pub fn combined_table(
                 if m.draft_calls > 0 { opt(m.draft_calls_per_token, 2) } else { "–".into() },
                 opt(m.mean_tree_size.map(|s| 1.0 + s), 1),
                 m.speedup.unwrap_or(f64::NAN),
+                m.speedup_interval.map_or(String::new(), |[lo, hi]| format!(" ({lo:.2}–{hi:.2})")),
                 m.speedup_with_prefill.unwrap_or(f64::NAN),
                 opt(m.mean_draft_ms, 2),
                 opt(m.mean_verify_ms, 2),

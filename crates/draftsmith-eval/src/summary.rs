@@ -11,7 +11,10 @@
 //!   tokens (the inverse of Post-use Eq. 3's L ÷ #M_d calls);
 //! - ms/token: decode ms ÷ (tokens − 1) without prefill (the first token comes from prefill),
 //!   (prefill + decode) ms ÷ tokens with it — totals over prompts, not means of ratios;
-//! - speedup = AR ms/token ÷ method ms/token over the prompts both have a record for;
+//! - speedup = AR ms/token ÷ method ms/token over the prompts both have a record for; its 95 %
+//!   interval is a percentile bootstrap over those prompts ([`speedup_interval`]): the
+//!   spread that comes from which prompts were drawn (and from the host's moods, prompt by
+//!   prompt), for two or more prompts;
 //! - lossless = every output equals AR's, token for token, on every prompt (greedy runs; a
 //!   sampled run draws other tokens than AR by design and is not compared, [`Summary::sampled`]);
 //! - Distinct-n (Li et al., 2016; TokenSwift's diversity measure) = distinct n-grams ÷ n-grams
@@ -69,6 +72,10 @@ pub struct MethodSummary {
     pub ms_per_token_with_prefill: Option<f64>,
     /// Without prefill.
     pub speedup: Option<f64>,
+    /// 95 % interval of `speedup`: a percentile bootstrap over the compared prompts
+    /// ([`speedup_interval`]; `None` below two prompts).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub speedup_interval: Option<[f64; 2]>,
     pub speedup_with_prefill: Option<f64>,
     pub mean_draft_ms: Option<f64>,
     pub mean_verify_ms: Option<f64>,
@@ -214,7 +221,12 @@ pub fn summarize(records: &[Record], methods: &[Method]) -> Summary {
             }
         }
         let lossless = !mismatches.iter().any(|m| m.method == method) && paired.len() == own.len();
-        summaries.insert(method, method_summary(&own, &paired, lossless));
+        let mut summary = method_summary(&own, &paired, lossless);
+        if method.is_ar() {
+            // The baseline against itself: 1× on every resample.
+            summary.speedup_interval = None;
+        }
+        summaries.insert(method, summary);
     }
     let lossless = summaries.values().all(|s| s.lossless);
     Summary {
@@ -260,6 +272,7 @@ fn method_summary(own: &[&Record], paired: &[(&Record, &Record)], lossless: bool
         decode_ms_per_token: decode,
         ms_per_token_with_prefill: with_prefill,
         speedup: speedup(ar_decode, m_decode),
+        speedup_interval: speedup_interval(paired),
         speedup_with_prefill: speedup(ar_with, m_with),
         mean_draft_ms: per_step(&|s| s.draft_ms),
         mean_verify_ms: per_step(&|s| s.verify_ms),
@@ -274,6 +287,51 @@ fn method_summary(own: &[&Record], paired: &[(&Record, &Record)], lossless: bool
         lossless,
         near_ties: 0,
     }
+}
+
+/// Resamples of [`speedup_interval`]'s bootstrap.
+pub const BOOTSTRAP_RESAMPLES: usize = 2000;
+
+/// A 95 % interval of the decode speedup over `paired` (AR's record, the method's) prompts: the
+/// 2.5th and 97.5th percentiles of the speedup recomputed, as the point estimate is (totals over
+/// prompts), on [`BOOTSTRAP_RESAMPLES`] samples of the prompts drawn with replacement. The
+/// generator is seeded, so a summary re-rendered from the same records shows the same
+/// interval. `None` below two prompts (nothing to resample) or when a sample has no decode
+/// time. Prompts are the unit: the interval covers which prompts were drawn and whatever moved
+/// a prompt's times as a whole (the host's load), not what a larger sample of tokens of the same
+/// prompts would change.
+pub fn speedup_interval(paired: &[(&Record, &Record)]) -> Option<[f64; 2]> {
+    if paired.len() < 2 {
+        return None;
+    }
+    // Per prompt: AR decode ms, AR later tokens, method decode ms, method later tokens.
+    let later = |r: &Record| r.output_ids.len().saturating_sub(1) as f64;
+    let rows: Vec<[f64; 4]> = paired.iter().map(|(a, m)| [a.decode_ms, later(a), m.decode_ms, later(m)]).collect();
+    let mut state = 0x5EED_0F_B007_u64;
+    let mut draw = || {
+        // splitmix64
+        state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        ((z ^ (z >> 31)) % rows.len() as u64) as usize
+    };
+    let mut samples = Vec::with_capacity(BOOTSTRAP_RESAMPLES);
+    for _ in 0..BOOTSTRAP_RESAMPLES {
+        let mut sum = [0.0f64; 4];
+        for _ in 0..rows.len() {
+            let row = rows[draw()];
+            for (s, v) in sum.iter_mut().zip(row) {
+                *s += v;
+            }
+        }
+        let ar = ratio(sum[0], sum[1])?;
+        let method = ratio(sum[2], sum[3])?;
+        samples.push(ratio(ar, method)?);
+    }
+    samples.sort_by(f64::total_cmp);
+    let at = |q: f64| samples[((q * samples.len() as f64) as usize).min(samples.len() - 1)];
+    Some([at(0.025), at(0.975)])
 }
 
 /// The share of `sizes` (%) in each of [`TREE_SIZE_BUCKETS`] (empty when there are none).
@@ -347,6 +405,36 @@ mod tests {
         // Records without extras (older files, AR) summarise to none.
         let plain = summarize(&[record("p1", "ar", &[1, 2], &[])], &[Method::Ar]);
         assert!(plain.methods[&Method::Ar].extra.is_empty());
+    }
+
+    #[test]
+    fn the_speedup_interval_is_a_seeded_bootstrap_over_prompts() {
+        let pair = |id: &str, ar_ms: f64, m_ms: f64| {
+            let mut a = record(id, "ar", &[1, 2, 3, 4, 5], &[]);
+            let mut m = record(id, "prompt-lookup", &[1, 2, 3, 4, 5], &[(1, 2), (2, 2)]);
+            (a.decode_ms, m.decode_ms) = (ar_ms, m_ms);
+            (a, m)
+        };
+        let (a1, m1) = pair("p1", 40.0, 20.0);
+        let (a2, m2) = pair("p2", 40.0, 40.0);
+        let (a3, m3) = pair("p3", 40.0, 25.0);
+        // One prompt: nothing to resample.
+        assert_eq!(speedup_interval(&[(&a1, &m1)]), None);
+        // Prompts that agree: an interval of width zero at the point estimate.
+        let same = speedup_interval(&[(&a1, &m1), (&a1, &m1)]).unwrap();
+        assert!((same[0] - 2.0).abs() < 1e-12 && (same[1] - 2.0).abs() < 1e-12, "{same:?}");
+        // Prompts that differ: inside the prompts' own extremes (1× and 2×), around the point
+        // estimate, and the same on every call (re-rendered reports do not move).
+        let paired = [(&a1, &m1), (&a2, &m2), (&a3, &m3)];
+        let [lo, hi] = speedup_interval(&paired).unwrap();
+        let point = 120.0 / 85.0;
+        assert!(1.0 <= lo && lo < point && point < hi && hi <= 2.0, "{lo} {point} {hi}");
+        assert_eq!(speedup_interval(&paired), Some([lo, hi]));
+        let records = [a1, m1, a2, m2, a3, m3];
+        let s = summarize(&records, &[Method::Ar, Method::PromptLookup]);
+        assert_eq!(s.methods[&Method::PromptLookup].speedup_interval, Some([lo, hi]));
+        assert_eq!(s.methods[&Method::Ar].speedup_interval, None, "the baseline has no interval");
+        close(s.methods[&Method::PromptLookup].speedup, point);
     }
 
     #[test]

@@ -117,13 +117,18 @@ fn print_summary(summary: &Summary, out: &Path, json: bool) {
         return;
     }
     let f = |v: Option<f64>| v.map_or_else(|| "–".into(), |v| format!("{v:.2}"));
-    println!("{:<16} {:>8} {:>8} {:>8} {:>14} {:>9}", "method", "τ", "accept%", "speedup", "w/ prefill", "lossless");
+    let interval = |v: Option<[f64; 2]>| v.map_or_else(|| "–".into(), |[lo, hi]| format!("{lo:.2}–{hi:.2}"));
+    println!(
+        "{:<16} {:>8} {:>8} {:>8} {:>12} {:>11} {:>9}",
+        "method", "τ", "accept%", "speedup", "95% interval", "w/ prefill", "lossless"
+    );
     for (name, s) in summary.iter() {
         println!(
-            "{name:<16} {:>8.3} {:>8} {:>8} {:>14} {:>9}",
+            "{name:<16} {:>8.3} {:>8} {:>8} {:>12} {:>11} {:>9}",
             s.tokens_per_step,
             f(s.acceptance_pct),
             f(s.speedup),
+            interval(s.speedup_interval),
             f(s.speedup_with_prefill),
             if summary.sampled { "sampled".to_string() } else { s.lossless.to_string() }
         );
