@@ -307,7 +307,7 @@ pub fn speedup_interval(paired: &[(&Record, &Record)]) -> Option<[f64; 2]> {
     // Per prompt: AR decode ms, AR later tokens, method decode ms, method later tokens.
     let later = |r: &Record| r.output_ids.len().saturating_sub(1) as f64;
     let rows: Vec<[f64; 4]> = paired.iter().map(|(a, m)| [a.decode_ms, later(a), m.decode_ms, later(m)]).collect();
-    let mut state = 0x5EED_0F_B007_u64;
+    let mut state = 0x005E_ED0F_B007_u64;
     let mut draw = || {
         // splitmix64
         state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
