@@ -41,9 +41,9 @@ fn num(v: Option<f64>, digits: usize) -> String {
     v.map_or_else(|| "–".to_string(), |v| format!("{v:.digits$}"))
 }
 
-/// "1.47–1.58", or "–" without an interval.
-fn interval(v: Option<[f64; 2]>) -> String {
-    v.map_or_else(|| "–".to_string(), |[lo, hi]| format!("{lo:.2}–{hi:.2}"))
+/// "1.47–1.58" (`digits` decimals), or "–" without an interval.
+fn interval(v: Option<[f64; 2]>, digits: usize) -> String {
+    v.map_or_else(|| "–".to_string(), |[lo, hi]| format!("{lo:.digits$}–{hi:.digits$}"))
 }
 
 /// "sampled (T = 1, min-p 0.1, …, seed 0)": the settings that are not off.
@@ -119,7 +119,7 @@ pub fn render_report(summary: &Summary, manifest: &Manifest, command_line: &str,
             num(s.utilization.map(|u| 100.0 * u), 1),
             if s.draft_calls > 0 { num(s.draft_calls_per_token, 2) } else { "–".to_string() },
             num(s.speedup, 2),
-            interval(s.speedup_interval),
+            interval(s.speedup_interval, 2),
             num(s.speedup_with_prefill, 2),
             num(s.decode_ms_per_token, 2),
             num(s.mean_draft_ms, 3),
@@ -134,6 +134,20 @@ pub fn render_report(summary: &Summary, manifest: &Manifest, command_line: &str,
         );
     }
     md.push_str("\nτ counts the bonus token and the prefill call (AR = 1); acceptance % = 100·(τ−1)/draft_len; α = accepted ÷ (draft_len × steps) (TokenSwift's acceptance rate, draft_len = γ + 1) is in summary.json; MAT = draft tokens accepted per step; Util = accepted ÷ draft tokens the drafter generated (Post-use Table 4; phrases a token cache adds at the target are accepted without being generated); speedup = ar ms/token ÷ method ms/token on the same prompts (decode only, then with prefill); its 95 % interval is a percentile bootstrap over the prompts (2000 seeded resamples: the spread from which prompts were drawn and from the host's load prompt by prompt; none for a single prompt).\n");
+    if !summary.relative.is_empty() {
+        md.push_str("\nMethod against method: the decode speed of each over each earlier one in run order (`ar` aside), on the prompts both ran (above 1: the first named was faster), with the same bootstrap over prompts. Where the interval holds 1, this run does not tell the two apart.\n\n| method | over | prompts | speed ratio | 95 % interval |\n|---|---|---:|---:|---|\n");
+        for r in &summary.relative {
+            let _ = writeln!(
+                md,
+                "| {} | {} | {} | {} | {} |",
+                r.method,
+                r.over,
+                r.prompts,
+                num(r.ratio, 3),
+                interval(r.interval, 3)
+            );
+        }
+    }
     let policy: Vec<String> = summary
         .iter()
         .filter_map(|(name, s)| {

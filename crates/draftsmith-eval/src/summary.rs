@@ -139,6 +139,22 @@ pub struct Summary {
     /// every method's prompts have an AR record to time it against).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub sampled: bool,
+    /// Each method against each earlier one in run order (`ar` aside): which of two methods
+    /// decoded faster on the prompts both ran, and how sure that is.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub relative: Vec<RelativeSpeed>,
+}
+
+/// One method's decode speed over another's on the prompts both ran: `over` ms/token ÷
+/// `method` ms/token (above 1: `method` was faster), with the same bootstrap over prompts as
+/// the speedups ([`speedup_interval`]).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RelativeSpeed {
+    pub method: Method,
+    pub over: Method,
+    pub prompts: usize,
+    pub ratio: Option<f64>,
+    pub interval: Option<[f64; 2]>,
 }
 
 impl Summary {
@@ -237,7 +253,37 @@ pub fn summarize(records: &[Record], methods: &[Method]) -> Summary {
         mismatches,
         near_tie_bound: None,
         sampled: false,
+        relative: relative_speeds(records, methods),
     }
+}
+
+/// [`RelativeSpeed`] of every method against every earlier one in `methods` (`ar` aside).
+fn relative_speeds(records: &[Record], methods: &[Method]) -> Vec<RelativeSpeed> {
+    let by_prompt = |m: Method| -> HashMap<&str, &Record> {
+        records.iter().filter(|r| r.method == m).map(|r| (r.prompt_id.as_str(), r)).collect()
+    };
+    let drafted: Vec<Method> = methods.iter().copied().filter(|m| !m.is_ar()).collect();
+    let mut out = Vec::new();
+    for (j, &method) in drafted.iter().enumerate() {
+        let own = by_prompt(method);
+        for &over in &drafted[..j] {
+            let base = by_prompt(over);
+            let mut paired: Vec<(&Record, &Record)> =
+                base.iter().filter_map(|(id, b)| own.get(id).map(|r| (*b, *r))).collect();
+            // The bootstrap draws by index: a fixed order keeps it reproducible.
+            paired.sort_by(|x, y| x.0.prompt_id.cmp(&y.0.prompt_id));
+            let (base_ms, _) = ms_per_token(paired.iter().map(|(b, _)| *b));
+            let (own_ms, _) = ms_per_token(paired.iter().map(|(_, r)| *r));
+            out.push(RelativeSpeed {
+                method,
+                over,
+                prompts: paired.len(),
+                ratio: base_ms.zip(own_ms).and_then(|(b, m)| ratio(b, m)),
+                interval: speedup_interval(&paired),
+            });
+        }
+    }
+    out
 }
 
 fn method_summary(own: &[&Record], paired: &[(&Record, &Record)], lossless: bool) -> MethodSummary {
@@ -435,6 +481,34 @@ mod tests {
         assert_eq!(s.methods[&Method::PromptLookup].speedup_interval, Some([lo, hi]));
         assert_eq!(s.methods[&Method::Ar].speedup_interval, None, "the baseline has no interval");
         close(s.methods[&Method::PromptLookup].speedup, point);
+    }
+
+    #[test]
+    fn methods_are_compared_with_each_other_on_the_prompts_both_ran() {
+        let rec = |id: &str, m: &str, ms: f64| {
+            let mut r = record(id, m, &[1, 2, 3, 4, 5], if m == "ar" { &[] } else { &[(1, 2), (2, 2)] });
+            r.decode_ms = ms;
+            r
+        };
+        let records = [
+            rec("p1", "ar", 40.0),
+            rec("p2", "ar", 40.0),
+            rec("p1", "draft-model", 20.0),
+            rec("p2", "draft-model", 30.0),
+            rec("p1", "post-use-precut", 25.0),
+            rec("p2", "post-use-precut", 25.0),
+            rec("p3", "post-use-precut", 1.0), // no draft-model record: left out of the pair
+        ];
+        let methods = [Method::Ar, Method::DraftModel, Method::PostUsePreCut];
+        let s = summarize(&records, &methods);
+        assert_eq!(s.relative.len(), 1, "one pair without ar: {:?}", s.relative);
+        let r = &s.relative[0];
+        assert_eq!((r.method, r.over, r.prompts), (Method::PostUsePreCut, Method::DraftModel, 2));
+        close(r.ratio, 50.0 / 50.0);
+        let [lo, hi] = r.interval.unwrap();
+        assert!(lo <= 1.0 && 1.0 <= hi && lo >= 20.0 / 25.0 && hi <= 30.0 / 25.0, "{lo} {hi}");
+        // One method besides ar: nothing to compare.
+        assert!(summarize(&records, &methods[..2]).relative.is_empty());
     }
 
     #[test]

@@ -133,6 +133,11 @@ fn print_summary(summary: &Summary, out: &Path, json: bool) {
             if summary.sampled { "sampled".to_string() } else { s.lossless.to_string() }
         );
     }
+    for r in &summary.relative {
+        let ratio = r.ratio.map_or_else(|| "–".into(), |v| format!("{v:.3}"));
+        let within = r.interval.map_or_else(String::new, |[lo, hi]| format!(" (95% interval {lo:.3}–{hi:.3})"));
+        println!("{} over {}: {ratio}× the speed{within}", r.method, r.over);
+    }
     if let Some(b) = &summary.near_tie_bound {
         let ties: usize = summary.methods.values().map(|s| s.near_ties).sum();
         println!(
