@@ -32,4 +32,4 @@ pub use records::{read_records, Record, RECORDS_FILE};
 pub use reproduce::{combined_table, run_recipe, RecipeEvent, RecipeStages};
 pub use runner::{Progress, RunSpec};
 pub use stats::{peak_rss_mb, StatsLog};
-pub use summary::{alpha, distinct_n, summarize, tokens_per_step, MethodSummary, Mismatch, Summary};
+pub use summary::{alpha, distinct_n, interval_text, summarize, tokens_per_step, MethodSummary, Mismatch, Summary};

@@ -6,7 +6,7 @@ use std::fmt::Write;
 use draftsmith_decode::Method;
 
 use crate::manifest::Manifest;
-use crate::summary::Summary;
+use crate::summary::{interval_text, Summary};
 
 /// The draft sizes each method verified over the run ([`crate::summary::TREE_SIZE_BUCKETS`]) and
 /// their mean in each quarter of the answers.
@@ -41,9 +41,9 @@ fn num(v: Option<f64>, digits: usize) -> String {
     v.map_or_else(|| "–".to_string(), |v| format!("{v:.digits$}"))
 }
 
-/// "1.47–1.58" (`digits` decimals), or "–" without an interval.
+/// [`interval_text`], or "–" without an interval.
 fn interval(v: Option<[f64; 2]>, digits: usize) -> String {
-    v.map_or_else(|| "–".to_string(), |[lo, hi]| format!("{lo:.digits$}–{hi:.digits$}"))
+    v.map_or_else(|| "–".to_string(), |v| interval_text(v, digits))
 }
 
 /// "sampled (T = 1, min-p 0.1, …, seed 0)": the settings that are not off.

@@ -10,7 +10,7 @@ use crate::error::EvalError;
 use crate::evaluate::SUMMARY_FILE;
 use crate::recipe::{DrafterRecipe, GridPoint, Recipe};
 use crate::records::RECORDS_FILE;
-use crate::summary::Summary;
+use crate::summary::{interval_text, Summary};
 
 /// The stages a recipe drives, each a resumable run of its own.
 pub trait RecipeStages {
@@ -128,7 +128,7 @@ pub fn combined_table(
                 if m.draft_calls > 0 { opt(m.draft_calls_per_token, 2) } else { "–".into() },
                 opt(m.mean_tree_size.map(|s| 1.0 + s), 1),
                 m.speedup.unwrap_or(f64::NAN),
-                m.speedup_interval.map_or(String::new(), |[lo, hi]| format!(" ({lo:.2}–{hi:.2})")),
+                m.speedup_interval.map_or(String::new(), |v| format!(" ({})", interval_text(v, 2))),
                 m.speedup_with_prefill.unwrap_or(f64::NAN),
                 opt(m.mean_draft_ms, 2),
                 opt(m.mean_verify_ms, 2),

@@ -335,6 +335,12 @@ fn method_summary(own: &[&Record], paired: &[(&Record, &Record)], lossless: bool
     }
 }
 
+/// An interval as text, "1.47–1.58" with `digits` decimals: one spelling for reports, tables and
+/// the CLI.
+pub fn interval_text([lo, hi]: [f64; 2], digits: usize) -> String {
+    format!("{lo:.digits$}–{hi:.digits$}")
+}
+
 /// Resamples of [`speedup_interval`]'s bootstrap.
 pub const BOOTSTRAP_RESAMPLES: usize = 2000;
 

@@ -6,7 +6,7 @@ use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 use burn::tensor::backend::Backend;
-use draftsmith_eval::{EvalInput, Manifest, Progress, Summary};
+use draftsmith_eval::{interval_text, EvalInput, Manifest, Progress, Summary};
 use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::json;
 
@@ -117,7 +117,7 @@ fn print_summary(summary: &Summary, out: &Path, json: bool) {
         return;
     }
     let f = |v: Option<f64>| v.map_or_else(|| "–".into(), |v| format!("{v:.2}"));
-    let interval = |v: Option<[f64; 2]>| v.map_or_else(|| "–".into(), |[lo, hi]| format!("{lo:.2}–{hi:.2}"));
+    let interval = |v: Option<[f64; 2]>| v.map_or_else(|| "–".into(), |v| interval_text(v, 2));
     println!(
         "{:<16} {:>8} {:>8} {:>8} {:>12} {:>11} {:>9}",
         "method", "τ", "accept%", "speedup", "95% interval", "w/ prefill", "lossless"
@@ -135,7 +135,7 @@ fn print_summary(summary: &Summary, out: &Path, json: bool) {
     }
     for r in &summary.relative {
         let ratio = r.ratio.map_or_else(|| "–".into(), |v| format!("{v:.3}"));
-        let within = r.interval.map_or_else(String::new, |[lo, hi]| format!(" (95% interval {lo:.3}–{hi:.3})"));
+        let within = r.interval.map_or_else(String::new, |v| format!(" (95% interval {})", interval_text(v, 3)));
         println!("{} over {}: {ratio}× the speed{within}", r.method, r.over);
     }
     if let Some(b) = &summary.near_tie_bound {
