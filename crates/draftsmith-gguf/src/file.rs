@@ -20,9 +20,10 @@ const ALIGNMENT_KEY: &str = "general.alignment";
 ///
 /// [`GgufFile::open`] validates everything needed to read tensors safely: magic, version, every
 /// metadata entry, every tensor's type id, shape and alignment, that every tensor's bytes lie
-/// inside the file, and that no two tensors' bytes overlap or leave a gap of unused bytes (a tensor
-/// declared with another type or shape than it was written with). Tensors of known but unsupported types (e.g. Q2_K) are accepted at open, so
-/// that metadata can still be read; dequantizing them fails.
+/// inside the file, and that no two tensors' bytes overlap or leave a gap of unused bytes (a
+/// tensor declared with another type or shape than it was written with). Tensors of known but
+/// unsupported types (e.g. Q2_K) are accepted at open, so that metadata can still be read;
+/// dequantizing them fails.
 pub struct GgufFile {
     path: PathBuf,
     version: u32,
@@ -90,7 +91,7 @@ impl GgufFile {
                 return Err(GgufError::TensorOutOfBounds { path, tensor: tensor(), start, end, file_len });
             }
         }
-        self.check_overlaps()
+        self.check_layout()
     }
 
     /// Fails with [`GgufError::OverlappingTensors`] if two (non-empty) tensors share bytes, and
@@ -103,7 +104,7 @@ impl GgufFile {
     /// (any table order, any leading gap, bytes after the last tensor) but catches both
     /// mistakes for every tensor but the last in the file. Sorting by start offset makes this one
     /// pass: if any two ranges overlap, two neighbours in that order do.
-    fn check_overlaps(&self) -> Result<(), GgufError> {
+    fn check_layout(&self) -> Result<(), GgufError> {
         let range = |info: &TensorInfo| {
             let start = self.data_offset.saturating_add(info.offset);
             (start, start.saturating_add(info.n_bytes()))
