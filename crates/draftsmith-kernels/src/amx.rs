@@ -19,12 +19,20 @@
 //!
 //! Blocks go in rounds of [`ROUND`]: a round's weights are unpacked and multiplied (four
 //! products in flight, each into its own sum tile: tile registers are not renamed) before the
-//! previous round's sums are folded. Measured on a 16-core Xeon with AMX (session 30,
-//! `eval/results/session30-amx/`): still 0–45 % slower than [`crate::avx512`] for 2–64 rows.
-//! The integer products are no longer the cost; storing each block's sums, reloading them and
-//! scaling them on the vector unit (five vector operations per activation row and block, as
-//! many as the VNNI kernel's whole epilogue) is. So [`crate::KernelPath::detect`] never picks
-//! this path by itself.
+//! previous round's sums are folded. A tile holds up to 16 activation rows ([`TILE`]; the
+//! vector kernels' hold 8): a tile product costs about the same whatever its rows, so 16-row
+//! tiles halve the products of a long draft (session 41: 16 rows 12.1 → 10.1 ms, 64 rows
+//! 47.6 → 38.1 ms for SmolLM2-135M's matrices on 2 cores).
+//!
+//! Still not faster than [`crate::avx512`] on the AMX machines measured (session 30, a 16-core
+//! Xeon; session 41, a 2-core Xeon with AMX: `eval/results/session41-xeon-amx/`): 2–8 rows
+//! 25–55 % slower, 16–64 rows level to 10 % slower. With GGUF's scale per 32 values, each
+//! block's sums must leave the tile unit (`tilestored`), come back into vector registers and be
+//! converted, scaled and added there — four vector operations per activation row and block —
+//! and on those machines the tile instructions did not overlap with that vector work: a
+//! microbenchmark timed about 10 ns per tile product (load, multiply, store) whatever its rows,
+//! and a round of products plus the fold of a round as the sum of the two. So
+//! [`crate::KernelPath::detect`] never picks this path by itself.
 
 use std::arch::asm;
 use std::arch::x86_64::*;
@@ -36,7 +44,7 @@ use crate::avx2::prefetch_block;
 use crate::avx512::{
     each, fold_nibbles, fold_q6_k, fold_q8_0, kernel_for, nibble_scales, q6_k_scales, unpack_nibbles, unpack_q6_k,
 };
-use crate::dispatch::{check_packed, Group, OutPtr, TileOut};
+use crate::dispatch::{check_packed, Group, OutPtr, TileOut, TILE};
 use crate::layout::{nib, tile_bytes, GROUP, QK, UNIT};
 use crate::matrix::QMatrix;
 use crate::QFormat;
@@ -134,7 +142,7 @@ const ROUND: usize = 8;
 #[repr(C, align(64))]
 struct Round {
     weights: [[u8; 8 * UNIT]; ROUND],
-    sums: [[[[i32; GROUP]; crate::dispatch::TILE]; ROUND]; 2],
+    sums: [[[[i32; GROUP]; TILE]; ROUND]; 2],
 }
 
 /// Runs blocks `0 .. nb` in rounds of [`ROUND`]: `stage(b0, len, round)` unpacks and multiplies
@@ -302,9 +310,8 @@ pub(crate) unsafe fn tile_packed(f: QFormat, w: Group<'_>, a: PackedTile<'_>, ou
     if a.cn < 2 {
         return crate::avx512::tile_packed(f, w, a, out);
     }
-    check_packed(f, w, a, crate::dispatch::TILE);
-    configure(f, a.cn);
-    kernel_for!(f, a.cn, q8_0, nibbles, q6_k)(&w, &a, out)
+    check_packed(f, w, a, TILE);
+    kernel_for!(wide f, a.cn, q8_0, nibbles, q6_k)(&w, &a, out)
 }
 
 /// Row groups `groups` of `m` against one packed activation tile (its rows `c0 ..`), as
@@ -325,13 +332,37 @@ pub(crate) unsafe fn groups_packed(
         return crate::avx512::groups_packed(m, groups, a, c0, out);
     }
     let f = m.format();
-    configure(f, a.cn);
-    each(m, groups, &[(a, c0, kernel_for!(f, a.cn, q8_0, nibbles, q6_k))], out);
+    each(m, groups, &[(a, c0, kernel_for!(wide f, a.cn, q8_0, nibbles, q6_k))], TILE, out);
+}
+
+/// [`groups_packed`] for several activation tiles (each with its first row), as
+/// [`crate::avx512::groups_tiles`] walks them.
+///
+/// # Safety
+/// As [`groups_packed`], for every tile's rows.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
+pub(crate) unsafe fn groups_tiles(
+    m: &QMatrix,
+    groups: std::ops::Range<usize>,
+    tiles: &[(PackedTile<'_>, usize)],
+    out: &OutPtr<'_>,
+) {
+    let f = m.format();
+    let kernels: Vec<_> = tiles
+        .iter()
+        .map(|&(a, c0)| {
+            // Several tiles are 17 rows or more, split near-equally: none has one row.
+            assert!(a.cn >= 2, "AMX tiles have two rows or more");
+            (a, c0, kernel_for!(wide f, a.cn, q8_0, nibbles, q6_k))
+        })
+        .collect();
+    each(m, groups, &kernels, TILE, out);
 }
 
 /// Q8_0 group × `C` packed activation rows: the stored units are the B tile.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
 unsafe fn q8_0<const C: usize>(w: &Group<'_>, a: &PackedTile<'_>, out: &mut TileOut) {
+    configure(QFormat::Q8_0, C);
     let tb = tile_bytes(QFormat::Q8_0);
     let x = |b: usize| a.qs.as_ptr().add(b * C * QK);
     let mut facc = [_mm512_setzero_ps(); C];
@@ -360,6 +391,7 @@ unsafe fn q8_0<const C: usize>(w: &Group<'_>, a: &PackedTile<'_>, out: &mut Tile
 /// A nibble format's group ([`nib`] kind `N`) × `C` packed activation rows.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
 unsafe fn nibbles<const C: usize, const N: u8>(w: &Group<'_>, a: &PackedTile<'_>, out: &mut TileOut) {
+    configure(nib::format(N), C);
     let f = nib::format(N);
     let tb = tile_bytes(f);
     let x = |b: usize| a.qs.as_ptr().add(b * C * QK);
@@ -396,6 +428,7 @@ unsafe fn nibbles<const C: usize, const N: u8>(w: &Group<'_>, a: &PackedTile<'_>
 /// Q6_K group × `C` packed activation rows: each half of 16 its own product.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
 unsafe fn q6_k<const C: usize>(w: &Group<'_>, a: &PackedTile<'_>, out: &mut TileOut) {
+    configure(QFormat::Q6K, C);
     let tb = tile_bytes(QFormat::Q6K);
     let x = |b: usize| a.qs.as_ptr().add(b * C * QK);
     let mut facc = [_mm512_setzero_ps(); C];

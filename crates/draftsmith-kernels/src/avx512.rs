@@ -33,12 +33,29 @@ macro_rules! bcast4 {
     };
 }
 
+/// Most activation rows of one of these kernels' tiles: 8 rows × a few accumulators and
+/// temporaries fill AVX-512's 32 registers.
+pub(crate) const WIDTH: usize = 8;
+
 /// One kernel: a packed row group × one packed activation tile, into a [`TileOut`].
 pub(crate) type Kernel = unsafe fn(&Group<'_>, &PackedTile<'_>, &mut TileOut);
 
 /// `$kernel` (generic over the tile's rows `C`, and over `$k` if given) for tiles of `$cn` rows
-/// (1 ..= 8), as a [`Kernel`].
+/// (1 ..= 8; with `wide`, 1 ..= 16), as a [`Kernel`].
 macro_rules! kernel_width {
+    (wide $cn:expr, $kernel:ident $(, $k:expr)?) => {
+        match $cn {
+            9 => $kernel::<9 $(, { $k })?> as crate::avx512::Kernel,
+            10 => $kernel::<10 $(, { $k })?>,
+            11 => $kernel::<11 $(, { $k })?>,
+            12 => $kernel::<12 $(, { $k })?>,
+            13 => $kernel::<13 $(, { $k })?>,
+            14 => $kernel::<14 $(, { $k })?>,
+            15 => $kernel::<15 $(, { $k })?>,
+            16 => $kernel::<16 $(, { $k })?>,
+            cn => crate::avx512::kernel_width!(cn, $kernel $(, $k)?),
+        }
+    };
     ($cn:expr, $kernel:ident $(, $k:expr)?) => {
         match $cn {
             1 => $kernel::<1 $(, { $k })?> as crate::avx512::Kernel,
@@ -54,19 +71,25 @@ macro_rules! kernel_width {
 }
 pub(crate) use kernel_width;
 
-/// The kernel for format `$f` and tiles of `$cn` rows among a path's three (`$q8_0`,
-/// `$nibbles` — generic over the [`nib`] kind too — and `$q6_k`).
+/// The kernel for format `$f` and tiles of `$cn` rows (with `wide`: up to 16) among a path's
+/// three (`$q8_0`, `$nibbles` — generic over the [`nib`] kind too — and `$q6_k`).
 macro_rules! kernel_for {
-    ($f:expr, $cn:expr, $q8_0:ident, $nibbles:ident, $q6_k:ident) => {
+    (wide $f:expr, $cn:expr, $q8_0:ident, $nibbles:ident, $q6_k:ident) => {
+        crate::avx512::kernel_for!(@ (wide) $f, $cn, $q8_0, $nibbles, $q6_k)
+    };
+    (@ ($($wide:tt)?) $f:expr, $cn:expr, $q8_0:ident, $nibbles:ident, $q6_k:ident) => {
         match $f {
-            QFormat::Q8_0 => crate::avx512::kernel_width!($cn, $q8_0),
-            QFormat::Q4_0 => crate::avx512::kernel_width!($cn, $nibbles, nib::Q4_0),
-            QFormat::Q5_0 => crate::avx512::kernel_width!($cn, $nibbles, nib::Q5_0),
-            QFormat::Q5K => crate::avx512::kernel_width!($cn, $nibbles, nib::Q5K),
-            QFormat::Q4_1 => crate::avx512::kernel_width!($cn, $nibbles, nib::Q4_1),
-            QFormat::Q4K => crate::avx512::kernel_width!($cn, $nibbles, nib::Q4K),
-            QFormat::Q6K => crate::avx512::kernel_width!($cn, $q6_k),
+            QFormat::Q8_0 => crate::avx512::kernel_width!($($wide)? $cn, $q8_0),
+            QFormat::Q4_0 => crate::avx512::kernel_width!($($wide)? $cn, $nibbles, nib::Q4_0),
+            QFormat::Q5_0 => crate::avx512::kernel_width!($($wide)? $cn, $nibbles, nib::Q5_0),
+            QFormat::Q5K => crate::avx512::kernel_width!($($wide)? $cn, $nibbles, nib::Q5K),
+            QFormat::Q4_1 => crate::avx512::kernel_width!($($wide)? $cn, $nibbles, nib::Q4_1),
+            QFormat::Q4K => crate::avx512::kernel_width!($($wide)? $cn, $nibbles, nib::Q4K),
+            QFormat::Q6K => crate::avx512::kernel_width!($($wide)? $cn, $q6_k),
         }
+    };
+    ($f:expr, $cn:expr, $q8_0:ident, $nibbles:ident, $q6_k:ident) => {
+        crate::avx512::kernel_for!(@ () $f, $cn, $q8_0, $nibbles, $q6_k)
     };
 }
 pub(crate) use kernel_for;
@@ -79,7 +102,7 @@ pub(crate) use kernel_for;
 /// The CPU must support AVX-512 F/BW/VL/VNNI, AVX2, FMA and F16C.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
 pub(crate) unsafe fn tile_packed(f: QFormat, w: Group<'_>, a: PackedTile<'_>, out: &mut TileOut) {
-    check_packed(f, w, a, crate::dispatch::TILE);
+    check_packed(f, w, a, WIDTH);
     kernel_for!(f, a.cn, q8_0_packed, nibbles_packed, q6_k_packed)(&w, &a, out)
 }
 
@@ -101,7 +124,7 @@ pub(crate) unsafe fn groups_packed(
     out: &OutPtr<'_>,
 ) {
     let kernel = kernel_for!(m.format(), a.cn, q8_0_packed, nibbles_packed, q6_k_packed);
-    each(m, groups, &[(a, c0, kernel)], out);
+    each(m, groups, &[(a, c0, kernel)], WIDTH, out);
 }
 
 /// [`groups_packed`] for several activation tiles (each with its first row): group by group,
@@ -121,11 +144,11 @@ pub(crate) unsafe fn groups_tiles(
     let f = m.format();
     let tiles: Vec<_> =
         tiles.iter().map(|&(a, c0)| (a, c0, kernel_for!(f, a.cn, q8_0_packed, nibbles_packed, q6_k_packed))).collect();
-    each(m, groups, &tiles, out);
+    each(m, groups, &tiles, WIDTH, out);
 }
 
-/// Runs each tile's kernel on row groups `groups` of `m` against its packed activation tile
-/// (its rows `c0 ..`), group by group (every tile on a group before the next group), copying
+/// Runs each tile's kernel (for tiles of at most `width` rows) on row groups `groups` of `m`
+/// against its packed activation tile (its rows `c0 ..`), group by group (every tile on a group before the next group), copying
 /// each group's results into `out` (the loop of [`groups_packed`], [`groups_tiles`] and of
 /// `crate::amx::groups_packed`). The next group is prefetched during the first tile's product.
 ///
@@ -136,6 +159,7 @@ pub(crate) unsafe fn each(
     m: &QMatrix,
     groups: std::ops::Range<usize>,
     tiles: &[(PackedTile<'_>, usize, Kernel)],
+    width: usize,
     out: &OutPtr<'_>,
 ) {
     if groups.is_empty() {
@@ -145,7 +169,7 @@ pub(crate) unsafe fn each(
     // Every group of a matrix has the same shape: one check per tile covers the range.
     let (quants, scales) = m.group(groups.start);
     for &(a, _, _) in tiles {
-        check_packed(m.format(), Group { quants, scales, next: empty }, a, crate::dispatch::TILE);
+        check_packed(m.format(), Group { quants, scales, next: empty }, a, width);
     }
     let rows = m.rows();
     let mut tile: TileOut = [[0.0; GROUP]; crate::dispatch::TILE];

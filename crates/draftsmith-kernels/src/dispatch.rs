@@ -11,7 +11,7 @@ use crate::{QFormat, QMatrix};
 
 /// Most activation rows processed together against one loaded weight tile (the widest
 /// [`KernelPath::tile_width`]).
-pub(crate) const TILE: usize = 8;
+pub(crate) const TILE: usize = 16;
 /// Below this many multiply-adds a `matmul` runs on the calling thread: starting and joining the
 /// kernel pool's spinning workers costs about a microsecond, which 2^15 MACs take on one core.
 pub(crate) const INLINE_MACS: usize = 1 << 15;
@@ -84,10 +84,11 @@ impl KernelPath {
     /// (`scalar`, `avx2`, `avx512vnni`, `amx`) when set to a supported path. Cached after the
     /// first call.
     ///
-    /// [`KernelPath::Amx`] is never chosen by itself: on the one AMX machine measured (a
-    /// 16-core Xeon host of an H200, session 30) its products of 2–64 rows took 0–45 % longer
-    /// than AVX-512 VNNI's, because each block of 32 values still needs its sums stored, reloaded
-    /// and scaled on the vector unit (`eval/results/session30-amx/`).
+    /// [`KernelPath::Amx`] is never chosen by itself: on the AMX machines measured (a 16-core
+    /// Xeon host of an H200, session 30; a 2-core Xeon, session 41) its products of 2–8 rows
+    /// took 25–55 % longer than AVX-512 VNNI's and those of 16–64 rows as long or up to 10 %
+    /// longer, because each block of 32 values still needs its sums stored, reloaded and scaled
+    /// on the vector unit (`eval/results/session30-amx/`, `eval/results/session41-xeon-amx/`).
     pub fn detect() -> Self {
         static PATH: OnceLock<KernelPath> = OnceLock::new();
         *PATH.get_or_init(|| {
@@ -106,8 +107,9 @@ impl KernelPath {
 
     /// Activation rows per kernel call: AVX-512 has 32 vector registers, the others 16.
     pub(crate) fn tile_width(self) -> usize {
-        match self.vector() {
-            KernelPath::Avx512Vnni => 8,
+        match self {
+            KernelPath::Amx => TILE,
+            KernelPath::Avx512Vnni => crate::avx512::WIDTH,
             _ => 4,
         }
     }
@@ -279,11 +281,15 @@ fn compute(m: &QMatrix, path: KernelPath, act: &impl ActTiles, range: Range<usiz
         }
     }
     #[cfg(target_arch = "x86_64")]
-    if path == KernelPath::Avx512Vnni {
-        // Several tiles (9 rows or more: long drafts, prefill).
+    if matches!(path, KernelPath::Avx512Vnni | KernelPath::Amx) {
+        // Several tiles (long drafts, prefill).
         let tiles: Vec<_> = (0..act.tiles().len()).map(|i| (act.packed_tile(i), act.tiles()[i].0)).collect();
-        // SAFETY: as above.
-        return unsafe { crate::avx512::groups_tiles(m, range, &tiles, out) };
+        return match path {
+            // SAFETY: as above.
+            KernelPath::Amx => unsafe { crate::amx::groups_tiles(m, range, &tiles, out) },
+            // SAFETY: as above.
+            _ => unsafe { crate::avx512::groups_tiles(m, range, &tiles, out) },
+        };
     }
     let rows = m.rows();
     let mut tile: TileOut = [[0.0; GROUP]; TILE];
