@@ -26,7 +26,7 @@
 //!
 //! Still not faster than [`crate::avx512`] on the AMX machines measured (session 30, a 16-core
 //! Xeon; session 41, a 2-core Xeon with AMX: `eval/results/session41-xeon-amx/`): 2–8 rows
-//! 25–55 % slower, 16–64 rows level to 10 % slower. With GGUF's scale per 32 values, each
+//! 25–55 % slower, 16–64 rows level to 12 % slower. With GGUF's scale per 32 values, each
 //! block's sums must leave the tile unit (`tilestored`), come back into vector registers and be
 //! converted, scaled and added there — four vector operations per activation row and block —
 //! and on those machines the tile instructions did not overlap with that vector work: a

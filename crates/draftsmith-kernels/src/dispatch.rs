@@ -86,7 +86,7 @@ impl KernelPath {
     ///
     /// [`KernelPath::Amx`] is never chosen by itself: on the AMX machines measured (a 16-core
     /// Xeon host of an H200, session 30; a 2-core Xeon, session 41) its products of 2–8 rows
-    /// took 25–55 % longer than AVX-512 VNNI's and those of 16–64 rows as long or up to 10 %
+    /// took 25–55 % longer than AVX-512 VNNI's and those of 16–64 rows as long or up to 12 %
     /// longer, because each block of 32 values still needs its sums stored, reloaded and scaled
     /// on the vector unit (`eval/results/session30-amx/`, `eval/results/session41-xeon-amx/`).
     pub fn detect() -> Self {
