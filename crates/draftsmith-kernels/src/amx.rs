@@ -391,8 +391,8 @@ unsafe fn q8_0<const C: usize>(w: &Group<'_>, a: &PackedTile<'_>, out: &mut Tile
 /// A nibble format's group ([`nib`] kind `N`) × `C` packed activation rows.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
 unsafe fn nibbles<const C: usize, const N: u8>(w: &Group<'_>, a: &PackedTile<'_>, out: &mut TileOut) {
-    configure(nib::format(N), C);
     let f = nib::format(N);
+    configure(f, C);
     let tb = tile_bytes(f);
     let x = |b: usize| a.qs.as_ptr().add(b * C * QK);
     let mut facc = [_mm512_setzero_ps(); C];

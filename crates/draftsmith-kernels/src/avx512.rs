@@ -148,9 +148,10 @@ pub(crate) unsafe fn groups_tiles(
 }
 
 /// Runs each tile's kernel (for tiles of at most `width` rows) on row groups `groups` of `m`
-/// against its packed activation tile (its rows `c0 ..`), group by group (every tile on a group before the next group), copying
-/// each group's results into `out` (the loop of [`groups_packed`], [`groups_tiles`] and of
-/// `crate::amx::groups_packed`). The next group is prefetched during the first tile's product.
+/// against its packed activation tile (its rows `c0 ..`), group by group (every tile on a group
+/// before the next group), copying each group's results into `out` (the loop of
+/// [`groups_packed`], [`groups_tiles`] and of `crate::amx`'s). The next group is prefetched
+/// during the first tile's product.
 ///
 /// # Safety
 /// As [`groups_packed`], and each kernel must be for `m`'s format and its tile's rows.

@@ -105,7 +105,8 @@ impl KernelPath {
         })
     }
 
-    /// Activation rows per kernel call: AVX-512 has 32 vector registers, the others 16.
+    /// Activation rows per kernel call: AVX-512 has 32 vector registers, the others 16; an AMX
+    /// tile holds 16 rows.
     pub(crate) fn tile_width(self) -> usize {
         match self {
             KernelPath::Amx => TILE,
