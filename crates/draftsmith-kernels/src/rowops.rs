@@ -13,6 +13,12 @@ fn simd() -> bool {
     KernelPath::detect() != KernelPath::Scalar
 }
 
+/// Whether the kernel path has AVX-512 (16-lane forms of the same per-element arithmetic).
+#[inline]
+fn wide() -> bool {
+    KernelPath::detect().vector() == KernelPath::Avx512Vnni
+}
+
 /// `out[r] = x[r] / sqrt(mean(x[r]²) + eps) · w` for every row `r` of `x` (`[n, w.len()]`).
 pub fn rms_norm(x: &[f32], w: &[f32], eps: f32, out: &mut [f32]) {
     let d = w.len();
@@ -81,8 +87,14 @@ pub fn softmax_numerators(x: &mut [f32]) -> f32 {
     let max = row_max(x);
     #[cfg(target_arch = "x86_64")]
     if simd() {
-        // SAFETY: AVX2 and FMA are available (`simd`).
-        let acc = unsafe { avx2::exp_shifted(x, max) };
+        // SAFETY: AVX2 and FMA (and with `wide()` AVX-512 F) are available.
+        let acc = unsafe {
+            if wide() {
+                avx2::exp_shifted_wide(x, max)
+            } else {
+                avx2::exp_shifted(x, max)
+            }
+        };
         let tail: f32 = x[x.len() / 8 * 8..].iter().sum();
         return reduce8(acc) + tail;
     }
@@ -193,6 +205,50 @@ mod avx2 {
         let mut lanes = [0.0f32; 8];
         // SAFETY: `lanes` holds 8 values.
         unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), acc) };
+        lanes
+    }
+
+    /// [`exp8`] on sixteen lanes: the same operations per lane, so the same bits.
+    #[target_feature(enable = "avx2,fma,avx512f")]
+    fn exp16(v: __m512) -> __m512 {
+        let v = _mm512_max_ps(_mm512_min_ps(v, _mm512_set1_ps(88.0)), _mm512_set1_ps(-87.336_55));
+        let n = _mm512_roundscale_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(_mm512_mul_ps(
+            v,
+            _mm512_set1_ps(std::f32::consts::LOG2_E),
+        ));
+        let r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693_359_4), v);
+        let r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.121_944_4e-4), r);
+        let mut y = _mm512_set1_ps(1.987_569_1e-4);
+        for c in [1.398_199_9e-3, 8.333_452e-3, 4.166_579_6e-2, 1.666_666_5e-1, 5.0e-1] {
+            y = _mm512_fmadd_ps(y, r, _mm512_set1_ps(c));
+        }
+        let y = _mm512_add_ps(_mm512_fmadd_ps(y, _mm512_mul_ps(r, r), r), _mm512_set1_ps(1.0));
+        let bits = _mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127));
+        _mm512_mul_ps(y, _mm512_castsi512_ps(_mm512_slli_epi32::<23>(bits)))
+    }
+
+    /// [`exp_shifted`] sixteen values at a time ([`exp16`]: the same bits per element); the lane
+    /// sums still add each 8-value chunk in order (the low half, then the high half), so they
+    /// are [`exp_shifted`]'s too. An odd last chunk and the tail go through it.
+    #[target_feature(enable = "avx2,fma,avx512f")]
+    pub(super) unsafe fn exp_shifted_wide(x: &mut [f32], shift: f32) -> [f32; 8] {
+        let s = _mm512_set1_ps(shift);
+        let mut acc = _mm256_setzero_ps();
+        let wide = x.len() / 16 * 16;
+        for c in x[..wide].chunks_exact_mut(16) {
+            // SAFETY: `c` holds 16 values.
+            unsafe {
+                let e = exp16(_mm512_sub_ps(_mm512_loadu_ps(c.as_ptr()), s));
+                _mm512_storeu_ps(c.as_mut_ptr(), e);
+                acc = _mm256_add_ps(acc, _mm512_castps512_ps256(e));
+                acc = _mm256_add_ps(acc, _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(e))));
+            }
+        }
+        // SAFETY: the same CPU features.
+        let rest = unsafe { exp_shifted(&mut x[wide..], shift) };
+        let mut lanes = [0.0f32; 8];
+        // SAFETY: `lanes` holds 8 values.
+        unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), _mm256_add_ps(acc, _mm256_loadu_ps(rest.as_ptr()))) };
         lanes
     }
 

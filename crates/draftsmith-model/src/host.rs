@@ -324,7 +324,8 @@ fn simd_available() -> bool {
     KernelPath::detect() != KernelPath::Scalar
 }
 
-/// Whether that path has AVX-512 (32 vector registers: the three-row attention kernels).
+/// Whether that path has AVX-512 (16-lane vectors and 32 registers: the attention kernels that
+/// serve up to three query rows per pass, two keys per vector in the scores).
 #[inline]
 fn wide_available() -> bool {
     KernelPath::detect().vector() == KernelPath::Avx512Vnni
@@ -875,43 +876,24 @@ fn quant_scores<'q>(
 fn scores<T: KvElem, K: Keys>(qs: &[f32], keys: &[T], visible: K, sh: &AttendShape, out: &mut [f32], stride: usize) {
     #[cfg(target_arch = "x86_64")]
     if sh.wide && matches!(sh.head_dim, 64 | 128) {
-        // Three query rows per pass over the keys (32 vector registers hold their 24
-        // accumulators); the remaining rows one at a time. The same arithmetic per pair.
+        // Up to three query rows per pass over the keys, two keys per 16-lane vector; the same
+        // arithmetic per pair as the one-row 8-lane form.
         let hd = sh.head_dim;
         let rows = qs.len() / hd;
-        let full = rows / 3 * 3;
-        for r0 in (0..full).step_by(3) {
-            let (q3, o3) = (&qs[r0 * hd..(r0 + 3) * hd], &mut out[r0 * stride..]);
-            // SAFETY: AVX-512 F/VL, AVX2 and FMA are available (`wide`); the kernel checks its bounds.
-            unsafe {
-                match hd {
-                    64 => scores3_wide::<T, K, 8>(q3, keys, visible, sh.scale, (o3, stride), sh.prefetch),
-                    _ => scores3_wide::<T, K, 16>(q3, keys, visible, sh.scale, (o3, stride), sh.prefetch),
+        let mut r0 = 0;
+        while r0 < rows {
+            let (q, o) = (&qs[r0 * hd..], &mut out[r0 * stride..]);
+            // SAFETY: AVX-512 F/VL, AVX2, FMA and F16C are available (`wide`); the kernel checks its bounds.
+            r0 += unsafe {
+                match (hd, rows - r0) {
+                    (64, 1) => scores_pairs_zmm::<T, K, 1, 8>(q, keys, visible, sh.scale, (o, stride), sh.prefetch),
+                    (64, 2) => scores_pairs_zmm::<T, K, 2, 8>(q, keys, visible, sh.scale, (o, stride), sh.prefetch),
+                    (64, _) => scores_pairs_zmm::<T, K, 3, 8>(q, keys, visible, sh.scale, (o, stride), sh.prefetch),
+                    (_, 1) => scores_pairs_zmm::<T, K, 1, 16>(q, keys, visible, sh.scale, (o, stride), sh.prefetch),
+                    (_, 2) => scores_pairs_zmm::<T, K, 2, 16>(q, keys, visible, sh.scale, (o, stride), sh.prefetch),
+                    _ => scores_pairs_zmm::<T, K, 3, 16>(q, keys, visible, sh.scale, (o, stride), sh.prefetch),
                 }
-            }
-        }
-        if full < rows {
-            // SAFETY: as below.
-            unsafe {
-                match hd {
-                    64 => scores_avx2::<T, K, 8>(
-                        &qs[full * hd..],
-                        keys,
-                        visible,
-                        sh.scale,
-                        (&mut out[full * stride..], stride),
-                        sh.prefetch,
-                    ),
-                    _ => scores_avx2::<T, K, 16>(
-                        &qs[full * hd..],
-                        keys,
-                        visible,
-                        sh.scale,
-                        (&mut out[full * stride..], stride),
-                        sh.prefetch,
-                    ),
-                }
-            }
+            };
         }
         return;
     }
@@ -937,8 +919,9 @@ fn scores<T: KvElem, K: Keys>(qs: &[f32], keys: &[T], visible: K, sh: &AttendSha
 }
 
 /// [`weighted_sum`] for every row of `o` (`[rows, head_dim]`), row `r`'s weights at
-/// `w[r · stride ..]`: with AVX-512 F/VL, three rows per pass over the values (each value row
-/// read once for the three), the same FMA per element and key, in the same order.
+/// `w[r · stride ..]`: with AVX-512 F/VL, up to three rows per pass over the values in 16-lane
+/// vectors (each value row read once for the three), the same FMA per element and key, in the
+/// same order.
 fn weighted_sums<T: KvElem, K: Keys>(
     values: &[T],
     visible: K,
@@ -952,27 +935,20 @@ fn weighted_sums<T: KvElem, K: Keys>(
     let mut r0 = 0;
     #[cfg(target_arch = "x86_64")]
     if sh.wide && matches!(hd, 64 | 128) {
-        while r0 + 3 <= rows {
+        while r0 < rows {
+            let (w, o) = (&w[r0 * stride..], &mut o[r0 * hd..]);
             // SAFETY: AVX-512 F/VL, AVX2 and FMA are available (`wide`); the kernel checks its bounds.
-            unsafe {
-                match hd {
-                    64 => weighted_sum3_wide::<T, K, 8>(
-                        values,
-                        visible,
-                        (&w[r0 * stride..], stride),
-                        &mut o[r0 * hd..(r0 + 3) * hd],
-                        sh.prefetch,
-                    ),
-                    _ => weighted_sum3_wide::<T, K, 16>(
-                        values,
-                        visible,
-                        (&w[r0 * stride..], stride),
-                        &mut o[r0 * hd..(r0 + 3) * hd],
-                        sh.prefetch,
-                    ),
+            let done = unsafe {
+                match (hd, rows - r0) {
+                    (64, 1) => weighted_sums_zmm::<T, K, 1, 4>(values, visible, (w, stride), o, sh.prefetch),
+                    (64, 2) => weighted_sums_zmm::<T, K, 2, 4>(values, visible, (w, stride), o, sh.prefetch),
+                    (64, _) => weighted_sums_zmm::<T, K, 3, 4>(values, visible, (w, stride), o, sh.prefetch),
+                    (_, 1) => weighted_sums_zmm::<T, K, 1, 8>(values, visible, (w, stride), o, sh.prefetch),
+                    (_, 2) => weighted_sums_zmm::<T, K, 2, 8>(values, visible, (w, stride), o, sh.prefetch),
+                    _ => weighted_sums_zmm::<T, K, 3, 8>(values, visible, (w, stride), o, sh.prefetch),
                 }
-            }
-            r0 += 3;
+            };
+            r0 += done;
         }
     }
     for r in r0..rows {
@@ -1210,98 +1186,147 @@ fn rows_in_bounds<K: Keys>(visible: K, d: usize, len: usize) -> bool {
     visible.last().is_none_or(|j| (j + 1) * d <= len)
 }
 
-/// [`scores_avx2`] for three query rows at once (`qs` = `[3, C·8]`, row `r` into
-/// `out[r · stride + idx]`): each key chunk is loaded once for the three rows; per pair the same
-/// FMA sequence and the same eight-key reduction.
+/// [`scores_avx2`] for `R` rows at once with 16-lane vectors, two keys per vector (`qs` =
+/// `[R, C·8]`, row `r` into `out[r · stride + idx]`): keys go eight at a time, as four pairs whose
+/// chunks share a 16-lane register (a key's chunk `c` in the low half, the next key's in the high
+/// half, each row's chunk `c` in both halves), so one FMA advances two keys' accumulators by the
+/// same operations the 8-lane kernel applies to each; the halves are then split out and reduced
+/// by [`reduce_eight_keys`], so every score has the bits of the one-pair form (which handles the
+/// remainder). Returns `R`.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl")]
-unsafe fn scores3_wide<T: KvElem, K: Keys, const C: usize>(
+unsafe fn scores_pairs_zmm<T: KvElem, K: Keys, const R: usize, const C: usize>(
     qs: &[f32],
     keys: &[T],
     visible: K,
     scale: f32,
     (out, stride): (&mut [f32], usize),
     prefetch: bool,
-) {
+) -> usize {
     use std::arch::x86_64::*;
     let d = C * 8;
     let m = visible.len();
-    assert!(qs.len() == 3 * d && out.len() >= 2 * stride + m && rows_in_bounds(visible, d, keys.len()));
+    assert!(qs.len() >= R * d && out.len() >= (R - 1) * stride + m && rows_in_bounds(visible, d, keys.len()));
     let full = m / 8 * 8;
     for base in (0..full).step_by(8) {
-        let mut acc = [[_mm256_setzero_ps(); 8]; 3];
+        let mut acc = [[_mm512_setzero_ps(); 4]; R];
         // SAFETY (all loads and stores): key rows, the rows of `qs` and `out` are in bounds (asserted).
         let kp: [*const T; 8] = std::array::from_fn(|k| unsafe { keys.as_ptr().add(visible.at(base + k) * d) });
         prefetch_ahead(prefetch, kp[0], 8 * d * std::mem::size_of::<T>() / 64);
         for c in 0..C {
-            let q: [__m256; 3] = std::array::from_fn(|r| unsafe { _mm256_loadu_ps(qs.as_ptr().add(r * d + c * 8)) });
-            for (k, p) in kp.iter().enumerate() {
-                let kv = unsafe { load8(p.add(c * 8)) };
-                for r in 0..3 {
-                    acc[r][k] = _mm256_fmadd_ps(q[r], kv, acc[r][k]);
+            let q: [__m512; R] = std::array::from_fn(|r| {
+                let h = unsafe { _mm256_loadu_ps(qs.as_ptr().add(r * d + c * 8)) };
+                _mm512_castpd_ps(_mm512_broadcast_f64x4(_mm256_castps_pd(h)))
+            });
+            for p in 0..4 {
+                let kv = unsafe { load8_pair(kp[2 * p].add(c * 8), kp[2 * p + 1].add(c * 8)) };
+                for r in 0..R {
+                    acc[r][p] = _mm512_fmadd_ps(q[r], kv, acc[r][p]);
                 }
             }
         }
         for (r, a) in acc.iter().enumerate() {
-            unsafe { _mm256_storeu_ps(out.as_mut_ptr().add(r * stride + base), reduce_eight_keys(a, scale)) };
+            let halves: [__m256; 8] = std::array::from_fn(|k| {
+                let v = a[k / 2];
+                if k % 2 == 0 {
+                    _mm512_castps512_ps256(v)
+                } else {
+                    _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(v)))
+                }
+            });
+            unsafe { _mm256_storeu_ps(out.as_mut_ptr().add(r * stride + base), reduce_eight_keys(&halves, scale)) };
         }
     }
     if full < m {
-        for r in 0..3 {
-            // SAFETY: the same CPU features; `scores_avx2` checks its bounds.
-            unsafe {
-                scores_avx2::<T, K, C>(
-                    &qs[r * d..(r + 1) * d],
-                    keys,
-                    visible.skip(full),
-                    scale,
-                    (&mut out[r * stride + full..], stride),
-                    prefetch,
-                )
-            };
+        // SAFETY: the same CPU features; `scores_avx2` checks its bounds.
+        unsafe {
+            scores_avx2::<T, K, C>(&qs[..R * d], keys, visible.skip(full), scale, (&mut out[full..], stride), prefetch)
+        };
+    }
+    R
+}
+
+/// Eight cache elements at `lo` and eight at `hi` as one 16-lane f32 vector (`lo` in the low
+/// half), widened exactly.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,f16c,avx512f")]
+#[inline]
+unsafe fn load8_pair<T: KvElem>(lo: *const T, hi: *const T) -> std::arch::x86_64::__m512 {
+    use std::arch::x86_64::*;
+    // SAFETY: the caller guarantees eight elements at `lo` and at `hi`.
+    unsafe {
+        if T::F16 {
+            let h = _mm256_inserti128_si256::<1>(
+                _mm256_castsi128_si256(_mm_loadu_si128(lo.cast())),
+                _mm_loadu_si128(hi.cast()),
+            );
+            _mm512_cvtph_ps(h)
+        } else {
+            let l = _mm512_castpd256_pd512(_mm256_castps_pd(_mm256_loadu_ps(lo.cast())));
+            _mm512_castpd_ps(_mm512_insertf64x4::<1>(l, _mm256_castps_pd(_mm256_loadu_ps(hi.cast()))))
         }
     }
 }
 
-/// [`weighted_sum_avx2`] for three rows at once (`w`: row `r` at `w[r · stride ..]`; `o`:
-/// `[3, C·8]`): the head is walked eight chunks at a time, each value chunk loaded once for the
-/// three rows; per element the same FMA per key, in key order.
+/// [`weighted_sum_avx2`] for `R` rows at once with 16-lane vectors (`w`: row `r` at
+/// `w[r · stride ..]`; `o`: at least `[R, Z·16]`, of which the first `R` rows are summed into;
+/// returns `R`): each value row is loaded once for the `R` rows, and every output element still
+/// takes one FMA per key, in key order — the same arithmetic per element as the 8-lane kernels,
+/// whatever the vector width (an element's sum never mixes lanes), with half their instructions.
+/// `R · Z` ≤ 24 accumulators stay in registers.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl")]
-unsafe fn weighted_sum3_wide<T: KvElem, K: Keys, const C: usize>(
+unsafe fn weighted_sums_zmm<T: KvElem, K: Keys, const R: usize, const Z: usize>(
     values: &[T],
     visible: K,
     (w, stride): (&[f32], usize),
     o: &mut [f32],
     prefetch: bool,
-) {
+) -> usize {
     use std::arch::x86_64::*;
-    let d = C * 8;
+    let d = Z * 16;
     let m = visible.len();
-    assert!(o.len() == 3 * d && w.len() >= 2 * stride + m && rows_in_bounds(visible, d, values.len()));
-    // Eight chunks (64 elements) per pass: 24 accumulators, one value chunk and the three
-    // weights in registers, so a 64-wide head walks its values once.
-    for c0 in (0..C).step_by(8) {
-        // SAFETY (all loads and stores): `o` holds 3·d floats, every visible value row d floats,
-        // and row r's weights are in bounds (asserted); C is a multiple of 8.
-        let mut acc: [[__m256; 8]; 3] = std::array::from_fn(|r| {
-            std::array::from_fn(|c| unsafe { _mm256_loadu_ps(o.as_ptr().add(r * d + (c0 + c) * 8)) })
-        });
-        for idx in 0..m {
-            let vp = unsafe { values.as_ptr().add(visible.at(idx) * d + c0 * 8) };
-            prefetch_ahead(prefetch, vp, 64 * std::mem::size_of::<T>() / 64);
-            let p: [__m256; 3] = std::array::from_fn(|r| _mm256_set1_ps(unsafe { *w.get_unchecked(r * stride + idx) }));
-            for c in 0..8 {
-                let v = unsafe { load8(vp.add(c * 8)) };
-                for (a, &pr) in acc.iter_mut().zip(&p) {
-                    a[c] = _mm256_fmadd_ps(pr, v, a[c]);
-                }
+    assert!(
+        R * Z <= 24
+            && o.len() >= R * d
+            && (m == 0 || w.len() >= (R - 1) * stride + m)
+            && rows_in_bounds(visible, d, values.len())
+    );
+    // SAFETY (all loads and stores): `o` holds R·d floats, every visible value row d floats,
+    // and row r's weights are in bounds (asserted).
+    let mut acc: [[__m512; Z]; R] =
+        std::array::from_fn(|r| std::array::from_fn(|z| unsafe { _mm512_loadu_ps(o.as_ptr().add(r * d + z * 16)) }));
+    for idx in 0..m {
+        let vp = unsafe { values.as_ptr().add(visible.at(idx) * d) };
+        prefetch_ahead(prefetch, vp, d * std::mem::size_of::<T>() / 64);
+        let p: [__m512; R] = std::array::from_fn(|r| _mm512_set1_ps(unsafe { *w.get_unchecked(r * stride + idx) }));
+        for z in 0..Z {
+            let v = unsafe { load16(vp.add(z * 16)) };
+            for (a, &pr) in acc.iter_mut().zip(&p) {
+                a[z] = _mm512_fmadd_ps(pr, v, a[z]);
             }
         }
-        for (r, a) in acc.iter().enumerate() {
-            for (c, x) in a.iter().enumerate() {
-                unsafe { _mm256_storeu_ps(o.as_mut_ptr().add(r * d + (c0 + c) * 8), *x) };
-            }
+    }
+    for (r, a) in acc.iter().enumerate() {
+        for (z, x) in a.iter().enumerate() {
+            unsafe { _mm512_storeu_ps(o.as_mut_ptr().add(r * d + z * 16), *x) };
+        }
+    }
+    R
+}
+
+/// Sixteen cache elements at `p` as f32: a plain load, or `vcvtph2ps` of sixteen halves (exact).
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,f16c,avx512f")]
+#[inline]
+unsafe fn load16<T: KvElem>(p: *const T) -> std::arch::x86_64::__m512 {
+    use std::arch::x86_64::*;
+    // SAFETY: the caller guarantees sixteen elements at `p`.
+    unsafe {
+        if T::F16 {
+            _mm512_cvtph_ps(_mm256_loadu_si256(p.cast()))
+        } else {
+            _mm512_loadu_ps(p.cast())
         }
     }
 }
