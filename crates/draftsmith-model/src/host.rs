@@ -1226,15 +1226,7 @@ unsafe fn scores_pairs_zmm<T: KvElem, K: Keys, const R: usize, const C: usize>(
             }
         }
         for (r, a) in acc.iter().enumerate() {
-            let halves: [__m256; 8] = std::array::from_fn(|k| {
-                let v = a[k / 2];
-                if k % 2 == 0 {
-                    _mm512_castps512_ps256(v)
-                } else {
-                    _mm256_castpd_ps(_mm512_extractf64x4_pd::<1>(_mm512_castps_pd(v)))
-                }
-            });
-            unsafe { _mm256_storeu_ps(out.as_mut_ptr().add(r * stride + base), reduce_eight_keys(&halves, scale)) };
+            unsafe { _mm256_storeu_ps(out.as_mut_ptr().add(r * stride + base), reduce_eight_key_pairs(a, scale)) };
         }
     }
     if full < m {
@@ -1244,6 +1236,28 @@ unsafe fn scores_pairs_zmm<T: KvElem, K: Keys, const R: usize, const C: usize>(
         };
     }
     R
+}
+
+/// [`reduce_eight_keys`] for eight keys held in pairs (`acc[p]`: key `2p`'s eight lanes, then key
+/// `2p + 1`'s), in 16-lane operations: per key its lanes `l` and `l + 4` first, then the two
+/// pairs of those sums, then their sum — the same additions in the same order, so the same bits.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma,avx512f")]
+#[inline]
+fn reduce_eight_key_pairs(acc: &[std::arch::x86_64::__m512; 4], scale: f32) -> std::arch::x86_64::__m256 {
+    use std::arch::x86_64::*;
+    // Per key t = low quarter + high quarter, four keys a vector: [t0 t1 t2 t3], [t4 t5 t6 t7].
+    let t =
+        |x: __m512, y: __m512| _mm512_add_ps(_mm512_shuffle_f32x4::<0x88>(x, y), _mm512_shuffle_f32x4::<0xDD>(x, y));
+    let sums = |t: __m512| {
+        // (t.0 + t.1) and (t.2 + t.3), then their sum, in lane 0 of each key's quarter.
+        let z = _mm512_add_ps(t, _mm512_permute_ps::<0b10_11_00_01>(t));
+        _mm512_add_ps(z, _mm512_permute_ps::<0b01_00_11_10>(z))
+    };
+    let (lo, hi) = (sums(t(acc[0], acc[1])), sums(t(acc[2], acc[3])));
+    let at = _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 0, 0, 0, 0, 0, 0, 0, 0);
+    let v = _mm512_castps512_ps256(_mm512_permutex2var_ps(lo, at, hi));
+    _mm256_mul_ps(_mm256_add_ps(v, _mm256_setzero_ps()), _mm256_set1_ps(scale))
 }
 
 /// Eight cache elements at `lo` and eight at `hi` as one 16-lane f32 vector (`lo` in the low
