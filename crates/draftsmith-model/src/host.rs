@@ -653,10 +653,13 @@ fn attend_unit<T: KvElem>(
     };
     let values = &values[kv];
     draftsmith_kernels::pool::with_thread_scratch(&UNIT_SCRATCH, |s: &mut UnitScratch| {
-        s.prepare(tokens.clone(), visibility, width);
+        s.prepare(tokens.clone(), visibility, width, hd);
         let first = heads.start;
-        let qs = |i: usize| &q[(i * sh.heads + first) * hd..][..width * hd];
-        unit_body(qs, keys, values, sh, heads, tokens, s, dst);
+        s.queries.clear();
+        for i in tokens.clone() {
+            s.queries.extend_from_slice(&q[(i * sh.heads + first) * hd..][..width * hd]);
+        }
+        unit_body(keys, values, sh, heads, tokens, s, dst);
     });
 }
 
@@ -688,39 +691,46 @@ impl RowKeys {
 
 /// Per-thread buffers of [`attend_unit`], reused between calls (a decoding step makes a few
 /// dozen attention calls per layer stack, each of which would otherwise allocate its lists).
+/// A unit's query rows are its tokens' heads in order (`token · width + head`), each with its
+/// scores at `weights[row · stride ..]` and its output accumulators at `acc[row · head_dim ..]`,
+/// so the rows of several tokens can share one kernel call.
 #[derive(Default)]
 struct UnitScratch {
     rows: Vec<RowKeys>,
-    weights: Vec<Vec<f32>>,
+    /// `[tokens × width, stride]`: a row's scores, then its softmax numerators.
+    weights: Vec<f32>,
+    /// The most keys any token of the unit sees.
+    stride: usize,
     sums: Vec<f32>,
     /// One past the last visible key of any row (the key blocks walked: `end / KEY_BLOCK`,
     /// rounded up).
     end: usize,
-    /// The query rows of a quantized-key unit, `[tokens × width, head_dim]`.
+    /// The unit's query rows, `[tokens × width, head_dim]`.
     queries: Vec<f32>,
     /// Their products with every cached key, `[rows, capacity]` ([`quant_scores`]).
     products: Vec<f32>,
+    /// The weighted sums of the values, `[tokens × width, head_dim]`.
+    acc: Vec<f32>,
 }
 
 impl UnitScratch {
     /// The visible keys of `tokens` and their score rows (`width` query heads per token; their
     /// values are left as they are: the score kernels write every entry before it is read).
-    fn prepare(&mut self, tokens: std::ops::Range<usize>, visibility: &Visibility<'_>, width: usize) {
+    fn prepare(&mut self, tokens: std::ops::Range<usize>, visibility: &Visibility<'_>, width: usize, hd: usize) {
         let rows = tokens.len();
         if self.rows.len() < rows {
             self.rows.resize_with(rows, RowKeys::default);
         }
-        if self.weights.len() < rows {
-            self.weights.resize_with(rows, Vec::new);
-        }
-        let mut end = 0;
+        let (mut end, mut stride) = (0, 0);
         for (k, i) in tokens.enumerate() {
             let r = &mut self.rows[k];
             r.prefix = visibility.split(i, &mut r.extra);
             end = end.max(r.extra.last().map_or(r.prefix, |&j| j + 1));
-            self.weights[k].resize(width * r.count(), 0.0);
+            stride = stride.max(r.count());
         }
         self.end = end;
+        self.stride = stride.max(1);
+        self.weights.resize(rows * width * self.stride, 0.0);
         for r in &mut self.rows[..rows] {
             let extra = &r.extra;
             r.cuts.clear();
@@ -728,6 +738,8 @@ impl UnitScratch {
         }
         self.sums.clear();
         self.sums.resize(rows * width, 0.0);
+        self.acc.clear();
+        self.acc.resize(rows * width * hd, 0.0);
     }
 }
 
@@ -736,12 +748,11 @@ thread_local! {
 }
 
 /// The arithmetic of [`attend_unit`] on its prepared rows. Both walks go block by block, every
-/// token of the unit within a block, so a block of keys or values serves them all while cached;
-/// within a block a row's run comes before its extra keys, so every row visits its keys in
-/// position order.
-#[allow(clippy::too_many_arguments)]
-fn unit_body<'q, T: KvElem>(
-    qs: impl Fn(usize) -> &'q [f32],
+/// token of the unit within a block, so a block of keys or values serves them all while cached:
+/// the part of the block that every token's run covers goes through the kernels once for all
+/// the unit's rows, then each token's rest of its run, then its extra keys — so every row still
+/// visits its keys in position order, and a row's arithmetic never depends on the rows beside it.
+fn unit_body<T: KvElem>(
     keys: UnitKeys<'_, T>,
     values: &[T],
     sh: &AttendShape,
@@ -751,56 +762,70 @@ fn unit_body<'q, T: KvElem>(
     dst: &RowsPtr<'_>,
 ) {
     let (hd, width) = (sh.head_dim, heads.len());
-    let UnitScratch { rows, weights, sums, end, queries, products } = s;
-    let blocks = end.div_ceil(KEY_BLOCK);
-    let rows = &rows[..tokens.len()];
+    let UnitScratch { rows, weights, stride, sums, end, queries, products, acc } = s;
+    let (stride, blocks, n) = (*stride, end.div_ceil(KEY_BLOCK), tokens.len());
+    let rows = &rows[..n];
+    // Token k's rows: queries, scores and accumulators.
+    let span = |k: usize| k * width..(k + 1) * width;
+    // The run every token covers in block b (from the block's start), and each token's run there.
+    let common = |b: usize| rows.iter().map(|r| r.in_block(b).0 .0.len).min().unwrap_or(0);
     // Scores.
     match keys {
         UnitKeys::Plain(keys) => {
             for b in 0..blocks {
-                for (k, i) in tokens.clone().enumerate() {
-                    let (m, ((run, lo), (extra, el))) = (rows[k].count(), rows[k].in_block(b));
-                    if run.len > 0 {
-                        scores(qs(i), keys, run, sh, &mut weights[k][lo..], m);
+                let (lo, c) = (b * KEY_BLOCK, common(b));
+                if c > 0 {
+                    scores(queries, keys, Run { start: lo, len: c }, sh, &mut weights[lo..], stride);
+                }
+                for (k, row) in rows.iter().enumerate() {
+                    let ((run, _), (extra, el)) = row.in_block(b);
+                    let (q, r0) = (&queries[span(k).start * hd..span(k).end * hd], span(k).start * stride);
+                    if run.len > c {
+                        let rest = Run { start: lo + c, len: run.len - c };
+                        scores(q, keys, rest, sh, &mut weights[r0 + lo + c..], stride);
                     }
                     if !extra.is_empty() {
-                        scores(qs(i), keys, extra, sh, &mut weights[k][el..], m);
+                        scores(q, keys, extra, sh, &mut weights[r0 + el..], stride);
                     }
                 }
             }
         }
         UnitKeys::Quant(keys) => {
             let parts = QuantParts { queries, products, end: *end };
-            quant_scores(&qs, keys, sh, (tokens.clone(), width), rows, weights, parts);
+            quant_scores(keys, sh, width, rows, (weights, stride), parts);
         }
     }
     // Softmax numerators per row, and their sums.
-    for (k, w) in weights[..rows.len()].iter_mut().enumerate() {
-        let m = rows[k].count().max(1);
-        for (r, row) in w.chunks_mut(m).enumerate() {
-            sums[k * width + r] = draftsmith_kernels::rowops::softmax_numerators(row);
+    for (k, row) in rows.iter().enumerate() {
+        let m = row.count();
+        for r in span(k) {
+            sums[r] = draftsmith_kernels::rowops::softmax_numerators(&mut weights[r * stride..][..m]);
         }
     }
-    // Weighted sums of the values (the accumulators wait in the output rows between blocks).
+    // Weighted sums of the values, in the same walk.
     for b in 0..blocks {
-        for (k, i) in tokens.clone().enumerate() {
-            let (m, ((run, lo), (extra, el))) = (rows[k].count(), rows[k].in_block(b));
-            // SAFETY: a unit writes only the rows of its own kv head and tokens.
-            let o = unsafe { dst.part((i * sh.heads + heads.start) * hd, width * hd) };
-            if run.len > 0 {
-                weighted_sums(values, run, &weights[k][lo..], m, o, sh);
+        let (lo, c) = (b * KEY_BLOCK, common(b));
+        if c > 0 {
+            weighted_sums(values, Run { start: lo, len: c }, &weights[lo..], stride, acc, sh);
+        }
+        for (k, row) in rows.iter().enumerate() {
+            let ((run, _), (extra, el)) = row.in_block(b);
+            let (o, r0) = (&mut acc[span(k).start * hd..span(k).end * hd], span(k).start * stride);
+            if run.len > c {
+                let rest = Run { start: lo + c, len: run.len - c };
+                weighted_sums(values, rest, &weights[r0 + lo + c..], stride, o, sh);
             }
             if !extra.is_empty() {
-                weighted_sums(values, extra, &weights[k][el..], m, o, sh);
+                weighted_sums(values, extra, &weights[r0 + el..], stride, o, sh);
             }
         }
     }
     for (k, i) in tokens.enumerate() {
-        // SAFETY: as above.
+        // SAFETY: a unit writes only the rows of its own kv head and tokens.
         let o = unsafe { dst.part((i * sh.heads + heads.start) * hd, width * hd) };
-        for (r, oh) in o.chunks_mut(hd).enumerate() {
-            let inv = 1.0 / sums[k * width + r];
-            oh.iter_mut().for_each(|x| *x *= inv);
+        for ((oh, a), r) in o.chunks_mut(hd).zip(acc[span(k).start * hd..].chunks(hd)).zip(span(k)) {
+            let inv = 1.0 / sums[r];
+            oh.iter_mut().zip(a).for_each(|(x, &v)| *x = v * inv);
         }
     }
 }
@@ -822,7 +847,7 @@ enum UnitKeys<'a, T> {
 
 /// The scratch of [`quant_scores`] and how far its keys reach.
 struct QuantParts<'s> {
-    queries: &'s mut Vec<f32>,
+    queries: &'s [f32],
     products: &'s mut Vec<f32>,
     end: usize,
 }
@@ -831,37 +856,31 @@ struct QuantParts<'s> {
 /// the key groups in one call each.
 const QUANT_ROWS: usize = 8;
 
-/// The scores of a unit's query rows (`width` heads of each token in `tokens`) against quantized
-/// keys, into each row's visible entries of `weights` (as [`scores`] writes them): the products
+/// The scores of a unit's query rows (`width` heads per token, `queries` in `parts`) against
+/// quantized keys, into each row's visible entries of `weights` (row `r` at `r · stride`, as
+/// [`scores`] writes them): the products
 /// of the rows with every key up to the last visible one are int8 matrix products
 /// ([`QMatrix::matmul_rows_here`]: each query row quantized per 32 values on its own, each
 /// product an exact integer sum per block scaled as the matrix kernels do), then scaled, and the
 /// visible ones copied out. A row's scores depend only on the row and the keys.
-fn quant_scores<'q>(
-    qs: &impl Fn(usize) -> &'q [f32],
+fn quant_scores(
     keys: &QMatrix,
     sh: &AttendShape,
-    (tokens, width): (std::ops::Range<usize>, usize),
+    width: usize,
     rows: &[RowKeys],
-    weights: &mut [Vec<f32>],
+    (weights, stride): (&mut [f32], usize),
     parts: QuantParts<'_>,
 ) {
     let (hd, cap) = (sh.head_dim, keys.rows());
     let QuantParts { queries, products, end } = parts;
-    queries.clear();
-    for i in tokens {
-        queries.extend_from_slice(qs(i));
-    }
     let total = queries.len() / hd;
     for r0 in (0..total).step_by(QUANT_ROWS) {
         let n = QUANT_ROWS.min(total - r0);
         products.resize(n * cap, 0.0);
         keys.matmul_rows_here(&queries[r0 * hd..(r0 + n) * hd], n, end, &mut products[..n * cap]);
         for (r, all) in (r0..r0 + n).zip(products.chunks_exact(cap)) {
-            let (k, h) = (r / width, r % width);
-            let row = &rows[k];
-            let m = row.count();
-            let out = &mut weights[k][h * m..(h + 1) * m];
+            let row = &rows[r / width];
+            let out = &mut weights[r * stride..][..row.count()];
             for (o, &p) in out.iter_mut().zip(&all[..row.prefix]) {
                 *o = p * sh.scale;
             }
@@ -876,8 +895,8 @@ fn quant_scores<'q>(
 fn scores<T: KvElem, K: Keys>(qs: &[f32], keys: &[T], visible: K, sh: &AttendShape, out: &mut [f32], stride: usize) {
     #[cfg(target_arch = "x86_64")]
     if sh.wide && matches!(sh.head_dim, 64 | 128) {
-        // Up to three query rows per pass over the keys, two keys per 16-lane vector; the same
-        // arithmetic per pair as the one-row 8-lane form.
+        // Up to six query rows per pass over the keys (three where fewer are left), two keys
+        // per 16-lane vector; the same arithmetic per pair as the one-row 8-lane form.
         let hd = sh.head_dim;
         let rows = qs.len() / hd;
         let mut r0 = 0;
@@ -888,10 +907,12 @@ fn scores<T: KvElem, K: Keys>(qs: &[f32], keys: &[T], visible: K, sh: &AttendSha
                 match (hd, rows - r0) {
                     (64, 1) => scores_pairs_zmm::<T, K, 1, 8>(q, keys, visible, sh.scale, (o, stride), sh.prefetch),
                     (64, 2) => scores_pairs_zmm::<T, K, 2, 8>(q, keys, visible, sh.scale, (o, stride), sh.prefetch),
-                    (64, _) => scores_pairs_zmm::<T, K, 3, 8>(q, keys, visible, sh.scale, (o, stride), sh.prefetch),
+                    (64, 3..=5) => scores_pairs_zmm::<T, K, 3, 8>(q, keys, visible, sh.scale, (o, stride), sh.prefetch),
+                    (64, _) => scores_pairs_zmm::<T, K, 6, 8>(q, keys, visible, sh.scale, (o, stride), sh.prefetch),
                     (_, 1) => scores_pairs_zmm::<T, K, 1, 16>(q, keys, visible, sh.scale, (o, stride), sh.prefetch),
                     (_, 2) => scores_pairs_zmm::<T, K, 2, 16>(q, keys, visible, sh.scale, (o, stride), sh.prefetch),
-                    _ => scores_pairs_zmm::<T, K, 3, 16>(q, keys, visible, sh.scale, (o, stride), sh.prefetch),
+                    (_, 3..=5) => scores_pairs_zmm::<T, K, 3, 16>(q, keys, visible, sh.scale, (o, stride), sh.prefetch),
+                    _ => scores_pairs_zmm::<T, K, 6, 16>(q, keys, visible, sh.scale, (o, stride), sh.prefetch),
                 }
             };
         }
@@ -919,9 +940,9 @@ fn scores<T: KvElem, K: Keys>(qs: &[f32], keys: &[T], visible: K, sh: &AttendSha
 }
 
 /// [`weighted_sum`] for every row of `o` (`[rows, head_dim]`), row `r`'s weights at
-/// `w[r · stride ..]`: with AVX-512 F/VL, up to three rows per pass over the values in 16-lane
-/// vectors (each value row read once for the three), the same FMA per element and key, in the
-/// same order.
+/// `w[r · stride ..]`: with AVX-512 F/VL, up to six rows per pass over the values in 16-lane
+/// vectors (three where fewer are left, or for 128-wide heads; each value row read once for
+/// them), the same FMA per element and key, in the same order.
 fn weighted_sums<T: KvElem, K: Keys>(
     values: &[T],
     visible: K,
@@ -942,7 +963,8 @@ fn weighted_sums<T: KvElem, K: Keys>(
                 match (hd, rows - r0) {
                     (64, 1) => weighted_sums_zmm::<T, K, 1, 4>(values, visible, (w, stride), o, sh.prefetch),
                     (64, 2) => weighted_sums_zmm::<T, K, 2, 4>(values, visible, (w, stride), o, sh.prefetch),
-                    (64, _) => weighted_sums_zmm::<T, K, 3, 4>(values, visible, (w, stride), o, sh.prefetch),
+                    (64, 3..=5) => weighted_sums_zmm::<T, K, 3, 4>(values, visible, (w, stride), o, sh.prefetch),
+                    (64, _) => weighted_sums_zmm::<T, K, 6, 4>(values, visible, (w, stride), o, sh.prefetch),
                     (_, 1) => weighted_sums_zmm::<T, K, 1, 8>(values, visible, (w, stride), o, sh.prefetch),
                     (_, 2) => weighted_sums_zmm::<T, K, 2, 8>(values, visible, (w, stride), o, sh.prefetch),
                     _ => weighted_sums_zmm::<T, K, 3, 8>(values, visible, (w, stride), o, sh.prefetch),
@@ -1515,20 +1537,34 @@ mod tests {
                         || x % total - cached_len == x / total
                 })
                 .collect();
-            let vis = Visibility::Mask { mask: &mask, total };
-            let got = attend(&q, &keys, &values, cap, heads, kvh, d, &vis);
-            // A cache of halves attends exactly as an f32 cache holding the same (rounded) values.
-            let (kf, vf) = (widened(&keys), widened(&values));
-            let as_f32 = attend(&q, &kf, &vf, cap, heads, kvh, d, &vis);
-            assert!(got.iter().zip(&as_f32).all(|(a, b)| a.to_bits() == b.to_bits()), "head_dim {d}: widened");
-            let row = heads * d;
-            for i in 0..n {
-                let mut visible = Vec::new();
-                vis.keys(i, &mut visible);
-                let (q, got) = (&q[i * row..(i + 1) * row], &got[i * row..(i + 1) * row]);
-                let what = format!("head_dim {d}, token {i}");
-                assert_token_matches_reference(q, (&keys, &values), (cap, kvh, d), &visible, got, &what);
+            let mask_vis = Visibility::Mask { mask: &mask, total };
+            // A chain too: each token sees one key more than the one before (the runs of a
+            // unit's tokens end at different keys inside the last block).
+            for vis in [mask_vis, Visibility::Causal { cached: cached_len }] {
+                blocked_case(&q, (&keys, &values), (heads, kvh, d, cap, n), &vis);
             }
+        }
+    }
+
+    /// Asserts that attention over `vis` has, token by token, the bits of the row reference,
+    /// and that a cache of halves attends exactly as an f32 cache holding the same values.
+    fn blocked_case<T: KvElem>(
+        q: &[f32],
+        (keys, values): (&[T], &[T]),
+        (heads, kvh, d, cap, n): (usize, usize, usize, usize, usize),
+        vis: &Visibility<'_>,
+    ) {
+        let got = attend(q, keys, values, cap, heads, kvh, d, vis);
+        let (kf, vf) = (widened(keys), widened(values));
+        let as_f32 = attend(q, &kf, &vf, cap, heads, kvh, d, vis);
+        assert!(got.iter().zip(&as_f32).all(|(a, b)| a.to_bits() == b.to_bits()), "head_dim {d}: widened");
+        let row = heads * d;
+        for i in 0..n {
+            let mut visible = Vec::new();
+            vis.keys(i, &mut visible);
+            let (q, got) = (&q[i * row..(i + 1) * row], &got[i * row..(i + 1) * row]);
+            let what = format!("head_dim {d}, token {i}");
+            assert_token_matches_reference(q, (keys, values), (cap, kvh, d), &visible, got, &what);
         }
     }
 
