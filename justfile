@@ -147,9 +147,10 @@ bench *args="": build
 bench-vs-llamacpp *args="": build install-llamacpp
     {{bin}} bench ar --vs-llamacpp {{args}}
 
-# Quantized-kernel micro-benchmarks.
+# Kernel micro-benchmarks: the quantized matmuls, then the host attention alone.
 bench-kernels:
     cargo bench -p draftsmith-kernels
+    cargo bench -p draftsmith-model --bench attention
 
 # Install llama-cpp-python built for this CPU with explicit SIMD flags (never AMX, whose native
 # build crashed; see the script). Compiles llama.cpp: ~13 minutes on 2 cores; kept once built.

@@ -325,7 +325,7 @@ fn simd_available() -> bool {
 }
 
 /// Whether that path has AVX-512 (16-lane vectors and 32 registers: the attention kernels that
-/// serve up to three query rows per pass, two keys per vector in the scores).
+/// serve up to six query rows per pass, two keys per vector in the scores).
 #[inline]
 fn wide_available() -> bool {
     KernelPath::detect().vector() == KernelPath::Avx512Vnni
