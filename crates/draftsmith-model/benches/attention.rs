@@ -2,7 +2,8 @@
 //! layers, 9 query heads over 3 kv heads of 64, f16 cache) after `--contexts` cached tokens, for
 //! `--rows` query rows in a causal chain; median and minimum milliseconds of the 30 layers, and
 //! GMAC/s (scores plus weighted sums: 2 · rows · heads · visible keys · head_dim). Prints the
-//! CPU's kernel path; compare figures only within one run.
+//! CPU's kernel path; compare figures only within one run. `--distinct 0` runs every layer on one
+//! cache (cache-resident: the arithmetic without the memory stream).
 //!
 //! `cargo bench -p draftsmith-model --bench attention -- --contexts 64,512,2048 --rows 1,2,3,4,8
 //! --reps 41 --shape 9,3,64,30`
@@ -26,6 +27,10 @@ fn main() {
     let rows_list = list("--rows", "1,2,3,4,8");
     let reps: usize = arg("--reps", "41").parse().expect("--reps N");
     let shape = list("--shape", "9,3,64,30");
+    assert!(
+        shape.len() == 4 && shape[1] > 0 && shape[0] % shape[1] == 0,
+        "--shape heads,kv_heads,head_dim,layers (heads a multiple of kv_heads)"
+    );
     let (heads, kv_heads, hd, layers) = (shape[0], shape[1], shape[2], shape[3]);
     println!(
         "attention: {heads} heads over {kv_heads} kv heads of {hd}, {layers} layers, f16 cache; kernel path {:?}; {} threads",
@@ -42,8 +47,6 @@ fn main() {
     };
     for &context in &contexts {
         let capacity = context + rows_list.iter().max().copied().unwrap_or(1);
-        // `--distinct 1`: one cache per layer (a real stack, streamed from memory); 0: every
-        // layer reads the same cache (cache-resident: the arithmetic alone).
         let distinct = arg("--distinct", "1") != "0";
         let cache: Vec<(Vec<f16>, Vec<f16>)> = (0..if distinct { layers } else { 1 })
             .map(|_| {
