@@ -28,7 +28,7 @@ fn main() {
     let reps: usize = arg("--reps", "41").parse().expect("--reps N");
     let shape = list("--shape", "9,3,64,30");
     assert!(
-        shape.len() == 4 && shape[1] > 0 && shape[0] % shape[1] == 0,
+        shape.len() == 4 && shape[1] > 0 && shape[0].is_multiple_of(shape[1]),
         "--shape heads,kv_heads,head_dim,layers (heads a multiple of kv_heads)"
     );
     let (heads, kv_heads, hd, layers) = (shape[0], shape[1], shape[2], shape[3]);
