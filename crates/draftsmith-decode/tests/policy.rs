@@ -11,6 +11,15 @@ use draftsmith_decode::spec::{Auto, CostModel, DepthStop};
 use draftsmith_decode::{generate_speculative, DecodeError, DraftContext, DraftCost, Proposer};
 use draftsmith_model::Architecture;
 
+/// Holds the other tests of this file off while one runs: the policy prices drafter calls by
+/// wall time, and the drafters here are timed sleeps, which tests running beside them stretch
+/// (a clean clone's CI once saw 3 of 23 late drafts go below their first unsure node in
+/// `drafting_stops_below_the_first_unsure_node_and_goes_deep_on_sure_ones`, session 42).
+fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
+    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    LOCK.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 /// A value the test and a proposer both hold (proposers are `Send`).
 struct Shared<T>(std::sync::Arc<std::sync::Mutex<T>>);
 
@@ -100,6 +109,7 @@ fn case(arch: Architecture, seed: u64, prompt_len: usize, n: usize) -> Case {
 
 #[test]
 fn useless_drafts_cost_at_most_five_percent_over_ar() {
+    let _alone = one_at_a_time();
     let Case { model, prompt, want, reference } = case(Architecture::Llama, 3, 12, 200);
     let (vocab, n) = (model.config().vocab_size, want.len());
     let inner = Scripted { reference, len: 8, wrong: true, vocab };
@@ -117,6 +127,7 @@ fn useless_drafts_cost_at_most_five_percent_over_ar() {
 
 #[test]
 fn probes_of_a_method_that_stays_cold_back_off() {
+    let _alone = one_at_a_time();
     let Case { model, prompt, want, reference } = case(Architecture::Llama, 8, 12, 480);
     let (vocab, n) = (model.config().vocab_size, want.len());
     let inner = Scripted { reference, len: 8, wrong: true, vocab };
@@ -133,6 +144,7 @@ fn probes_of_a_method_that_stays_cold_back_off() {
 
 #[test]
 fn a_policy_that_learns_its_costs_measures_a_plain_step_now_and_then() {
+    let _alone = one_at_a_time();
     // Measured costs (not a fixed model): whatever the drafts, the first step of a generation
     // and one in every REFRESH_ONE + 1 after it are plain steps, so the 1-token cost at the
     // current context is measured rather than extrapolated.
@@ -150,6 +162,7 @@ fn a_policy_that_learns_its_costs_measures_a_plain_step_now_and_then() {
 
 #[test]
 fn perfect_drafts_grow_to_their_full_length() {
+    let _alone = one_at_a_time();
     let Case { model, prompt, want, reference } = case(Architecture::Qwen2, 4, 10, 160);
     let (vocab, n) = (model.config().vocab_size, want.len());
     let inner = Scripted { reference, len: 8, wrong: false, vocab };
@@ -184,6 +197,7 @@ impl Proposer for Slow {
 
 #[test]
 fn a_drafter_slower_than_what_it_saves_is_not_called() {
+    let _alone = one_at_a_time();
     let Case { model, prompt, want, reference } = case(Architecture::Llama, 7, 8, 64);
     let (vocab, n) = (model.config().vocab_size, want.len());
     let calls = Shared::new(0);
@@ -304,6 +318,7 @@ fn deep_run(right: usize, seed: u64) -> (Vec<draftsmith_decode::StepRecord>, usi
 
 #[test]
 fn a_drafter_told_its_depth_drafts_only_as_deep_as_pays() {
+    let _alone = one_at_a_time();
     // Right for 3 tokens, wrong after: depth 3 is the best rate (4 tokens for 3 calls and a
     // 4-token pass); drafting 8 would cost 5 more calls for nothing.
     let (steps, calls, _) = deep_run(3, 5);
@@ -321,6 +336,7 @@ fn a_drafter_told_its_depth_drafts_only_as_deep_as_pays() {
 
 #[test]
 fn a_cheap_first_call_is_priced_apart_from_dear_later_ones() {
+    let _alone = one_at_a_time();
     // A wide beam search: its first call (one beam) takes 0.3 ms, each later one (every beam)
     // 6 ms; right for one token. One-token drafts pay (2 tokens for 0.3 ms and a 2-token pass
     // of 6 ms, against 5 ms a token); the first, full-depth drafts average 4.6 ms a call, at
@@ -335,6 +351,7 @@ fn a_cheap_first_call_is_priced_apart_from_dear_later_ones() {
 
 #[test]
 fn a_methods_own_controller_gets_its_drafter_calls_price_in_target_steps() {
+    let _alone = one_at_a_time();
     // Pre-cut prices its drafter calls in target steps: the policy passes the measured ratio
     // (calls of 0.5 ms against 5 ms steps here; a sleep only overshoots).
     let mut priced = None;
@@ -345,6 +362,7 @@ fn a_methods_own_controller_gets_its_drafter_calls_price_in_target_steps() {
 
 #[test]
 fn a_useless_drafter_told_its_depth_costs_at_most_five_percent_over_ar() {
+    let _alone = one_at_a_time();
     // Counted cost: target passes in steps plus drafter calls, never wall time.
     let (steps, calls, n) = deep_run(0, 6);
     let passes: f64 = steps.iter().map(|s| STEP_MS * units(s.tree_size + 1)).sum::<f64>() + STEP_MS;
@@ -355,6 +373,7 @@ fn a_useless_drafter_told_its_depth_costs_at_most_five_percent_over_ar() {
 
 #[test]
 fn one_stalled_drafter_call_does_not_price_the_drafter_out() {
+    let _alone = one_at_a_time();
     // The second proposal (the first one timed as steady drafting) stalls for 300 ms.
     let (steps, _, _) = deep_generate(9, 4, |d| d.stall = Some((2, 300)));
     // The stall (75 ms per call of its 4-token draft, 150 steps' worth) would keep every later
@@ -390,6 +409,7 @@ impl Proposer for SlowStart {
 
 #[test]
 fn a_slow_first_draft_does_not_stop_the_drafting() {
+    let _alone = one_at_a_time();
     let Case { model, prompt, want, reference } = case(Architecture::Qwen2, 8, 10, 64);
     let (vocab, n) = (model.config().vocab_size, want.len());
     let inner = SlowStart { inner: Scripted { reference, len: 4, wrong: false, vocab }, first: true };
@@ -504,14 +524,12 @@ fn graded_run(stops: bool, seed: u64) -> (f64, usize, Vec<(usize, usize)>) {
 
 #[test]
 fn drafting_stops_below_the_first_unsure_node_and_goes_deep_on_sure_ones() {
+    let _alone = one_at_a_time();
     let (cost, n, drafts) = graded_run(true, 21);
     let late = &drafts[drafts.len() / 2..drafts.len() - 1];
-    // Once the policy knows the classes, hardly a call is spent below a node that will be
-    // rejected (at most one late draft in five: the drafter's calls are timed sleeps, and with
-    // the other tests running beside it a clean clone's CI once saw 3 of 23, session 42; idle
-    // runs see 0–1)...
+    // Once the policy knows the classes, no call is spent below a node that will be rejected...
     let below = late.iter().filter(|&&(right, calls)| calls > right + 1).count();
-    assert!(below * 5 <= late.len(), "late (right, calls): {late:?}");
+    assert!(below * 10 <= late.len(), "late (right, calls): {late:?}");
     // ...and a path right for 5 tokens or more is drafted at least 5 deep (the depth chosen
     // before drafting, for drafts right for 0 to 8 tokens alike, is shallower).
     let sure: Vec<_> = late.iter().filter(|d| d.0 >= 5).collect();
@@ -560,6 +578,7 @@ impl Proposer for Turning {
 
 #[test]
 fn a_cheap_method_that_went_cold_is_asked_every_step_and_its_sure_drafts_are_kept_at_once() {
+    let _alone = one_at_a_time();
     let Case { model, prompt, want, reference } = case(Architecture::Llama, 11, 12, 260);
     let (vocab, n) = (model.config().vocab_size, want.len());
     // 150 tokens of wrong drafts (cold: probes back off to one in 64 steps and more), then
