@@ -45,9 +45,9 @@ fn main() {
         seed ^= seed << 17;
         (seed >> 40) as f32 / (1u64 << 24) as f32 * 2.0 - 1.0
     };
+    let distinct = arg("--distinct", "1") != "0";
     for &context in &contexts {
         let capacity = context + rows_list.iter().max().copied().unwrap_or(1);
-        let distinct = arg("--distinct", "1") != "0";
         let cache: Vec<(Vec<f16>, Vec<f16>)> = (0..if distinct { layers } else { 1 })
             .map(|_| {
                 let k = (0..kv_heads * capacity * hd).map(|_| f16::from_f32(rnd())).collect();

@@ -1212,9 +1212,9 @@ fn rows_in_bounds<K: Keys>(visible: K, d: usize, len: usize) -> bool {
 /// `[R, C·8]`, row `r` into `out[r · stride + idx]`): keys go eight at a time, as four pairs whose
 /// chunks share a 16-lane register (a key's chunk `c` in the low half, the next key's in the high
 /// half, each row's chunk `c` in both halves), so one FMA advances two keys' accumulators by the
-/// same operations the 8-lane kernel applies to each; the halves are then split out and reduced
-/// by [`reduce_eight_keys`], so every score has the bits of the one-pair form (which handles the
-/// remainder). Returns `R`.
+/// same operations the 8-lane kernel applies to each; the pairs are then reduced by
+/// [`reduce_eight_key_pairs`] (the additions of [`reduce_eight_keys`], in its order), so every
+/// score has the bits of the one-pair form (which handles the remainder). Returns `R`.
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512vl")]
 unsafe fn scores_pairs_zmm<T: KvElem, K: Keys, const R: usize, const C: usize>(
