@@ -606,12 +606,12 @@ pub fn attend_into<T: KvElem>(
 }
 
 /// From this many (query row × head × visible key) scores on, an attention call splits its units
-/// over the worker pool. Below it the split costs more than it saves: starting and joining the
-/// pool costs 0.1–0.7 µs (with the cores' distance) and the caller's queries and the outputs
-/// cross between cores, against ~3 µs for a one-token SmolLM2 layer over 64 keys on one thread
-/// (session 43, Zen 4, `--bench attention` with 1 and 2 threads: the two broke even near 1000
-/// scores; session 42's kernels had halved the arithmetic since the earlier 512).
-const PARALLEL_SCORES: usize = 1 << 10;
+/// over the worker pool: a one-token step over 64 cached keys already takes several microseconds
+/// per layer, against about one to start and join the pool. (Session 43 tried 1024, after the
+/// attention bench alone broke even there with 1 and 2 threads on a Zen 4: inside the model the
+/// one-row attention at 64 cached tokens then read 0.30 / 0.32 ms (min / median) against 0.19 /
+/// 0.28 split, interleaved; kept at 512.)
+const PARALLEL_SCORES: usize = 1 << 9;
 
 /// Keys per block of [`attend_into`]'s walk (128 × head_dim 64 × 4 bytes = 32 KB of keys).
 const KEY_BLOCK: usize = 128;
