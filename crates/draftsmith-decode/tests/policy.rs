@@ -7,17 +7,16 @@ mod common;
 use common::{ar, tiny, Lcg};
 use draftsmith_core::DraftTree;
 use draftsmith_decode::spec::policy::{PROBE_EVERY, REFRESH_ONE};
-use draftsmith_decode::spec::{Auto, CostModel, DepthStop};
+use draftsmith_decode::spec::{Auto, Clock, CostModel, DepthStop};
 use draftsmith_decode::{generate_speculative, DecodeError, DraftContext, DraftCost, Proposer};
 use draftsmith_model::Architecture;
 
-/// Holds the other tests of this file off while one runs: the policy prices drafter calls by
-/// wall time, and the drafters here are timed sleeps, which tests running beside them stretch
-/// (a clean clone's CI once saw 3 of 23 late drafts go below their first unsure node in
-/// `drafting_stops_below_the_first_unsure_node_and_goes_deep_on_sure_ones`, session 42).
-fn one_at_a_time() -> std::sync::MutexGuard<'static, ()> {
-    static LOCK: std::sync::Mutex<()> = std::sync::Mutex::new(());
-    LOCK.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+/// `auto` with a fixed cost model on a clock that moves only when a drafter says its call took
+/// time ([`Clock::manual`]): every test here prices drafts exactly, whatever else the machine
+/// runs (until session 43 the drafters slept and the policy read the wall clock, and tests
+/// running beside each other stretched the sleeps).
+fn fixed(inner: Box<dyn Proposer>, cost: CostModel, clock: &Clock) -> Auto {
+    Auto::with_fixed_cost(inner, cost).with_clock(clock.clone())
 }
 
 /// A value the test and a proposer both hold (proposers are `Send`).
@@ -109,11 +108,10 @@ fn case(arch: Architecture, seed: u64, prompt_len: usize, n: usize) -> Case {
 
 #[test]
 fn useless_drafts_cost_at_most_five_percent_over_ar() {
-    let _alone = one_at_a_time();
     let Case { model, prompt, want, reference } = case(Architecture::Llama, 3, 12, 200);
     let (vocab, n) = (model.config().vocab_size, want.len());
     let inner = Scripted { reference, len: 8, wrong: true, vocab };
-    let mut auto = Auto::with_fixed_cost(Box::new(inner), cost_model());
+    let mut auto = fixed(Box::new(inner), cost_model(), &Clock::manual());
     let got = generate_speculative(&model, &prompt, n, &[], &mut auto).unwrap();
     assert_eq!(got.tokens, want, "lossless");
     let cost: f64 = got.steps.iter().map(|s| units(s.tree_size + 1)).sum::<f64>() + 1.0;
@@ -127,11 +125,10 @@ fn useless_drafts_cost_at_most_five_percent_over_ar() {
 
 #[test]
 fn probes_of_a_method_that_stays_cold_back_off() {
-    let _alone = one_at_a_time();
     let Case { model, prompt, want, reference } = case(Architecture::Llama, 8, 12, 480);
     let (vocab, n) = (model.config().vocab_size, want.len());
     let inner = Scripted { reference, len: 8, wrong: true, vocab };
-    let mut auto = Auto::with_fixed_cost(Box::new(inner), cost_model());
+    let mut auto = fixed(Box::new(inner), cost_model(), &Clock::manual());
     let got = generate_speculative(&model, &prompt, n, &[], &mut auto).unwrap();
     assert_eq!(got.tokens, want, "lossless");
     // Probes every PROBE_EVERY steps would draft ~30 times in 480 steps; backing off (16, 32,
@@ -144,7 +141,6 @@ fn probes_of_a_method_that_stays_cold_back_off() {
 
 #[test]
 fn a_policy_that_learns_its_costs_measures_a_plain_step_now_and_then() {
-    let _alone = one_at_a_time();
     // Measured costs (not a fixed model): whatever the drafts, the first step of a generation
     // and one in every REFRESH_ONE + 1 after it are plain steps, so the 1-token cost at the
     // current context is measured rather than extrapolated.
@@ -162,11 +158,10 @@ fn a_policy_that_learns_its_costs_measures_a_plain_step_now_and_then() {
 
 #[test]
 fn perfect_drafts_grow_to_their_full_length() {
-    let _alone = one_at_a_time();
     let Case { model, prompt, want, reference } = case(Architecture::Qwen2, 4, 10, 160);
     let (vocab, n) = (model.config().vocab_size, want.len());
     let inner = Scripted { reference, len: 8, wrong: false, vocab };
-    let mut auto = Auto::with_fixed_cost(Box::new(inner), cost_model());
+    let mut auto = fixed(Box::new(inner), cost_model(), &Clock::manual());
     let got = generate_speculative(&model, &prompt, n, &[], &mut auto).unwrap();
     assert_eq!(got.tokens, want, "lossless");
     let late = &got.steps[got.steps.len() / 2..got.steps.len() - 1];
@@ -181,6 +176,7 @@ fn perfect_drafts_grow_to_their_full_length() {
 struct Slow {
     inner: Scripted,
     calls: Shared<usize>,
+    clock: Clock,
 }
 
 impl Proposer for Slow {
@@ -190,21 +186,22 @@ impl Proposer for Slow {
 
     fn propose(&mut self, ctx: &DraftContext<'_>) -> Result<DraftTree, DecodeError> {
         self.calls.set(self.calls.get() + 1);
-        std::thread::sleep(std::time::Duration::from_millis(20));
+        self.clock.advance(20.0);
         self.inner.propose(ctx)
     }
 }
 
 #[test]
 fn a_drafter_slower_than_what_it_saves_is_not_called() {
-    let _alone = one_at_a_time();
     let Case { model, prompt, want, reference } = case(Architecture::Llama, 7, 8, 64);
     let (vocab, n) = (model.config().vocab_size, want.len());
     let calls = Shared::new(0);
-    let inner = Slow { inner: Scripted { reference, len: 4, wrong: false, vocab }, calls: calls.clone() };
+    let clock = Clock::manual();
+    let inner =
+        Slow { inner: Scripted { reference, len: 4, wrong: false, vocab }, calls: calls.clone(), clock: clock.clone() };
     // A step "costs" 0.01 ms here: 20 ms of drafting can never pay for itself.
     let cost = CostModel::from_points(&[(1, 0.01), (64, 0.64)]);
-    let mut auto = Auto::with_fixed_cost(Box::new(inner), cost);
+    let mut auto = fixed(Box::new(inner), cost, &clock);
     let got = generate_speculative(&model, &prompt, n, &[], &mut auto).unwrap();
     assert_eq!(got.tokens, want, "lossless");
     // The first call, then only probes, spaced so they cost at most 2 % of the plain steps: with
@@ -229,6 +226,7 @@ struct Deep {
     proposals: usize,
     /// The last call cost in target steps the policy passed ([`Proposer::set_call_cost`]).
     priced: Shared<Option<f64>>,
+    clock: Clock,
 }
 
 impl Proposer for Deep {
@@ -255,7 +253,7 @@ impl Proposer for Deep {
     fn propose(&mut self, ctx: &DraftContext<'_>) -> Result<DraftTree, DecodeError> {
         self.proposals += 1;
         if let Some((_, ms)) = self.stall.filter(|&(k, _)| k == self.proposals) {
-            std::thread::sleep(std::time::Duration::from_millis(ms));
+            self.clock.advance(ms as f64);
         }
         let depth = self.limit.take().unwrap_or(self.inner.len);
         let full = self.inner.propose(ctx)?;
@@ -271,7 +269,7 @@ impl Proposer for Deep {
             (Some(first), n) => first + self.call_ms * (n - 1) as f64,
             (None, n) => self.call_ms * n as f64,
         };
-        std::thread::sleep(std::time::Duration::from_secs_f64(ms / 1e3));
+        self.clock.advance(ms);
         Ok(tree)
     }
 }
@@ -303,10 +301,12 @@ fn deep_generate(
         stall: None,
         proposals: 0,
         priced: Default::default(),
+        clock: Clock::manual(),
     };
     shape(&mut deep);
+    let clock = deep.clock.clone();
     let cost = CostModel::from_points(&[(1, STEP_MS * units(1)), (2, STEP_MS * units(2)), (64, STEP_MS * units(64))]);
-    let mut auto = Auto::with_fixed_cost(Box::new(deep), cost);
+    let mut auto = fixed(Box::new(deep), cost, &clock);
     let got = generate_speculative(&model, &prompt, n, &[], &mut auto).unwrap();
     assert_eq!(got.tokens, want, "lossless");
     (got.steps, calls.get(), n)
@@ -318,7 +318,6 @@ fn deep_run(right: usize, seed: u64) -> (Vec<draftsmith_decode::StepRecord>, usi
 
 #[test]
 fn a_drafter_told_its_depth_drafts_only_as_deep_as_pays() {
-    let _alone = one_at_a_time();
     // Right for 3 tokens, wrong after: depth 3 is the best rate (4 tokens for 3 calls and a
     // 4-token pass); drafting 8 would cost 5 more calls for nothing.
     let (steps, calls, _) = deep_run(3, 5);
@@ -327,16 +326,14 @@ fn a_drafter_told_its_depth_drafts_only_as_deep_as_pays() {
     assert!(sizes.iter().all(|&d| d <= 4), "late draft depths {sizes:?}");
     assert!(sizes.iter().filter(|&&d| d == 3).count() * 4 >= 3 * sizes.len(), "late draft depths {sizes:?}");
     // The depth is chosen before drafting: few calls are spent on tokens pruned afterwards (the
-    // first two drafts go full depth, before the drafter's time per call is known; on a loaded
-    // machine a few more follow a slow-looking call: 136 calls for 41 drafts on an idle one,
-    // up to 173 with other tests running, against 8 a draft at full depth).
+    // first two drafts go full depth, before the drafter's time per call is known; 8 calls a
+    // draft at full depth). The manual clock makes the count the same on every run.
     let drafted = steps.iter().filter(|s| s.tree_size > 0).count();
     assert!(calls <= 5 * drafted, "{calls} drafter calls for {drafted} drafts");
 }
 
 #[test]
 fn a_cheap_first_call_is_priced_apart_from_dear_later_ones() {
-    let _alone = one_at_a_time();
     // A wide beam search: its first call (one beam) takes 0.3 ms, each later one (every beam)
     // 6 ms; right for one token. One-token drafts pay (2 tokens for 0.3 ms and a 2-token pass
     // of 6 ms, against 5 ms a token); the first, full-depth drafts average 4.6 ms a call, at
@@ -351,18 +348,16 @@ fn a_cheap_first_call_is_priced_apart_from_dear_later_ones() {
 
 #[test]
 fn a_methods_own_controller_gets_its_drafter_calls_price_in_target_steps() {
-    let _alone = one_at_a_time();
     // Pre-cut prices its drafter calls in target steps: the policy passes the measured ratio
-    // (calls of 0.5 ms against 5 ms steps here; a sleep only overshoots).
+    // (calls of 0.5 ms against 5 ms steps here: 0.1 on the manual clock).
     let mut priced = None;
     deep_generate(12, 4, |d| priced = Some(d.priced.clone()));
     let got = priced.and_then(|p| p.get()).expect("a call cost was passed");
-    assert!((0.09..0.5).contains(&got), "{got} steps a call");
+    assert!((got - 0.1).abs() < 1e-9, "{got} steps a call");
 }
 
 #[test]
 fn a_useless_drafter_told_its_depth_costs_at_most_five_percent_over_ar() {
-    let _alone = one_at_a_time();
     // Counted cost: target passes in steps plus drafter calls, never wall time.
     let (steps, calls, n) = deep_run(0, 6);
     let passes: f64 = steps.iter().map(|s| STEP_MS * units(s.tree_size + 1)).sum::<f64>() + STEP_MS;
@@ -373,7 +368,6 @@ fn a_useless_drafter_told_its_depth_costs_at_most_five_percent_over_ar() {
 
 #[test]
 fn one_stalled_drafter_call_does_not_price_the_drafter_out() {
-    let _alone = one_at_a_time();
     // The second proposal (the first one timed as steady drafting) stalls for 300 ms.
     let (steps, _, _) = deep_generate(9, 4, |d| d.stall = Some((2, 300)));
     // The stall (75 ms per call of its 4-token draft, 150 steps' worth) would keep every later
@@ -388,6 +382,7 @@ fn one_stalled_drafter_call_does_not_price_the_drafter_out() {
 struct SlowStart {
     inner: Scripted,
     first: bool,
+    clock: Clock,
 }
 
 impl Proposer for SlowStart {
@@ -401,7 +396,7 @@ impl Proposer for SlowStart {
 
     fn propose(&mut self, ctx: &DraftContext<'_>) -> Result<DraftTree, DecodeError> {
         if std::mem::take(&mut self.first) {
-            std::thread::sleep(std::time::Duration::from_millis(100));
+            self.clock.advance(100.0);
         }
         self.inner.propose(ctx)
     }
@@ -409,14 +404,15 @@ impl Proposer for SlowStart {
 
 #[test]
 fn a_slow_first_draft_does_not_stop_the_drafting() {
-    let _alone = one_at_a_time();
     let Case { model, prompt, want, reference } = case(Architecture::Qwen2, 8, 10, 64);
     let (vocab, n) = (model.config().vocab_size, want.len());
-    let inner = SlowStart { inner: Scripted { reference, len: 4, wrong: false, vocab }, first: true };
+    let clock = Clock::manual();
+    let inner =
+        SlowStart { inner: Scripted { reference, len: 4, wrong: false, vocab }, first: true, clock: clock.clone() };
     // Steps of 5 ms: the 100 ms first draft is 20 steps, which later drafts never pay back if
     // it were taken for the drafter's usual time.
     let cost = CostModel::from_points(&[(1, 5.0), (64, 5.0 * units(64))]);
-    let mut auto = Auto::with_fixed_cost(Box::new(inner), cost);
+    let mut auto = fixed(Box::new(inner), cost, &clock);
     let got = generate_speculative(&model, &prompt, n, &[], &mut auto).unwrap();
     assert_eq!(got.tokens, want, "lossless");
     let drafted = got.steps.iter().filter(|s| s.tree_size > 0).count();
@@ -437,6 +433,7 @@ struct Graded {
     classes: Vec<usize>,
     last: usize,
     drafts: Shared<Vec<(usize, usize)>>,
+    clock: Clock,
 }
 
 impl Proposer for Graded {
@@ -482,7 +479,7 @@ impl Proposer for Graded {
         }
         self.last = tree.len();
         self.drafts.lock().push((right.min(full.len()), tree.len()));
-        std::thread::sleep(std::time::Duration::from_secs_f64(CALL_MS * tree.len() as f64 / 1e3));
+        self.clock.advance(CALL_MS * tree.len() as f64);
         Ok(tree)
     }
 }
@@ -511,9 +508,11 @@ fn graded_run(stops: bool, seed: u64) -> (f64, usize, Vec<(usize, usize)>) {
         classes: vec![],
         last: 0,
         drafts: drafts.clone(),
+        clock: Clock::manual(),
     };
+    let clock = graded.clock.clone();
     let points: Vec<(usize, f64)> = [1, 2, 64].iter().map(|&k| (k, STEP_MS * flat_units(k))).collect();
-    let mut auto = Auto::with_fixed_cost(Box::new(graded), CostModel::from_points(&points));
+    let mut auto = fixed(Box::new(graded), CostModel::from_points(&points), &clock);
     let got = generate_speculative(&model, &prompt, n, &[], &mut auto).unwrap();
     assert_eq!(got.tokens, want, "lossless");
     let drafts = std::mem::take(&mut *drafts.lock());
@@ -524,7 +523,6 @@ fn graded_run(stops: bool, seed: u64) -> (f64, usize, Vec<(usize, usize)>) {
 
 #[test]
 fn drafting_stops_below_the_first_unsure_node_and_goes_deep_on_sure_ones() {
-    let _alone = one_at_a_time();
     let (cost, n, drafts) = graded_run(true, 21);
     let late = &drafts[drafts.len() / 2..drafts.len() - 1];
     // Once the policy knows the classes, no call is spent below a node that will be rejected...
@@ -578,14 +576,13 @@ impl Proposer for Turning {
 
 #[test]
 fn a_cheap_method_that_went_cold_is_asked_every_step_and_its_sure_drafts_are_kept_at_once() {
-    let _alone = one_at_a_time();
     let Case { model, prompt, want, reference } = case(Architecture::Llama, 11, 12, 260);
     let (vocab, n) = (model.config().vocab_size, want.len());
     // 150 tokens of wrong drafts (cold: probes back off to one in 64 steps and more), then
     // right ones, classed as sure.
     let switch = prompt.len() + 150;
     let inner = Turning { reference, len: 6, switch, vocab, right: false };
-    let mut auto = Auto::with_fixed_cost(Box::new(inner), cost_model());
+    let mut auto = fixed(Box::new(inner), cost_model(), &Clock::manual());
     let got = generate_speculative(&model, &prompt, n, &[], &mut auto).unwrap();
     assert_eq!(got.tokens, want, "lossless");
     // The context each step drafts after: the prompt, the prefill's token, what steps emitted.

@@ -28,7 +28,8 @@
 //!
 //! Pruning only removes nodes (with their subtrees) from a tree, so any choice is lossless.
 
-use std::sync::{Mutex, OnceLock};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 
 use burn::tensor::backend::Backend;
@@ -524,14 +525,53 @@ pub struct PolicyStats {
     pub steps: usize,
 }
 
+/// Where [`Auto`] reads the time it prices drafts and verify passes with: the wall clock, or a
+/// clock that only moves when told ([`Clock::manual`]), so that tests price drafter calls
+/// exactly, whatever else the machine runs.
+#[derive(Debug, Clone)]
+pub enum Clock {
+    Wall(Instant),
+    Manual(Arc<AtomicU64>),
+}
+
+impl Default for Clock {
+    fn default() -> Self {
+        Self::Wall(Instant::now())
+    }
+}
+
+impl Clock {
+    /// A clock at zero that moves only by [`Clock::advance`].
+    pub fn manual() -> Self {
+        Self::Manual(Arc::new(AtomicU64::new(0)))
+    }
+
+    /// Moves a manual clock on by `ms` milliseconds (to the nearest nanosecond); the wall clock
+    /// moves by itself, so this does nothing to it.
+    pub fn advance(&self, ms: f64) {
+        if let Self::Manual(ns) = self {
+            ns.fetch_add((ms * 1e6).round() as u64, Ordering::Relaxed);
+        }
+    }
+
+    /// Milliseconds since the clock's origin.
+    pub fn now_ms(&self) -> f64 {
+        match self {
+            Self::Wall(origin) => origin.elapsed().as_secs_f64() * 1e3,
+            Self::Manual(ns) => ns.load(Ordering::Relaxed) as f64 / 1e6,
+        }
+    }
+}
+
 /// A method under the `auto` draft policy: the method drafts, the policy keeps the part worth
 /// verifying, and learns from the verdict.
 pub struct Auto {
     inner: Box<dyn Proposer>,
     cost: CostModel,
     accept: AcceptanceModel,
-    /// The last proposal's predicted verify ms, and when it ended.
-    last: Option<(f64, Instant)>,
+    /// The last proposal's predicted verify ms, and when it ended ([`Clock::now_ms`]).
+    last: Option<(f64, f64)>,
+    clock: Clock,
     name: String,
     stats: PolicyStats,
     /// Whether measured verify times update the cost model (off for a fixed what-if model).
@@ -576,6 +616,7 @@ impl Auto {
             cost,
             accept: AcceptanceModel::default(),
             last: None,
+            clock: Clock::default(),
             name,
             stats: PolicyStats::default(),
             learn_cost: true,
@@ -599,6 +640,12 @@ impl Auto {
     /// With a cost model that measured times do not change (tests, what-if runs).
     pub fn with_fixed_cost(inner: Box<dyn Proposer>, cost: CostModel) -> Self {
         Self { learn_cost: false, ..Self::new(inner, cost) }
+    }
+
+    /// Reading the time from `clock` instead of the wall clock (tests: a [`Clock::manual`]
+    /// that the drafters move by what their calls would take).
+    pub fn with_clock(self, clock: Clock) -> Self {
+        Self { clock, ..self }
     }
 
     /// Whether a draft shaped like the last one, pruned as [`choose`] would, is expected to
@@ -792,7 +839,7 @@ impl Proposer for Auto {
             && (self.cheap() || self.inner.drafts_without_calls(ctx));
         let was_skipped = std::mem::replace(&mut self.skipped, depth == 0 && !probing && !asked);
         if self.skipped {
-            self.last = Some((self.cost.predict(1), Instant::now()));
+            self.last = Some((self.cost.predict(1), self.clock.now_ms()));
             self.nodes = None;
             return Ok(DraftTree::new());
         }
@@ -810,9 +857,9 @@ impl Proposer for Auto {
                 self.inner.set_call_cost(call_ms / self.cost.predict(1));
             }
         }
-        let started = Instant::now();
+        let started = self.clock.now_ms();
         let tree = self.inner.propose(ctx)?;
-        let ms = started.elapsed().as_secs_f64() * 1e3;
+        let ms = self.clock.now_ms() - started;
         // Drafting times are learned from proposals that follow a drafted step: the first one
         // may include the drafter's own prefill of the prompt (a draft model's catch-up), and
         // one after plain steps its catch-up on the tokens they added; counted as steady-state
@@ -867,7 +914,7 @@ impl Proposer for Auto {
         }
         self.nodes = nodes.as_ref().map(|n| keep.iter().map(|&i| n[i]).collect());
         self.template_nodes = nodes;
-        self.last = Some((predicted, Instant::now()));
+        self.last = Some((predicted, self.clock.now_ms()));
         Ok(subtree(&tree, &keep))
     }
 
@@ -878,7 +925,7 @@ impl Proposer for Auto {
             self.cold_probes = if verified.accepted.is_empty() { self.cold_probes.saturating_add(1) } else { 0 };
         }
         if let Some((predicted, at)) = self.last.take() {
-            let measured = at.elapsed().as_secs_f64() * 1e3;
+            let measured = self.clock.now_ms() - at;
             if self.learn_cost {
                 self.cost.observe(tree.len() + 1, measured);
             }
