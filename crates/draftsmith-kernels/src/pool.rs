@@ -9,9 +9,9 @@
 //! A run crosses between cores twice: the caller publishes the job and its epoch on one cache
 //! line, and each worker marks the epoch finished on a line of its own (nothing is reset per
 //! run). On a 2-core KVM guest (Zen 4, session 43; `cargo bench -p draftsmith-kernels --bench
-//! pool`) an empty run costs 50–100 ns when the two vCPUs sit close and ~550–650 ns when the host
-//! puts them far apart (a job mutex and a shared done counter before: ~70 / 650–820 ns, and
-//! 1030–1190 ns instead of 600–700 when the job touches a line per thread).
+//! pool`) an empty run costs 50–100 ns when the two vCPUs sit close and 543–655 ns when the host
+//! puts them far apart (a job mutex and a shared done counter before: 70–80 / 634–821 ns, and
+//! 1030–1192 ns instead of 595–695 when the job touches a line per thread).
 //!
 //! [`Pool::run`] calls `f(thread, threads)` once on every thread (the caller is thread 0) and
 //! returns when all have finished. Work is split by the caller's own rule (usually contiguous
