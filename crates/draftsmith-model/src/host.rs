@@ -554,8 +554,13 @@ pub fn attend_into<T: KvElem>(
     out: &mut Vec<f32>,
 ) {
     let n = q.len() / (heads * head_dim);
-    out.clear();
-    out.resize(q.len(), 0.0);
+    // Every element is written by exactly one unit below, so a buffer of the right length is
+    // reused as it is: zeroing it would only move its lines to this core before the workers
+    // write theirs.
+    if out.len() != q.len() {
+        out.clear();
+        out.resize(q.len(), 0.0);
+    }
     let total = match visibility {
         Visibility::Causal { cached } => cached + n,
         Visibility::Mask { total, .. } => *total,
