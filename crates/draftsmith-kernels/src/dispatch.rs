@@ -124,6 +124,16 @@ impl KernelPath {
         }
     }
 
+    /// Whether code on this path may use AVX2 and FMA (every path but the scalar one).
+    pub fn simd(self) -> bool {
+        self != KernelPath::Scalar
+    }
+
+    /// Whether it has AVX-512 F/VL too (16-lane vectors and 32 registers).
+    pub fn wide(self) -> bool {
+        self.vector() == KernelPath::Avx512Vnni
+    }
+
     /// Short lowercase name (as accepted by `DRAFTSMITH_KERNEL_PATH`).
     pub fn name(self) -> &'static str {
         match self {

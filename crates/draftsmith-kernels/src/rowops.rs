@@ -7,18 +7,6 @@
 
 use crate::dispatch::KernelPath;
 
-/// Whether the AVX2 + FMA versions run (every SIMD kernel path implies them).
-#[inline]
-fn simd() -> bool {
-    KernelPath::detect() != KernelPath::Scalar
-}
-
-/// Whether the kernel path has AVX-512 (16-lane forms of the same per-element arithmetic).
-#[inline]
-fn wide() -> bool {
-    KernelPath::detect().vector() == KernelPath::Avx512Vnni
-}
-
 /// `out[r] = x[r] / sqrt(mean(x[r]²) + eps) · w` for every row `r` of `x` (`[n, w.len()]`).
 pub fn rms_norm(x: &[f32], w: &[f32], eps: f32, out: &mut [f32]) {
     let d = w.len();
@@ -35,7 +23,7 @@ pub fn rms_norm(x: &[f32], w: &[f32], eps: f32, out: &mut [f32]) {
 /// pairwise, then the tail.
 pub fn sum_squares(x: &[f32]) -> f32 {
     #[cfg(target_arch = "x86_64")]
-    if simd() {
+    if KernelPath::detect().simd() {
         // SAFETY: AVX2 and FMA are available (every non-scalar path requires them).
         return unsafe { avx2::sum_squares(x) };
     }
@@ -58,7 +46,7 @@ fn reduce8(a: [f32; 8]) -> f32 {
 pub fn silu_mul(gate: &[f32], up: &[f32], out: &mut [f32]) {
     assert!(gate.len() == up.len() && up.len() == out.len(), "silu_mul: lengths");
     #[cfg(target_arch = "x86_64")]
-    if simd() {
+    if KernelPath::detect().simd() {
         // SAFETY: as in `sum_squares`.
         unsafe { avx2::silu_mul(gate, up, out) };
         return;
@@ -71,7 +59,7 @@ pub fn silu_mul(gate: &[f32], up: &[f32], out: &mut [f32]) {
 /// `x ← exp(x − shift)` element-wise (softmax numerators).
 pub fn exp_shifted(x: &mut [f32], shift: f32) {
     #[cfg(target_arch = "x86_64")]
-    if simd() {
+    if KernelPath::detect().simd() {
         // SAFETY: AVX2 and FMA are available (`simd`).
         unsafe { avx2::exp_shifted(x, shift) };
         return;
@@ -86,10 +74,10 @@ pub fn exp_shifted(x: &mut [f32], shift: f32) {
 pub fn softmax_numerators(x: &mut [f32]) -> f32 {
     let max = row_max(x);
     #[cfg(target_arch = "x86_64")]
-    if simd() {
+    if KernelPath::detect().simd() {
         // SAFETY: AVX2 and FMA (and with `wide()` AVX-512 F) are available.
         let acc = unsafe {
-            if wide() {
+            if KernelPath::detect().wide() {
                 avx2::exp_shifted_wide(x, max)
             } else {
                 avx2::exp_shifted(x, max)
@@ -114,10 +102,10 @@ pub fn softmax_numerators(x: &mut [f32]) -> f32 {
 /// is exact in any order, so the vector forms return the same value.
 pub fn row_max(x: &[f32]) -> f32 {
     #[cfg(target_arch = "x86_64")]
-    if simd() {
+    if KernelPath::detect().simd() {
         // SAFETY: AVX2 (and with `wide()` AVX-512 F) is available.
         return unsafe {
-            if wide() {
+            if KernelPath::detect().wide() {
                 avx2::row_max_wide(x)
             } else {
                 avx2::row_max(x)

@@ -316,21 +316,6 @@ impl HostKv {
     }
 }
 
-/// Whether the kernels' dispatch chose a SIMD path (AVX2 + FMA at least). One dispatch for the
-/// whole engine ([`KernelPath::detect`], fixed for a process, so every row of every batch takes
-/// the same arithmetic path; `DRAFTSMITH_KERNEL_PATH` governs attention as it does matmuls).
-#[inline]
-fn simd_available() -> bool {
-    KernelPath::detect() != KernelPath::Scalar
-}
-
-/// Whether that path has AVX-512 (16-lane vectors and 32 registers: the attention kernels that
-/// serve up to six query rows per pass, two keys per vector in the scores).
-#[inline]
-fn wide_available() -> bool {
-    KernelPath::detect().vector() == KernelPath::Avx512Vnni
-}
-
 /// `o ← o + p·v`, elementwise (AVX2 + FMA with `simd`).
 #[inline]
 fn axpy(o: &mut [f32], p: f32, v: &[f32], simd: bool) {
@@ -371,7 +356,7 @@ unsafe fn axpy_avx2(o: &mut [f32], p: f32, v: &[f32]) {
 #[inline]
 pub fn dot(a: &[f32], b: &[f32]) -> f32 {
     #[cfg(target_arch = "x86_64")]
-    if simd_available() {
+    if KernelPath::detect().simd() {
         // SAFETY: the CPU supports AVX2 and FMA (checked above).
         return unsafe { dot_avx2(a, b) };
     }
@@ -574,8 +559,8 @@ pub fn attend_into<T: KvElem>(
         head_dim,
         capacity,
         scale: 1.0 / (head_dim as f32).sqrt(),
-        simd: simd_available(),
-        wide: wide_available(),
+        simd: KernelPath::detect().simd(),
+        wide: KernelPath::detect().wide(),
         prefetch: n > 1,
     };
     let group = shape.group;
@@ -1463,7 +1448,7 @@ mod tests {
 
     #[test]
     fn axpy_paths_agree_with_scalar() {
-        for simd in [false, simd_available()] {
+        for simd in [false, KernelPath::detect().simd()] {
             let (mut o, v) = (vec![1.0f32; 67], (0..67).map(|i| i as f32 * 0.5).collect::<Vec<_>>());
             axpy(&mut o, 0.25, &v, simd);
             assert!(o.iter().zip(&v).all(|(a, b)| (a - (1.0 + 0.25 * b)).abs() < 1e-6));
@@ -1482,7 +1467,7 @@ mod tests {
 
     #[test]
     fn fused_row_kernels_match_dot_and_axpy_bit_for_bit() {
-        if !simd_available() {
+        if !KernelPath::detect().simd() {
             return;
         }
         fused_rows_match::<f32>();
@@ -1599,7 +1584,7 @@ mod tests {
                 scale,
                 visible,
                 &mut want,
-                simd_available(),
+                KernelPath::detect().simd(),
             );
             assert!(got[span].iter().zip(&want).all(|(a, b)| a.to_bits() == b.to_bits()), "{what}, kv head {g}");
         }
