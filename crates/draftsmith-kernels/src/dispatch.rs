@@ -124,7 +124,10 @@ impl KernelPath {
         }
     }
 
-    /// Whether code on this path may use AVX2 and FMA (every path but the scalar one).
+    /// Whether code on this path may use AVX2 and FMA (every path but the scalar one). The
+    /// element-wise rows and the host attention ask it of [`KernelPath::detect`]: one dispatch
+    /// for the whole process, so every row of every batch takes the same arithmetic, and
+    /// `DRAFTSMITH_KERNEL_PATH` governs them as it does the matrix products.
     pub fn simd(self) -> bool {
         self != KernelPath::Scalar
     }
