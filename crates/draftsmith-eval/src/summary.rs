@@ -237,12 +237,7 @@ pub fn summarize(records: &[Record], methods: &[Method]) -> Summary {
             }
         }
         let lossless = !mismatches.iter().any(|m| m.method == method) && paired.len() == own.len();
-        let mut summary = method_summary(&own, &paired, lossless);
-        if method.is_ar() {
-            // The baseline against itself: 1× on every resample.
-            summary.speedup_interval = None;
-        }
-        summaries.insert(method, summary);
+        summaries.insert(method, method_summary(method, &own, &paired, lossless));
     }
     let lossless = summaries.values().all(|s| s.lossless);
     Summary {
@@ -272,13 +267,11 @@ fn relative_speeds(records: &[Record], methods: &[Method]) -> Vec<RelativeSpeed>
                 base.iter().filter_map(|(id, b)| own.get(id).map(|r| (*b, *r))).collect();
             // The bootstrap draws by index: a fixed order keeps it reproducible.
             paired.sort_by(|x, y| x.0.prompt_id.cmp(&y.0.prompt_id));
-            let (base_ms, _) = ms_per_token(paired.iter().map(|(b, _)| *b));
-            let (own_ms, _) = ms_per_token(paired.iter().map(|(_, r)| *r));
             out.push(RelativeSpeed {
                 method,
                 over,
                 prompts: paired.len(),
-                ratio: base_ms.zip(own_ms).and_then(|(b, m)| ratio(b, m)),
+                ratio: paired_speedups(&paired).0,
                 interval: speedup_interval(&paired),
             });
         }
@@ -286,7 +279,18 @@ fn relative_speeds(records: &[Record], methods: &[Method]) -> Vec<RelativeSpeed>
     out
 }
 
-fn method_summary(own: &[&Record], paired: &[(&Record, &Record)], lossless: bool) -> MethodSummary {
+/// The second of each pair's speed over the first's, on the pairs' prompts: (decode only, with
+/// prefill), each a ratio of ms per token totalled over the prompts.
+fn paired_speedups(paired: &[(&Record, &Record)]) -> (Option<f64>, Option<f64>) {
+    let (base_decode, base_with) = ms_per_token(paired.iter().map(|(b, _)| *b));
+    let (own_decode, own_with) = ms_per_token(paired.iter().map(|(_, r)| *r));
+    let speedup = |b: Option<f64>, m: Option<f64>| b.zip(m).and_then(|(b, m)| ratio(b, m));
+    (speedup(base_decode, own_decode), speedup(base_with, own_with))
+}
+
+/// `method`'s summary from its records `own` and the `paired` (AR's, its own) records of the
+/// prompts both ran.
+fn method_summary(method: Method, own: &[&Record], paired: &[(&Record, &Record)], lossless: bool) -> MethodSummary {
     let output_tokens: usize = own.iter().map(|r| r.output_ids.len()).sum();
     let target_calls: usize = own.iter().map(|r| r.target_calls).sum();
     let steps: Vec<_> = own.iter().flat_map(|r| r.steps.iter()).collect();
@@ -298,9 +302,7 @@ fn method_summary(own: &[&Record], paired: &[(&Record, &Record)], lossless: bool
     let tau = tokens_per_step(output_tokens, target_calls);
     let draft_len = own.iter().find_map(|r| r.draft_len).filter(|&d| d > 0);
     let (decode, with_prefill) = ms_per_token(own.iter().copied());
-    let (ar_decode, ar_with) = ms_per_token(paired.iter().map(|(a, _)| *a));
-    let (m_decode, m_with) = ms_per_token(paired.iter().map(|(_, r)| *r));
-    let speedup = |a: Option<f64>, m: Option<f64>| a.zip(m).and_then(|(a, m)| ratio(a, m));
+    let (speedup, speedup_with_prefill) = paired_speedups(paired);
     MethodSummary {
         prompts: own.len(),
         output_tokens,
@@ -317,9 +319,10 @@ fn method_summary(own: &[&Record], paired: &[(&Record, &Record)], lossless: bool
         draft_calls_per_token: ratio(draft_calls as f64, output_tokens as f64),
         decode_ms_per_token: decode,
         ms_per_token_with_prefill: with_prefill,
-        speedup: speedup(ar_decode, m_decode),
-        speedup_interval: speedup_interval(paired),
-        speedup_with_prefill: speedup(ar_with, m_with),
+        speedup,
+        // The baseline against itself is 1× on every resample: no interval to draw.
+        speedup_interval: if method.is_ar() { None } else { speedup_interval(paired) },
+        speedup_with_prefill,
         mean_draft_ms: per_step(&|s| s.draft_ms),
         mean_verify_ms: per_step(&|s| s.verify_ms),
         mean_commit_ms: per_step(&|s| s.commit_ms),
