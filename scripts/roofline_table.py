@@ -5,9 +5,9 @@ Each `bench ar` run measures, in the same minute as its curve, the machine's rea
 model-sized buffer and the int8 kernel's peak multiply-add rate; its roofline for a pass over n
 tokens is max(weight bytes / bandwidth, n * multiply-adds / kernel peak), so the roofline's
 t(n)/t(1) is what that machine allowed in that minute. This prints, for one model and cached
-context, each run's measured ratio (chain / tree) next to the roofline's, and their quotient
-(1.00: the engine sat on the roofline; below 1: the bandwidth probe read faster than the
-model's own weight stream). Runs without a roofline (the dense and GPU paths) are skipped.
+context, each run's measured ratio (chain / tree) next to the roofline's, and the lower of the
+two over the roofline's (1.00: the engine sat on the roofline; below 1: the bandwidth probe read
+faster than the model's own weight stream). Runs without a roofline (the dense and GPU paths) are skipped.
 
 usage: scripts/roofline_table.py [--model SmolLM2] [--context 64] [--n 8] [PATH...]
        (PATH: JSON files or folders to search; default eval/results)
@@ -48,7 +48,7 @@ def main():
     ap.add_argument("--n", type=int, default=8)
     args = ap.parse_args()
     print(f"| run | CPU | kernels | GB/s | kernel GMAC/s | t(1) ms | t({args.n})/t(1) chain / tree "
-          f"| roofline | measured / roofline |")
+          f"| roofline | lower of chain / tree over roofline |")
     print("|---|---|---|---:|---:|---:|---|---:|---:|")
     for path, r in runs(args.paths):
         if args.model.lower() not in str(r.get("model", "")).lower():

@@ -125,7 +125,7 @@ impl ActQuant {
     pub(crate) fn quantize(&mut self, x: &[f32], n: usize, cols: usize, path: KernelPath, halves: bool) {
         assert_eq!(x.len(), n * cols, "activation length must be n * cols");
         assert_eq!(cols % QK, 0, "cols must be a multiple of 32");
-        if path != KernelPath::Scalar {
+        if path.simd() {
             let shared = self.packed_for(n, cols, path, halves);
             // SAFETY: one thread quantizes the whole input (the only share of a 1-way split).
             return unsafe { shared.quantize_part(x, 0, 1) };
@@ -357,7 +357,7 @@ impl ActTiles for ReadyAct<'_, '_> {
 /// Quantizes consecutive blocks of `x` into `qs`, `d`, `sum`.
 fn quantize_blocks(path: KernelPath, x: &[f32], qs: &mut [i8], d: &mut [f32], sum: &mut [i32]) {
     #[cfg(target_arch = "x86_64")]
-    if path != KernelPath::Scalar && path.is_supported() {
+    if path.simd() && path.is_supported() {
         // SAFETY: every non-scalar path requires AVX2, checked by `is_supported`.
         unsafe { crate::avx2::quantize_blocks(x, qs, d, sum) };
         return;
