@@ -223,6 +223,9 @@ struct Deep {
     calls: Shared<usize>,
     last: usize,
     stall: Option<(usize, u64)>,
+    /// Proposals after `first ..= last` tokens of context take `factor` times as long a call
+    /// (a loud stretch of the host).
+    loud: Option<(usize, usize, f64)>,
     proposals: usize,
     /// The last call cost in target steps the policy passed ([`Proposer::set_call_cost`]).
     priced: Shared<Option<f64>>,
@@ -269,7 +272,8 @@ impl Proposer for Deep {
             (Some(first), n) => first + self.call_ms * (n - 1) as f64,
             (None, n) => self.call_ms * n as f64,
         };
-        self.clock.advance(ms);
+        let loud = self.loud.filter(|&(a, b, _)| (a..=b).contains(&ctx.tokens.len())).map_or(1.0, |l| l.2);
+        self.clock.advance(ms * loud);
         Ok(tree)
     }
 }
@@ -277,16 +281,29 @@ impl Proposer for Deep {
 /// Steps of 5 ms (a pass over n tokens costs 5 · (1 + 0.2 (n − 1)) ms), drafter calls of 0.5 ms.
 const STEP_MS: f64 = 5.0;
 const CALL_MS: f64 = 0.5;
+/// The loud stretch of `a_loud_stretch_does_not_keep_the_drafts_shallow`.
+const LOUD: Option<(usize, usize, f64)> = Some((20, 60, 3.0));
 
 /// `auto` (5 ms steps, fixed cost model) over a [`Deep`] drafter of at most `len` tokens on a
-/// seeded case, right for its whole depth and `CALL_MS` a call unless `shape` says otherwise;
-/// checks the output is `ar`'s and returns the steps, the drafter calls and the tokens generated.
+/// seeded case of 160 new tokens, right for its whole depth and `CALL_MS` a call unless `shape`
+/// says otherwise; checks the output is `ar`'s and returns the steps, the drafter calls and the
+/// tokens generated.
 fn deep_generate(
     seed: u64,
     len: usize,
     shape: impl FnOnce(&mut Deep),
 ) -> (Vec<draftsmith_decode::StepRecord>, usize, usize) {
-    let Case { model, prompt, want, reference } = case(Architecture::Llama, seed, 12, 160);
+    deep_generate_n(seed, len, 160, shape)
+}
+
+/// [`deep_generate`] of `n` new tokens.
+fn deep_generate_n(
+    seed: u64,
+    len: usize,
+    n: usize,
+    shape: impl FnOnce(&mut Deep),
+) -> (Vec<draftsmith_decode::StepRecord>, usize, usize) {
+    let Case { model, prompt, want, reference } = case(Architecture::Llama, seed, 12, n);
     let (vocab, n) = (model.config().vocab_size, want.len());
     let calls = Shared::new(0);
     let inner = Scripted { reference, len, wrong: false, vocab };
@@ -299,6 +316,7 @@ fn deep_generate(
         calls: calls.clone(),
         last: 0,
         stall: None,
+        loud: None,
         proposals: 0,
         priced: Default::default(),
         clock: Clock::manual(),
@@ -375,6 +393,24 @@ fn one_stalled_drafter_call_does_not_price_the_drafter_out() {
     let late = &steps[steps.len() / 2..steps.len() - 1];
     let drafted = late.iter().filter(|s| s.tree_size > 0).count();
     assert!(drafted * 4 >= late.len() * 3, "{drafted} of the last {} steps drafted", late.len());
+}
+
+#[test]
+fn a_loud_stretch_does_not_keep_the_drafts_shallow() {
+    // Calls of 2 ms against 5 ms steps, right for 4 tokens: a draft of 4 (5 tokens for 8 ms of
+    // calls and a 5-token pass of 9 ms) beats a plain step and every shallower draft. From the
+    // 20th to the 60th token of context calls take three times as long (a loud stretch of the
+    // host): a depth drafted then kept that price until drafted again, and a depth priced out
+    // was not drafted again
+    // (Qwen2.5-Coder 0.5B → 1.5B on a shared Zen 4: one-token drafts for 15 prompts after a
+    // loud second, session 45).
+    let (steps, _, _) = deep_generate_n(13, 4, 480, |d| {
+        (d.right, d.call_ms, d.loud) = (4, 2.0, LOUD);
+    });
+    let late = &steps[steps.len() * 3 / 4..steps.len() - 1];
+    let sizes: Vec<usize> = late.iter().map(|s| s.tree_size).collect();
+    let deep = sizes.iter().filter(|&&d| d >= 3).count();
+    assert!(deep * 4 >= sizes.len() * 3, "late draft depths {sizes:?}");
 }
 
 /// A right drafter whose first proposal of each generation is slow (a draft model's prefill of

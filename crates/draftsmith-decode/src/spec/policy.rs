@@ -105,6 +105,14 @@ pub const REFRESH_ONE: usize = 64;
 /// 1.39× `ar` in one run against 1.67–1.79× in the others (session 33). With the probes'
 /// [`PROBE_BUDGET`], a useless cheap drafter costs at most about 5 % of the plain steps.
 pub const CHEAP_DRAFT: f64 = 0.03;
+/// A depth of a method told its depth whose drafting time was last measured this many of its
+/// drafts ago is priced again as that many calls at the current time per call
+/// ([`Auto::depth_ms`]): a depth priced out in a loud moment of the host is otherwise never
+/// drafted, so never measured, again — Qwen2.5-Coder 0.5B drafting for 1.5B on a shared Zen 4
+/// drafted one token a step for 15 of 20 prompts after a second in which drafts of two to four
+/// calls took twice their time (1.44× `ar` against 1.68× with Pre-cut stopping the same drafter,
+/// session 45).
+pub const STALE_DRAFTS: usize = 32;
 /// Deepest level and widest sibling rank with their own acceptance counts.
 const DEPTHS: usize = 16;
 const RANKS: usize = 4;
@@ -594,8 +602,11 @@ pub struct Auto {
     call_ms: DraftTime,
     /// Their drafting time per draft, by the depth asked for (index = depth): calls need not
     /// cost the same (a ReDrafter's first call runs one beam, its later ones every beam), so a
-    /// depth once drafted is priced by its own measurements ([`Auto::depth_ms`]).
-    depth_times: Vec<DraftTime>,
+    /// depth once drafted is priced by its own measurements ([`Auto::depth_ms`]), each with the
+    /// count of drafts (`drafts`) when it was last measured.
+    depth_times: Vec<(DraftTime, usize)>,
+    /// Drafts of a method told its depth, so far.
+    drafts: usize,
     /// Running average of what a probe's drafting took, ms (catch-up included).
     probe_ms: Option<f64>,
     /// Whether the step being verified is a probe.
@@ -629,6 +640,7 @@ impl Auto {
             class: 0,
             call_ms: DraftTime::default(),
             depth_times: Vec::new(),
+            drafts: 0,
             drafted_before: false,
             probe_ms: None,
             probed: false,
@@ -676,11 +688,16 @@ impl Auto {
     /// full depth, 3.2 ms for four calls, three of them over 16 beams, so a one-token draft (one
     /// call over one beam, 0.3 ms) was priced at 0.8 ms, and 95 % of the steps of an MT-Bench
     /// answer were plain ones (session 23).
+    ///
+    /// A depth not measured in the last [`STALE_DRAFTS`] drafts is priced as `d` calls again,
+    /// at the current time per call: drafted at that price when it pays, it is measured afresh.
     fn depth_ms(&self, d: usize, call_ms: f64) -> f64 {
         let linear = call_ms * d as f64;
         match self.depth_times.get(d) {
-            Some(t) => t.get().unwrap_or_else(|| t.bound_ms().map_or(linear, |b| b.min(linear))),
-            None => linear,
+            Some((t, at)) if self.drafts - at < STALE_DRAFTS => {
+                t.get().unwrap_or_else(|| t.bound_ms().map_or(linear, |b| b.min(linear)))
+            }
+            _ => linear,
         }
     }
 
@@ -878,9 +895,16 @@ impl Proposer for Auto {
             // Priced by the depth it reached (a method may stop before the limit).
             let d = tree.depths().iter().copied().max().unwrap_or(depth).max(1);
             if self.depth_times.len() <= d {
-                self.depth_times.resize(d + 1, DraftTime::default());
+                self.depth_times.resize(d + 1, (DraftTime::default(), 0));
             }
-            self.depth_times[d].learn(ms, calls, steady);
+            self.drafts += 1;
+            let (time, at) = &mut self.depth_times[d];
+            if self.drafts - *at > STALE_DRAFTS {
+                // Stale: measured afresh from here, as a depth never drafted would be.
+                *time = DraftTime::default();
+            }
+            time.learn(ms, calls, steady);
+            *at = self.drafts;
         }
         // A method told its depth is priced per call; its probes draft one token, so their
         // whole drafting time bounds nothing. Any other method drafts the same whatever came
