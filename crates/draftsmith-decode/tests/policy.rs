@@ -281,8 +281,6 @@ impl Proposer for Deep {
 /// Steps of 5 ms (a pass over n tokens costs 5 · (1 + 0.2 (n − 1)) ms), drafter calls of 0.5 ms.
 const STEP_MS: f64 = 5.0;
 const CALL_MS: f64 = 0.5;
-/// The loud stretch of `a_loud_stretch_does_not_keep_the_drafts_shallow`.
-const LOUD: Option<(usize, usize, f64)> = Some((20, 60, 3.0));
 
 /// `auto` (5 ms steps, fixed cost model) over a [`Deep`] drafter of at most `len` tokens on a
 /// seeded case of 160 new tokens, right for its whole depth and `CALL_MS` a call unless `shape`
@@ -401,11 +399,10 @@ fn a_loud_stretch_does_not_keep_the_drafts_shallow() {
     // calls and a 5-token pass of 9 ms) beats a plain step and every shallower draft. From the
     // 20th to the 60th token of context calls take three times as long (a loud stretch of the
     // host): a depth drafted then kept that price until drafted again, and a depth priced out
-    // was not drafted again
-    // (Qwen2.5-Coder 0.5B → 1.5B on a shared Zen 4: one-token drafts for 15 prompts after a
-    // loud second, session 45).
+    // was not drafted again (Qwen2.5-Coder 0.5B → 1.5B on a shared Zen 4: one-token drafts for
+    // 15 prompts after a loud second, session 45).
     let (steps, _, _) = deep_generate_n(13, 4, 480, |d| {
-        (d.right, d.call_ms, d.loud) = (4, 2.0, LOUD);
+        (d.right, d.call_ms, d.loud) = (4, 2.0, Some((20, 60, 3.0)));
     });
     let late = &steps[steps.len() * 3 / 4..steps.len() - 1];
     let sizes: Vec<usize> = late.iter().map(|s| s.tree_size).collect();

@@ -602,9 +602,9 @@ pub struct Auto {
     call_ms: DraftTime,
     /// Their drafting time per draft, by the depth asked for (index = depth): calls need not
     /// cost the same (a ReDrafter's first call runs one beam, its later ones every beam), so a
-    /// depth once drafted is priced by its own measurements ([`Auto::depth_ms`]), each with the
-    /// count of drafts (`drafts`) when it was last measured.
-    depth_times: Vec<(DraftTime, usize)>,
+    /// depth once drafted is priced by its own measurements ([`Auto::depth_ms`]) while they are
+    /// fresh ([`DepthTime`]).
+    depth_times: Vec<DepthTime>,
     /// Drafts of a method told its depth, so far.
     drafts: usize,
     /// Running average of what a probe's drafting took, ms (catch-up included).
@@ -693,11 +693,9 @@ impl Auto {
     /// at the current time per call: drafted at that price when it pays, it is measured afresh.
     fn depth_ms(&self, d: usize, call_ms: f64) -> f64 {
         let linear = call_ms * d as f64;
-        match self.depth_times.get(d) {
-            Some((t, at)) if self.drafts - at < STALE_DRAFTS => {
-                t.get().unwrap_or_else(|| t.bound_ms().map_or(linear, |b| b.min(linear)))
-            }
-            _ => linear,
+        match self.depth_times.get(d).and_then(|t| t.fresh(self.drafts)) {
+            Some(t) => t.get().unwrap_or_else(|| t.bound_ms().map_or(linear, |b| b.min(linear))),
+            None => linear,
         }
     }
 
@@ -769,6 +767,31 @@ impl DraftTime {
                 self.average = self.average.map(|a| a.min(ms));
             }
         }
+    }
+}
+
+/// A depth's drafting time ([`DraftTime`]) and the count of drafts up to its last measurement:
+/// older than [`STALE_DRAFTS`] drafts it prices nothing, and the next measurement starts afresh,
+/// as for a depth never drafted.
+#[derive(Debug, Clone, Copy, Default)]
+struct DepthTime {
+    time: DraftTime,
+    at: usize,
+}
+
+impl DepthTime {
+    /// The time, unless stale after `drafts` drafts.
+    fn fresh(&self, drafts: usize) -> Option<&DraftTime> {
+        (drafts - self.at < STALE_DRAFTS).then_some(&self.time)
+    }
+
+    /// A measurement ([`DraftTime::learn`]) of the draft after `drafts` others.
+    fn learn(&mut self, drafts: usize, ms: f64, calls: usize, steady: bool) {
+        if self.fresh(drafts).is_none() {
+            self.time = DraftTime::default();
+        }
+        self.time.learn(ms, calls, steady);
+        self.at = drafts + 1;
     }
 }
 
@@ -895,16 +918,10 @@ impl Proposer for Auto {
             // Priced by the depth it reached (a method may stop before the limit).
             let d = tree.depths().iter().copied().max().unwrap_or(depth).max(1);
             if self.depth_times.len() <= d {
-                self.depth_times.resize(d + 1, (DraftTime::default(), 0));
+                self.depth_times.resize(d + 1, DepthTime::default());
             }
+            self.depth_times[d].learn(self.drafts, ms, calls, steady);
             self.drafts += 1;
-            let (time, at) = &mut self.depth_times[d];
-            if self.drafts - *at > STALE_DRAFTS {
-                // Stale: measured afresh from here, as a depth never drafted would be.
-                *time = DraftTime::default();
-            }
-            time.learn(ms, calls, steady);
-            *at = self.drafts;
         }
         // A method told its depth is priced per call; its probes draft one token, so their
         // whole drafting time bounds nothing. Any other method drafts the same whatever came
