@@ -112,9 +112,9 @@ impl Method {
     }
 
     /// Whether the method's drafts are `draft_len` long at most (prompt lookup, the token
-    /// cache and the draft-model family).
+    /// cache, ReDrafter's copied continuation and the draft-model family).
     pub const fn uses_draft_len(self) -> bool {
-        matches!(self, Method::PromptLookup | Method::TokenCache) || self.uses_draft_model()
+        matches!(self, Method::PromptLookup | Method::TokenCache | Method::ReDrafter) || self.uses_draft_model()
     }
 
     /// Whether the method is the autoregressive baseline.

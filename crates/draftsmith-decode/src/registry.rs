@@ -8,8 +8,8 @@ use burn::tensor::backend::Backend;
 use draftsmith_model::{Model, QFormat};
 
 use crate::methods::{
-    DraftModel, DraftModelConfig, KvMode, LoadedReDrafter, LoadedTokenSwift, NgramTrie, NgramTrieConfig, PreCutConfig,
-    PromptLookup, ReDrafterProposer, ReDrafterSettings, TokenCache, TokenCacheConfig, TokenSwiftProposer,
+    CopyContext, DraftModel, DraftModelConfig, KvMode, LoadedReDrafter, LoadedTokenSwift, NgramTrie, NgramTrieConfig,
+    PreCutConfig, PromptLookup, ReDrafterProposer, ReDrafterSettings, TokenCache, TokenCacheConfig, TokenSwiftProposer,
     TokenSwiftSettings, AUTO_NGRAM_KEY, AUTO_NGRAM_N,
 };
 use crate::spec::{Auto, CostModel, DraftPolicy, Proposer};
@@ -73,6 +73,12 @@ pub struct MethodParams {
     /// `--no-tree-attention` verifies every beam as its own chain (the ablation).
     #[cfg_attr(feature = "clap", arg(long = "no-tree-attention", action = clap::ArgAction::SetFalse))]
     pub tree_attention: bool,
+    /// ReDrafter: also draft the context's prompt-lookup continuation (`--lookup-ngram`,
+    /// `--draft-len` tokens) beside the beams, as copied nodes the draft policy learns apart
+    /// from the drafter's. Default: on under the `auto` draft policy, off under `fixed` (the
+    /// paper's ReDrafter, beams alone).
+    #[cfg_attr(feature = "clap", arg(long, value_name = "BOOL", action = clap::ArgAction::Set))]
+    pub copy_context: Option<bool>,
     /// TokenSwift: candidates per depth, p0's first (`1,3,3,3`; `3,3,3,3`, `1,9,9,9`).
     #[cfg_attr(
         feature = "clap",
@@ -138,6 +144,7 @@ impl Default for MethodParams {
             beam_width: 1,
             beam_length: 5,
             tree_attention: true,
+            copy_context: None,
             tree: ts.tree,
             ngram_topk: ts.ngram_topk,
             kv_mode: None,
@@ -312,12 +319,7 @@ fn build_method<B: Backend>(
                 None => "this method needs a trained drafter (--drafter)".into(),
             },
         })?;
-        let settings = ReDrafterSettings {
-            beam_width: params.beam_width,
-            beam_length: params.beam_length,
-            tree_attention: params.tree_attention,
-        };
-        return Ok(Some(Box::new(ReDrafterProposer::new(target, loaded, settings)?)));
+        return Ok(Some(Box::new(ReDrafterProposer::new(target, loaded, redrafter_settings(params))?)));
     }
     let draft_model = |precut: bool, reuse: bool| -> Result<DraftModel<B>, DecodeError> {
         let model = drafter.ok_or_else(|| DecodeError::InvalidParam {
@@ -350,6 +352,18 @@ fn build_method<B: Backend>(
         }
         m => build_proposer(m, params)?,
     })
+}
+
+/// The `redrafter` method's settings: the copied continuation is on under `auto` unless
+/// `copy_context` says otherwise, off under `fixed` (the paper's beams alone) unless asked for.
+fn redrafter_settings(params: &MethodParams) -> ReDrafterSettings {
+    let copy = params.copy_context.unwrap_or(params.draft_policy == DraftPolicy::Auto);
+    ReDrafterSettings {
+        beam_width: params.beam_width,
+        beam_length: params.beam_length,
+        tree_attention: params.tree_attention,
+        copy_context: copy.then_some(CopyContext { max_ngram: params.lookup_ngram, len: params.draft_len }),
+    }
 }
 
 /// How a draft model's weights are held ([`MethodParams::draft_weights`]).
@@ -451,6 +465,19 @@ pub fn build_proposer(method: Method, params: &MethodParams) -> Result<Option<Bo
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn redrafter_copies_the_context_under_auto_and_beams_alone_under_fixed_unless_asked() {
+        let copy = |draft_policy, copy_context| {
+            redrafter_settings(&MethodParams { draft_policy, copy_context, draft_len: 7, ..MethodParams::default() })
+                .copy_context
+        };
+        let on = Some(CopyContext { max_ngram: MethodParams::default().lookup_ngram, len: 7 });
+        assert_eq!(copy(DraftPolicy::Auto, None), on);
+        assert_eq!(copy(DraftPolicy::Fixed, None), None);
+        assert_eq!(copy(DraftPolicy::Fixed, Some(true)), on);
+        assert_eq!(copy(DraftPolicy::Auto, Some(false)), None);
+    }
 
     #[test]
     fn every_method_without_a_drafter_builds_and_one_with_a_drafter_says_so() {

@@ -76,7 +76,8 @@ fn redrafter_is_lossless_for_every_beam_shape_and_gets_drafts_accepted() {
         let expected = ar(&model, &prompt, 24);
         for (width, length) in [(1, 5), (2, 3), (4, 4), (8, 2)] {
             for tree_attention in [true, false] {
-                let settings = ReDrafterSettings { beam_width: width, beam_length: length, tree_attention };
+                let settings =
+                    ReDrafterSettings { beam_width: width, beam_length: length, tree_attention, copy_context: None };
                 let mut proposer = ReDrafterProposer::new(&model, &loaded, settings).unwrap();
                 assert!(proposer.drafts_on_host(), "a quantized target's drafter runs on its host kernels");
                 let out = generate_speculative(&model, &prompt, 24, &[], &mut proposer).unwrap();
@@ -115,7 +116,7 @@ fn redrafter_is_lossless_for_every_beam_shape_and_gets_drafts_accepted() {
     // On a dense target the same drafter drafts through burn (f32 weights), also losslessly and
     // with drafts accepted.
     let dense = tiny_dense(Architecture::Llama, 3);
-    let settings = ReDrafterSettings { beam_width: 2, beam_length: 4, tree_attention: true };
+    let settings = ReDrafterSettings { beam_width: 2, beam_length: 4, tree_attention: true, copy_context: None };
     let mut accepted = 0;
     for case in 0..3 {
         let prompt: Vec<u32> = (0..3 + rng.next(6)).map(|_| rng.next(48) as u32).collect();
@@ -160,7 +161,7 @@ fn a_drafter_with_a_draft_vocabulary_proposes_only_from_it_and_stays_lossless() 
     for _ in 0..4 {
         let prompt: Vec<u32> = (0..3 + rng.next(6)).map(|_| rng.next(48) as u32).collect();
         let expected = ar(&model, &prompt, 24);
-        let settings = ReDrafterSettings { beam_width: 4, beam_length: 4, tree_attention: true };
+        let settings = ReDrafterSettings { beam_width: 4, beam_length: 4, tree_attention: true, copy_context: None };
         let inner = ReDrafterProposer::new(&model, &loaded, settings).unwrap();
         let mut proposer = Recording { inner, drafted: Vec::new(), classes: Vec::new() };
         let out = generate_speculative(&model, &prompt, 24, &[], &mut proposer).unwrap();
@@ -177,6 +178,44 @@ fn a_drafter_with_a_draft_vocabulary_proposes_only_from_it_and_stays_lossless() 
         assert!(proposer.classes.iter().all(|&c| c < draftsmith_decode::spec::policy::NODE_CLASSES));
     }
     assert!(accepted > 0, "the drafter gets drafts accepted");
+}
+
+#[test]
+fn the_copied_continuation_beside_the_beams_is_classed_apart_and_stays_lossless() {
+    use draftsmith_decode::methods::CopyContext;
+    use draftsmith_decode::spec::policy::{COPIED, NODE_CLASSES};
+    let model = tiny(Architecture::Llama, 3);
+    let dir = trained_drafter(&model, "copy");
+    let loaded = LoadedReDrafter::<B>::load(&dir, &identity(&model), &Default::default()).unwrap();
+    let mut rng = Lcg(11);
+    let (mut copied, mut accepted_copies) = (0, 0);
+    for case in 0..4 {
+        // A prompt that repeats its own start, so that prompt lookup finds a continuation.
+        let start: Vec<u32> = (0..4).map(|_| rng.next(48) as u32).collect();
+        let mut prompt = start.clone();
+        prompt.extend(ar(&model, &start, 12));
+        prompt.extend(&start);
+        let expected = ar(&model, &prompt, 24);
+        for (width, length) in [(1, 5), (4, 4)] {
+            let settings = ReDrafterSettings {
+                beam_width: width,
+                beam_length: length,
+                tree_attention: true,
+                copy_context: Some(CopyContext { max_ngram: 3, len: 6 }),
+            };
+            let inner = ReDrafterProposer::new(&model, &loaded, settings).unwrap();
+            let mut proposer = Recording { inner, drafted: Vec::new(), classes: Vec::new() };
+            let out = generate_speculative(&model, &prompt, 24, &[], &mut proposer).unwrap();
+            assert_eq!(out.tokens, expected, "case {case}: width {width} length {length}");
+            assert!(out.steps.iter().all(|s| s.tree_size <= width * (length - 1) + 6));
+            assert_eq!(proposer.classes.len(), proposer.drafted.len(), "one class per node");
+            assert!(proposer.classes.iter().all(|&c| c < NODE_CLASSES));
+            copied += proposer.classes.iter().filter(|&&c| c >= COPIED).count();
+            accepted_copies += out.steps.iter().filter(|s| s.tree_size > width * (length - 1)).count();
+        }
+    }
+    assert!(copied > 0, "the context's continuation is drafted beside the beams");
+    assert!(accepted_copies > 0, "some trees hold more nodes than the beams alone");
 }
 
 /// Keeps every token a proposer drafts, with the node class it gave each.

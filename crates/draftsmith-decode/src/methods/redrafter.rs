@@ -13,9 +13,12 @@ use draftsmith_heads::TargetIdentity;
 use draftsmith_model::layers::Linear;
 use draftsmith_model::{Activations, Model};
 
+use super::prompt_lookup::PromptLookup;
 use super::redrafter_host::{HostReDrafter, DRAFTER_WEIGHTS};
+use super::token_cache::insert_branch;
 use crate::error::DecodeError;
 use crate::method::Method;
+use crate::spec::policy::COPIED;
 use crate::spec::{probability_class, DepthStop, DraftContext, DraftCost, HiddenState, Proposer};
 
 /// A ReDrafter drafter loaded for one target.
@@ -56,6 +59,20 @@ pub struct ReDrafterSettings {
     /// Pack shared beam prefixes into one tree (dynamic tree attention); `false` verifies every
     /// beam as its own chain (the ablation).
     pub tree_attention: bool,
+    /// Also draft the context's prompt-lookup continuation beside the beams; `None`: the
+    /// paper's ReDrafter, beams alone.
+    pub copy_context: Option<CopyContext>,
+}
+
+/// The copied continuation a [`ReDrafterProposer`] drafts beside its beams: prompt lookup's
+/// (the most recent earlier occurrence of the longest matching suffix of at most `max_ngram`
+/// tokens, and the `len` tokens after it), hung from the root and sharing the beams' nodes where
+/// it drafts the same tokens. Its own nodes are in the [`COPIED`] node classes (by how many of
+/// the earlier occurrences agree), which the draft policy learns apart from the drafter's.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CopyContext {
+    pub max_ngram: usize,
+    pub len: usize,
 }
 
 /// Statistics for the tree-attention compression figure.
@@ -88,8 +105,10 @@ pub struct ReDrafterProposer<B: Backend> {
     /// ([`Proposer::set_depth_stop`]).
     depth_stop: Option<DepthStop>,
     /// The node class of every node of the last tree: the drafter's probability of the token
-    /// ([`probability_class`]).
+    /// ([`probability_class`]), or [`COPIED`] + agreement for the copied continuation's nodes.
     classes: Vec<usize>,
+    /// The copied continuation's proposer ([`ReDrafterSettings::copy_context`]).
+    lookup: Option<PromptLookup>,
 }
 
 impl<B: Backend> ReDrafterProposer<B> {
@@ -156,6 +175,7 @@ impl<B: Backend> ReDrafterProposer<B> {
             depth_limit: None,
             depth_stop: None,
             classes: Vec::new(),
+            lookup: settings.copy_context.map(|c| PromptLookup::new(c.max_ngram, 1, c.len)),
         })
     }
 }
@@ -373,6 +393,15 @@ impl<B: Backend> Proposer for ReDrafterProposer<B> {
         self.packing.steps += 1;
         self.packing.unpacked_tokens += beams.len() * length;
         self.packing.packed_tokens += 1 + tree.len();
+        let mut tree = tree;
+        if let Some(lookup) = &mut self.lookup {
+            let chain = lookup.propose(ctx)?;
+            let classes = lookup.node_classes(&chain).unwrap_or_else(|| vec![0; chain.len()]);
+            let created = insert_branch(&mut tree, None, chain.tokens());
+            // The created nodes are the chain's last ones (its first may be the beams').
+            let shared = chain.len() - created.len();
+            self.classes.extend(classes[shared..].iter().map(|&k| COPIED + k));
+        }
         // One drafter call for g0 and one per further beam step (beam_length counts g0).
         self.last_cost = DraftCost { calls: length - 1, generated: tree.len() };
         Ok(tree)
