@@ -369,7 +369,7 @@ impl<B: Backend> Proposer for ReDrafterProposer<B> {
         // The search may have stopped before `cfg.length` (the depth stop).
         let length = beams.beams[0].len();
         let (beams, log_probs) = (beams.beams, beams.log_probs);
-        let tree = if self.settings.tree_attention {
+        let mut tree = if self.settings.tree_attention {
             let packed = pack_beams(&beams);
             self.classes = vec![0; packed.tree.len()];
             for (nodes, lps) in packed.node.iter().zip(&log_probs) {
@@ -393,7 +393,6 @@ impl<B: Backend> Proposer for ReDrafterProposer<B> {
         self.packing.steps += 1;
         self.packing.unpacked_tokens += beams.len() * length;
         self.packing.packed_tokens += 1 + tree.len();
-        let mut tree = tree;
         if let Some(lookup) = &mut self.lookup {
             let chain = lookup.propose(ctx)?;
             let classes = lookup.node_classes(&chain).unwrap_or_else(|| vec![0; chain.len()]);
