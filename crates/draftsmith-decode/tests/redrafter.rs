@@ -188,7 +188,7 @@ fn the_copied_continuation_beside_the_beams_is_classed_apart_and_stays_lossless(
     let dir = trained_drafter(&model, "copy");
     let loaded = LoadedReDrafter::<B>::load(&dir, &identity(&model), &Default::default()).unwrap();
     let mut rng = Lcg(11);
-    let (mut copied, mut accepted_copies) = (0, 0);
+    let (mut copied, mut accepted_copies, mut copied_accepted) = (0, 0, 0);
     for case in 0..4 {
         // A prompt that repeats its own start, so that prompt lookup finds a continuation.
         let start: Vec<u32> = (0..4).map(|_| rng.next(48) as u32).collect();
@@ -212,10 +212,20 @@ fn the_copied_continuation_beside_the_beams_is_classed_apart_and_stays_lossless(
             assert!(proposer.classes.iter().all(|&c| c < NODE_CLASSES));
             copied += proposer.classes.iter().filter(|&&c| c >= COPIED).count();
             accepted_copies += out.steps.iter().filter(|s| s.tree_size > width * (length - 1)).count();
+            // The copy's share of the accepted tokens, as `eval` reports it.
+            let stats = proposer.inner.copy_stats;
+            let drafted_steps: Vec<_> = out.steps.iter().filter(|s| s.tree_size > 0).collect();
+            assert_eq!(stats.steps, drafted_steps.len());
+            assert_eq!(stats.accepted, drafted_steps.iter().map(|s| s.accepted).sum::<usize>());
+            assert!(stats.copied_accepted <= stats.accepted && stats.copy_steps <= stats.steps);
+            let names: Vec<_> = proposer.inner.extra_stats().into_iter().map(|(k, _)| k).collect();
+            assert_eq!(names, ["copy_accepted_pct", "copy_steps_pct"]);
+            copied_accepted += stats.copied_accepted;
         }
     }
     assert!(copied > 0, "the context's continuation is drafted beside the beams");
     assert!(accepted_copies > 0, "some trees hold more nodes than the beams alone");
+    assert!(copied_accepted > 0, "the target accepts tokens only the copy drafted");
 }
 
 /// Keeps every token a proposer drafts, with the node class it gave each.
@@ -250,6 +260,15 @@ impl<P: draftsmith_decode::Proposer> draftsmith_decode::Proposer for Recording<P
         self.drafted.extend(tree.tokens());
         self.classes.extend(self.inner.node_classes(&tree).expect("ReDrafter classes its nodes"));
         Ok(tree)
+    }
+
+    fn observe_verified(
+        &mut self,
+        ctx: &draftsmith_decode::DraftContext<'_>,
+        tree: &draftsmith_core::DraftTree,
+        verified: &draftsmith_decode::spec::Verified<'_>,
+    ) {
+        self.inner.observe_verified(ctx, tree, verified);
     }
 }
 

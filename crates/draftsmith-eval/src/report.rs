@@ -192,6 +192,19 @@ pub fn render_report(summary: &Summary, manifest: &Manifest, command_line: &str,
         "| method | phrase rows / drafter call | rows matched % | calls gated off % | row / call ms | target-cache tokens accepted % |\n|---|---:|---:|---:|---:|---:|",
         &post_use,
     );
+    let copies: Vec<String> = summary
+        .iter()
+        .filter_map(|(name, s)| {
+            let get = |k: &str| s.extra.get(k).copied();
+            Some(format!("| {name} | {:.1} | {:.1} |", get("copy_accepted_pct")?, get("copy_steps_pct")?))
+        })
+        .collect();
+    push_table(
+        &mut md,
+        "The context's continuation drafted beside a drafter's own tokens (ReDrafter under `auto`): the share of accepted draft tokens that only the copy drafted, and of steps that accepted one.",
+        "| method | accepted tokens only copied % | steps accepting a copied token % |\n|---|---:|---:|",
+        &copies,
+    );
     let slower: Vec<String> = summary
         .iter()
         .filter_map(|(name, s)| s.speedup.filter(|&x| x < 1.0).map(|x| format!("{name} ({x:.2}× ar's decode speed)")))
@@ -327,6 +340,19 @@ mod tests {
         let plain = summarize(&[record("p1", "ar", &[1, 2, 3], &[])], &[Method::Ar]);
         let md = render_report(&plain, &manifest, "draftsmith eval", "plot.svg");
         assert!(!md.contains("phrase rows"), "{md}");
+    }
+
+    #[test]
+    fn the_copied_continuations_share_gets_its_own_table() {
+        let ar = record("p1", "ar", &[1, 2, 3], &[]);
+        let mut rd = record("p1", "redrafter", &[1, 2, 3], &[(1, 1)]);
+        rd.extra.insert("copy_accepted_pct".into(), 41.0);
+        rd.extra.insert("copy_steps_pct".into(), 30.0);
+        let manifest = crate::manifest::tests_support::manifest();
+        let md = render_report(&summarize(&[ar, rd], &[Method::Ar, Method::ReDrafter]), &manifest, "x", "p.svg");
+        assert!(md.contains("| redrafter | 41.0 | 30.0 |"), "{md}");
+        let plain = summarize(&[record("p1", "ar", &[1, 2, 3], &[])], &[Method::Ar]);
+        assert!(!render_report(&plain, &manifest, "x", "p.svg").contains("only copied"));
     }
 
     #[test]

@@ -13,7 +13,7 @@ pub use draft_model::{check_tokenizers, DraftModel, DraftModelConfig, DraftModel
 pub use ngram_trie::{NgramTrie, NgramTrieConfig};
 pub use precut::{PreCut, PreCutConfig};
 pub use prompt_lookup::PromptLookup;
-pub use redrafter::{CopyContext, LoadedReDrafter, PackingStats, ReDrafterProposer, ReDrafterSettings};
+pub use redrafter::{CopyContext, CopyStats, LoadedReDrafter, PackingStats, ReDrafterProposer, ReDrafterSettings};
 pub use token_cache::{PhraseCache, TokenCache, TokenCacheConfig, TokenCacheStats};
 pub use tokenswift::{
     KvMode, LoadedTokenSwift, TokenSwiftProposer, TokenSwiftSettings, TokenSwiftStats, AUTO_NGRAM_KEY, AUTO_NGRAM_N,

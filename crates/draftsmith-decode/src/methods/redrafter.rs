@@ -85,6 +85,38 @@ pub struct PackingStats {
     pub packed_tokens: usize,
 }
 
+/// What the copied continuation ([`ReDrafterSettings::copy_context`]) added over a generation:
+/// verified steps, accepted draft tokens, and of those the ones only the copy drafted (nodes
+/// in the [`COPIED`] classes), and the steps whose accepted path ran through such a node.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CopyStats {
+    pub steps: usize,
+    pub accepted: usize,
+    pub copied_accepted: usize,
+    pub copy_steps: usize,
+}
+
+impl CopyStats {
+    /// Counts one verified step: the accepted nodes and each node's class.
+    fn observe(&mut self, accepted: &[usize], classes: &[usize]) {
+        let copied = accepted.iter().filter(|&&i| classes.get(i).is_some_and(|&c| c >= COPIED)).count();
+        self.steps += 1;
+        self.accepted += accepted.len();
+        self.copied_accepted += copied;
+        self.copy_steps += usize::from(copied > 0);
+    }
+
+    /// `("copy_accepted_pct", …)`: the share of accepted draft tokens only the copy drafted, and
+    /// `("copy_steps_pct", …)`: the share of steps that accepted one.
+    fn extra_stats(&self) -> Vec<(&'static str, f64)> {
+        let pct = |a: usize, b: usize| if b == 0 { 0.0 } else { 100.0 * a as f64 / b as f64 };
+        vec![
+            ("copy_accepted_pct", pct(self.copied_accepted, self.accepted)),
+            ("copy_steps_pct", pct(self.copy_steps, self.steps)),
+        ]
+    }
+}
+
 /// The `redrafter` proposer.
 pub struct ReDrafterProposer<B: Backend> {
     drafter: ReDrafter<B>,
@@ -109,6 +141,8 @@ pub struct ReDrafterProposer<B: Backend> {
     classes: Vec<usize>,
     /// The copied continuation's proposer ([`ReDrafterSettings::copy_context`]).
     lookup: Option<PromptLookup>,
+    /// What the copied continuation added so far.
+    pub copy_stats: CopyStats,
 }
 
 impl<B: Backend> ReDrafterProposer<B> {
@@ -176,6 +210,7 @@ impl<B: Backend> ReDrafterProposer<B> {
             depth_stop: None,
             classes: Vec::new(),
             lookup: settings.copy_context.map(|c| PromptLookup::new(c.max_ngram, 1, c.len)),
+            copy_stats: CopyStats::default(),
         })
     }
 }
@@ -334,6 +369,26 @@ impl<B: Backend> Proposer for ReDrafterProposer<B> {
     /// The drafter's probability of each node's token, as a class.
     fn node_classes(&self, tree: &DraftTree) -> Option<Vec<usize>> {
         (tree.len() == self.classes.len()).then(|| self.classes.clone())
+    }
+
+    fn pruned(&mut self, keep: &[usize]) {
+        self.classes = keep.iter().map(|&i| self.classes[i]).collect();
+    }
+
+    fn observe(&mut self, _ctx: &DraftContext<'_>, tree: &DraftTree, accepted: &[usize]) {
+        if self.lookup.is_some() && !tree.is_empty() {
+            self.copy_stats.observe(accepted, &self.classes);
+        }
+    }
+
+    /// With the copied continuation on: the share of accepted tokens only it drafted
+    /// ([`CopyStats`]).
+    fn extra_stats(&self) -> Vec<(&'static str, f64)> {
+        if self.lookup.is_some() {
+            self.copy_stats.extra_stats()
+        } else {
+            Vec::new()
+        }
     }
 
     fn propose(&mut self, ctx: &DraftContext<'_>) -> Result<DraftTree, crate::DecodeError> {
