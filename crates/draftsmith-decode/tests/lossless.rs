@@ -151,3 +151,26 @@ fn a_drafter_error_ends_the_generation_instead_of_falling_back_to_ar() {
     let err = generate_speculative(&model, &[1, 2, 3], 16, &[], &mut Failing(0)).unwrap_err();
     assert!(err.to_string().contains("drafter forward failed"), "{err}");
 }
+
+/// Wrappers that add branches to an inner proposer's tree (Post-use's token cache, the copied
+/// context) run to the context's end: near it the driver drops drafts deeper than the room
+/// left, and the inner proposer is told of the empty tree it verified.
+#[test]
+fn wrapped_proposers_run_to_the_context_limit() {
+    use draftsmith_decode::methods::{CopyContext, TokenCache, TokenCacheConfig, WithCopy};
+    let model = tiny(Architecture::Llama, 5);
+    let limit = model.config().max_position_embeddings;
+    // A prompt that repeats itself, so that prompt lookup keeps drafting long copies.
+    let prompt: Vec<u32> = (0..limit / 2).map(|i| (i % 7) as u32 + 3).collect();
+    let expected = ar(&model, &prompt, limit);
+    let lookup = || PromptLookup::new(3, 1, 10);
+    let proposers: Vec<Box<dyn Proposer>> = vec![
+        Box::new(TokenCache::new(lookup(), TokenCacheConfig::default()).unwrap()),
+        Box::new(WithCopy::new(Box::new(lookup()), CopyContext { max_ngram: 3, len: 10 })),
+    ];
+    for mut p in proposers {
+        let out = generate_speculative(&model, &prompt, limit, &[], p.as_mut()).unwrap();
+        assert_eq!(out.tokens, expected, "{}", p.name());
+        assert_eq!(prompt.len() + out.tokens.len(), limit, "{} stops at the context's end", p.name());
+    }
+}

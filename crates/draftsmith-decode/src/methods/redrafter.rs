@@ -13,12 +13,9 @@ use draftsmith_heads::TargetIdentity;
 use draftsmith_model::layers::Linear;
 use draftsmith_model::{Activations, Model};
 
-use super::prompt_lookup::PromptLookup;
 use super::redrafter_host::{HostReDrafter, DRAFTER_WEIGHTS};
-use super::token_cache::insert_branch;
 use crate::error::DecodeError;
 use crate::method::Method;
-use crate::spec::policy::COPIED;
 use crate::spec::{probability_class, DepthStop, DraftContext, DraftCost, HiddenState, Proposer};
 
 /// A ReDrafter drafter loaded for one target.
@@ -59,20 +56,6 @@ pub struct ReDrafterSettings {
     /// Pack shared beam prefixes into one tree (dynamic tree attention); `false` verifies every
     /// beam as its own chain (the ablation).
     pub tree_attention: bool,
-    /// Also draft the context's prompt-lookup continuation beside the beams; `None`: the
-    /// paper's ReDrafter, beams alone.
-    pub copy_context: Option<CopyContext>,
-}
-
-/// The copied continuation a [`ReDrafterProposer`] drafts beside its beams: prompt lookup's
-/// (the most recent earlier occurrence of the longest matching suffix of at most `max_ngram`
-/// tokens, and the `len` tokens after it), hung from the root and sharing the beams' nodes where
-/// it drafts the same tokens. Its own nodes are in the [`COPIED`] node classes (by how many of
-/// the earlier occurrences agree), which the draft policy learns apart from the drafter's.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct CopyContext {
-    pub max_ngram: usize,
-    pub len: usize,
 }
 
 /// Statistics for the tree-attention compression figure.
@@ -83,38 +66,6 @@ pub struct PackingStats {
     pub unpacked_tokens: usize,
     /// Σ 1 + packed tree nodes.
     pub packed_tokens: usize,
-}
-
-/// What the copied continuation ([`ReDrafterSettings::copy_context`]) added over a generation:
-/// verified steps, accepted draft tokens, and of those the ones only the copy drafted (nodes
-/// in the [`COPIED`] classes), and the steps whose accepted path ran through such a node.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct CopyStats {
-    pub steps: usize,
-    pub accepted: usize,
-    pub copied_accepted: usize,
-    pub copy_steps: usize,
-}
-
-impl CopyStats {
-    /// Counts one verified step: the accepted nodes and each node's class.
-    fn observe(&mut self, accepted: &[usize], classes: &[usize]) {
-        let copied = accepted.iter().filter(|&&i| classes.get(i).is_some_and(|&c| c >= COPIED)).count();
-        self.steps += 1;
-        self.accepted += accepted.len();
-        self.copied_accepted += copied;
-        self.copy_steps += usize::from(copied > 0);
-    }
-
-    /// `("copy_accepted_pct", …)`: the share of accepted draft tokens only the copy drafted, and
-    /// `("copy_steps_pct", …)`: the share of steps that accepted one.
-    fn extra_stats(&self) -> Vec<(&'static str, f64)> {
-        let pct = |a: usize, b: usize| if b == 0 { 0.0 } else { 100.0 * a as f64 / b as f64 };
-        vec![
-            ("copy_accepted_pct", pct(self.copied_accepted, self.accepted)),
-            ("copy_steps_pct", pct(self.copy_steps, self.steps)),
-        ]
-    }
 }
 
 /// The `redrafter` proposer.
@@ -137,12 +88,8 @@ pub struct ReDrafterProposer<B: Backend> {
     /// ([`Proposer::set_depth_stop`]).
     depth_stop: Option<DepthStop>,
     /// The node class of every node of the last tree: the drafter's probability of the token
-    /// ([`probability_class`]), or [`COPIED`] + agreement for the copied continuation's nodes.
+    /// ([`probability_class`]).
     classes: Vec<usize>,
-    /// The copied continuation's proposer ([`ReDrafterSettings::copy_context`]).
-    lookup: Option<PromptLookup>,
-    /// What the copied continuation added so far.
-    pub copy_stats: CopyStats,
 }
 
 impl<B: Backend> ReDrafterProposer<B> {
@@ -209,8 +156,6 @@ impl<B: Backend> ReDrafterProposer<B> {
             depth_limit: None,
             depth_stop: None,
             classes: Vec::new(),
-            lookup: settings.copy_context.map(|c| PromptLookup::new(c.max_ngram, 1, c.len)),
-            copy_stats: CopyStats::default(),
         })
     }
 }
@@ -375,22 +320,6 @@ impl<B: Backend> Proposer for ReDrafterProposer<B> {
         self.classes = keep.iter().map(|&i| self.classes[i]).collect();
     }
 
-    fn observe(&mut self, _ctx: &DraftContext<'_>, tree: &DraftTree, accepted: &[usize]) {
-        if self.lookup.is_some() && !tree.is_empty() {
-            self.copy_stats.observe(accepted, &self.classes);
-        }
-    }
-
-    /// With the copied continuation on: the share of accepted tokens only it drafted
-    /// ([`CopyStats`]).
-    fn extra_stats(&self) -> Vec<(&'static str, f64)> {
-        if self.lookup.is_some() {
-            self.copy_stats.extra_stats()
-        } else {
-            Vec::new()
-        }
-    }
-
     fn propose(&mut self, ctx: &DraftContext<'_>) -> Result<DraftTree, crate::DecodeError> {
         self.last_cost = DraftCost::default();
         let Some(hidden) = ctx.hidden else {
@@ -424,7 +353,7 @@ impl<B: Backend> Proposer for ReDrafterProposer<B> {
         // The search may have stopped before `cfg.length` (the depth stop).
         let length = beams.beams[0].len();
         let (beams, log_probs) = (beams.beams, beams.log_probs);
-        let mut tree = if self.settings.tree_attention {
+        let tree = if self.settings.tree_attention {
             let packed = pack_beams(&beams);
             self.classes = vec![0; packed.tree.len()];
             for (nodes, lps) in packed.node.iter().zip(&log_probs) {
@@ -448,14 +377,6 @@ impl<B: Backend> Proposer for ReDrafterProposer<B> {
         self.packing.steps += 1;
         self.packing.unpacked_tokens += beams.len() * length;
         self.packing.packed_tokens += 1 + tree.len();
-        if let Some(lookup) = &mut self.lookup {
-            let chain = lookup.propose(ctx)?;
-            let classes = lookup.node_classes(&chain).unwrap_or_else(|| vec![0; chain.len()]);
-            let created = insert_branch(&mut tree, None, chain.tokens());
-            // The created nodes are the chain's last ones (its first may be the beams').
-            let shared = chain.len() - created.len();
-            self.classes.extend(classes[shared..].iter().map(|&k| COPIED + k));
-        }
         // One drafter call for g0 and one per further beam step (beam_length counts g0).
         self.last_cost = DraftCost { calls: length - 1, generated: tree.len() };
         Ok(tree)

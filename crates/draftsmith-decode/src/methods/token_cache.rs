@@ -385,6 +385,10 @@ impl<P: Proposer> Proposer for TokenCache<P> {
 
     fn observe_verified(&mut self, ctx: &DraftContext<'_>, tree: &DraftTree, verified: &Verified<'_>) {
         let n = self.inner_tree.len();
+        if tree.len() < n {
+            // The driver dropped the draft (the context's length limit): nothing was verified.
+            return self.inner.observe_verified(ctx, tree, verified);
+        }
         let inner_accepted: Vec<usize> = verified.accepted.iter().copied().take_while(|&i| i < n).collect();
         let inner_verdict =
             Verified { accepted: &inner_accepted, root_next: verified.root_next, node_next: &verified.node_next[..n] };
