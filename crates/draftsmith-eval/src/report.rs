@@ -201,7 +201,7 @@ pub fn render_report(summary: &Summary, manifest: &Manifest, command_line: &str,
         .collect();
     push_table(
         &mut md,
-        "The context's continuation drafted beside a drafter's own tokens (ReDrafter under `auto`): the share of accepted draft tokens that only the copy drafted, and of steps that accepted one.",
+        "The context's continuation drafted beside a drafter's own tokens (ReDrafter under `auto`, the draft-model methods with `--copy-context true`): the share of accepted draft tokens that only the copy drafted, and of steps that accepted one.",
         "| method | accepted tokens only copied % | steps accepting a copied token % |\n|---|---:|---:|",
         &copies,
     );
