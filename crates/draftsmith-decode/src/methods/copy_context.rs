@@ -13,8 +13,8 @@
 use draftsmith_core::DraftTree;
 
 use super::prompt_lookup::PromptLookup;
-use super::token_cache::insert_branch;
-use crate::spec::policy::{subtree, COPIED, UNCLASSED};
+use super::token_cache::{insert_branch, observe_inner, prune_inner};
+use crate::spec::policy::{COPIED, UNCLASSED};
 use crate::spec::{DepthStop, DraftContext, DraftCost, HiddenState, Proposer, Verified};
 
 /// How the context's continuation is copied: prompt lookup's longest matching suffix of at
@@ -159,28 +159,15 @@ impl Proposer for WithCopy {
 
     fn pruned(&mut self, keep: &[usize]) {
         // The inner proposal's nodes come first, then the copy's (see `propose`).
-        let n = self.inner_tree.len();
-        let inner_keep: Vec<usize> = keep.iter().copied().filter(|&i| i < n).collect();
-        if inner_keep.len() < n {
-            self.inner.pruned(&inner_keep);
-        }
-        self.inner_tree = subtree(&self.inner_tree, &inner_keep);
+        self.inner_tree = prune_inner(self.inner.as_mut(), &self.inner_tree, keep);
         self.classes = keep.iter().map(|&i| self.classes[i]).collect();
     }
 
     fn observe_verified(&mut self, ctx: &DraftContext<'_>, tree: &DraftTree, verified: &Verified<'_>) {
-        if tree.len() != self.classes.len() || tree.is_empty() {
-            // Nothing drafted, or the driver dropped the draft (the context's length limit).
-            return self.inner.observe_verified(ctx, tree, verified);
-        }
-        let n = self.inner_tree.len();
-        // An accepted path runs through the inner nodes first: a copied node's children are
-        // copied nodes.
-        let inner_accepted: Vec<usize> = verified.accepted.iter().copied().take_while(|&i| i < n).collect();
-        let inner_verdict =
-            Verified { accepted: &inner_accepted, root_next: verified.root_next, node_next: &verified.node_next[..n] };
-        self.inner.observe_verified(ctx, &self.inner_tree, &inner_verdict);
-        let copied = verified.accepted.len() - inner_accepted.len();
+        let inner = observe_inner(self.inner.as_mut(), &self.inner_tree, ctx, (tree, verified));
+        // Nothing counted when the driver dropped the draft or nothing was drafted.
+        let Some(inner_accepted) = inner.filter(|_| !tree.is_empty()) else { return };
+        let copied = verified.accepted.len() - inner_accepted;
         let s = &mut self.stats;
         s.steps += 1;
         s.accepted += verified.accepted.len();
@@ -194,6 +181,7 @@ mod tests {
     use std::sync::{Arc, Mutex};
 
     use super::*;
+    use crate::spec::policy::subtree;
 
     /// What the inner proposer was told: prunes, then verified trees and accepted nodes.
     #[derive(Default)]

@@ -205,6 +205,39 @@ pub fn verified_sequences(root: u32, tree: &DraftTree, verified: &Verified<'_>) 
         .collect()
 }
 
+/// For a proposer whose trees hold an inner proposer's tree `inner` first and its own branches
+/// after it (Post-use's token cache, the copied context): tells `proposer` that the draft
+/// policy kept `keep` of the whole tree, and returns the part of `inner` kept (still first).
+pub(crate) fn prune_inner(proposer: &mut dyn Proposer, inner: &DraftTree, keep: &[usize]) -> DraftTree {
+    let inner_keep: Vec<usize> = keep.iter().copied().filter(|&i| i < inner.len()).collect();
+    if inner_keep.len() < inner.len() {
+        proposer.pruned(&inner_keep);
+    }
+    crate::spec::policy::subtree(inner, &inner_keep)
+}
+
+/// As [`prune_inner`], for the target's verdict on the verified `tree`: tells `proposer` the
+/// verdict on its part `inner` (an accepted path runs through the inner nodes first, as a
+/// branch's nodes hang below them) and returns how many accepted nodes are inner ones; `None`
+/// when the driver dropped the draft (the context's length limit), which `proposer` is told
+/// as it is.
+pub(crate) fn observe_inner(
+    proposer: &mut dyn Proposer,
+    inner: &DraftTree,
+    ctx: &DraftContext<'_>,
+    (tree, verified): (&DraftTree, &Verified<'_>),
+) -> Option<usize> {
+    let n = inner.len();
+    if tree.len() < n {
+        proposer.observe_verified(ctx, tree, verified);
+        return None;
+    }
+    let accepted: Vec<usize> = verified.accepted.iter().copied().take_while(|&i| i < n).collect();
+    let verdict = Verified { accepted: &accepted, root_next: verified.root_next, node_next: &verified.node_next[..n] };
+    proposer.observe_verified(ctx, inner, &verdict);
+    Some(accepted.len())
+}
+
 /// Inserts `phrase` below `anchor` as a trie path, reusing existing children with the same
 /// token. Returns the indices of the nodes created.
 pub(crate) fn insert_branch(tree: &mut DraftTree, anchor: Option<usize>, phrase: &[u32]) -> Vec<usize> {
@@ -375,24 +408,15 @@ impl<P: Proposer> Proposer for TokenCache<P> {
     fn pruned(&mut self, keep: &[usize]) {
         // The inner proposal's nodes come first, then the cached phrases' (see `propose`).
         let n = self.inner_tree.len();
-        let inner_keep: Vec<usize> = keep.iter().copied().filter(|&i| i < n).collect();
-        if inner_keep.len() < n {
-            self.inner.pruned(&inner_keep);
-        }
-        self.inner_tree = crate::spec::policy::subtree(&self.inner_tree, &inner_keep);
+        self.inner_tree = prune_inner(&mut self.inner, &self.inner_tree, keep);
         self.added_keys = keep.iter().filter(|&&i| i >= n).map(|&i| self.added_keys[i - n]).collect();
     }
 
     fn observe_verified(&mut self, ctx: &DraftContext<'_>, tree: &DraftTree, verified: &Verified<'_>) {
         let n = self.inner_tree.len();
-        if tree.len() < n {
-            // The driver dropped the draft (the context's length limit): nothing was verified.
-            return self.inner.observe_verified(ctx, tree, verified);
+        if observe_inner(&mut self.inner, &self.inner_tree, ctx, (tree, verified)).is_none() {
+            return;
         }
-        let inner_accepted: Vec<usize> = verified.accepted.iter().copied().take_while(|&i| i < n).collect();
-        let inner_verdict =
-            Verified { accepted: &inner_accepted, root_next: verified.root_next, node_next: &verified.node_next[..n] };
-        self.inner.observe_verified(ctx, &self.inner_tree, &inner_verdict);
         let hits: Vec<u32> = verified.accepted.iter().filter(|&&i| i >= n).map(|&i| self.added_keys[i - n]).collect();
         if let Some(&key) = hits.first() {
             self.cache.credit(key);
