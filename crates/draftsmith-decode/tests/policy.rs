@@ -635,3 +635,57 @@ fn a_cheap_method_that_went_cold_is_asked_every_step_and_its_sure_drafts_are_kep
     let before = got.steps[..switch_step].iter().filter(|s| s.tree_size > 0).count();
     assert!(before <= 12, "{before} drafts verified in {switch_step} cold steps");
 }
+
+/// A drafter told its depth that never pays, with the context's continuation copied beside it
+/// ([`WithCopy`]): the policy stops calling the drafter but still drafts the copy, which costs
+/// no call, and the copy's tokens are accepted wherever the output repeats the context.
+#[test]
+fn the_copy_is_drafted_alone_when_the_drafter_beside_it_does_not_pay() {
+    use draftsmith_decode::methods::{CopyContext, WithCopy};
+    let model = tiny(Architecture::Llama, 14);
+    let vocab = model.config().vocab_size;
+    let mut rng = Lcg(15);
+    // A prompt that repeats its own start and what the model said after it, so that the
+    // output repeats the context.
+    let start: Vec<u32> = (0..6).map(|_| rng.next(vocab) as u32).collect();
+    let mut prompt = start.clone();
+    prompt.extend(ar(&model, &start, 24));
+    prompt.extend(&start);
+    let n = 120;
+    let want = ar(&model, &prompt, n);
+    let reference: Vec<u32> = prompt.iter().chain(&want).copied().collect();
+    let calls = Shared::new(0);
+    let clock = Clock::manual();
+    let deep = Deep {
+        inner: Scripted { reference, len: 4, wrong: false, vocab },
+        right: 0,
+        call_ms: 2.0,
+        first_ms: None,
+        limit: None,
+        calls: calls.clone(),
+        last: 0,
+        stall: None,
+        loud: None,
+        proposals: 0,
+        priced: Default::default(),
+        clock: clock.clone(),
+    };
+    let copy = WithCopy::new(Box::new(deep), CopyContext { max_ngram: 3, len: 8 });
+    let cost = CostModel::from_points(&[(1, STEP_MS * units(1)), (2, STEP_MS * units(2)), (64, STEP_MS * units(64))]);
+    let mut auto = fixed(Box::new(copy), cost, &clock);
+    let got = generate_speculative(&model, &prompt, n, &[], &mut auto).unwrap();
+    assert_eq!(got.tokens, want, "lossless");
+    let late = &got.steps[got.steps.len() / 2..];
+    let call_free = late.iter().filter(|s| s.tree_size > 0 && s.draft_calls == 0).count();
+    let accepted: usize = late.iter().map(|s| s.accepted).sum();
+    assert!(call_free * 2 >= late.len(), "{call_free} of the last {} steps drafted the copy alone", late.len());
+    assert!(accepted > late.len() / 2, "{accepted} tokens accepted in the last {} steps", late.len());
+    // Counted cost (target passes and drafter calls, no wall time): below `ar`'s, as the copy
+    // pays and the useless drafter is not called in most steps.
+    let passes: f64 = got.steps.iter().map(|s| STEP_MS * units(s.tree_size + 1)).sum::<f64>() + STEP_MS;
+    let cost = passes + 2.0 * calls.get() as f64;
+    let ar_cost = STEP_MS * n as f64;
+    let drafter_steps = late.iter().filter(|s| s.draft_calls > 0).count();
+    eprintln!("auto {cost:.0} ms vs ar {ar_cost:.0}; {} drafter calls; {drafter_steps} of {} late steps called it; {call_free} copy alone", calls.get(), late.len());
+    assert!(cost < 0.8 * ar_cost, "auto {cost:.0} ms vs ar {ar_cost:.0} ({} drafter calls)", calls.get());
+}

@@ -57,6 +57,10 @@ pub struct WithCopy {
     /// The node class of every node of the last tree: the inner proposer's for its nodes
     /// ([`UNCLASSED`] where it gives none), [`COPIED`] + agreement for the copy's.
     classes: Vec<usize>,
+    /// The next proposal is the copy alone (`limit_depth(0)`, a draft policy's call-free step).
+    copy_only: bool,
+    /// What the last proposal cost the inner proposer (nothing for the copy alone).
+    last_cost: Option<DraftCost>,
     stats: CopyStats,
 }
 
@@ -67,6 +71,8 @@ impl WithCopy {
             lookup: PromptLookup::new(copy.max_ngram, 1, copy.len),
             inner_tree: DraftTree::new(),
             classes: Vec::new(),
+            copy_only: false,
+            last_cost: None,
             stats: CopyStats::default(),
         }
     }
@@ -102,8 +108,12 @@ impl Proposer for WithCopy {
         self.inner.depth_range()
     }
 
+    /// `0`: the next proposal is the copy alone, without the inner proposer's calls.
     fn limit_depth(&mut self, depth: usize) {
-        self.inner.limit_depth(depth);
+        self.copy_only = depth == 0 && self.inner.depth_range().is_some();
+        if !self.copy_only {
+            self.inner.limit_depth(depth);
+        }
     }
 
     fn set_depth_stop(&mut self, rule: DepthStop) -> bool {
@@ -128,11 +138,18 @@ impl Proposer for WithCopy {
     /// The inner proposer's calls; the copy is not drafted by a model (like a token cache's
     /// phrases, its tokens are not counted as generated).
     fn last_cost(&self) -> Option<DraftCost> {
-        Some(self.inner.last_cost().unwrap_or(DraftCost { calls: 0, generated: self.inner_tree.len() }))
+        self.last_cost
     }
 
     fn propose(&mut self, ctx: &DraftContext<'_>) -> Result<DraftTree, crate::DecodeError> {
-        self.inner_tree = self.inner.propose(ctx)?;
+        if std::mem::take(&mut self.copy_only) {
+            self.inner_tree = DraftTree::new();
+            self.last_cost = Some(DraftCost::default());
+        } else {
+            self.inner_tree = self.inner.propose(ctx)?;
+            let inner = self.inner.last_cost();
+            self.last_cost = Some(inner.unwrap_or(DraftCost { calls: 0, generated: self.inner_tree.len() }));
+        }
         let n = self.inner_tree.len();
         self.classes = self.inner.node_classes(&self.inner_tree).unwrap_or_else(|| vec![UNCLASSED; n]);
         let chain = self.lookup.propose(ctx)?;
@@ -145,8 +162,11 @@ impl Proposer for WithCopy {
         Ok(tree)
     }
 
+    /// The inner proposer's answer, or for one told its depth, whether the copy alone (its
+    /// draft at depth 0) has anything to draft.
     fn drafts_without_calls(&mut self, ctx: &DraftContext<'_>) -> bool {
-        self.inner.drafts_without_calls(ctx)
+        let copy = self.inner.depth_range().is_some() && !self.lookup.lookup(ctx.tokens).is_empty();
+        copy || self.inner.drafts_without_calls(ctx)
     }
 
     fn draft_class(&self, ctx: &DraftContext<'_>) -> usize {

@@ -615,6 +615,8 @@ pub struct Auto {
     cold_probes: u32,
     /// Whether the method has drafted in this generation (its next drafting time is steady).
     drafted_before: bool,
+    /// Whether the last proposal was a method's call-free part alone ([`Auto::propose`]).
+    call_free: bool,
     /// Steps since the last 1-token pass ([`REFRESH_ONE`]).
     since_one: usize,
 }
@@ -642,6 +644,7 @@ impl Auto {
             depth_times: Vec::new(),
             drafts: 0,
             drafted_before: false,
+            call_free: false,
             probe_ms: None,
             probed: false,
             cold_probes: 0,
@@ -877,20 +880,33 @@ impl Proposer for Auto {
             && !probing
             && depth_range.is_none()
             && (self.cheap() || self.inner.drafts_without_calls(ctx));
-        let was_skipped = std::mem::replace(&mut self.skipped, depth == 0 && !probing && !asked);
+        // A method told its depth whose drafter does not pay now may still draft what costs no
+        // call (the copied context beside ReDrafter's beams, [`Proposer::drafts_without_calls`]):
+        // it is asked for that part alone (depth 0), priced and pruned as any draft; the
+        // drafter's probes and timings go on as if the step were plain.
+        let call_free =
+            !refresh && depth == 0 && !probing && depth_range.is_some() && self.inner.drafts_without_calls(ctx);
+        let was_call_free = std::mem::replace(&mut self.call_free, call_free);
+        let was_skipped = std::mem::replace(&mut self.skipped, depth == 0 && !probing && !asked && !call_free);
         if self.skipped {
             self.last = Some((self.cost.predict(1), self.clock.now_ms()));
             self.nodes = None;
             return Ok(DraftTree::new());
         }
-        if !asked {
+        if !asked && !call_free {
             self.since_probe = 0;
         }
         if let Some(max) = depth_range {
             // A probe of a method told its depth drafts one token; any other draft may go as
             // deep as the method can when it stops by itself where a level stops paying.
-            let stops = !probing && rule.is_some_and(|rule| self.inner.set_depth_stop(rule));
-            let limit = if stops { max } else { depth.max(1) };
+            let stops = !probing && !call_free && rule.is_some_and(|rule| self.inner.set_depth_stop(rule));
+            let limit = if call_free {
+                0
+            } else if stops {
+                max
+            } else {
+                depth.max(1)
+            };
             self.inner.limit_depth(limit);
             // A controller of the method's own (Pre-cut) prices its calls as measured here.
             if let Some(call_ms) = self.call_ms.get() {
@@ -910,8 +926,8 @@ impl Proposer for Auto {
         // Without that bound, one slow call in a loud moment of the host (27 ms against ~0.3,
         // the second call of an 80-prompt ReDrafter run, session 21) priced the drafter out for
         // the whole run: plain steps are not timed as drafting, and probes follow plain steps.
-        let steady = self.drafted_before && !was_skipped;
-        self.drafted_before = true;
+        let steady = self.drafted_before && !was_skipped && !was_call_free;
+        self.drafted_before |= !call_free;
         let calls = self.inner.last_cost().map_or(0, |c| c.calls);
         if depth_range.is_some() && calls > 0 {
             self.call_ms.learn(ms / calls as f64, calls, steady);

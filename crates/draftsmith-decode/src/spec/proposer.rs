@@ -73,6 +73,8 @@ pub trait Proposer: Send {
 
     /// Limits the next [`Proposer::propose`] to paths of at most `depth` tokens (`1 ..=`
     /// [`Proposer::depth_range`]); later proposals draft their full depth again unless limited.
+    /// `0` asks for the part that costs no drafter call alone, of a method that has one
+    /// ([`Proposer::drafts_without_calls`]); the others take it as 1.
     fn limit_depth(&mut self, _depth: usize) {}
 
     /// Lets the next [`Proposer::propose`] of a method told its depth stop drafting after any
@@ -116,7 +118,10 @@ pub trait Proposer: Send {
     /// Whether the draft for `ctx` would make no drafter call: a method with a model that in
     /// some steps drafts copied text alone (TokenSwift in verify-pass, when the last token's
     /// counted continuations agree) says so before drafting, and a draft policy then asks for
-    /// that draft as it would a cheap method's, whatever the model's drafts cost.
+    /// that draft as it would a cheap method's, whatever the model's drafts cost. A method told
+    /// its depth ([`Proposer::depth_range`]) answers for its draft at depth 0 (the copied
+    /// context beside its drafter's tokens, [`crate::methods::WithCopy`]), which the policy
+    /// asks for with `limit_depth(0)` where the drafter does not pay.
     fn drafts_without_calls(&mut self, _ctx: &DraftContext<'_>) -> bool {
         false
     }
