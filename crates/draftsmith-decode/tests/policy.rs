@@ -232,6 +232,27 @@ struct Deep {
     clock: Clock,
 }
 
+impl Deep {
+    /// Drafts `inner`'s tokens, right for its whole depth, `CALL_MS` a call on its own manual
+    /// clock, counting its calls in `calls`; the tests change the fields they need.
+    fn new(inner: Scripted, calls: Shared<usize>) -> Self {
+        Deep {
+            right: inner.len,
+            inner,
+            call_ms: CALL_MS,
+            first_ms: None,
+            limit: None,
+            calls,
+            last: 0,
+            stall: None,
+            loud: None,
+            proposals: 0,
+            priced: Default::default(),
+            clock: Clock::manual(),
+        }
+    }
+}
+
 impl Proposer for Deep {
     fn name(&self) -> &str {
         "deep"
@@ -304,21 +325,7 @@ fn deep_generate_n(
     let Case { model, prompt, want, reference } = case(Architecture::Llama, seed, 12, n);
     let (vocab, n) = (model.config().vocab_size, want.len());
     let calls = Shared::new(0);
-    let inner = Scripted { reference, len, wrong: false, vocab };
-    let mut deep = Deep {
-        inner,
-        right: len,
-        call_ms: CALL_MS,
-        first_ms: None,
-        limit: None,
-        calls: calls.clone(),
-        last: 0,
-        stall: None,
-        loud: None,
-        proposals: 0,
-        priced: Default::default(),
-        clock: Clock::manual(),
-    };
+    let mut deep = Deep::new(Scripted { reference, len, wrong: false, vocab }, calls.clone());
     shape(&mut deep);
     let clock = deep.clock.clone();
     let cost = CostModel::from_points(&[(1, STEP_MS * units(1)), (2, STEP_MS * units(2)), (64, STEP_MS * units(64))]);
@@ -655,21 +662,12 @@ fn the_copy_is_drafted_alone_when_the_drafter_beside_it_does_not_pay() {
     let want = ar(&model, &prompt, n);
     let reference: Vec<u32> = prompt.iter().chain(&want).copied().collect();
     let calls = Shared::new(0);
-    let clock = Clock::manual();
     let deep = Deep {
-        inner: Scripted { reference, len: 4, wrong: false, vocab },
         right: 0,
         call_ms: 2.0,
-        first_ms: None,
-        limit: None,
-        calls: calls.clone(),
-        last: 0,
-        stall: None,
-        loud: None,
-        proposals: 0,
-        priced: Default::default(),
-        clock: clock.clone(),
+        ..Deep::new(Scripted { reference, len: 4, wrong: false, vocab }, calls.clone())
     };
+    let clock = deep.clock.clone();
     let copy = WithCopy::new(Box::new(deep), CopyContext { max_ngram: 3, len: 8 });
     let cost = CostModel::from_points(&[(1, STEP_MS * units(1)), (2, STEP_MS * units(2)), (64, STEP_MS * units(64))]);
     let mut auto = fixed(Box::new(copy), cost, &clock);
