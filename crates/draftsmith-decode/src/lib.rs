@@ -20,5 +20,5 @@ pub use registry::{build_proposer, build_proposer_with, validate_method, DraftWe
 pub use sampling::{Sampler, SamplingConfig};
 pub use spec::{
     generate_speculative, generate_speculative_sampled, generate_speculative_with, DraftContext, DraftCost,
-    DraftPolicy, HiddenState, Proposer, SpecOutput, StepRecord, StepView, Verified,
+    DraftPolicy, HiddenState, Proposer, SpecOutput, StepCosts, StepRecord, StepView, Verified,
 };

@@ -8,7 +8,7 @@ use common::{ar, tiny, Lcg};
 use draftsmith_core::DraftTree;
 use draftsmith_decode::spec::policy::{PROBE_EVERY, REFRESH_ONE};
 use draftsmith_decode::spec::{Auto, Clock, CostModel, DepthStop};
-use draftsmith_decode::{generate_speculative, DecodeError, DraftContext, DraftCost, Proposer};
+use draftsmith_decode::{generate_speculative, DecodeError, DraftContext, DraftCost, Proposer, StepCosts};
 use draftsmith_model::Architecture;
 
 /// `auto` with a fixed cost model on a clock that moves only when a drafter says its call took
@@ -227,7 +227,7 @@ struct Deep {
     /// (a loud stretch of the host).
     loud: Option<(usize, usize, f64)>,
     proposals: usize,
-    /// The last call cost in target steps the policy passed ([`Proposer::set_call_cost`]).
+    /// The last call cost in target steps the policy passed ([`Proposer::set_costs`]).
     priced: Shared<Option<f64>>,
     clock: Clock,
 }
@@ -270,8 +270,8 @@ impl Proposer for Deep {
         Some(DraftCost { calls: self.last, generated: self.last })
     }
 
-    fn set_call_cost(&mut self, steps: f64) {
-        self.priced.set(Some(steps));
+    fn set_costs(&mut self, costs: &StepCosts) {
+        self.priced.set(Some(costs.call));
     }
 
     fn propose(&mut self, ctx: &DraftContext<'_>) -> Result<DraftTree, DecodeError> {

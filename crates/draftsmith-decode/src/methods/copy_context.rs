@@ -15,7 +15,7 @@ use draftsmith_core::DraftTree;
 use super::prompt_lookup::PromptLookup;
 use super::token_cache::{insert_branch, observe_inner, prune_inner};
 use crate::spec::policy::{COPIED, UNCLASSED};
-use crate::spec::{DepthStop, DraftContext, DraftCost, HiddenState, Proposer, Verified};
+use crate::spec::{DepthStop, DraftContext, DraftCost, HiddenState, Proposer, StepCosts, Verified};
 
 /// How the context's continuation is copied: prompt lookup's longest matching suffix of at
 /// most `max_ngram` tokens, and the `len` tokens after its most recent earlier occurrence.
@@ -120,8 +120,8 @@ impl Proposer for WithCopy {
         self.inner.set_depth_stop(rule)
     }
 
-    fn set_call_cost(&mut self, steps: f64) {
-        self.inner.set_call_cost(steps);
+    fn set_costs(&mut self, costs: &StepCosts) {
+        self.inner.set_costs(costs);
     }
 
     /// The inner proposer's, and the copy's share of the accepted tokens ([`CopyStats`]).

@@ -47,7 +47,9 @@ use super::precut::{Action, DraftStep, PreCut, PreCutConfig};
 use super::token_cache::{insert_branch, PhraseCache, TokenCacheConfig};
 use crate::error::DecodeError;
 use crate::method::Method;
-use crate::spec::{probability_class, verify_greedy, DepthStop, DraftContext, DraftCost, Proposer, Verified};
+use crate::spec::{
+    probability_class, verify_greedy, DepthStop, DraftContext, DraftCost, Proposer, StepCosts, Verified,
+};
 
 /// Phrase tokens kept with their confidences, and the drafter's logits after the last one.
 type Extension = (Vec<(u32, f32)>, Vec<f32>);
@@ -90,6 +92,10 @@ pub struct DraftModelStats {
     pub gated: usize,
     /// Drafted tokens the target accepted.
     pub accepted: usize,
+    /// Rounds Pre-cut ended (STOP before λ).
+    pub precut_stops: usize,
+    /// Rounds the draft policy's rule ended before λ.
+    pub rule_stops: usize,
 }
 
 /// A draft-model proposer.
@@ -330,10 +336,12 @@ impl<B: Backend> DraftModel<B> {
             }
             if let Some(pc) = &mut self.precut {
                 if pc.decide(calls, product) == Action::Stop {
+                    self.stats.precut_stops += 1;
                     break;
                 }
             }
             if stop.as_ref().is_some_and(|rule| !rule.more(&confidence_classes(&self.confidences))) {
+                self.stats.rule_stops += 1;
                 break;
             }
             let (matched, next) = self.extend(token, self.round_lambda - self.draft.len() - 1, stop.is_some())?;
@@ -469,10 +477,10 @@ impl<B: Backend> Proposer for DraftModel<B> {
         true
     }
 
-    /// Pre-cut's price of a draft call, measured (see [`PreCut::set_draft_cost`]).
-    fn set_call_cost(&mut self, steps: f64) {
+    /// Pre-cut's prices of a draft call and of verification, measured (see [`PreCut::set_costs`]).
+    fn set_costs(&mut self, costs: &StepCosts) {
         if let Some(pc) = &mut self.precut {
-            pc.set_draft_cost(steps);
+            pc.set_costs(costs);
         }
     }
 
@@ -488,14 +496,25 @@ impl<B: Backend> Proposer for DraftModel<B> {
     fn extra_stats(&self) -> Vec<(&'static str, f64)> {
         // Ratios over the drafter's lifetime (a proposer may serve many prompts).
         let s = self.stats;
-        if self.phrases.is_none() || s.calls == 0 {
-            return Vec::new();
+        let mut stats = Vec::new();
+        if s.rounds > 0 {
+            let pct = |n: usize| 100.0 * n as f64 / s.rounds as f64;
+            stats.push(("drafter_rounds_rule_stopped_pct", pct(s.rule_stops)));
+            if let Some(pc) = &self.precut {
+                stats.extend([
+                    ("precut_rounds_stopped_pct", pct(s.precut_stops)),
+                    ("precut_draft_cost", pc.draft_cost() as f64),
+                ]);
+            }
         }
-        let mut stats = vec![
+        if self.phrases.is_none() || s.calls == 0 {
+            return stats;
+        }
+        stats.extend([
             ("drafter_phrase_rows_per_call", s.phrase_rows as f64 / s.calls as f64),
             ("drafter_phrase_rows_matched_pct", 100.0 * s.reused as f64 / s.phrase_rows.max(1) as f64),
             ("drafter_calls_gated_pct", 100.0 * s.gated as f64 / s.calls as f64),
-        ];
+        ]);
         if let (Some(call), Some(row)) = (self.gate.one_row_ms, self.gate.row_ms) {
             stats.extend([("drafter_call_ms", call), ("drafter_phrase_row_ms", row)]);
         }

@@ -39,7 +39,7 @@ use draftsmith_core::DraftTree;
 
 use crate::error::DecodeError;
 use crate::spec::policy::{PHRASE_FIRST, PHRASE_NEXT, UNCLASSED};
-use crate::spec::{DepthStop, DraftContext, DraftCost, HiddenState, Proposer, Verified};
+use crate::spec::{DepthStop, DraftContext, DraftCost, HiddenState, Proposer, StepCosts, Verified};
 
 /// Sizes of the phrase cache and of its use at the target.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -351,8 +351,8 @@ impl<P: Proposer> Proposer for TokenCache<P> {
         self.inner.draft_class(ctx)
     }
 
-    fn set_call_cost(&mut self, steps: f64) {
-        self.inner.set_call_cost(steps);
+    fn set_costs(&mut self, costs: &StepCosts) {
+        self.inner.set_costs(costs);
     }
 
     /// The inner drafter's classes for its own nodes ([`UNCLASSED`] where it gives none), and

@@ -12,6 +12,6 @@ pub use driver::{
     generate_speculative, generate_speculative_sampled, generate_speculative_with, SpecOutput, StepRecord, StepView,
 };
 pub use policy::{agreement_class, probability_class, Auto, Clock, CostModel, DepthStop, DraftPolicy};
-pub use proposer::{DraftContext, DraftCost, HiddenState, Proposer, Verified};
+pub use proposer::{DraftContext, DraftCost, HiddenState, Proposer, StepCosts, Verified};
 pub use verify::{verify_greedy, Acceptance};
 pub use verify_sampled::verify_sampled;

@@ -37,7 +37,7 @@ use draftsmith_core::DraftTree;
 use draftsmith_model::Model;
 use serde::{Deserialize, Serialize};
 
-use super::proposer::{DraftContext, DraftCost, HiddenState, Proposer, Verified};
+use super::proposer::{DraftContext, DraftCost, HiddenState, Proposer, StepCosts, Verified};
 
 /// How a method's draft size is set.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -908,9 +908,11 @@ impl Proposer for Auto {
                 depth.max(1)
             };
             self.inner.limit_depth(limit);
-            // A controller of the method's own (Pre-cut) prices its calls as measured here.
+            // A controller of the method's own (Pre-cut) prices its drafts as measured here.
             if let Some(call_ms) = self.call_ms.get() {
-                self.inner.set_call_cost(call_ms / self.cost.predict(1));
+                let step = self.cost.predict(1);
+                let verify = (0..=max).map(|k| self.cost.predict(1 + k) / step).collect();
+                self.inner.set_costs(&StepCosts { call: call_ms / step, verify });
             }
         }
         let started = self.clock.now_ms();

@@ -40,6 +40,17 @@ pub struct DraftCost {
     pub generated: usize,
 }
 
+/// The running machine's costs in 1-token target steps, as the draft policy measures them
+/// ([`Proposer::set_costs`]).
+#[derive(Debug, Clone, PartialEq)]
+pub struct StepCosts {
+    /// One of the method's drafter calls.
+    pub call: f64,
+    /// `verify[k]`: a target pass over `k` draft tokens (and the token before them), for `k` up
+    /// to the method's depth; `verify[0]` = 1.
+    pub verify: Vec<f64>,
+}
+
 /// A drafting method: proposes a tree of candidate continuations of `ctx.tokens`.
 pub trait Proposer: Send {
     /// Name used in records and reports.
@@ -88,11 +99,12 @@ pub trait Proposer: Send {
         false
     }
 
-    /// The measured time of one of this method's drafter calls in 1-token target steps on the
-    /// running machine, which the draft policy passes before each proposal once it has measured
-    /// both: a method whose own controller prices drafter calls in target steps (Pre-cut's
-    /// `draft_cost`) uses it instead of its configured guess. The default ignores it.
-    fn set_call_cost(&mut self, _steps: f64) {}
+    /// The measured time of one of this method's drafter calls and of a verification pass over
+    /// each draft size, in 1-token target steps on the running machine, which the draft policy
+    /// passes before each proposal of a method told its depth once it has measured a call: a
+    /// method whose own controller prices its drafts in target steps (Pre-cut's `draft_cost`)
+    /// uses them instead of its configured guesses. The default ignores them.
+    fn set_costs(&mut self, _costs: &StepCosts) {}
 
     /// Method-specific statistics of the generation so far, by name (TokenSwift: `beta`).
     fn extra_stats(&self) -> Vec<(&'static str, f64)> {
