@@ -284,11 +284,11 @@ impl PreCut {
     /// STOP, and the controller locks into stopping after the first call (measured on Qwen2.5-
     /// Coder 0.5B → 1.5B: MAT 1.35 at every λ although 65–84 % of drafts were accepted).
     /// Taking the best the round shows, `V_j = max(r_j, γ·V_{j+1})` (sessions 31–47), is the
-    /// value of stopping with hindsight: it overrates CONTINUE, and in simulation (a calibrated
-    /// drafter, 20 seeds, `draft_cost` 0.3) it drafted 2.9 tokens a round for a speed of 1.21×
-    /// (1.13–1.32) where stopping at two tokens every round gives 1.28×; the greedy return
-    /// with the exploration bonus: 1.29× (1.26–1.32) at 1.5 tokens, and with mostly sure tokens
-    /// 1.68× (1.63–1.72) against 1.63× (1.55–1.73) and the best fixed length's 1.61×.
+    /// value of stopping with hindsight: it overrates CONTINUE. Simulated (the calibrated drafter
+    /// of the tests, 20 seeds, `draft_cost` 0.3), with unsure tokens it ran at 1.21× AR
+    /// (1.13–1.32) where two tokens every round give 1.28×; the greedy return with the
+    /// exploration bonus runs at 1.29× (1.25–1.31), and with mostly sure tokens at 1.76×
+    /// (1.68–1.80) against 1.73× (1.69–1.80) and the best fixed length's 1.73×.
     pub fn learn(&mut self, steps: &[DraftStep], useful: &[bool], max_tokens: usize) {
         let states: Vec<usize> = steps.iter().enumerate().map(|(j, s)| self.state(j + 1, s.confidence)).collect();
         let rewards: Vec<f32> = (0..steps.len())
