@@ -43,7 +43,7 @@ use draftsmith_core::DraftTree;
 use draftsmith_model::layers::Linear;
 use draftsmith_model::{AttentionMask, KvCache, LogitsSelect, Model, ModelError, QFormat, TextTokenizer};
 
-use super::precut::{Action, DraftStep, PreCut, PreCutConfig};
+use super::precut::{Action, DraftStep, Gain, PreCut, PreCutConfig};
 use super::token_cache::{insert_branch, PhraseCache, TokenCacheConfig};
 use crate::error::DecodeError;
 use crate::method::Method;
@@ -556,9 +556,15 @@ impl<B: Backend> Proposer for DraftModel<B> {
         if tree.tokens() != self.draft.as_slice() || tree.is_empty() {
             return; // The driver dropped the draft (context limit): nothing to learn.
         }
-        let useful: Vec<bool> = (0..tree.len()).map(|i| verified.is_useful(tree, i)).collect();
         if let Some(pc) = &mut self.precut {
-            pc.learn(&self.steps, &useful, self.round_lambda);
+            let gain = pc.gain();
+            let gained: Vec<bool> = (0..tree.len())
+                .map(|i| match gain {
+                    Gain::Useful => verified.is_useful(tree, i),
+                    Gain::Accepted => i < verified.accepted.len(),
+                })
+                .collect();
+            pc.learn(&self.steps, &gained, self.round_lambda);
         }
         if let Some(cache) = &mut self.phrases {
             cache.record(*ctx.tokens.last().expect("a context has at least one token"), tree, verified);

@@ -36,7 +36,12 @@
 //!   calls · draft_cost)` ([`PreCut::set_costs`]): the paper's GPU verifies a few more tokens
 //!   for the price of one, a CPU does not (session 48: on a 2-core Zen 4 a pass over 4 Qwen2.5-
 //!   1.5B tokens costs ~1.3 steps, and priced at one step Pre-cut drafted 4.3 nodes a step
-//!   where the policy's own rule, pricing them, drafted 3.5 for the same speed).
+//!   where the policy's own rule, pricing them, drafted 3.5 for the same speed). There the
+//!   round's gain is its accepted tokens, not its USEFUL ones ([`Gain`]): a USEFUL token after
+//!   a rejection pays only if the token cache offers it again and the target accepts it then,
+//!   which on that pair happened to 0.15–0.5 % of the cached tokens, and counting them drew
+//!   Pre-cut into drafts that ran on past the first likely rejection (4.09 tokens a step for
+//!   3.00 accepted, against the rule's 3.68 for 2.94).
 //!   Useful counts the target's own (bonus) token too,
 //!   as AR's one token per call does. (With the draft call as the unit, η < 1 always, every
 //!   reward is negative and γ < 1 then favours drafting on forever.) `draft_cost` = t_draft /
@@ -140,6 +145,17 @@ pub enum Action {
     Stop,
 }
 
+/// What a round's gain counts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Gain {
+    /// The paper's USEFUL tokens (Eq. 7): every draft token equal to the target's own after its
+    /// parent, accepted or not — Post-use's token cache may offer the rest again later.
+    Useful,
+    /// The tokens the target accepted: the round's speed now, what the `auto` draft policy
+    /// maximizes ([`PreCut::set_costs`] switches to it).
+    Accepted,
+}
+
 /// What the controller knew after one draft-model call of a round.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct DraftStep {
@@ -162,6 +178,7 @@ pub struct PreCut {
     /// `verify[k]`: a verification pass over `k` draft tokens in target calls, as measured
     /// ([`PreCut::set_costs`]); empty: one target call whatever the draft, as in the paper.
     verify: Vec<f32>,
+    gain: Gain,
 }
 
 impl PreCut {
@@ -175,11 +192,17 @@ impl PreCut {
             epsilon: config.epsilon,
             rng: StdRng::seed_from_u64(config.seed),
             verify: Vec::new(),
+            gain: Gain::Useful,
         })
     }
 
     pub fn epsilon(&self) -> f32 {
         self.epsilon
+    }
+
+    /// What [`PreCut::learn`]'s `useful` should count.
+    pub fn gain(&self) -> Gain {
+        self.gain
     }
 
     /// The cost of one draft call in target calls, as it prices the rounds from now on.
@@ -197,8 +220,10 @@ impl PreCut {
 
     /// Prices the rounds from the next one on as measured on the running machine: a draft call
     /// ([`PreCut::set_draft_cost`]) and the verification pass by its draft's size, in target
-    /// calls (a curve that is not finite and at least 1 everywhere is ignored).
+    /// calls (a curve that is not finite and at least 1 everywhere is ignored); and counts a
+    /// round's accepted tokens as its gain ([`Gain::Accepted`]), the speed the costs measure.
     pub fn set_costs(&mut self, costs: &StepCosts) {
+        self.gain = Gain::Accepted;
         self.set_draft_cost(costs.call);
         if costs.verify.iter().all(|v| v.is_finite() && *v >= 1.0) {
             self.verify = costs.verify.iter().map(|&v| v as f32).collect();
@@ -272,7 +297,8 @@ impl PreCut {
     }
 
     /// Learns from one verified round: `steps[j]` is the situation after call `j + 1`,
-    /// `useful[t]` whether draft token `t` was USEFUL, `max_tokens` the draft length limit.
+    /// `useful[t]` whether draft token `t` counts as gained ([`PreCut::gain`]: USEFUL, or
+    /// accepted), `max_tokens` the draft length limit.
     ///
     /// Every position is a virtual trial (App. D.4.3). STOP after call `j` earns the round's
     /// reward cut there, `r_j`. CONTINUE after call `j` earns nothing now and reaches the next
@@ -453,8 +479,10 @@ mod tests {
     #[test]
     fn a_measured_verification_cost_prices_each_cut_by_its_size() {
         let mut pc = PreCut::new(config()).unwrap();
+        assert_eq!(pc.gain(), Gain::Useful, "the paper's USEFUL tokens until priced by measurement");
         pc.set_costs(&StepCosts { call: 0.25, verify: vec![1.0, 1.25, 1.5] });
         assert_eq!(pc.draft_cost(), 0.25);
+        assert_eq!(pc.gain(), Gain::Accepted, "then the accepted tokens, the speed the costs measure");
         let steps = [DraftStep { tokens: 1, confidence: 0.9 }, DraftStep { tokens: 3, confidence: 0.8 }];
         pc.learn(&steps, &[true, true, true], 8);
         // Cut after call 1: 2 tokens for 1.25 + 0.25; after call 2 (3 tokens, past the curve's
