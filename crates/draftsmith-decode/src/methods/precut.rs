@@ -508,9 +508,8 @@ mod tests {
 
     /// Rounds of a calibrated drafter: each token's confidence is the chance it is accepted (a
     /// share `sure` of the tokens drawn from 0.9–1, the others from 0.3–1), a round's tokens
-    /// are USEFUL up to the first rejection. Returns
-    /// the speed over AR (Eq. 3's η) of the second half of `rounds` rounds, drafted by Pre-cut
-    /// or at a `fixed` length.
+    /// are USEFUL up to the first rejection. Returns the speed over AR (Eq. 3's η) of the
+    /// second half of 4000 rounds, drafted by Pre-cut or at a `fixed` length.
     fn calibrated_rounds(seed: u64, sure: f32, fixed: Option<usize>) -> f32 {
         let cost = 0.3;
         let mut pc = PreCut::new(PreCutConfig { seed, draft_cost: cost, ..PreCutConfig::default() }).unwrap();
