@@ -265,3 +265,27 @@ fn the_policys_depth_rule_bounds_a_pre_cut_draft() {
     assert!(bounded.set_depth_stop(never), "a Pre-cut draft model takes the policy's rule too");
     assert_eq!(bounded.propose(&ctx).unwrap().len(), 1);
 }
+
+#[test]
+fn a_drafters_lag_is_the_tokens_it_has_not_fed() {
+    let target = tiny(Architecture::Llama, 5);
+    let vocab = target.config().vocab_size;
+    let mut rng = Lcg(31);
+    let prompt: Vec<u32> = (0..10).map(|_| rng.next(vocab) as u32).collect();
+    fn at(tokens: &[u32]) -> DraftContext<'_> {
+        DraftContext { tokens, prompt_len: 10, hidden: None, target_cache: None }
+    }
+    let mut dm = DraftModel::new(target, DraftModelConfig { lambda: 3, ..Default::default() }).unwrap();
+    assert_eq!(dm.lag(&at(&prompt)), prompt.len(), "a new drafter has seen nothing");
+    let draft = dm.propose(&at(&prompt)).unwrap();
+    assert_eq!(draft.len(), 3);
+    // Its first two tokens accepted, then the target's bonus token: the drafter fed the prompt
+    // and the first two drafted tokens (the third was drafted, never fed).
+    let mut tokens: Vec<u32> = prompt.iter().chain(&draft.tokens()[..2]).copied().collect();
+    tokens.push((draft.tokens()[2] + 1) % vocab as u32);
+    assert_eq!(dm.lag(&at(&tokens)), 1);
+    tokens.extend([1, 2, 3, 4, 5]);
+    assert_eq!(dm.lag(&at(&tokens)), 6, "five plain steps later");
+    let other: Vec<u32> = prompt[..4].iter().copied().chain([7, 7, 7]).collect();
+    assert_eq!(dm.lag(&at(&other)), 3, "another prompt sharing the first four tokens");
+}

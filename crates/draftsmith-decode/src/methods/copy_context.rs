@@ -173,6 +173,10 @@ impl Proposer for WithCopy {
         self.inner.draft_class(ctx)
     }
 
+    fn lag(&self, ctx: &DraftContext<'_>) -> usize {
+        self.inner.lag(ctx)
+    }
+
     fn node_classes(&self, tree: &DraftTree) -> Option<Vec<usize>> {
         (tree.len() == self.classes.len()).then(|| self.classes.clone())
     }

@@ -237,8 +237,7 @@ impl<B: Backend> DraftModel<B> {
 
     /// Brings the cache to `tokens` and returns the drafter's logits after the last one.
     fn catch_up(&mut self, tokens: &[u32]) -> Result<Vec<f32>, ModelError> {
-        let common = self.cached.iter().zip(tokens).take_while(|(a, b)| a == b).count();
-        let keep = common.min(tokens.len() - 1);
+        let keep = common_prefix(&self.cached, tokens).min(tokens.len() - 1);
         self.cache.truncate(keep);
         self.cached.truncate(keep);
         let feed = &tokens[keep..];
@@ -431,6 +430,11 @@ impl PhraseGate {
     }
 }
 
+/// How many tokens `a` and `b` share from the start.
+fn common_prefix(a: &[u32], b: &[u32]) -> usize {
+    a.iter().zip(b).take_while(|(x, y)| x == y).count()
+}
+
 /// The node class of each drafted token from the drafter's confidence in it.
 fn confidence_classes(confidences: &[f32]) -> Vec<usize> {
     confidences.iter().map(|&c| probability_class(f64::from(c))).collect()
@@ -491,6 +495,12 @@ impl<B: Backend> Proposer for DraftModel<B> {
 
     fn last_cost(&self) -> Option<DraftCost> {
         Some(self.last_cost)
+    }
+
+    /// The tokens past the longest prefix of `ctx` the drafter's cache holds (at least the
+    /// last token, which a draft always feeds).
+    fn lag(&self, ctx: &DraftContext<'_>) -> usize {
+        ctx.tokens.len() - common_prefix(&self.cached, ctx.tokens).min(ctx.tokens.len().saturating_sub(1))
     }
 
     fn extra_stats(&self) -> Vec<(&'static str, f64)> {

@@ -351,6 +351,10 @@ impl<P: Proposer> Proposer for TokenCache<P> {
         self.inner.draft_class(ctx)
     }
 
+    fn lag(&self, ctx: &DraftContext<'_>) -> usize {
+        self.inner.lag(ctx)
+    }
+
     fn set_costs(&mut self, costs: &StepCosts) {
         self.inner.set_costs(costs);
     }

@@ -19,9 +19,10 @@
 //!   draft model: [`Proposer::depth_range`]) is not called; such a method gets the depth with
 //!   the best expected rate. After at least `PROBE_EVERY` plain steps a probe drafts (one token
 //!   for a method told its depth) and keeps its best node, so a method that went cold can prove
-//!   itself again; probes are spaced by their measured cost (catch-up included) to stay within
-//!   [`PROBE_BUDGET`] of the plain steps' time, less after probes the target rejected
-//!   ([`PROBE_BACKOFF`]).
+//!   itself again; probes are paid from a credit that each plain step adds [`PROBE_BUDGET`] of
+//!   its time to (less after probes the target rejected:
+//!   [`PROBE_BACKOFF`]), and a probe waits for credit for its expected cost, a draft model's
+//!   catch-up on the tokens it has not seen included ([`Proposer::lag`]).
 //! * **Measuring the plain step**: the first step of a generation, and a step after
 //!   [`REFRESH_ONE`] without a 1-token pass, is a plain step, so the 1-token cost the choices
 //!   compare against is measured at the current context.
@@ -81,8 +82,9 @@ const NEIGHBOURS: usize = 3;
 /// A step that would otherwise draft nothing keeps the best node once in this many steps (more
 /// for a slow drafter: see [`PROBE_BUDGET`]).
 pub const PROBE_EVERY: usize = 16;
-/// Probes of a drafter that is not paying may cost at most this share of the plain steps: the
-/// probe interval grows to `draft time / (PROBE_BUDGET · t(1))` steps.
+/// Probes of a drafter that is not paying may cost at most this share of the plain steps: each
+/// plain step adds `PROBE_BUDGET · t(1)` to the probes' credit, and a probe waits
+/// until the credit covers what it is expected to cost (then takes what it did cost).
 pub const PROBE_BUDGET: f64 = 0.02;
 /// Each probe whose node the target rejected halves the probes' share of the time (and doubles
 /// `PROBE_EVERY`), at most this many times: a method that stays cold (TokenSwift's heads under
@@ -113,6 +115,15 @@ pub const CHEAP_DRAFT: f64 = 0.03;
 /// calls took twice their time (1.44× `ar` against 1.68× with Pre-cut stopping the same drafter,
 /// session 45).
 pub const STALE_DRAFTS: usize = 32;
+/// A drafter that must catch up before it drafts again ([`Proposer::lag`]: a draft model after
+/// plain steps) is charged its catch-up spread over this many drafts: it resumes when drafts
+/// that save that much between them pay for it. Charged nothing, a drafter that barely paid
+/// resumed for a draft or two after each plain stretch and paid a pass over the stretch each
+/// time (SmolLM2 drafting for itself: one-token drafts after 100–200 plain steps, each catching
+/// up for 250–450 ms against 4 ms steps, session 50).
+pub const RESUME_DRAFTS: usize = 16;
+/// The fewest tokens behind at which a draft's time teaches the policy what a catch-up costs.
+const CATCH_UP_MIN: usize = 8;
 /// Deepest level and widest sibling rank with their own acceptance counts.
 const DEPTHS: usize = 16;
 const RANKS: usize = 4;
@@ -607,8 +618,15 @@ pub struct Auto {
     depth_times: Vec<DepthTime>,
     /// Drafts of a method told its depth, so far.
     drafts: usize,
-    /// Running average of what a probe's drafting took, ms (catch-up included).
+    /// Running average of what a probe cost, ms: its drafting, less the expected catch-up
+    /// ([`Auto::catch_up_ms`]), and the longer verification of the node it keeps.
     probe_ms: Option<f64>,
+    /// Running average of a drafter's catch-up, ms per unit of `lag_scale(lag) − 1`
+    /// ([`Auto::catch_up_ms`]), from drafts made at least [`CATCH_UP_MIN`] tokens behind.
+    catch_up: Option<f64>,
+    /// The ms probes may still spend ([`PROBE_BUDGET`]): each plain step adds its share of a
+    /// plain step's time, each probe takes what it cost.
+    probe_credit: f64,
     /// Whether the step being verified is a probe.
     probed: bool,
     /// Probes rejected in a row ([`PROBE_BACKOFF`]).
@@ -646,6 +664,8 @@ impl Auto {
             drafted_before: false,
             call_free: false,
             probe_ms: None,
+            probe_credit: 0.0,
+            catch_up: None,
             probed: false,
             cold_probes: 0,
             since_one: REFRESH_ONE,
@@ -705,25 +725,61 @@ impl Auto {
     /// The stopping rule for a draft of at most `max` levels of a method told its depth, from
     /// this draft class's acceptance and the drafting and verify times; `None` before the
     /// drafter's time per call is measured (the draft then goes to the full depth).
-    fn depth_stop(&self, max: usize) -> Option<DepthStop> {
+    ///
+    /// A drafter `lag` tokens behind is charged its catch-up spread over [`RESUME_DRAFTS`].
+    fn depth_stop(&self, max: usize, lag: usize) -> Option<DepthStop> {
         let call_ms = self.call_ms.get()?;
         let by_class =
             (1..=max).map(|d| std::array::from_fn(|k| self.accept.p_node(self.class, Some(k), d, 0))).collect();
         let any = (1..=max).map(|d| self.accept.p_node(self.class, None, d, 0)).collect();
-        let draft_ms = |d: usize| if d == 0 { 0.0 } else { self.depth_ms(d, call_ms) };
+        let resume = self.catch_up_ms(lag) / RESUME_DRAFTS as f64;
+        let draft_ms = |d: usize| if d == 0 { 0.0 } else { self.depth_ms(d, call_ms) + resume };
         Some(DepthStop::new(by_class, any, draft_ms, |d| self.cost.predict(1 + d)))
     }
 
-    /// Plain steps between probes of a method that is not paying: probes may cost at most
-    /// [`PROBE_BUDGET`] of the plain steps' time, at the measured cost of a probe (or, before
-    /// one was measured, of a drafter call for a method told its depth, or of a draft), halved
-    /// for every probe in a row the target rejected ([`PROBE_BACKOFF`]).
-    fn probe_interval(&self, told_depth: bool) -> usize {
+    /// The probes' share of a plain step's time: [`PROBE_BUDGET`], halved for every probe in a
+    /// row the target rejected ([`PROBE_BACKOFF`]), and the fewest plain steps between probes.
+    fn probe_budget(&self) -> (f64, usize) {
         let backoff = 1usize << self.cold_probes.min(PROBE_BACKOFF);
-        let every = PROBE_EVERY * backoff;
-        let budget = PROBE_BUDGET / backoff as f64;
+        (PROBE_BUDGET / backoff as f64, PROBE_EVERY * backoff)
+    }
+
+    /// How much dearer a pass over `lag` tokens is than one over a single token, in the
+    /// target's own cost model: a drafter's catch-up is a pass of its own model over the tokens
+    /// it has not seen, priced as that many of its calls at this ratio.
+    fn lag_scale(&self, lag: usize) -> f64 {
+        self.cost.predict(lag.max(1)) / self.cost.predict(1)
+    }
+
+    /// What catching up on `lag` tokens adds to a draft, ms: nothing for a drafter at most one
+    /// token behind (a steady draft feeds the last token anyway); else the learned catch-up
+    /// time (or, before one was measured, the drafter's time per call) per unit of
+    /// `lag_scale(lag) − 1`.
+    fn catch_up_ms(&self, lag: usize) -> f64 {
+        if lag <= 1 {
+            return 0.0;
+        }
+        self.catch_up.or(self.call_ms.get()).map_or(0.0, |unit| unit * (self.lag_scale(lag) - 1.0))
+    }
+
+    /// Whether the next step probes a method that is not paying: at least `every` plain steps
+    /// since the last probe ([`Auto::probe_budget`]), and credit for what the probe is expected
+    /// to cost: the measured cost of earlier probes (or, before one was measured, of a drafter
+    /// call for a method told its depth, or of a draft) and the drafter's catch-up on `lag`
+    /// tokens ([`Auto::catch_up_ms`]).
+    ///
+    /// Probes were once spaced by their last cost alone, but a draft model's probe catches up
+    /// on every token since the last one, so its cost grows with the spacing and no spacing
+    /// kept it within the budget: SmolLM2 drafting for itself probed about once per 256-token
+    /// MT-Bench answer, each probe a pass over the prompt and the answer so far (up to 349 ms
+    /// against 4 ms steps), and ran 0.91–0.95× `ar` (session 49).
+    fn probe_due(&self, told_depth: bool, lag: usize) -> bool {
+        let (_, every) = self.probe_budget();
+        if self.since_probe < every {
+            return false;
+        }
         let typical = self.probe_ms.or(if told_depth { self.call_ms } else { self.draft_ms }.get());
-        typical.map_or(every, |d| every.max((d / (budget * self.cost.predict(1))).ceil() as usize))
+        typical.is_none_or(|d| self.probe_credit >= d + self.catch_up_ms(lag))
     }
 
     /// Draft sizes chosen and predicted against measured verify time so far.
@@ -819,6 +875,10 @@ impl Proposer for Auto {
         self.inner.drafts_without_calls(ctx)
     }
 
+    fn lag(&self, ctx: &DraftContext<'_>) -> usize {
+        self.inner.lag(ctx)
+    }
+
     fn extra_stats(&self) -> Vec<(&'static str, f64)> {
         let mut v = self.inner.extra_stats();
         let s = &self.stats;
@@ -861,7 +921,9 @@ impl Proposer for Auto {
         // rule stops by itself where a level stops paying ([`DepthStop`]); the full depth
         // until the drafter's time per call is measured. A refresh step drafts nothing and
         // builds no rule.
-        let rule = depth_range.filter(|_| !refresh).and_then(|max| self.depth_stop(max));
+        // How far behind the drafter is (a draft model after plain steps, or in a new prompt).
+        let lag = self.inner.lag(ctx);
+        let rule = depth_range.filter(|_| !refresh).and_then(|max| self.depth_stop(max, lag));
         let depth = match depth_range {
             _ if refresh => 0,
             Some(max) => rule.as_ref().map_or(max, |r| r.best(&[])),
@@ -871,7 +933,7 @@ impl Proposer for Auto {
             self.cold_probes = 0;
         }
         self.since_probe += 1;
-        let probing = !refresh && depth == 0 && self.since_probe >= self.probe_interval(depth_range.is_some());
+        let probing = !refresh && depth == 0 && self.probe_due(depth_range.is_some(), lag);
         self.probed = probing;
         // Not worth drafting by its last draft, but asked anyway: what it drafts is pruned as
         // any draft, and a step that keeps nothing stays a plain step between probes.
@@ -932,6 +994,11 @@ impl Proposer for Auto {
         self.drafted_before |= !call_free;
         let calls = self.inner.last_cost().map_or(0, |c| c.calls);
         if depth_range.is_some() && calls > 0 {
+            // What the catch-up took: the draft's time beyond its calls at the time per call.
+            if let Some(call_ms) = self.call_ms.get().filter(|_| lag >= CATCH_UP_MIN) {
+                let unit = ((ms - call_ms * calls as f64) / (self.lag_scale(lag) - 1.0)).max(0.0);
+                self.catch_up = Some(self.catch_up.map_or(unit, |c| c + EMA * (unit.min(OUTLIER * c) - c)));
+            }
             self.call_ms.learn(ms / calls as f64, calls, steady);
             // Priced by the depth it reached (a method may stop before the limit).
             let d = tree.depths().iter().copied().max().unwrap_or(depth).max(1);
@@ -964,9 +1031,12 @@ impl Proposer for Auto {
         if probing {
             // What a probe really costs — its drafting (a draft model's catch-up on the tokens
             // of the plain steps before it, the prompt's prefill in a new generation) and the
-            // longer verification of the node it keeps: spaces the next ones.
+            // longer verification of the node it keeps — is taken from the credit; less the
+            // catch-up (priced by its own lag next time), it prices the next probe.
             let cost = ms + (predicted - self.cost.predict(1)).max(0.0);
-            self.probe_ms = Some(self.probe_ms.map_or(cost, |d| d + EMA * (cost - d)));
+            self.probe_credit -= cost;
+            let own = (cost - self.catch_up_ms(lag)).max(0.0);
+            self.probe_ms = Some(self.probe_ms.map_or(own, |d| d + EMA * (own - d)));
         }
         if keep.len() < tree.len() {
             self.inner.pruned(&keep);
@@ -979,9 +1049,12 @@ impl Proposer for Auto {
 
     fn observe_verified(&mut self, ctx: &DraftContext<'_>, tree: &DraftTree, verified: &Verified<'_>) {
         let skipped = self.skipped;
-        // A rejected probe backs the next ones off; an accepted one resets them.
+        // A rejected probe backs the next ones off; an accepted one resets them. A plain step
+        // earns the probes their share of its time.
         if std::mem::take(&mut self.probed) {
             self.cold_probes = if verified.accepted.is_empty() { self.cold_probes.saturating_add(1) } else { 0 };
+        } else if tree.is_empty() {
+            self.probe_credit += self.probe_budget().0 * self.cost.predict(1);
         }
         if let Some((predicted, at)) = self.last.take() {
             let measured = self.clock.now_ms() - at;

@@ -138,6 +138,16 @@ pub trait Proposer: Send {
         false
     }
 
+    /// How many tokens of `ctx` the method's drafter has not seen: a drafter with a cache of
+    /// its own (a draft model) feeds them all before the first call of its next draft — the
+    /// prompt in a new generation, the tokens of the plain steps since it last drafted — so
+    /// its next draft costs that catch-up too. A draft policy prices a probe of a method that
+    /// went cold by it. `0` (the default) for methods whose drafts cost the same whatever came
+    /// before.
+    fn lag(&self, _ctx: &DraftContext<'_>) -> usize {
+        0
+    }
+
     /// A small number the method gives its draft for `ctx` (prompt lookup: the length of the
     /// matched n-gram), which a draft policy learns acceptance for separately; 0 when the
     /// method has no such signal.
