@@ -994,10 +994,13 @@ impl Proposer for Auto {
         self.drafted_before |= !call_free;
         let calls = self.inner.last_cost().map_or(0, |c| c.calls);
         if depth_range.is_some() && calls > 0 {
-            // What the catch-up took: the draft's time beyond its calls at the time per call.
-            if let Some(call_ms) = self.call_ms.get().filter(|_| lag >= CATCH_UP_MIN) {
-                let unit = ((ms - call_ms * calls as f64) / (self.lag_scale(lag) - 1.0)).max(0.0);
-                self.catch_up = Some(self.catch_up.map_or(unit, |c| c + EMA * (unit.min(OUTLIER * c) - c)));
+            // What the catch-up took: the draft's time beyond its calls at the time per call
+            // (a running average, each measurement counting at most twice it once it is above 0).
+            let scale = self.lag_scale(lag) - 1.0;
+            if let Some(call_ms) = self.call_ms.get().filter(|_| lag >= CATCH_UP_MIN && scale > 1e-3) {
+                let unit = ((ms - call_ms * calls as f64) / scale).max(0.0);
+                let capped = |c: f64| if c > 0.0 { unit.min(OUTLIER * c) } else { unit };
+                self.catch_up = Some(self.catch_up.map_or(unit, |c| c + EMA * (capped(c) - c)));
             }
             self.call_ms.learn(ms / calls as f64, calls, steady);
             // Priced by the depth it reached (a method may stop before the limit).
