@@ -4,10 +4,12 @@
 pub mod beams;
 pub mod digest;
 pub mod fsio;
+pub mod seq;
 pub mod tree;
 
 pub use beams::{
     beam_search, dedup_prefix, pack_beams, top_k_log_probs, unpacked_len, BeamDrafter, BeamSearchConfig, Beams,
     PackedBeams,
 };
+pub use seq::common_prefix;
 pub use tree::DraftTree;

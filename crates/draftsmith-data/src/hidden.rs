@@ -69,7 +69,7 @@ pub fn shared_shards(cached: &serde_json::Value, run: &serde_json::Value) -> usi
         return 0;
     }
     let (old, new) = (shard_hashes(cached), shard_hashes(run));
-    old.iter().zip(&new).take_while(|(a, b)| a == b).count()
+    draftsmith_core::common_prefix(&old, &new)
 }
 
 /// Whether dataset identity `run` is `cached` grown: the cache's shards a strict prefix of the

@@ -8,6 +8,7 @@
 //! and the template's end-of-turn markup) are trained on. A conversation where this does not
 //! hold is skipped, not approximated.
 
+use draftsmith_core::common_prefix;
 use draftsmith_data::{Conversation, Message, Role};
 use draftsmith_model::{ChatMessage, ChatTemplate, ModelError, TextTokenizer};
 use serde::{Deserialize, Serialize};
@@ -85,10 +86,6 @@ pub fn response_prompt(
     };
     let tokens = tokenizer.encode(&text)?;
     Ok(if tokens.len() > max_prompt_tokens { Err(SkipReason::PromptTooLong) } else { Ok(tokens) })
-}
-
-fn common_prefix(a: &[u32], b: &[u32]) -> usize {
-    a.iter().zip(b).take_while(|(x, y)| x == y).count()
 }
 
 /// The whole conversation, cut to `max_seq_len` tokens, trained on its assistant spans. Turns

@@ -175,11 +175,18 @@ pub fn argmax(v: &[f32]) -> usize {
 }
 
 /// Checks final-position logits and greedy continuations; returns the worst |Δlogit|.
-pub fn check_model<Bk: Backend>(
+pub fn check_model<Bk: Backend>(loaded: &LoadedModel<Bk>, golden: &Golden, tolerances: (f32, f64), label: &str) -> f32 {
+    check_model_steps(loaded, golden, tolerances, label, usize::MAX)
+}
+
+/// [`check_model`] following at most `steps` of each prompt's greedy continuation (a software
+/// GPU driver takes seconds a step).
+pub fn check_model_steps<Bk: Backend>(
     loaded: &LoadedModel<Bk>,
     golden: &Golden,
     (tolerance, margin_needed): (f32, f64),
     label: &str,
+    steps: usize,
 ) -> f32 {
     let model = &loaded.model;
     let mut worst = 0.0f32;
@@ -199,7 +206,7 @@ pub fn check_model<Bk: Backend>(
         // step whose reference margin is clear.
         let (greedy, margins) = (ids(&p["greedy_ids"]), p["greedy_margins"].as_array().unwrap());
         let mut logits = ours;
-        for (step, (&want, margin)) in greedy.iter().zip(margins).enumerate() {
+        for (step, (&want, margin)) in greedy.iter().zip(margins).enumerate().take(steps) {
             if margin.as_f64().unwrap() > margin_needed {
                 assert_eq!(argmax(&logits) as u32, want, "{label} {name}: greedy step {step} (margin {margin})");
             }

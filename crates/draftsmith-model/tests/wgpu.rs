@@ -2,7 +2,10 @@
 //! burn's CubeCL kernels with burn-cuda; CI runs it on Mesa's software Vulkan driver (lavapipe).
 //! The checks are in `gpu/mod.rs`; the tolerances stated here, max |Δlogit|:
 //! tiny models against numpy ≤ 1e-3, SmolLM2 against the float64 golden file ≤ 0.02 (the dense
-//! CPU bound), a tree branch against the branch alone ≤ 1e-3.
+//! CPU bound), a tree branch against the branch alone ≤ 1e-3. SmolLM2 follows the first
+//! [`GREEDY_STEPS`] steps of each golden prompt's greedy continuation, not all eight: lavapipe
+//! takes seconds a step, and all 99 passes took ~9 of the ~20 minutes of CI on a 2-core AVX2
+//! machine (session 51); CUDA follows all of them.
 //!
 //! Without a wgpu adapter the tests are skipped (`DRAFTSMITH_REQUIRE_WGPU=1`: failed).
 
@@ -14,6 +17,8 @@ use burn::backend::Wgpu;
 
 const REQUIRE: &str = "DRAFTSMITH_REQUIRE_WGPU";
 const FIX: &str = "install Mesa's lavapipe (`apt install mesa-vulkan-drivers`)";
+/// Greedy steps followed after each SmolLM2 golden prompt (the KV cache on the device).
+const GREEDY_STEPS: usize = 2;
 
 fn device() -> Option<WgpuDevice> {
     static PROBE: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
@@ -30,7 +35,7 @@ fn tiny_models_reproduce_the_reference_on_wgpu() {
 #[test]
 fn smollm2_logits_match_the_numpy_reference_on_wgpu() {
     let Some(device) = device() else { return };
-    gpu::smollm2_logits_match_the_numpy_reference::<Wgpu>(&device, 0.02);
+    gpu::smollm2_logits_match_the_numpy_reference::<Wgpu>(&device, 0.02, GREEDY_STEPS);
 }
 
 #[test]

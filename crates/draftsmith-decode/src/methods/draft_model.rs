@@ -39,7 +39,7 @@
 use std::time::Instant;
 
 use burn::tensor::backend::Backend;
-use draftsmith_core::DraftTree;
+use draftsmith_core::{common_prefix, DraftTree};
 use draftsmith_model::layers::Linear;
 use draftsmith_model::{AttentionMask, KvCache, LogitsSelect, Model, ModelError, QFormat, TextTokenizer};
 
@@ -428,11 +428,6 @@ impl PhraseGate {
             self.fed.iter_mut().chain(self.agreed.iter_mut()).for_each(|c| *c /= 2.0);
         }
     }
-}
-
-/// How many tokens `a` and `b` share from the start.
-fn common_prefix(a: &[u32], b: &[u32]) -> usize {
-    a.iter().zip(b).take_while(|(x, y)| x == y).count()
 }
 
 /// The node class of each drafted token from the drafter's confidence in it.

@@ -63,11 +63,13 @@ pub fn tiny_models_reproduce_the_reference<G: Backend>(device: &G::Device, toler
     }
 }
 
-/// SmolLM2 (fetched) against the float64 golden file.
-pub fn smollm2_logits_match_the_numpy_reference<G: Backend>(device: &G::Device, tolerance: f32) {
+/// SmolLM2 (fetched) against the float64 golden file: every prompt's last logits and the first
+/// `greedy_steps` steps of its greedy continuation.
+pub fn smollm2_logits_match_the_numpy_reference<G: Backend>(device: &G::Device, tolerance: f32, greedy_steps: usize) {
     let Some(path) = model_file("smollm2-135m") else { return };
     let golden = read_golden("smollm2-135m");
-    check_model(&load::<G>(&path, device), &golden, (tolerance, 0.5), &format!("{} dense f32", G::name(device)));
+    let label = format!("{} dense f32", G::name(device));
+    check_model_steps(&load::<G>(&path, device), &golden, (tolerance, 0.5), &label, greedy_steps);
 }
 
 /// A branch verified inside a random draft tree against the same branch run alone.
