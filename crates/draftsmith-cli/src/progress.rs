@@ -1,7 +1,10 @@
-//! Progress display shared by the subcommands: artifact downloads and training runs.
+//! Progress display shared by the subcommands: artifact downloads, training runs, and lines for
+//! the bars of long stages when stderr is not a terminal.
 
+use std::cell::Cell;
 use std::io::IsTerminal;
 use std::path::PathBuf;
+use std::time::{Duration, Instant};
 
 use anyhow::Result;
 use draftsmith_fetch::{Artifact, FetchEvent};
@@ -22,6 +25,52 @@ pub fn fetch_with_progress(artifact: &Artifact) -> Result<PathBuf> {
     spinner.finish_and_clear();
     eprintln!("{name}: {}", path.display());
     Ok(path)
+}
+
+/// Lines of a bar's progress where indicatif draws nothing (stderr not a terminal: a batch job, a
+/// log file): what is done, the time spent and left and the bar's message, at most every
+/// [`OffTerminal::EVERY`] and when the bar reaches its length. Nothing on a terminal.
+pub struct OffTerminal {
+    what: &'static str,
+    on: bool,
+    last: Cell<Option<Instant>>,
+}
+
+impl OffTerminal {
+    /// The shortest time between two lines.
+    pub const EVERY: Duration = Duration::from_secs(30);
+
+    /// `what`: the stage, leading each line (`eval`, `distill`, …).
+    pub fn new(what: &'static str) -> Self {
+        Self { what, on: !std::io::stderr().is_terminal(), last: Cell::new(None) }
+    }
+
+    /// Logs `bar`'s state when a line is due.
+    pub fn tick(&self, bar: &ProgressBar) {
+        let (pos, len) = (bar.position(), bar.length().unwrap_or(0));
+        if !self.on || len == 0 {
+            return;
+        }
+        let due = self.last.get().is_none_or(|t| t.elapsed() >= Self::EVERY);
+        if !(due || pos >= len) {
+            return;
+        }
+        self.last.set(Some(Instant::now()));
+        let message = bar.message();
+        let left = if pos == 0 || pos >= len { String::new() } else { format!(", ~{} left", minutes(bar.eta())) };
+        let message = if message.is_empty() { String::new() } else { format!(" {message}") };
+        eprintln!("{}: {pos}/{len} [{} spent{left}]{message}", self.what, minutes(bar.elapsed()));
+    }
+}
+
+/// `1h02m`, `3m05s` or `12s`.
+fn minutes(d: Duration) -> String {
+    let s = d.as_secs();
+    match (s / 3600, s / 60 % 60, s % 60) {
+        (0, 0, s) => format!("{s}s"),
+        (0, m, s) => format!("{m}m{s:02}s"),
+        (h, m, _) => format!("{h}h{m:02}m"),
+    }
 }
 
 /// Renders training progress on stderr: bars on a terminal, a line every 100 steps otherwise.
@@ -110,5 +159,18 @@ pub fn top1_percents(top1: &[f64]) -> String {
         "n/a".into()
     } else {
         acc.join(" / ")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::minutes;
+    use std::time::Duration;
+
+    #[test]
+    fn durations_read_in_hours_minutes_or_seconds() {
+        assert_eq!(minutes(Duration::from_secs(12)), "12s");
+        assert_eq!(minutes(Duration::from_secs(185)), "3m05s");
+        assert_eq!(minutes(Duration::from_secs(3720)), "1h02m");
     }
 }

@@ -38,7 +38,14 @@ fn eval_reports_the_contract_is_lossless_and_resumes() {
     let prompts = dir.join("prompts.jsonl");
     std::fs::write(&prompts, "{\"id\": \"repeat\", \"prompt\": \"the cat sat on the mat and the cat sat\"}\n{\"id\": 7, \"turns\": [\"the dog\", \"second turn\"]}\n").unwrap();
     let out = dir.join("run");
-    let json = last_json(&eval(&prompts, &out, &["--max-new-tokens", "10"]));
+    let first = eval(&prompts, &out, &["--max-new-tokens", "10"]);
+    // stderr is no terminal here: progress comes as lines, the last at the end.
+    assert!(
+        String::from_utf8_lossy(&first.stderr).contains("eval: 4/4 ["),
+        "{}",
+        String::from_utf8_lossy(&first.stderr)
+    );
+    let json = last_json(&first);
     for method in ["ar", "prompt-lookup"] {
         let m = &json["methods"][method];
         assert_eq!(m["lossless"], true, "{json}");

@@ -65,6 +65,7 @@ fn hidden<B: Backend>(args: &HiddenArgs, device: &B::Device) -> Result<()> {
     );
     let target = draftsmith_data::TargetId { name: identity.name.clone(), sha256: identity.sha256.clone() };
     let begin = std::time::Instant::now();
+    let lines = crate::progress::OffTerminal::new("hidden");
     let manifest =
         write_hidden(&loaded.model, &target, &data, &out, args.sequences_per_shard as usize, &mut |e| match e {
             HiddenEvent::Opened { done, total, kept } => {
@@ -85,7 +86,10 @@ fn hidden<B: Backend>(args: &HiddenArgs, device: &B::Device) -> Result<()> {
                 }
                 bar.set_position(done as u64)
             }
-            HiddenEvent::Progress { done, .. } => bar.set_position(done as u64),
+            HiddenEvent::Progress { done, .. } => {
+                bar.set_position(done as u64);
+                lines.tick(&bar);
+            }
         })
         .with_context(|| format!("writing hidden states into {}", out.display()))?;
     bar.finish_and_clear();

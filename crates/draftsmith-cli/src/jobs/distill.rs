@@ -13,7 +13,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::json;
 
 use crate::model_arg::ModelArgs;
-use crate::progress::fetch_with_progress;
+use crate::progress::{fetch_with_progress, OffTerminal};
 
 /// One distillation, resolved.
 pub struct DistillJob {
@@ -63,6 +63,7 @@ fn run_on<B: Backend>(args: &DistillJob, device: &B::Device) -> Result<()> {
             .expect("valid template"),
     );
     let begin = Instant::now();
+    let lines = OffTerminal::new("distill");
     let (mut generated, mut processed) = (0usize, 0usize);
     let show = |bar: &ProgressBar, generated: usize, processed: usize| {
         let s = begin.elapsed().as_secs_f64().max(1e-9);
@@ -93,6 +94,7 @@ fn run_on<B: Backend>(args: &DistillJob, device: &B::Device) -> Result<()> {
                 processed += p;
                 show(&bar, generated, processed);
                 bar.inc(1);
+                lines.tick(&bar);
             }
         },
     )

@@ -11,7 +11,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::json;
 
 use crate::eval_args::EvalArgs;
-use crate::progress::fetch_with_progress;
+use crate::progress::{fetch_with_progress, OffTerminal};
 
 /// Where an eval without `--out` goes: ignored by git, unlike the recorded `eval/results/`.
 pub const DEFAULT_RUNS_DIR: &str = "eval/runs";
@@ -75,15 +75,20 @@ fn run_on<B: Backend>(args: &EvalArgs, device: &B::Device) -> Result<()> {
     bar.set_style(
         ProgressStyle::with_template("{bar:30} {pos}/{len} pairs [{elapsed} < {eta}] {msg}").expect("valid template"),
     );
+    let lines = OffTerminal::new("eval");
     let outcome = draftsmith_eval::evaluate(&loaded.model, drafters.as_drafters(), &input, &mut |p| match p {
         Progress::Start { total, done } => {
             bar.set_length(total as u64);
             bar.set_position(done as u64);
+            lines.tick(&bar);
         }
         Progress::Running { prompt_id, methods } => {
             bar.set_message(format!("{prompt_id} · {}", draftsmith_eval::method_names(methods).replace(',', " + ")))
         }
-        Progress::Finished { .. } => bar.inc(1),
+        Progress::Finished { .. } => {
+            bar.inc(1);
+            lines.tick(&bar);
+        }
     })
     .with_context(|| format!("eval into {}", out.display()))?;
     bar.finish_and_clear();
