@@ -34,6 +34,8 @@ pub struct OffTerminal {
     what: &'static str,
     on: bool,
     last: Cell<Option<Instant>>,
+    /// When the first line was due and the bar's position then (what a resumed run had done).
+    first: Cell<Option<(Instant, u64)>>,
 }
 
 impl OffTerminal {
@@ -42,7 +44,7 @@ impl OffTerminal {
 
     /// `what`: the stage, leading each line (`eval`, `distill`, …).
     pub fn new(what: &'static str) -> Self {
-        Self { what, on: !std::io::stderr().is_terminal(), last: Cell::new(None) }
+        Self { what, on: !std::io::stderr().is_terminal(), last: Cell::new(None), first: Cell::new(None) }
     }
 
     /// Logs `bar`'s state when a line is due.
@@ -56,8 +58,17 @@ impl OffTerminal {
             return;
         }
         self.last.set(Some(Instant::now()));
+        let (since, base) = self.first.get().unwrap_or((Instant::now(), pos));
+        self.first.set(Some((since, base)));
+        // The rate since the first line, not indicatif's smoothed one: batched stages advance in
+        // jumps, and a rate from the first jump alone reads hours for minutes.
+        let left = match pos.checked_sub(base) {
+            Some(done) if done > 0 && pos < len => {
+                format!(", ~{} left", minutes(since.elapsed().mul_f64((len - pos) as f64 / done as f64)))
+            }
+            _ => String::new(),
+        };
         let message = bar.message();
-        let left = if pos == 0 || pos >= len { String::new() } else { format!(", ~{} left", minutes(bar.eta())) };
         let message = if message.is_empty() { String::new() } else { format!(" {message}") };
         eprintln!("{}: {pos}/{len} [{} spent{left}]{message}", self.what, minutes(bar.elapsed()));
     }
