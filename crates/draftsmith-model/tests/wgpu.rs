@@ -4,8 +4,8 @@
 //! tiny models against numpy ≤ 1e-3, SmolLM2 against the float64 golden file ≤ 0.02 (the dense
 //! CPU bound), a tree branch against the branch alone ≤ 1e-3. SmolLM2 follows the first
 //! [`GREEDY_STEPS`] steps of each golden prompt's greedy continuation, not all eight: lavapipe
-//! takes seconds a step, and all 99 passes took ~9 of the ~20 minutes of CI on a 2-core AVX2
-//! machine (session 51); CUDA follows all of them.
+//! takes seconds a pass, and with all eight this file took 538 s alone on a 2-core AVX2 machine
+//! (session 51; the SmolLM2 test with two: 210 s); CUDA follows all of them.
 //!
 //! Without a wgpu adapter the tests are skipped (`DRAFTSMITH_REQUIRE_WGPU=1`: failed).
 
