@@ -111,6 +111,7 @@ impl KernelPath {
         match self {
             KernelPath::Amx => TILE,
             KernelPath::Avx512Vnni => crate::avx512::WIDTH,
+            KernelPath::Avx2 => crate::avx2::WIDTH,
             _ => 4,
         }
     }
