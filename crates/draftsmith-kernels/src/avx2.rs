@@ -22,12 +22,14 @@ use crate::QFormat;
 /// Most activation rows per tile. Up to four rows the accumulators fit the 16 vector registers;
 /// wider tiles spill some to the stack and still beat two narrower tiles, which unpack every
 /// weight unit twice (float accumulators kept in the output tile by hand for wider Q8_0 tiles
-/// measured no better). A SmolLM2-135M pass (Q4_1 with a Q8_0 LM head; `bench ar`, 64
-/// cached tokens, AVX2 Zen 3, 2 threads, the binaries interleaved, minimum of six) over 5 / 6 / 8
-/// tokens took 6.34 / 7.20 / 9.14 ms against 7.05 / 7.81 / 9.96 ms with tiles of at most four
-/// (4 tokens: 5.5 ms either way); Qwen2.5-Coder-0.5B's 28.3 against 33.0 ms over 5 tokens and
-/// 39.7 against 45.8 ms over 8.
-pub(crate) const WIDTH: usize = 8;
+/// measured no better). A SmolLM2-135M pass (Q4_1 with a Q8_0 LM head; `bench ar`, 64 cached
+/// tokens, AVX2 Zen 3, 2 threads, the binaries interleaved, minimum of six) over 5 / 6 / 8
+/// tokens took 6.34 / 7.20 / 9.14 ms with tiles of up to eight against 7.05 / 7.81 / 9.96 ms with
+/// tiles of up to four (4 tokens: 5.5 ms either way; Qwen2.5-Coder-0.5B 28.3 against 33.0 ms over
+/// 5 tokens, 39.7 against 45.8 over 8); then over 10 / 12 / 64 tokens 10.8 / 12.3 / 64.8 ms with
+/// tiles of up to twelve against 13.2 / 14.3 / 73.3 with eight (8 and 16 tokens, tiles of eight
+/// either way, unchanged). Sixteen measured no better than twelve in the matrices alone.
+pub(crate) const WIDTH: usize = 12;
 
 /// Rows in one half group.
 const HALF: usize = GROUP / 2;
@@ -60,7 +62,11 @@ pub(crate) unsafe fn tile_packed(f: QFormat, w: Group<'_>, a: PackedTile<'_>, ou
                 5 => $kernel::<5 $(, { $k })?>(w, a, out, $h),
                 6 => $kernel::<6 $(, { $k })?>(w, a, out, $h),
                 7 => $kernel::<7 $(, { $k })?>(w, a, out, $h),
-                _ => $kernel::<8 $(, { $k })?>(w, a, out, $h),
+                8 => $kernel::<8 $(, { $k })?>(w, a, out, $h),
+                9 => $kernel::<9 $(, { $k })?>(w, a, out, $h),
+                10 => $kernel::<10 $(, { $k })?>(w, a, out, $h),
+                11 => $kernel::<11 $(, { $k })?>(w, a, out, $h),
+                _ => $kernel::<12 $(, { $k })?>(w, a, out, $h),
             }
         };
     }

@@ -73,8 +73,8 @@ fn batched_outputs_are_bit_identical_to_single_token_outputs() {
     }
 }
 
-/// Every tile width a path has (1 to 8 rows on AVX2 and AVX-512 VNNI, then a split into
-/// tiles): each row of an n-row product, n = 1 ..= 9, is bit-identical to that row alone, for
+/// Every tile width a path has (up to 12 rows on AVX2, 8 on AVX-512 VNNI, then a split into
+/// tiles): each row of an n-row product, n = 1 ..= 13, is bit-identical to that row alone, for
 /// every block format and K-quant, in int8 mode (the integer tile kernels; f32 activations have
 /// their own tiles, checked above).
 #[test]
@@ -90,11 +90,11 @@ fn every_tile_width_matches_single_rows() {
             random_blocks(format, rows, cols, &mut rng)
         };
         let m = QMatrix::from_ggml_blocks(format, &bytes, rows, cols).unwrap();
-        let x = rng.activations(9 * cols);
+        let x = rng.activations(13 * cols);
         for &path in &paths {
             let alone: Vec<Vec<f32>> =
-                (0..9).map(|t| product(&m, Activations::Int8, path, &x[t * cols..][..cols], 1)).collect();
-            for n in 2..=9 {
+                (0..13).map(|t| product(&m, Activations::Int8, path, &x[t * cols..][..cols], 1)).collect();
+            for n in 2..=13 {
                 let full = product(&m, Activations::Int8, path, &x[..n * cols], n);
                 for (t, one) in alone.iter().enumerate().take(n) {
                     assert_eq!(bits(one), bits(&full[t * rows..][..rows]), "{path:?} {format:?}: row {t} of n={n}");
