@@ -28,7 +28,8 @@ use crate::QFormat;
 /// tiles of up to four (4 tokens: 5.5 ms either way; Qwen2.5-Coder-0.5B 28.3 against 33.0 ms over
 /// 5 tokens, 39.7 against 45.8 over 8); then over 10 / 12 / 64 tokens 10.8 / 12.3 / 64.8 ms with
 /// tiles of up to twelve against 13.2 / 14.3 / 73.3 with eight (8 and 16 tokens, tiles of eight
-/// either way, unchanged). Sixteen measured no better than twelve in the matrices alone.
+/// either way, unchanged). Sixteen did no better than eight over 16 and 64 rows in the qmatmul
+/// bench's model step, where twelve beat eight.
 pub(crate) const WIDTH: usize = 12;
 
 /// Rows in one half group.
