@@ -10,7 +10,7 @@
 
 use super::f32act::bits;
 use super::{random_blocks, Rng};
-use crate::{Activations, KernelPath, QFormat, QMatrix};
+use crate::{Activations, KernelPath, QMatrix};
 
 /// Shapes: odd rows (padded group), a tall one that runs in parallel, and long rows.
 const SHAPES: [(usize, usize); 4] = [(7, 64), (577, 576), (1536, 576), (40, 1536)];
@@ -73,28 +73,23 @@ fn batched_outputs_are_bit_identical_to_single_token_outputs() {
     }
 }
 
-/// Every tile width a path has (up to 12 rows on AVX2, 8 on AVX-512 VNNI, then a split into
-/// tiles): each row of an n-row product, n = 1 ..= 13, is bit-identical to that row alone, for
-/// every block format and K-quant, in int8 mode (the integer tile kernels; f32 activations have
-/// their own tiles, checked above).
+/// Every tile width a path has (up to 12 rows on AVX2, 8 on AVX-512 VNNI, 16 with AMX, then a
+/// split into tiles): each row of an n-row product, n = 1 ..= widest + 1, is bit-identical to
+/// that row alone, for every block format and K-quant, in int8 mode (the integer tile kernels;
+/// f32 activations have their own tiles, checked above).
 #[test]
 fn every_tile_width_matches_single_rows() {
     let paths: Vec<KernelPath> = KernelPath::ALL.into_iter().filter(|p| p.is_supported()).collect();
-    let kquants = [QFormat::Q4K, QFormat::Q5K, QFormat::Q6K];
+    let most = 1 + paths.iter().map(|p| p.tile_width()).max().expect("the scalar path is always supported");
     let mut rng = Rng::new(41);
-    for format in super::BLOCK_FORMATS.into_iter().chain(kquants) {
+    for format in super::BLOCK_FORMATS.into_iter().chain(super::KQUANT_FORMATS) {
         let (rows, cols) = (33, 512);
-        let bytes = if kquants.contains(&format) {
-            super::kquant::random_bytes(format, rows, cols, &mut rng)
-        } else {
-            random_blocks(format, rows, cols, &mut rng)
-        };
-        let m = QMatrix::from_ggml_blocks(format, &bytes, rows, cols).unwrap();
-        let x = rng.activations(13 * cols);
+        let m = super::random_matrix(format, rows, cols, &mut rng);
+        let x = rng.activations(most * cols);
         for &path in &paths {
             let alone: Vec<Vec<f32>> =
-                (0..13).map(|t| product(&m, Activations::Int8, path, &x[t * cols..][..cols], 1)).collect();
-            for n in 2..=13 {
+                (0..most).map(|t| product(&m, Activations::Int8, path, &x[t * cols..][..cols], 1)).collect();
+            for n in 2..=most {
                 let full = product(&m, Activations::Int8, path, &x[..n * cols], n);
                 for (t, one) in alone.iter().enumerate().take(n) {
                     assert_eq!(bits(one), bits(&full[t * rows..][..rows]), "{path:?} {format:?}: row {t} of n={n}");

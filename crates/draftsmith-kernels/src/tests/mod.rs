@@ -53,6 +53,20 @@ impl Rng {
 /// The formats of 32-value blocks, which the tests below build from random GGUF bytes.
 pub(super) const BLOCK_FORMATS: [QFormat; 4] = [QFormat::Q8_0, QFormat::Q4_0, QFormat::Q4_1, QFormat::Q5_0];
 
+/// The K-quant formats, whose 256-value super-blocks `tests::kquant` builds.
+pub(super) const KQUANT_FORMATS: [QFormat; 3] = [QFormat::Q4K, QFormat::Q5K, QFormat::Q6K];
+
+/// A `rows × cols` matrix of any format from random GGUF bytes: [`random_blocks`], or
+/// `tests::kquant`'s super-blocks for the K-quants.
+pub(super) fn random_matrix(format: QFormat, rows: usize, cols: usize, rng: &mut Rng) -> QMatrix {
+    let bytes = if KQUANT_FORMATS.contains(&format) {
+        kquant::random_bytes(format, rows, cols, rng)
+    } else {
+        random_blocks(format, rows, cols, rng)
+    };
+    QMatrix::from_ggml_blocks(format, &bytes, rows, cols).expect("random bytes of a valid shape")
+}
+
 /// Random GGUF block bytes for a `rows × cols` matrix. Q8_0 quants include -128 (legal bytes
 /// that ggml itself never writes); Q4_1 minimums are negative or positive; Q5_0 fifth bits and
 /// nibbles take every pattern.

@@ -2,7 +2,7 @@
 
 use super::matmul::{term_scale, NS, SHAPES};
 use super::{magnitude, random_blocks, worst_violation, Rng};
-use crate::{Activations, KernelPath, QFormat, QMatrix};
+use crate::{Activations, KernelPath, QMatrix};
 
 /// The integer block dot products are exact on every path; only the f32 order of the per-block
 /// scaling and accumulation differs, so paths agree to `1e-5 · Σ (|d·q| + |m|)·|x|`.
@@ -53,15 +53,9 @@ fn amx_is_bit_identical_to_avx512_vnni() {
         return;
     }
     let mut rng = Rng::new(21);
-    let kquants = [QFormat::Q4K, QFormat::Q5K, QFormat::Q6K];
-    for format in super::BLOCK_FORMATS.into_iter().chain(kquants) {
+    for format in super::BLOCK_FORMATS.into_iter().chain(super::KQUANT_FORMATS) {
         for (rows, cols) in [(16, 256), (33, 512), (577, 256), (40, 1536)] {
-            let bytes = if kquants.contains(&format) {
-                super::kquant::random_bytes(format, rows, cols, &mut rng)
-            } else {
-                random_blocks(format, rows, cols, &mut rng)
-            };
-            let m = QMatrix::from_ggml_blocks(format, &bytes, rows, cols).unwrap();
+            let m = super::random_matrix(format, rows, cols, &mut rng);
             for n in (1..=17).chain([64]) {
                 let x = rng.activations(n * cols);
                 let (mut want, mut got) = (vec![0.0; n * rows], vec![f32::NAN; n * rows]);
