@@ -913,12 +913,29 @@ fn scores<T: KvElem, K: Keys>(qs: &[f32], keys: &[T], visible: K, sh: &AttendSha
     }
     #[cfg(target_arch = "x86_64")]
     if sh.simd && matches!(sh.head_dim, 64 | 128) {
-        // SAFETY: AVX2 and FMA are available (`simd`); the kernel checks its bounds.
-        unsafe {
-            match sh.head_dim {
-                64 => scores_avx2::<T, K, 8>(qs, keys, visible, sh.scale, (out, stride), sh.prefetch),
-                _ => scores_avx2::<T, K, 16>(qs, keys, visible, sh.scale, (out, stride), sh.prefetch),
-            }
+        // Rows in pairs, four keys at a time (each key chunk loaded once for both), then the
+        // one-row kernel for an odd last row; the same arithmetic per pair either way. (Three
+        // rows a pass spill accumulators to the stack: slower.)
+        let hd = sh.head_dim;
+        let rows = qs.len() / hd;
+        let mut r0 = 0;
+        while r0 < rows {
+            let (q, o) = (&qs[r0 * hd..], &mut out[r0 * stride..]);
+            // SAFETY: AVX2, FMA and F16C are available (`simd`); the kernels check their bounds.
+            r0 += unsafe {
+                match (hd, rows - r0) {
+                    (64, 1) => {
+                        scores_avx2::<T, K, 8>(&q[..hd], keys, visible, sh.scale, (o, stride), sh.prefetch);
+                        1
+                    }
+                    (64, _) => scores_rows_avx2::<T, K, 2, 8>(q, keys, visible, sh.scale, (o, stride), sh.prefetch),
+                    (_, 1) => {
+                        scores_avx2::<T, K, 16>(&q[..hd], keys, visible, sh.scale, (o, stride), sh.prefetch);
+                        1
+                    }
+                    _ => scores_rows_avx2::<T, K, 2, 16>(q, keys, visible, sh.scale, (o, stride), sh.prefetch),
+                }
+            };
         }
         return;
     }
@@ -964,6 +981,19 @@ fn weighted_sums<T: KvElem, K: Keys>(
                 }
             };
             r0 += done;
+        }
+    }
+    #[cfg(target_arch = "x86_64")]
+    if sh.simd && !sh.wide && matches!(hd, 64 | 128) {
+        while rows - r0 >= 2 {
+            let (w, o) = (&w[r0 * stride..], &mut o[r0 * hd..]);
+            // SAFETY: AVX2, FMA and F16C are available (`simd`); the kernel checks its bounds.
+            r0 += unsafe {
+                match hd {
+                    64 => weighted_sums_avx2::<T, K, 2, 8>(values, visible, (w, stride), o, sh.prefetch),
+                    _ => weighted_sums_avx2::<T, K, 2, 16>(values, visible, (w, stride), o, sh.prefetch),
+                }
+            };
         }
     }
     for r in r0..rows {
@@ -1192,6 +1222,136 @@ unsafe fn weighted_sum_avx2<T: KvElem, K: Keys, const C: usize>(
         unsafe { _mm256_storeu_ps(o.as_mut_ptr().add(c * 8), *a) };
     }
 }
+
+/// [`scores_avx2`] for `R` rows at once (`qs` = `[R, C·8]`, row `r` into `out[r · stride + idx]`;
+/// returns `R`): keys go four at a time, each key chunk loaded (and widened) once for the `R`
+/// rows, every pair accumulating its chunks in order as [`dot_avx2`] does; the four keys' lanes
+/// are then reduced by [`reduce_four_keys`] in the order of [`reduce_lanes`], so every score has
+/// the bits of the one-pair form (which handles the remainder). `4 · R` accumulators, `R` query
+/// chunks and a key chunk stay in registers.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn scores_rows_avx2<T: KvElem, K: Keys, const R: usize, const C: usize>(
+    qs: &[f32],
+    keys: &[T],
+    visible: K,
+    scale: f32,
+    (out, stride): (&mut [f32], usize),
+    prefetch: bool,
+) -> usize {
+    use std::arch::x86_64::*;
+    let d = C * 8;
+    let m = visible.len();
+    assert!(qs.len() >= R * d && out.len() >= (R - 1) * stride + m && rows_in_bounds(visible, d, keys.len()));
+    let full = m / 4 * 4;
+    for base in (0..full).step_by(4) {
+        let mut acc = [[_mm256_setzero_ps(); 4]; R];
+        // SAFETY (all loads and stores): key rows, the rows of `qs` and `out` are in bounds (asserted).
+        let kp: [*const T; 4] = std::array::from_fn(|k| unsafe { keys.as_ptr().add(visible.at(base + k) * d) });
+        prefetch_ahead(prefetch, kp[0], 4 * d * std::mem::size_of::<T>() / 64);
+        for c in 0..C {
+            let q: [__m256; R] = std::array::from_fn(|r| unsafe { _mm256_loadu_ps(qs.as_ptr().add(r * d + c * 8)) });
+            for (k, p) in kp.iter().enumerate() {
+                let kv = unsafe { load8(p.add(c * 8)) };
+                for r in 0..R {
+                    acc[r][k] = _mm256_fmadd_ps(q[r], kv, acc[r][k]);
+                }
+            }
+        }
+        for (r, a) in acc.iter().enumerate() {
+            unsafe { _mm_storeu_ps(out.as_mut_ptr().add(r * stride + base), reduce_four_keys(a, scale)) };
+        }
+    }
+    if full < m {
+        for r in 0..R {
+            // SAFETY: the same CPU features; `scores_avx2` checks its bounds.
+            unsafe {
+                scores_avx2::<T, K, C>(
+                    &qs[r * d..(r + 1) * d],
+                    keys,
+                    visible.skip(full),
+                    scale,
+                    (&mut out[r * stride + full..], stride),
+                    prefetch,
+                )
+            };
+        }
+    }
+    R
+}
+
+/// [`reduce_eight_keys`] for four keys (`acc[k]`: key `k`'s eight lanes): per key lanes `l` and
+/// `l + 4` first, then the two pairs of those sums, then their sum, plus `0.0`, times `scale` —
+/// the additions of [`reduce_lanes`] in its order.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+#[inline]
+fn reduce_four_keys(acc: &[std::arch::x86_64::__m256; 4], scale: f32) -> std::arch::x86_64::__m128 {
+    use std::arch::x86_64::*;
+    // Per key t = low half + high half; keys 0 | 1 and 2 | 3 share a vector.
+    let half = |x: __m256, y: __m256| {
+        _mm256_add_ps(_mm256_permute2f128_ps::<0x20>(x, y), _mm256_permute2f128_ps::<0x31>(x, y))
+    };
+    // (t.0 + t.1), (t.2 + t.3) per key: keys 0 2 | 1 3; then their sums.
+    let h = _mm256_hadd_ps(half(acc[0], acc[1]), half(acc[2], acc[3]));
+    let h = _mm256_hadd_ps(h, h);
+    let v = _mm_unpacklo_ps(_mm256_castps256_ps128(h), _mm256_extractf128_ps::<1>(h));
+    _mm_mul_ps(_mm_add_ps(v, _mm_setzero_ps()), _mm_set1_ps(scale))
+}
+
+/// [`weighted_sum_avx2`] for `R` rows at once (`w`: row `r` at `w[r · stride ..]`; `o`: at least
+/// `[R, C·8]`, of which the first `R` rows are summed into; returns `R`): the head is walked in
+/// parts of [`PART`] chunks, each value chunk loaded (and widened) once for the `R` rows, and
+/// every output element still takes one FMA per key, in key order — the arithmetic of
+/// [`weighted_sum_avx2`] per element. `R · PART` accumulators stay in registers.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn weighted_sums_avx2<T: KvElem, K: Keys, const R: usize, const C: usize>(
+    values: &[T],
+    visible: K,
+    (w, stride): (&[f32], usize),
+    o: &mut [f32],
+    prefetch: bool,
+) -> usize {
+    use std::arch::x86_64::*;
+    let d = C * 8;
+    let m = visible.len();
+    assert!(
+        C.is_multiple_of(PART)
+            && o.len() >= R * d
+            && (m == 0 || w.len() >= (R - 1) * stride + m)
+            && rows_in_bounds(visible, d, values.len())
+    );
+    for c0 in (0..C).step_by(PART) {
+        // SAFETY (all loads and stores): `o` holds R·d floats, every visible value row d floats,
+        // and row r's weights are in bounds (asserted).
+        let mut acc: [[__m256; PART]; R] = std::array::from_fn(|r| {
+            std::array::from_fn(|c| unsafe { _mm256_loadu_ps(o.as_ptr().add(r * d + (c0 + c) * 8)) })
+        });
+        for idx in 0..m {
+            let vp = unsafe { values.as_ptr().add(visible.at(idx) * d) };
+            prefetch_ahead(prefetch && c0 == 0, vp, d * std::mem::size_of::<T>() / 64);
+            let p: [__m256; R] = std::array::from_fn(|r| _mm256_set1_ps(unsafe { *w.get_unchecked(r * stride + idx) }));
+            for (c, part) in (c0..c0 + PART).enumerate() {
+                let v = unsafe { load8(vp.add(part * 8)) };
+                for (a, &pr) in acc.iter_mut().zip(&p) {
+                    a[c] = _mm256_fmadd_ps(pr, v, a[c]);
+                }
+            }
+        }
+        for (r, a) in acc.iter().enumerate() {
+            for (c, x) in a.iter().enumerate() {
+                unsafe { _mm256_storeu_ps(o.as_mut_ptr().add(r * d + (c0 + c) * 8), *x) };
+            }
+        }
+    }
+    R
+}
+
+/// Chunks of eight per pass of [`weighted_sums_avx2`]: two rows' accumulators, two weights and a
+/// value chunk fit AVX2's sixteen registers.
+#[cfg(target_arch = "x86_64")]
+const PART: usize = 4;
 
 /// Whether every row `j` of the ascending `visible` (a run or a list of [`Visibility::split`]) lies
 /// within `len` elements of `d`-wide rows: the last one decides (the order itself is checked in
