@@ -952,7 +952,8 @@ fn scores<T: KvElem, K: Keys>(qs: &[f32], keys: &[T], visible: K, sh: &AttendSha
 /// [`weighted_sum`] for every row of `o` (`[rows, head_dim]`), row `r`'s weights at
 /// `w[r · stride ..]`: with AVX-512 F/VL, up to six rows per pass over the values in 16-lane
 /// vectors (three where fewer are left, or for 128-wide heads; each value row read once for
-/// them), the same FMA per element and key, in the same order.
+/// them), with AVX2 alone two rows per pass; the same FMA per element and key, in the same
+/// order.
 fn weighted_sums<T: KvElem, K: Keys>(
     values: &[T],
     visible: K,
