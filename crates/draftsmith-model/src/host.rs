@@ -1264,19 +1264,10 @@ unsafe fn scores_rows_avx2<T: KvElem, K: Keys, const R: usize, const C: usize>(
         }
     }
     if full < m {
-        for r in 0..R {
-            // SAFETY: the same CPU features; `scores_avx2` checks its bounds.
-            unsafe {
-                scores_avx2::<T, K, C>(
-                    &qs[r * d..(r + 1) * d],
-                    keys,
-                    visible.skip(full),
-                    scale,
-                    (&mut out[r * stride + full..], stride),
-                    prefetch,
-                )
-            };
-        }
+        // SAFETY: the same CPU features; `scores_avx2` checks its bounds.
+        unsafe {
+            scores_avx2::<T, K, C>(&qs[..R * d], keys, visible.skip(full), scale, (&mut out[full..], stride), prefetch)
+        };
     }
     R
 }
