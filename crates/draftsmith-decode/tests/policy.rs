@@ -8,7 +8,7 @@ use common::{ar, tiny, Lcg};
 use draftsmith_core::DraftTree;
 use draftsmith_decode::spec::policy::{PROBE_EVERY, REFRESH_ONE};
 use draftsmith_decode::spec::{Auto, Clock, CostModel, DepthStop};
-use draftsmith_decode::{generate_speculative, DecodeError, DraftContext, DraftCost, Proposer, StepCosts};
+use draftsmith_decode::{generate_speculative, DecodeError, DraftContext, DraftCost, Proposer, StepCosts, Verified};
 use draftsmith_model::Architecture;
 
 /// `auto` with a fixed cost model on a clock that moves only when a drafter says its call took
@@ -774,4 +774,90 @@ fn a_drafter_that_must_catch_up_is_probed_within_the_budget_across_generations()
         "auto {cost:.0} ms ({:.0} drafting, {probes} drafted steps) vs ar {ar_cost:.0} ms",
         clock.now_ms()
     );
+}
+
+/// A draft model told its depth, right for the first three tokens of every draft but its first
+/// (whose first token is wrong), on its own manual clock: `CALL_MS` a call, and a first draft
+/// that pays for the drafter's prefill of the prompt.
+struct Unlucky {
+    clock: Clock,
+    limit: Option<usize>,
+    last: usize,
+    proposals: usize,
+    /// Context tokens the drafter has seen.
+    seen: usize,
+}
+
+impl Unlucky {
+    const DEPTH: usize = 6;
+    const RIGHT: usize = 3;
+}
+
+impl Proposer for Unlucky {
+    fn name(&self) -> &str {
+        "unlucky"
+    }
+
+    fn depth_range(&self) -> Option<usize> {
+        Some(Self::DEPTH)
+    }
+
+    fn limit_depth(&mut self, depth: usize) {
+        self.limit = Some(depth);
+    }
+
+    fn last_cost(&self) -> Option<DraftCost> {
+        Some(DraftCost { calls: self.last, generated: self.last })
+    }
+
+    fn lag(&self, ctx: &DraftContext<'_>) -> usize {
+        ctx.tokens.len() - self.seen.min(ctx.tokens.len() - 1)
+    }
+
+    fn propose(&mut self, ctx: &DraftContext<'_>) -> Result<DraftTree, DecodeError> {
+        self.proposals += 1;
+        let depth = self.limit.take().unwrap_or(Self::DEPTH).max(1);
+        let prefill = if self.proposals == 1 { 20.0 * STEP_MS } else { 0.0 };
+        self.clock.advance(prefill + 3.0 * CALL_MS * depth as f64);
+        self.last = depth;
+        self.seen = ctx.tokens.len() + depth - 1;
+        // Token 1 is the target's choice (the driver below accepts by position).
+        Ok(DraftTree::chain(&vec![1; depth]))
+    }
+}
+
+#[test]
+fn a_drafter_priced_out_by_an_unlucky_start_drafts_again() {
+    // The run that drafted nothing for 4 of 20 HumanEval prompts (Qwen2.5-Coder 0.5B → 1.5B,
+    // session 55): the first draft's first token rejected, and the first drafted passes verified
+    // in a loud moment at 1.6 times their cost; afterwards every draft is right for 3 tokens and
+    // passes cost what the calibration says. Drafter calls of 1.5 ms against 5 ms steps, so
+    // drafts of 3 (4 tokens for 4.5 ms of calls and a 4-token pass of 8 ms) beat plain steps
+    // by far. With only the acceptance of two drafts and the loud passes' times to go on, the
+    // policy priced every depth out and, drafting nothing, never measured either again.
+    // The driver is this test's own (no model): it advances the manual clock by each pass's
+    // time and accepts a draft's first `RIGHT` tokens.
+    let clock = Clock::manual();
+    let drafter = Unlucky { clock: clock.clone(), limit: None, last: 0, proposals: 0, seen: 0 };
+    let cost = CostModel::from_points(&[(1, STEP_MS * units(1)), (2, STEP_MS * units(2)), (64, STEP_MS * units(64))]);
+    let mut auto = Auto::new(Box::new(drafter), cost).with_clock(clock.clone());
+    auto.set_sampling(&Default::default());
+    let mut tokens = vec![0u32; 40];
+    let mut sizes = Vec::new();
+    for step in 0..120 {
+        let ctx = DraftContext { tokens: &tokens, prompt_len: 40, hidden: None, target_cache: None };
+        let tree = auto.propose(&ctx).unwrap();
+        let n = tree.len();
+        let loud = if (1..=2).contains(&step) { 1.6 } else { 1.0 };
+        clock.advance(loud * STEP_MS * units(n + 1));
+        let right = if sizes.iter().all(|&s| s == 0) { 0 } else { Unlucky::RIGHT };
+        let accepted: Vec<usize> = (0..n.min(right)).collect();
+        let next = vec![1; n];
+        auto.observe_verified(&ctx, &tree, &Verified { accepted: &accepted, root_next: 1, node_next: &next });
+        sizes.push(n);
+        tokens.extend(std::iter::repeat_n(1, accepted.len() + 1));
+    }
+    let late = &sizes[60..];
+    let deep = late.iter().filter(|&&n| n >= 2).count();
+    assert!(deep * 4 >= late.len() * 3, "draft sizes {sizes:?}");
 }

@@ -79,6 +79,14 @@ const EMA: f64 = 0.2;
 const OUTLIER: f64 = 2.0;
 /// Sizes on each side of a measured multi-token pass whose averages it also updates.
 const NEIGHBOURS: usize = 3;
+/// A multi-token size whose average no pass has updated in this many passes is priced from the
+/// calibration at the machine's current scale again ([`CostModel::predict`]), and its next
+/// measurement starts a fresh average. Passes the policy no longer picks are never measured
+/// again, so one loud moment could price them out for the rest of a run: Qwen2.5-Coder 0.5B
+/// drafting for 1.5B on a loud Zen 3 verified 2- and 3-token passes at 98–104 ms beside 63 ms
+/// plain steps in its first drafts, then drafted nothing for 4 of 20 HumanEval prompts
+/// (session 55), where the other runs drafted ~3 tokens a step at 1.4–1.5× `ar`.
+pub const STALE_PASSES: usize = 32;
 /// A step that would otherwise draft nothing keeps the best node once in this many steps (more
 /// for a slow drafter: see [`PROBE_BUDGET`]).
 pub const PROBE_EVERY: usize = 16;
@@ -122,6 +130,13 @@ pub const STALE_DRAFTS: usize = 32;
 /// time (SmolLM2 drafting for itself: one-token drafts after 100–200 plain steps, each catching
 /// up for 250–450 ms against 4 ms steps, session 50).
 pub const RESUME_DRAFTS: usize = 16;
+/// A method told its depth is not priced out before this many of its first-level draft nodes
+/// (in the draft class at hand) have been verified: until then a step that would be plain is a
+/// probe ([`Auto::untried`]). Two drafts are too few to judge a drafter by: Qwen2.5-Coder 0.5B
+/// drafting for 1.5B had one of its first two first-level tokens rejected, and at the
+/// acceptance of 0.5 that left (with a loud moment's verify times) it drafted nothing for 4 of
+/// 20 HumanEval prompts (session 55) — its first-level tokens are right ~85 % of the time.
+pub const MIN_TRIES: usize = 8;
 /// The fewest tokens behind at which a draft's time teaches the policy what a catch-up costs.
 const CATCH_UP_MIN: usize = 8;
 /// Deepest level and widest sibling rank with their own acceptance counts.
@@ -135,6 +150,10 @@ pub struct CostModel {
     prior: Vec<f64>,
     /// Measured running average per size, when seen.
     seen: Vec<Option<f64>>,
+    /// The pass count at which each size's average last moved ([`STALE_PASSES`]).
+    moved: Vec<usize>,
+    /// Passes observed so far.
+    passes: usize,
     /// Running ratio of measured to calibrated time over all sizes (machine load, context).
     scale: f64,
 }
@@ -166,7 +185,13 @@ impl CostModel {
                 }
             })
             .collect();
-        Self { prior, seen: vec![None; MAX_N + 1], scale: 1.0 }
+        Self { prior, seen: vec![None; MAX_N + 1], moved: vec![0; MAX_N + 1], passes: 0, scale: 1.0 }
+    }
+
+    /// Size `m`'s measured average, unless it is stale ([`STALE_PASSES`]; the 1-token average
+    /// never is: plain steps measure it).
+    fn fresh(&self, m: usize) -> Option<f64> {
+        self.seen[m].filter(|_| m == 1 || self.passes - self.moved[m] < STALE_PASSES)
     }
 
     /// Predicted milliseconds of a pass over `n ≥ 1` tokens (never below a 1-token pass).
@@ -175,7 +200,7 @@ impl CostModel {
         if n > MAX_N {
             return self.predict(MAX_N) * n as f64 / MAX_N as f64;
         }
-        let raw = |m: usize| self.seen[m].unwrap_or(self.prior[m] * self.scale);
+        let raw = |m: usize| self.fresh(m).unwrap_or(self.prior[m] * self.scale);
         if n == 1 {
             raw(1)
         } else {
@@ -195,24 +220,26 @@ impl CostModel {
     /// otherwise not be chosen again, so never measured again, and would keep the drafts it
     /// prices out away for the rest of the run (SmolLM2 on a shared Zen 4: t(2) stuck at 1.55
     /// t(1) beside t(3) at 1.05 t(1), session 20). One pass counts at most [`OUTLIER`] times
-    /// the average it updates.
+    /// the average it updates. A size not updated in [`STALE_PASSES`] passes starts afresh.
     pub fn observe(&mut self, n: usize, ms: f64) {
         if n == 0 || n > MAX_N || !ms.is_finite() || ms <= 0.0 {
             return;
         }
         let t1 = self.predict(1);
+        self.passes += 1;
         let sizes = if n == 1 { 1..=1 } else { n.saturating_sub(NEIGHBOURS).max(2)..=(n + NEIGHBOURS).min(MAX_N) };
         for m in sizes {
             // Near `n` the cost over a 1-token pass grows about linearly with the size.
             let implied = if m == n { ms } else { t1 + (ms - t1).max(0.0) * (m - 1) as f64 / (n - 1) as f64 };
             let weight = EMA * 0.5f64.powi(m.abs_diff(n) as i32);
-            self.seen[m] = Some(match self.seen[m] {
+            self.seen[m] = Some(match self.fresh(m) {
                 None if m == n => implied,
                 old => {
                     let o = old.unwrap_or(self.prior[m] * self.scale);
                     o + weight * (implied.min(OUTLIER * o) - o)
                 }
             });
+            self.moved[m] = self.passes;
         }
         let now = self.seen[n].expect("just set");
         if let Some(one) = self.seen[1].as_mut() {
@@ -363,6 +390,12 @@ impl AcceptanceModel {
                 }
             }
         }
+    }
+
+    /// How many nodes of drafts of `class` at `depth` (any node class, any rank) were verified
+    /// with their parent accepted.
+    pub fn tries(&self, class: usize, depth: usize) -> f64 {
+        self.counts[cell(class, None)][depth.clamp(1, DEPTHS) - 1].iter().map(|c| c.1).sum()
     }
 
     /// Path probability of every node of `tree`.
@@ -782,6 +815,12 @@ impl Auto {
         typical.is_none_or(|d| self.probe_credit >= d + self.catch_up_ms(lag))
     }
 
+    /// Whether the current draft class has fewer than [`MIN_TRIES`] verified first-level nodes:
+    /// too few to price a method told its depth out on (its next plain step probes instead).
+    fn untried(&self) -> bool {
+        self.accept.tries(self.class, 1) < MIN_TRIES as f64
+    }
+
     /// Draft sizes chosen and predicted against measured verify time so far.
     pub fn stats(&self) -> &PolicyStats {
         &self.stats
@@ -933,7 +972,9 @@ impl Proposer for Auto {
             self.cold_probes = 0;
         }
         self.since_probe += 1;
-        let probing = !refresh && depth == 0 && self.probe_due(depth_range.is_some(), lag);
+        let probing = !refresh
+            && depth == 0
+            && (self.probe_due(depth_range.is_some(), lag) || (depth_range.is_some() && self.untried()));
         self.probed = probing;
         // Not worth drafting by its last draft, but asked anyway: what it drafts is pruned as
         // any draft, and a step that keeps nothing stays a plain step between probes.
@@ -1128,6 +1169,27 @@ mod tests {
         let before = c.predict(3);
         c.observe(3, 44.0);
         assert!(c.predict(3) <= before * (1.0 + EMA) + 1e-9, "{}", c.predict(3));
+    }
+
+    #[test]
+    fn a_size_not_measured_for_a_while_is_priced_from_the_calibration_again() {
+        let mut c = CostModel::from_points(&[(1, 4.0), (2, 4.4), (4, 5.2)]);
+        c.observe(1, 4.0);
+        // Two-token passes in a loud moment, then only plain steps (the policy stopped drafting).
+        for _ in 0..3 {
+            c.observe(2, 8.0);
+        }
+        for _ in 0..STALE_PASSES - 2 {
+            c.observe(1, 4.0);
+        }
+        assert!(c.predict(2) > 6.0, "still its measured average: {}", c.predict(2));
+        for _ in 0..2 {
+            c.observe(1, 4.0);
+        }
+        assert!((c.predict(2) - 4.4).abs() < 0.1, "the calibration at the plain steps' scale: {}", c.predict(2));
+        // Its next measurement starts a fresh average.
+        c.observe(2, 4.6);
+        assert!((c.predict(2) - 4.6).abs() < 1e-9, "{}", c.predict(2));
     }
 
     #[test]
