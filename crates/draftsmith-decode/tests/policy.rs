@@ -776,56 +776,6 @@ fn a_drafter_that_must_catch_up_is_probed_within_the_budget_across_generations()
     );
 }
 
-/// A draft model told its depth, right for the first three tokens of every draft but its first
-/// (whose first token is wrong), on its own manual clock: `CALL_MS` a call, and a first draft
-/// that pays for the drafter's prefill of the prompt.
-struct Unlucky {
-    clock: Clock,
-    limit: Option<usize>,
-    last: usize,
-    proposals: usize,
-    /// Context tokens the drafter has seen.
-    seen: usize,
-}
-
-impl Unlucky {
-    const DEPTH: usize = 6;
-    const RIGHT: usize = 3;
-}
-
-impl Proposer for Unlucky {
-    fn name(&self) -> &str {
-        "unlucky"
-    }
-
-    fn depth_range(&self) -> Option<usize> {
-        Some(Self::DEPTH)
-    }
-
-    fn limit_depth(&mut self, depth: usize) {
-        self.limit = Some(depth);
-    }
-
-    fn last_cost(&self) -> Option<DraftCost> {
-        Some(DraftCost { calls: self.last, generated: self.last })
-    }
-
-    fn lag(&self, ctx: &DraftContext<'_>) -> usize {
-        ctx.tokens.len() - self.seen.min(ctx.tokens.len() - 1)
-    }
-
-    fn propose(&mut self, ctx: &DraftContext<'_>) -> Result<DraftTree, DecodeError> {
-        self.proposals += 1;
-        let depth = self.limit.take().unwrap_or(Self::DEPTH).max(1);
-        let prefill = if self.proposals == 1 { 20.0 * STEP_MS } else { 0.0 };
-        self.clock.advance(prefill + 3.0 * CALL_MS * depth as f64);
-        self.last = depth;
-        self.seen = ctx.tokens.len() + depth - 1;
-        // Token 1 is the target's choice (the driver below accepts by position).
-        Ok(DraftTree::chain(&vec![1; depth]))
-    }
-}
-
 #[test]
 fn a_drafter_priced_out_by_an_unlucky_start_drafts_again() {
     // The run that drafted nothing for 4 of 20 HumanEval prompts (Qwen2.5-Coder 0.5B → 1.5B,
@@ -836,11 +786,17 @@ fn a_drafter_priced_out_by_an_unlucky_start_drafts_again() {
     // by far. With only the acceptance of two drafts and the loud passes' times to go on, the
     // policy priced every depth out and, drafting nothing, never measured either again.
     // The driver is this test's own (no model): it advances the manual clock by each pass's
-    // time and accepts a draft's first `RIGHT` tokens.
-    let clock = Clock::manual();
-    let drafter = Unlucky { clock: clock.clone(), limit: None, last: 0, proposals: 0, seen: 0 };
+    // time and accepts a draft's first three tokens (none of the first draft's). The drafter is
+    // a draft model of depth 6 (`Deep`, its tokens unused), calls of 1.5 ms, its first draft
+    // paying 100 ms for the drafter's prefill of the prompt.
+    let deep = Deep {
+        call_ms: 1.5,
+        stall: Some((1, 100)),
+        ..Deep::new(Scripted { reference: vec![1; 1000], len: 6, wrong: false, vocab: 2 }, Shared::new(0))
+    };
+    let clock = deep.clock.clone();
     let cost = CostModel::from_points(&[(1, STEP_MS * units(1)), (2, STEP_MS * units(2)), (64, STEP_MS * units(64))]);
-    let mut auto = Auto::new(Box::new(drafter), cost).with_clock(clock.clone());
+    let mut auto = Auto::new(Box::new(deep), cost).with_clock(clock.clone());
     auto.set_sampling(&Default::default());
     let mut tokens = vec![0u32; 40];
     let mut sizes = Vec::new();
@@ -850,7 +806,7 @@ fn a_drafter_priced_out_by_an_unlucky_start_drafts_again() {
         let n = tree.len();
         let loud = if (1..=2).contains(&step) { 1.6 } else { 1.0 };
         clock.advance(loud * STEP_MS * units(n + 1));
-        let right = if sizes.iter().all(|&s| s == 0) { 0 } else { Unlucky::RIGHT };
+        let right = if sizes.iter().all(|&s| s == 0) { 0 } else { 3 };
         let accepted: Vec<usize> = (0..n.min(right)).collect();
         let next = vec![1; n];
         auto.observe_verified(&ctx, &tree, &Verified { accepted: &accepted, root_next: 1, node_next: &next });
