@@ -41,13 +41,15 @@ impl DraftShape {
     }
 }
 
-/// One measured pass: wall time (median over runs) and, on the quantized CPU path, the time in
+/// One measured pass: wall time (median and fastest over runs) and, on the quantized CPU path, the time in
 /// matrix products and in attention (means over the same runs; zero on other paths); `other_ms`
 /// is the rest of the median (norms, RoPE, SwiGLU, residuals, cache writes, tensor copies).
 #[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
 pub struct PassTiming {
     pub n: usize,
     pub ms: f64,
+    /// The fastest run: a host's load only ever adds time.
+    pub min_ms: f64,
     pub matrices_ms: f64,
     pub attention_ms: f64,
     pub other_ms: f64,
@@ -135,12 +137,14 @@ pub fn time_passes<B: Backend>(
         .enumerate()
         .map(|(i, &n)| {
             let ms = median(times[i].clone());
+            let min_ms = times[i].iter().copied().fold(f64::INFINITY, f64::min);
             let over_first = median(times[i].iter().zip(&times[0]).map(|(t, t0)| t / t0).collect());
             let per_run = |s: f64| s * 1e3 / runs as f64;
             let (matrices_ms, attention_ms) = (per_run(split[i].0), per_run(split[i].1));
             PassTiming {
                 n,
                 ms,
+                min_ms,
                 matrices_ms,
                 attention_ms,
                 other_ms: (ms - matrices_ms - attention_ms).max(0.0),

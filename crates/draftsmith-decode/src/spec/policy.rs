@@ -266,7 +266,11 @@ impl CostModel {
     }
 }
 
-/// Times chains of a few sizes on `model` (`None` if the model cannot run them).
+/// Times chains of a few sizes on `model`, the fastest of two runs each (`None` if the model
+/// cannot run them). The fastest, not the median (of two runs, the slower): a price set too low
+/// is corrected by the next drafted pass of that size, one set too high in a loud moment keeps
+/// the policy from drafting that size, so from measuring it ([`STALE_PASSES`] then reverts to
+/// this calibration).
 fn measure<B: Backend>(model: &Model<B>) -> Option<Vec<(usize, f64)>> {
     use crate::cost::{cached_context, time_passes, DraftShape};
     let context = 64.min(model.config().max_position_embeddings / 4).max(1);
@@ -276,7 +280,7 @@ fn measure<B: Backend>(model: &Model<B>) -> Option<Vec<(usize, f64)>> {
         .collect();
     let mut cache = cached_context(model, context, *sizes.last()?).ok()?;
     let timings = time_passes(model, &mut cache, DraftShape::Chain, &sizes, 2).ok()?;
-    Some(timings.iter().map(|t| (t.n, t.ms)).collect())
+    Some(timings.iter().map(|t| (t.n, t.min_ms)).collect())
 }
 
 /// Beta counts of "accepted given the parent was", by draft class (the method's own signal for
