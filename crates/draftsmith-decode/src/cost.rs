@@ -41,9 +41,10 @@ impl DraftShape {
     }
 }
 
-/// One measured pass: wall time (median and fastest over runs) and, on the quantized CPU path, the time in
-/// matrix products and in attention (means over the same runs; zero on other paths); `other_ms`
-/// is the rest of the median (norms, RoPE, SwiGLU, residuals, cache writes, tensor copies).
+/// One measured pass: wall time (median and fastest over runs) and, on the quantized CPU path,
+/// the time in matrix products and in attention (means over the same runs; zero on other paths);
+/// `other_ms` is the rest of the median (norms, RoPE, SwiGLU, residuals, cache writes, tensor
+/// copies).
 #[derive(Debug, Clone, Copy, Default, PartialEq, serde::Serialize)]
 pub struct PassTiming {
     pub n: usize,
