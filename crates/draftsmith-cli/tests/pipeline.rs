@@ -60,8 +60,18 @@ fn distill_train_export_eval_is_lossless_and_stages_refuse_mismatched_inputs() {
         .unwrap());
 
     let run = dir.join("run");
-    let stdout = ok(train(&tiny, &data, &run, "teacher"));
+    let output = train(&tiny, &data, &run, "teacher");
+    let stderr = String::from_utf8_lossy(&output.stderr).to_string();
+    let stdout = ok(output);
     assert!(stdout.contains("drafter exported"), "{stdout}");
+    // Off a terminal the bars draw nothing: progress comes as lines, the last at the end, and
+    // each checkpoint's validation is printed too.
+    let finished = stderr
+        .lines()
+        .filter_map(|l| l.strip_prefix("train: ")?.split_once(' ')?.0.split_once('/'))
+        .any(|(done, total)| done == total);
+    assert!(finished, "{stderr}");
+    assert!(stderr.contains(": validation top-1 % per head"), "{stderr}");
     for f in ["drafter.safetensors", "config.json", "metrics.csv", "summary.json", "checkpoint/state.json"] {
         assert!(run.join(f).is_file(), "{f} missing");
     }
