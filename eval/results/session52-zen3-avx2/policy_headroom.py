@@ -19,7 +19,10 @@ class, as `draftsmith-decode`'s `prompt_lookup.rs`) and prints the speedup over 
   shows it ("hindsight");
 * the same rule with counts fitted on the whole run beforehand (in-sample: optimistic).
 
-    python3 policy_headroom.py EVAL_DIR
+    python3 policy_headroom.py EVAL_DIR [--sizes]
+
+`--sizes` (session 56) adds the share of steps per draft size, of each replayed rule and of the
+run itself, and the run's mean accepted tokens per draft size.
 """
 import collections
 import gzip
@@ -27,6 +30,8 @@ import json
 import sys
 
 K, NGRAMS, PRIOR = 10, (3, 2, 1), 2.0
+SIZES = "--sizes" in sys.argv
+HIST = collections.Counter()
 
 
 def continuations(tokens, n):
@@ -58,6 +63,11 @@ def lookup(tokens):
                 live = [s for s in live if tokens[s + d] == t]
             return n, draft, classes
     return 0, [], []
+
+
+def percents(counter):
+    total = sum(counter.values())
+    return " ".join(f"{k}:{100 * v / total:.1f}" for k, v in sorted(counter.items()))
 
 
 def main():
@@ -99,6 +109,7 @@ def main():
             while i < out_len:
                 n, draft, classes, acc = rows[pid][i - 1]
                 k = choose(n, draft, classes)
+                HIST[k] += 1
                 if learn:
                     learn(n, draft, classes, acc, k)
                 total += cost[k]
@@ -142,7 +153,19 @@ def main():
 
     for name, hindsight in (("auto's rule, online, verified nodes", False), ("auto's rule, online, hindsight", True)):
         counts = collections.defaultdict(lambda: [0.0, 0.0])
+        HIST.clear()
         print(f"{name}: {replay(policy(counts), learner(counts, hindsight)):.3f}x")
+        if SIZES:
+            print("  replayed draft sizes, % of steps:", percents(HIST))
+    if SIZES:
+        own = collections.Counter(s["tree_size"] for r in pl.values() for s in r["steps"])
+        print("  the run's draft sizes, % of steps:", percents(own))
+        acc = collections.defaultdict(list)
+        for r in pl.values():
+            for s in r["steps"]:
+                acc[s["tree_size"]].append(s["accepted"])
+        print("  the run's mean accepted per draft size:",
+              " ".join(f"{k}:{sum(v) / len(v):.2f}" for k, v in sorted(acc.items())))
     counts = collections.defaultdict(lambda: [0.0, 0.0])
     fit = learner(counts, True)
     for pid in order:
