@@ -1,3 +1,12 @@
+"""Prints summary.txt: per A/B eval, `ar` ms/token, each method's speedup (95 % interval) from
+its report, and the share of its steps that verified 8-10 draft nodes, from its records.
+
+    python3 summ.py eval/runs/s56ab
+
+Reads the runs' own directory (`r<round>/<binary>-<eval>/` with an uncompressed
+records.jsonl, as `run.sh` writes it); the records are not kept under this folder, only the
+reports and summary.txt.
+"""
 import json,sys,glob,os,collections
 base=sys.argv[1]
 for d in sorted(glob.glob(f"{base}/r*/*")):
