@@ -8,7 +8,8 @@
 //! Q8_0, SmolLM2's as Q4_0 and as Q4_1.
 //! Then the whole SmolLM2-135M step in both modes.
 //! Pass `-- --paths` to also time every supported kernel path (`--path-list amx,avx512vnni`:
-//! those), `--int8` for the int8 mode alone, `--rows 1,2,4,8,64` for the model step's rows.
+//! those), `--int8` for the int8 mode alone, `--rows 1,2,4,8,64` for the model step's rows,
+//! `--hot` for its layers' arithmetic with the weights in cache beside them streamed.
 
 use std::time::{Duration, Instant};
 
@@ -136,18 +137,18 @@ fn bench_f32_naive(rows: usize, cols: usize, rng: &mut Rng) {
 /// the L3), so weights stream from memory as in real decoding, in both activation modes. Timed
 /// from the main thread and from inside the rayon pool (where `matmul` avoids the cross-thread
 /// hand-off per call).
-fn bench_model_step(layers: &[Vec<QMatrix>], head: &QMatrix, opts: &Options, rng: &mut Rng) {
-    let all: Vec<&QMatrix> = layers.iter().flatten().chain([head]).collect();
+fn bench_model_step(label: &str, all: &[&QMatrix], opts: &Options, rng: &mut Rng) {
     let macs: usize = all.iter().map(|m| m.rows() * m.cols()).sum();
     let bytes: usize = all.iter().map(|m| m.n_bytes()).sum();
-    println!("model step: {} matmuls, {:.1} MB of weights", all.len(), bytes as f64 / 1e6);
+    let out = all.iter().map(|m| m.rows()).max().unwrap_or(0);
+    println!("{label}: {} matmuls, {:.1} MB of weights", all.len(), bytes as f64 / 1e6);
     for &n in &opts.rows {
         let x: Vec<f32> = (0..n * 1536).map(|_| rng.f32()).collect();
-        let mut y = vec![0.0; n * head.rows()];
+        let mut y = vec![0.0; n * out];
         for &path in &opts.paths {
             for &mode in &opts.modes {
                 let mut step = || {
-                    for m in &all {
+                    for m in all {
                         m.matmul_mode_with(mode, path, &x[..n * m.cols()], n, &mut y[..n * m.rows()]);
                     }
                 };
@@ -157,7 +158,7 @@ fn bench_model_step(layers: &[Vec<QMatrix>], head: &QMatrix, opts: &Options, rng
                 let gbs = bytes as f64 / (ms * 1e6);
                 let name = format!("{mode:?}");
                 println!(
-                    "model step n={n:>2} {name:>4} {:>10}: median {ms:7.3} ms, min {min:7.3} ms \
+                    "{label} n={n:>2} {name:>4} {:>10}: median {ms:7.3} ms, min {min:7.3} ms \
                      ({gflops:5.1} GFLOP/s, {gbs:4.1} GB/s); inside pool: median {ms_pool:7.3} ms, \
                      min {min_pool:7.3} ms",
                     path.name()
@@ -264,7 +265,8 @@ fn flag_value<'a>(args: &'a [String], flag: &str) -> Option<&'a str> {
 /// Flags: `--paths` times every supported kernel path (`--path-list amx,avx512vnni`: those);
 /// `--int8` the int8 mode only; `--rows 1,2,8` the model step's activation rows (1, 8, 64);
 /// `--model-only` skips the table; `--breakdown` adds a per-shape breakdown of the n=1 model
-/// step.
+/// step; `--hot` adds the step's layers with their weights in cache (one layer's matrices 30
+/// times) beside the same layers streamed (30 distinct layers, no LM head).
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let has = |flag: &str| args.iter().any(|a| a == flag);
@@ -291,7 +293,16 @@ fn main() {
     if has("--breakdown") {
         bench_breakdown(&layers, &head, &mut rng);
     }
-    bench_model_step(&layers, &head, &opts, &mut rng);
+    let all: Vec<&QMatrix> = layers.iter().flatten().chain([&head]).collect();
+    bench_model_step("model step", &all, &opts, &mut rng);
+    if has("--hot") {
+        // The first layer's matrices 30 times over (~2.2 MB, within the cores' L2): the step's
+        // arithmetic without its weight stream, to set against the streaming step above.
+        let hot: Vec<&QMatrix> = (0..30).flat_map(|_| layers[0].iter()).collect();
+        bench_model_step("hot layers", &hot, &opts, &mut rng);
+        let cold: Vec<&QMatrix> = layers.iter().flatten().collect();
+        bench_model_step("cold layers", &cold, &opts, &mut rng);
+    }
     drop((head, layers));
     bench_f32_naive(49152, 576, &mut rng);
 }
