@@ -132,7 +132,7 @@ impl ActQuant {
         }
         (self.n, self.cols) = (n, cols);
         self.tiles.clear();
-        self.tiles.extend(tile_split(n, path.tile_width()));
+        self.tiles.extend(tile_split(n, path.tile_width(halves)));
         self.quantize_rows(x, path);
         self.lo.clear();
         if halves {
@@ -166,7 +166,7 @@ impl ActQuant {
         assert_ne!(path, KernelPath::Scalar, "the scalar path keeps row-major rows");
         (self.n, self.cols) = (n, cols);
         self.tiles.clear();
-        self.tiles.extend(tile_split(n, path.tile_width()));
+        self.tiles.extend(tile_split(n, path.tile_width(halves)));
         let nb = cols / QK;
         let p = &mut self.packed;
         p.qs.resize(n * cols, 0);

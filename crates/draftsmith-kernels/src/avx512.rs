@@ -33,26 +33,52 @@ macro_rules! bcast4 {
     };
 }
 
-/// Most activation rows of one of these kernels' tiles: 8 rows × a few accumulators and
-/// temporaries fill AVX-512's 32 registers.
-pub(crate) const WIDTH: usize = 8;
+/// Most activation rows of one of these kernels' tiles: two accumulators a row (the integer
+/// block sum and the float result) for 12 rows, plus the unpacked weights, the nibble mask and
+/// the block's scales, fill AVX-512's 32 registers. Q6_K keeps three a row (each half's sum), so
+/// its tiles hold at most [`WIDTH_Q6_K`] rows; an activation quantized for a Q6_K matrix is
+/// split that way ([`KernelPath::tile_width`](crate::KernelPath)).
+///
+/// Twelve rather than eight (session 57): a pass over 9–12 rows takes each weight group through
+/// the kernel once instead of twice. SmolLM2-135M's step of matrices on the 2-core AMX Xeon
+/// (`qmatmul --model-only --int8 --hot`, two alternating runs, medians): 9 / 10 / 12 rows
+/// 4.97–5.02 / 5.34–5.40 / 6.07–6.23 ms against 5.30–5.90 / 5.61–5.90 / 6.59–6.89 with tiles
+/// of 8, 8 rows unchanged; Q6_K at 12 rows spilled (64 rows of Qwen-1.5B's `ffn_down` 7 %
+/// slower), so it stays at 8.
+pub(crate) const WIDTH: usize = 12;
+/// Most activation rows of a Q6_K tile (see [`WIDTH`]).
+pub(crate) const WIDTH_Q6_K: usize = 8;
+
+/// The most activation rows of format `f`'s tiles on this path.
+pub(crate) fn width(f: QFormat) -> usize {
+    if f == QFormat::Q6K {
+        WIDTH_Q6_K
+    } else {
+        WIDTH
+    }
+}
 
 /// One kernel: a packed row group × one packed activation tile, into a [`TileOut`].
 pub(crate) type Kernel = unsafe fn(&Group<'_>, &PackedTile<'_>, &mut TileOut);
 
 /// `$kernel` (generic over the tile's rows `C`, and over `$k` if given) for tiles of `$cn` rows
-/// (1 ..= 8; with `wide`, 1 ..= 16), as a [`Kernel`].
+/// (1 ..= 8; with `mid`, 1 ..= 12; with `wide`, 1 ..= 16), as a [`Kernel`].
 macro_rules! kernel_width {
     (wide $cn:expr, $kernel:ident $(, $k:expr)?) => {
+        match $cn {
+            13 => $kernel::<13 $(, { $k })?> as crate::avx512::Kernel,
+            14 => $kernel::<14 $(, { $k })?>,
+            15 => $kernel::<15 $(, { $k })?>,
+            16 => $kernel::<16 $(, { $k })?>,
+            cn => crate::avx512::kernel_width!(mid cn, $kernel $(, $k)?),
+        }
+    };
+    (mid $cn:expr, $kernel:ident $(, $k:expr)?) => {
         match $cn {
             9 => $kernel::<9 $(, { $k })?> as crate::avx512::Kernel,
             10 => $kernel::<10 $(, { $k })?>,
             11 => $kernel::<11 $(, { $k })?>,
             12 => $kernel::<12 $(, { $k })?>,
-            13 => $kernel::<13 $(, { $k })?>,
-            14 => $kernel::<14 $(, { $k })?>,
-            15 => $kernel::<15 $(, { $k })?>,
-            16 => $kernel::<16 $(, { $k })?>,
             cn => crate::avx512::kernel_width!(cn, $kernel $(, $k)?),
         }
     };
@@ -71,25 +97,26 @@ macro_rules! kernel_width {
 }
 pub(crate) use kernel_width;
 
-/// The kernel for format `$f` and tiles of `$cn` rows (with `wide`: up to 16) among a path's
-/// three (`$q8_0`, `$nibbles` — generic over the [`nib`] kind too — and `$q6_k`).
+/// The kernel for format `$f` and tiles of `$cn` rows among a path's three (`$q8_0`, `$nibbles`
+/// — generic over the [`nib`] kind too — and `$q6_k`): up to [`WIDTH`] rows ([`WIDTH_Q6_K`] for
+/// Q6_K), or with `wide` up to 16 for every format.
 macro_rules! kernel_for {
     (wide $f:expr, $cn:expr, $q8_0:ident, $nibbles:ident, $q6_k:ident) => {
-        crate::avx512::kernel_for!(@ (wide) $f, $cn, $q8_0, $nibbles, $q6_k)
+        crate::avx512::kernel_for!(@ (wide) (wide) $f, $cn, $q8_0, $nibbles, $q6_k)
     };
-    (@ ($($wide:tt)?) $f:expr, $cn:expr, $q8_0:ident, $nibbles:ident, $q6_k:ident) => {
+    (@ ($($w:tt)?) ($($w6:tt)?) $f:expr, $cn:expr, $q8_0:ident, $nibbles:ident, $q6_k:ident) => {
         match $f {
-            QFormat::Q8_0 => crate::avx512::kernel_width!($($wide)? $cn, $q8_0),
-            QFormat::Q4_0 => crate::avx512::kernel_width!($($wide)? $cn, $nibbles, nib::Q4_0),
-            QFormat::Q5_0 => crate::avx512::kernel_width!($($wide)? $cn, $nibbles, nib::Q5_0),
-            QFormat::Q5K => crate::avx512::kernel_width!($($wide)? $cn, $nibbles, nib::Q5K),
-            QFormat::Q4_1 => crate::avx512::kernel_width!($($wide)? $cn, $nibbles, nib::Q4_1),
-            QFormat::Q4K => crate::avx512::kernel_width!($($wide)? $cn, $nibbles, nib::Q4K),
-            QFormat::Q6K => crate::avx512::kernel_width!($($wide)? $cn, $q6_k),
+            QFormat::Q8_0 => crate::avx512::kernel_width!($($w)? $cn, $q8_0),
+            QFormat::Q4_0 => crate::avx512::kernel_width!($($w)? $cn, $nibbles, nib::Q4_0),
+            QFormat::Q5_0 => crate::avx512::kernel_width!($($w)? $cn, $nibbles, nib::Q5_0),
+            QFormat::Q5K => crate::avx512::kernel_width!($($w)? $cn, $nibbles, nib::Q5K),
+            QFormat::Q4_1 => crate::avx512::kernel_width!($($w)? $cn, $nibbles, nib::Q4_1),
+            QFormat::Q4K => crate::avx512::kernel_width!($($w)? $cn, $nibbles, nib::Q4K),
+            QFormat::Q6K => crate::avx512::kernel_width!($($w6)? $cn, $q6_k),
         }
     };
     ($f:expr, $cn:expr, $q8_0:ident, $nibbles:ident, $q6_k:ident) => {
-        crate::avx512::kernel_for!(@ () $f, $cn, $q8_0, $nibbles, $q6_k)
+        crate::avx512::kernel_for!(@ (mid) () $f, $cn, $q8_0, $nibbles, $q6_k)
     };
 }
 pub(crate) use kernel_for;
@@ -102,7 +129,7 @@ pub(crate) use kernel_for;
 /// The CPU must support AVX-512 F/BW/VL/VNNI, AVX2, FMA and F16C.
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni,avx2,fma,f16c")]
 pub(crate) unsafe fn tile_packed(f: QFormat, w: Group<'_>, a: PackedTile<'_>, out: &mut TileOut) {
-    check_packed(f, w, a, WIDTH);
+    check_packed(f, w, a, width(f));
     kernel_for!(f, a.cn, q8_0_packed, nibbles_packed, q6_k_packed)(&w, &a, out)
 }
 
@@ -124,7 +151,7 @@ pub(crate) unsafe fn groups_packed(
     out: &OutPtr<'_>,
 ) {
     let kernel = kernel_for!(m.format(), a.cn, q8_0_packed, nibbles_packed, q6_k_packed);
-    each(m, groups, &[(a, c0, kernel)], WIDTH, out);
+    each(m, groups, &[(a, c0, kernel)], width(m.format()), out);
 }
 
 /// [`groups_packed`] for several activation tiles (each with its first row): group by group,
@@ -144,7 +171,7 @@ pub(crate) unsafe fn groups_tiles(
     let f = m.format();
     let tiles: Vec<_> =
         tiles.iter().map(|&(a, c0)| (a, c0, kernel_for!(f, a.cn, q8_0_packed, nibbles_packed, q6_k_packed))).collect();
-    each(m, groups, &tiles, WIDTH, out);
+    each(m, groups, &tiles, width(f), out);
 }
 
 /// Runs each tile's kernel (for tiles of at most `width` rows) on row groups `groups` of `m`

@@ -106,10 +106,12 @@ impl KernelPath {
     }
 
     /// Activation rows per kernel call: AVX-512 has 32 vector registers, the others 16; an AMX
-    /// tile holds 16 rows.
-    pub(crate) fn tile_width(self) -> usize {
+    /// tile holds 16 rows. `halves`: the activations feed a Q6_K matrix (narrower tiles on
+    /// AVX-512, [`crate::avx512::WIDTH_Q6_K`]).
+    pub(crate) fn tile_width(self, halves: bool) -> usize {
         match self {
             KernelPath::Amx => TILE,
+            KernelPath::Avx512Vnni if halves => crate::avx512::WIDTH_Q6_K,
             KernelPath::Avx512Vnni => crate::avx512::WIDTH,
             KernelPath::Avx2 => crate::avx2::WIDTH,
             _ => 4,
