@@ -20,9 +20,9 @@
 //! Blocks go in rounds of [`ROUND`]: a round's weights are unpacked and multiplied (four
 //! products in flight, each into its own sum tile: tile registers are not renamed) before the
 //! previous round's sums are folded. A tile holds up to 16 activation rows ([`TILE`]; the
-//! vector kernels' hold 8): a tile product costs about the same whatever its rows, so 16-row
-//! tiles halve the products of a long draft (session 41: 16 rows 12.1 → 10.1 ms, 64 rows
-//! 47.6 → 38.1 ms for SmolLM2-135M's matrices on 2 cores).
+//! vector kernels' hold 12, 8 for Q6_K): a tile product costs about the same whatever its
+//! rows, so 16-row tiles halve the products of a long draft (session 41: 16 rows 12.1 → 10.1
+//! ms, 64 rows 47.6 → 38.1 ms for SmolLM2-135M's matrices on 2 cores).
 //!
 //! Still not faster than [`crate::avx512`] on the AMX machines measured (session 30, a 16-core
 //! Xeon; session 41, a 2-core Xeon with AMX: `eval/results/session41-xeon-amx/`): 2–8 rows
