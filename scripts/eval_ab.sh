@@ -5,25 +5,27 @@
 # in every eval, and the binaries take turns round by round, so a host that drifts moves them
 # alike.
 #
-#     scripts/eval_ab.sh OUT ROUNDS BIN_A BIN_B [BIN ...]
+#     scripts/eval_ab.sh OUT ROUNDS [NAME=]BIN_A [NAME=]BIN_B [...]
 #
-# writes OUT/r<round>/<binary's file name>-mtbench80 and -context60. Needs the drafter
-# `just pipeline` trains (checkpoints/redrafter-demo) and data/context-tasks.jsonl
-# (`just context-tasks`). Copy each binary out of the cargo target dir first: a build there
-# replaces it. Sessions 56 and 57 ran this sequence by hand (their `ab/run.sh`).
+# writes OUT/r<round>/<NAME>-mtbench80 and -context60 (NAME: the binary's file name unless
+# given). Needs the drafter `just pipeline` trains (checkpoints/redrafter-demo) and
+# data/context-tasks.jsonl (`just context-tasks`). Copy each binary out of the cargo target dir
+# first: a build there replaces it. Sessions 56 and 57 ran it through their `ab/run.sh`.
 set -euo pipefail
 if [ $# -lt 4 ]; then
-    echo "usage: $0 OUT ROUNDS BIN_A BIN_B [BIN ...]" >&2
+    echo "usage: $0 OUT ROUNDS [NAME=]BIN_A [NAME=]BIN_B [...]" >&2
     exit 2
 fi
 out=$1 rounds=$2
 shift 2
-for need in checkpoints/redrafter-demo data/context-tasks.jsonl "$@"; do
+for need in checkpoints/redrafter-demo data/context-tasks.jsonl "${@#*=}"; do
     [ -e "$need" ] || { echo "missing: $need" >&2; exit 1; }
 done
 for round in $(seq "$rounds"); do
-    for bin in "$@"; do
+    for arg in "$@"; do
+        bin=${arg#*=}
         name=$(basename "$bin")
+        [ "$arg" = "$bin" ] || name=${arg%%=*}
         "$bin" eval --methods ar,prompt-lookup,ngram-trie,token-cache,redrafter \
             --drafter checkpoints/redrafter-demo --prompts mt-bench --max-new-tokens 256 \
             --turn-tokens 32 --out "$out/r$round/$name-mtbench80"
