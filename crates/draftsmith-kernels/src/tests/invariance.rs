@@ -73,10 +73,10 @@ fn batched_outputs_are_bit_identical_to_single_token_outputs() {
     }
 }
 
-/// Every tile width a path has (up to 12 rows on AVX2, 12 on AVX-512 VNNI (8 for Q6_K), 16 with AMX, then a
-/// split into tiles): each row of an n-row product, n = 1 ..= widest + 1, is bit-identical to
-/// that row alone, for every block format and K-quant, in int8 mode (the integer tile kernels;
-/// f32 activations have their own tiles, checked above).
+/// Every tile width a path has (up to 12 rows on AVX2, 12 on AVX-512 VNNI (8 for Q6_K), 16
+/// with AMX, then a split into tiles): each row of an n-row product, n = 1 ..= widest + 1, is
+/// bit-identical to that row alone, for every block format and K-quant, in int8 mode (the
+/// integer tile kernels; f32 activations have their own tiles, checked above).
 #[test]
 fn every_tile_width_matches_single_rows() {
     let paths: Vec<KernelPath> = KernelPath::ALL.into_iter().filter(|p| p.is_supported()).collect();
