@@ -73,11 +73,25 @@ pub fn cached_context<B: Backend>(
     Ok(cache)
 }
 
+/// How long one-token passes run before each timed pass ([`time_passes`]). Where the CPU's
+/// last-level cache holds the model, what a pass costs depends on how recently and how often
+/// the weights were read before it: on the 2-core Xeon with AMX (480 MiB L3), SmolLM2-135M's
+/// one-token pass took 3.8 ms right after a 64-token pass or 30 ms of spinning, against 2.3 ms
+/// after other steps, and ~10 ms of one-token passes (1 / 2 / 4 of them: 3.07 / 2.88 / 2.49 ms)
+/// to recover (session 58). Timed in a rotation through 32 and 64 tokens without them, the small
+/// sizes were cold: t(8)/t(1) read 1.43 where decoding sees ~2, and the draft policy's
+/// calibration priced large drafts 40–50 % under what they then cost. A model larger than the
+/// cache takes one warm pass.
+pub const WARM_MS: f64 = 8.0;
+
 /// Times the verification of `n` tokens of `shape` (all logits) for each `n` of `sizes` after
 /// the `cache`'s context, `runs` rounds, rolling the cache back after each pass. A round times
 /// one pass of every size (starting one size further each round), so every size is measured
 /// across the same stretch of time and a host that speeds up or slows down between rounds
 /// moves all sizes alike; one untimed round first warms the caches and the scratch buffers.
+///
+/// Each timed pass follows [`WARM_MS`] of untimed one-token passes (at least one), as a
+/// decoding step follows steps.
 pub fn time_passes<B: Backend>(
     model: &Model<B>,
     cache: &mut draftsmith_model::KvCache<B>,
@@ -101,6 +115,8 @@ pub fn time_passes<B: Backend>(
             (tree, mask, positions)
         })
         .collect();
+    // The step before each timed pass: one token after the context.
+    let warm = DraftShape::Chain.tree(1, model.config().vocab_size, 3);
     let runs = runs.max(1);
     // Per size: wall ms of each round, and the summed matrix and attention seconds.
     let mut times = vec![Vec::with_capacity(runs); sizes.len()];
@@ -111,6 +127,14 @@ pub fn time_passes<B: Backend>(
             for k in 0..sizes.len() {
                 let i = (k + round) % sizes.len();
                 let (tree, mask, positions) = &passes[i];
+                let warming = Instant::now();
+                loop {
+                    model.forward(warm.tokens(), &[context], &AttentionMask::Causal, LogitsSelect::All, cache)?;
+                    cache.truncate(context);
+                    if warming.elapsed().as_secs_f64() * 1e3 >= WARM_MS {
+                        break;
+                    }
+                }
                 take_profile();
                 let start = Instant::now();
                 let out = model.forward(tree.tokens(), positions, mask, LogitsSelect::All, cache)?;
