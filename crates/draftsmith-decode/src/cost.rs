@@ -80,8 +80,8 @@ pub fn cached_context<B: Backend>(
 /// after other steps, and ~10 ms of one-token passes (1 / 2 / 4 of them: 3.07 / 2.88 / 2.49 ms)
 /// to recover (session 58). Timed in a rotation through 32 and 64 tokens without them, the small
 /// sizes were cold: t(8)/t(1) read 1.43 where decoding sees ~2, and the draft policy's
-/// calibration priced large drafts 40–50 % under what they then cost. A model larger than the
-/// cache takes one warm pass.
+/// calibration priced large drafts 40–50 % under what they then cost. A model whose step takes
+/// 8 ms or more gets one warm pass.
 pub const WARM_MS: f64 = 8.0;
 
 /// Times the verification of `n` tokens of `shape` (all logits) for each `n` of `sizes` after
@@ -129,7 +129,10 @@ pub fn time_passes<B: Backend>(
                 let (tree, mask, positions) = &passes[i];
                 let warming = Instant::now();
                 loop {
-                    model.forward(warm.tokens(), &[context], &AttentionMask::Causal, LogitsSelect::All, cache)?;
+                    // Read back, so that on a GPU the step has finished before the next starts.
+                    let out =
+                        model.forward(warm.tokens(), &[context], &AttentionMask::Causal, LogitsSelect::All, cache)?;
+                    let _ = out.logits.into_data();
                     cache.truncate(context);
                     if warming.elapsed().as_secs_f64() * 1e3 >= WARM_MS {
                         break;
