@@ -73,6 +73,17 @@ pub fn cached_context<B: Backend>(
     Ok(cache)
 }
 
+/// Milliseconds of one one-token pass after a one-token context (itself a first pass, which
+/// also sizes the scratch buffers): what a step of `model` costs here, roughly and at once.
+pub fn probe_step<B: Backend>(model: &Model<B>) -> Result<f64, ModelError> {
+    let mut cache = cached_context(model, 1, 1)?;
+    let token = DraftShape::Chain.tree(1, model.config().vocab_size, 3);
+    let start = Instant::now();
+    let out = model.forward(token.tokens(), &[1], &AttentionMask::Causal, LogitsSelect::All, &mut cache)?;
+    let _ = out.logits.into_data();
+    Ok(start.elapsed().as_secs_f64() * 1e3)
+}
+
 /// How long one-token passes run before each timed pass ([`time_passes`]). Where the CPU's
 /// last-level cache holds the model, what a pass costs depends on how recently and how often
 /// the weights were read before it: on the 2-core Xeon with AMX (480 MiB L3), SmolLM2-135M's
@@ -84,20 +95,41 @@ pub fn cached_context<B: Backend>(
 /// 8 ms or more gets one warm pass.
 pub const WARM_MS: f64 = 8.0;
 
+/// How [`time_passes`] runs its rounds.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Rounds {
+    /// Timed rounds (at least one).
+    pub runs: usize,
+    /// One untimed round of every size first, to warm the caches and the scratch buffers.
+    pub warmup: bool,
+    /// Untimed one-token passes before each timed pass, for this many milliseconds (at least
+    /// one pass: [`WARM_MS`]); `None`: none.
+    pub warm_ms: Option<f64>,
+}
+
+impl Rounds {
+    /// `runs` timed rounds after an untimed one, each timed pass after [`WARM_MS`] of one-token
+    /// passes: how `bench ar` times, and the draft policy's calibration when it can afford it.
+    pub fn full(runs: usize) -> Self {
+        Self { runs, warmup: true, warm_ms: Some(WARM_MS) }
+    }
+}
+
 /// Times the verification of `n` tokens of `shape` (all logits) for each `n` of `sizes` after
-/// the `cache`'s context, `runs` rounds, rolling the cache back after each pass. A round times
-/// one pass of every size (starting one size further each round), so every size is measured
-/// across the same stretch of time and a host that speeds up or slows down between rounds
-/// moves all sizes alike; one untimed round first warms the caches and the scratch buffers.
+/// the `cache`'s context, `rounds.runs` rounds, rolling the cache back after each pass. A round
+/// times one pass of every size (starting one size further each round), so every size is
+/// measured across the same stretch of time and a host that speeds up or slows down between
+/// rounds moves all sizes alike; with `rounds.warmup`, one untimed round first warms the caches
+/// and the scratch buffers.
 ///
-/// Each timed pass follows [`WARM_MS`] of untimed one-token passes (at least one), as a
-/// decoding step follows steps.
+/// With `rounds.warm_ms`, each timed pass follows that long of untimed one-token passes (at
+/// least one), as a decoding step follows steps.
 pub fn time_passes<B: Backend>(
     model: &Model<B>,
     cache: &mut draftsmith_model::KvCache<B>,
     shape: DraftShape,
     sizes: &[usize],
-    runs: usize,
+    rounds: Rounds,
 ) -> Result<Vec<PassTiming>, ModelError> {
     if sizes.is_empty() {
         return Ok(Vec::new());
@@ -117,7 +149,7 @@ pub fn time_passes<B: Backend>(
         .collect();
     // The step before each timed pass: one token after the context.
     let warm = DraftShape::Chain.tree(1, model.config().vocab_size, 3);
-    let runs = runs.max(1);
+    let runs = rounds.runs.max(1);
     // Per size: wall ms of each round, and the summed matrix and attention seconds.
     let mut times = vec![Vec::with_capacity(runs); sizes.len()];
     let mut split = vec![(0.0, 0.0); sizes.len()];
@@ -131,16 +163,16 @@ pub fn time_passes<B: Backend>(
             cache.truncate(context);
             Ok::<(), ModelError>(())
         };
-        for round in 0..=runs {
+        for round in usize::from(!rounds.warmup)..=runs {
             for k in 0..sizes.len() {
                 let i = (k + round) % sizes.len();
                 let (tree, mask, positions) = &passes[i];
                 // Round 0 is not timed: its passes need no warm steps before them.
-                if round > 0 {
+                if let (true, Some(warm_ms)) = (round > 0, rounds.warm_ms) {
                     let warming = Instant::now();
                     loop {
                         pass(warm.tokens(), &[context], &AttentionMask::Causal)?;
-                        if warming.elapsed().as_secs_f64() * 1e3 >= WARM_MS {
+                        if warming.elapsed().as_secs_f64() * 1e3 >= warm_ms {
                             break;
                         }
                     }

@@ -3,9 +3,10 @@
 //! acceptance model learned online from the method's own verified drafts.
 //!
 //! * **Cost model** ([`CostModel`]): the time of a target pass over `n` tokens. It starts from a
-//!   calibration measured at start-up (a few passes at sizes 1 … 64, well under a second on a
-//!   small model) and follows the measured verify time of every step (an exponential average
-//!   per size, so it tracks the growing context and the machine's load).
+//!   calibration measured at start-up (a few passes at sizes 1 … 64 on a small model, fewer on a
+//!   slow one: well under a second either way) and follows the measured verify time of every
+//!   step (an exponential average per size, so it tracks the growing context and the machine's
+//!   load).
 //! * **Acceptance model** ([`AcceptanceModel`]): the chance that a node is accepted given that
 //!   its parent was, by depth and by rank among its siblings (methods list better siblings
 //!   first), as Beta counts, learned apart per draft class ([`Proposer::draft_class`]) and per
@@ -248,8 +249,9 @@ impl CostModel {
         self.scale += EMA * (ms / self.prior[n] - self.scale);
     }
 
-    /// The calibration of `model` on this machine: passes of 1, 2, 4, 8, 16, 32 and 64 draft
-    /// tokens after 64 cached tokens (chains), measured once per process, model shape and engine
+    /// The calibration of `model` on this machine: chains of 1, 2, 4, 8, 16, 32 and 64 draft
+    /// tokens after 64 cached tokens, or fewer where a model's passes are too slow for that to
+    /// fit in well under a second ([`Plan`]), measured once per process, model shape and engine
     /// path.
     pub fn calibrate<B: Backend>(model: &Model<B>) -> Self {
         /// Measured (tree size, ms) points per model shape and activation mode.
@@ -266,20 +268,76 @@ impl CostModel {
     }
 }
 
-/// Times chains of a few sizes on `model`, the fastest of two runs each (`None` if the model
-/// cannot run them). The fastest, not the median (of two runs, the slower): a price set too low
-/// is corrected by the next drafted pass of that size, one set too high in a loud moment keeps
-/// the policy from drafting that size, so from measuring it ([`STALE_PASSES`] then reverts to
-/// this calibration).
+/// What the start-up calibration ([`CostModel::calibrate`]) may spend by its plan's own
+/// estimate ([`Plan::cost`]), its context's prefill included (the probe step before it not).
+const CALIBRATION_MS: f64 = 600.0;
+
+/// The plan's estimate of what each token past the first adds to a pass, as a share of a
+/// one-token pass: on the 2-core AMX Xeon 0.18–0.21 for SmolLM2-135M and Qwen2.5-Coder-1.5B
+/// alike (`bench ar`'s curves, t(64) / t(1) 12.1–14.1; session 59).
+const ROW_SHARE: f64 = 0.2;
+
+/// How the calibration times the target: a context of `context` cached tokens, then chains of
+/// `sizes` tokens in `rounds`.
+#[derive(Debug, Clone, PartialEq)]
+struct Plan {
+    context: usize,
+    sizes: Vec<usize>,
+    rounds: crate::cost::Rounds,
+}
+
+impl Plan {
+    /// The plan for `model`, whose one-token pass took `t1` ms here: every size from 1 to 64
+    /// after 64 cached tokens, two timed rounds after an untimed one, each timed pass after
+    /// [`WARM_MS`](crate::cost::WARM_MS) of steps — when that fits [`CALIBRATION_MS`] (SmolLM2:
+    /// ~0.35 s). A slower model (Qwen2.5-Coder-1.5B: ~2.9 s that way) gets 16 cached tokens, no
+    /// untimed round and no warm steps, and two timed rounds of the most sizes that fit if they
+    /// reach 16 tokens, else one; the policy prices the sizes left out by extending the last two
+    /// points, and corrects every size it drafts from its measured passes.
+    fn for_model(max_positions: usize, t1: f64) -> Self {
+        use crate::cost::Rounds;
+        let context = 64.min(max_positions / 4).max(1);
+        let sizes: Vec<usize> =
+            [1, 2, 4, 8, 16, 32, 64].into_iter().filter(|&n| context + n + 1 < max_positions).collect();
+        let full = Plan { context, sizes: sizes.clone(), rounds: Rounds::full(2) };
+        if full.cost(t1) <= CALIBRATION_MS {
+            return full;
+        }
+        let short = |k: usize, runs: usize| Plan {
+            context: context.min(16),
+            sizes: sizes[..k].to_vec(),
+            rounds: Rounds { runs, warmup: false, warm_ms: None },
+        };
+        // Two runs (the faster counts: one loud pass does not misprice a size) while they
+        // reach 16 tokens, the size drafts seldom exceed; else one run of the most sizes.
+        let fewest = sizes.len().min(2);
+        let twice = (1..=sizes.len()).rev().filter(|&k| sizes[k - 1] >= 16).map(|k| short(k, 2));
+        let once = (fewest..=sizes.len()).rev().map(|k| short(k, 1));
+        twice.chain(once).find(|p| p.cost(t1) <= CALIBRATION_MS).unwrap_or_else(|| short(fewest, 1))
+    }
+
+    /// Estimated milliseconds of the plan for a model whose one-token pass takes `t1` ms
+    /// (a pass over `n` tokens priced at `t1 · (1 + ROW_SHARE · (n − 1))`).
+    fn cost(&self, t1: f64) -> f64 {
+        let pass = |n: usize| t1 * (1.0 + ROW_SHARE * n.saturating_sub(1) as f64);
+        let round: f64 = self.sizes.iter().map(|&n| pass(n)).sum();
+        let rounds = self.rounds.runs + usize::from(self.rounds.warmup);
+        let warm = self.rounds.warm_ms.map_or(0.0, |ms| ms.max(t1)) * (self.sizes.len() * self.rounds.runs) as f64;
+        pass(self.context) + round * rounds as f64 + warm
+    }
+}
+
+/// Times chains of the sizes of `model`'s calibration [`Plan`], the fastest run of each (`None`
+/// if the model cannot run them). The fastest, not the median (of two runs, the slower): a price
+/// set too low is corrected by the next drafted pass of that size, one set too high in a loud
+/// moment keeps the policy from drafting that size, so from measuring it ([`STALE_PASSES`] then
+/// reverts to this calibration).
 fn measure<B: Backend>(model: &Model<B>) -> Option<Vec<(usize, f64)>> {
-    use crate::cost::{cached_context, time_passes, DraftShape};
-    let context = 64.min(model.config().max_position_embeddings / 4).max(1);
-    let sizes: Vec<usize> = [1, 2, 4, 8, 16, 32, 64]
-        .into_iter()
-        .filter(|&n| context + n + 1 < model.config().max_position_embeddings)
-        .collect();
-    let mut cache = cached_context(model, context, *sizes.last()?).ok()?;
-    let timings = time_passes(model, &mut cache, DraftShape::Chain, &sizes, 2).ok()?;
+    use crate::cost::{cached_context, probe_step, time_passes, DraftShape};
+    let t1 = probe_step(model).ok()?;
+    let plan = Plan::for_model(model.config().max_position_embeddings, t1);
+    let mut cache = cached_context(model, plan.context, *plan.sizes.last()?).ok()?;
+    let timings = time_passes(model, &mut cache, DraftShape::Chain, &plan.sizes, plan.rounds).ok()?;
     Some(timings.iter().map(|t| (t.n, t.min_ms)).collect())
 }
 
@@ -1151,6 +1209,29 @@ mod tests {
         }
         assert!((c.predict(8) - 11.0).abs() < 0.1, "a measured size follows its measurements");
         assert!(c.predict(16) > 2.0 * 5.5 * 0.9, "unseen sizes scale with the machine");
+    }
+
+    #[test]
+    fn the_calibration_plan_fits_its_budget_and_shrinks_for_slow_models() {
+        use crate::cost::Rounds;
+        // SmolLM2-135M on the AMX Xeon (a 2.3 ms step): every size, as `bench ar` times.
+        let small = Plan::for_model(8192, 2.3);
+        assert_eq!(small, Plan { context: 64, sizes: vec![1, 2, 4, 8, 16, 32, 64], rounds: Rounds::full(2) });
+        assert!(small.cost(2.3) < 400.0, "{}", small.cost(2.3));
+        // Qwen2.5-Coder-1.5B there (a 37 ms step): a short context, no warm steps, sizes to 16.
+        let slow = Plan::for_model(32768, 37.0);
+        assert_eq!((slow.context, slow.rounds.warmup, slow.rounds.warm_ms), (16, false, None));
+        assert_eq!(slow.sizes, vec![1, 2, 4, 8, 16]);
+        assert!(slow.cost(37.0) <= CALIBRATION_MS);
+        // Qwen2.5-Coder-0.5B there (a 14.5 ms step): two runs to 32 rather than one to 64.
+        let mid = Plan::for_model(32768, 14.5);
+        assert_eq!((mid.sizes.last(), mid.rounds.runs), (Some(&32), 2));
+        // A model too slow for any plan to fit still gets two sizes, once.
+        let huge = Plan::for_model(32768, 900.0);
+        assert_eq!((huge.sizes.clone(), huge.rounds.runs), (vec![1, 2], 1));
+        // A tiny model's context leaves room for its sizes.
+        let tiny = Plan::for_model(64, 0.1);
+        assert!(tiny.context + tiny.sizes.last().unwrap() < 64, "{tiny:?}");
     }
 
     #[test]

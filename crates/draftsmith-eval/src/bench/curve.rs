@@ -2,7 +2,7 @@
 //! matrices / attention / the rest, with the roofline beside it.
 
 use burn::tensor::backend::Backend;
-use draftsmith_decode::cost::{cached_context, time_passes, DraftShape};
+use draftsmith_decode::cost::{cached_context, time_passes, DraftShape, Rounds};
 use draftsmith_model::Model;
 use serde::Serialize;
 
@@ -89,7 +89,7 @@ pub fn verify_curve<B: Backend>(
         }
         let mut cache = cached_context(model, context, largest)?;
         for shape in [DraftShape::Chain, DraftShape::Tree] {
-            for t in time_passes(model, &mut cache, shape, &sizes, runs)? {
+            for t in time_passes(model, &mut cache, shape, &sizes, Rounds::full(runs))? {
                 let n = t.n;
                 let point = CurvePoint {
                     context,

@@ -11,7 +11,7 @@ pub mod machine;
 use std::time::{Duration, Instant};
 
 use burn::tensor::backend::Backend;
-use draftsmith_decode::cost::{cached_context, time_passes, DraftShape};
+use draftsmith_decode::cost::{cached_context, time_passes, DraftShape, Rounds};
 use draftsmith_decode::{Generation, Sampler, SamplingConfig};
 use draftsmith_model::{AttentionMask, ChatMessage, LogitsSelect, MatmulWeights, Model, TextTokenizer};
 use serde::Serialize;
@@ -308,7 +308,7 @@ fn tree_prefix(context: usize) -> usize {
 /// after a `context`-token prefix (medians of 9 alternating passes each).
 fn time_tree_verify<B: Backend>(model: &Model<B>, tree_size: usize, context: usize) -> Result<(f64, f64), BenchError> {
     let mut cache = cached_context(model, context, tree_size)?;
-    let t = time_passes(model, &mut cache, DraftShape::Tree, &[1, tree_size], 9)?;
+    let t = time_passes(model, &mut cache, DraftShape::Tree, &[1, tree_size], Rounds::full(9))?;
     Ok((t[0].ms, t[1].ms))
 }
 
