@@ -79,16 +79,8 @@ pub fn cached_context<B: Backend>(
 /// processes, where its steps take 37, and its calibration's plan lost a size for it; session 59.)
 pub fn probe_step<B: Backend>(model: &Model<B>) -> Result<f64, ModelError> {
     let mut cache = cached_context(model, 1, 1)?;
-    let token = DraftShape::Chain.tree(1, model.config().vocab_size, 3);
-    let mut best = f64::INFINITY;
-    for _ in 0..2 {
-        let start = Instant::now();
-        let out = model.forward(token.tokens(), &[1], &AttentionMask::Causal, LogitsSelect::All, &mut cache)?;
-        let _ = out.logits.into_data();
-        best = best.min(start.elapsed().as_secs_f64() * 1e3);
-        cache.truncate(1);
-    }
-    Ok(best)
+    let rounds = Rounds { runs: 2, warmup: false, warm_ms: None };
+    Ok(time_passes(model, &mut cache, DraftShape::Chain, &[1], rounds)?[0].min_ms)
 }
 
 /// How long one-token passes run before each timed pass ([`time_passes`]). Where the CPU's
