@@ -47,8 +47,14 @@ pub fn silu_mul(gate: &[f32], up: &[f32], out: &mut [f32]) {
     assert!(gate.len() == up.len() && up.len() == out.len(), "silu_mul: lengths");
     #[cfg(target_arch = "x86_64")]
     if KernelPath::detect().simd() {
-        // SAFETY: as in `sum_squares`.
-        unsafe { avx2::silu_mul(gate, up, out) };
+        // SAFETY: as in `sum_squares` (and AVX-512 F with `wide()`).
+        unsafe {
+            if KernelPath::detect().wide() {
+                avx2::silu_mul_wide(gate, up, out)
+            } else {
+                avx2::silu_mul(gate, up, out)
+            }
+        };
         return;
     }
     for ((o, &g), &u) in out.iter_mut().zip(gate).zip(up) {
@@ -281,6 +287,29 @@ mod avx2 {
         lanes
     }
 
+    /// [`silu_mul`] sixteen values at a time ([`exp16`] and the division per lane as eight
+    /// lanes do them: the same bits per element), the rest through [`silu_mul`]. Half the
+    /// instructions: SmolLM2-135M's SwiGLU of a 64-token pass took 1.4 ms of 33 with eight lanes
+    /// on the 2-core AMX Xeon (session 60).
+    #[target_feature(enable = "avx2,fma,avx512f")]
+    pub(super) unsafe fn silu_mul_wide(gate: &[f32], up: &[f32], out: &mut [f32]) {
+        let wide = out.len() / 16 * 16;
+        let one = _mm512_set1_ps(1.0);
+        for ((g, u), o) in
+            gate[..wide].chunks_exact(16).zip(up[..wide].chunks_exact(16)).zip(out[..wide].chunks_exact_mut(16))
+        {
+            // SAFETY: each chunk holds 16 values.
+            unsafe {
+                let gv = _mm512_loadu_ps(g.as_ptr());
+                let e = exp16(_mm512_sub_ps(_mm512_setzero_ps(), gv));
+                let sv = _mm512_div_ps(gv, _mm512_add_ps(one, e));
+                _mm512_storeu_ps(o.as_mut_ptr(), _mm512_mul_ps(sv, _mm512_loadu_ps(u.as_ptr())));
+            }
+        }
+        // SAFETY: the same CPU features.
+        unsafe { silu_mul(&gate[wide..], &up[wide..], &mut out[wide..]) };
+    }
+
     #[target_feature(enable = "avx2,fma")]
     pub(super) unsafe fn silu_mul(gate: &[f32], up: &[f32], out: &mut [f32]) {
         let n = out.len();
@@ -368,6 +397,25 @@ mod tests {
             let (gv, uv) = (g[i] as f64, u[i] as f64);
             let want = gv / (1.0 + (-gv).exp()) * uv;
             assert!((out[i] as f64 - want).abs() <= 1e-6 * want.abs().max(1.0), "{i}");
+        }
+    }
+
+    #[test]
+    #[cfg(target_arch = "x86_64")]
+    fn silu_mul_wide_has_the_eight_lane_bits() {
+        if !KernelPath::detect().wide() {
+            return;
+        }
+        for len in [1usize, 8, 15, 16, 17, 40, 1536] {
+            let g: Vec<f32> = (0..len).map(|i| ((i * 7919 % 1013) as f32 - 506.0) / 23.0).collect();
+            let u: Vec<f32> = (0..len).map(|i| ((i * 104_729 % 977) as f32 - 488.0) / 97.0).collect();
+            let (mut narrow, mut wide) = (vec![0.0f32; len], vec![0.0f32; len]);
+            // SAFETY: `wide()` means AVX2, FMA and AVX-512 F are available.
+            unsafe {
+                avx2::silu_mul(&g, &u, &mut narrow);
+                avx2::silu_mul_wide(&g, &u, &mut wide);
+            }
+            assert!(narrow.iter().zip(&wide).all(|(a, b)| a.to_bits() == b.to_bits()), "len {len}");
         }
     }
 
