@@ -222,16 +222,18 @@ impl HostStack {
         s.h.resize(x.len(), 0.0);
         rowops::rms_norm(x, &l.attn_norm, d.eps, &mut s.h);
         l.qkv.forward(mode, &s.h, n, &mut s.qkv);
-        s.q.clear();
-        s.k.clear();
-        s.v.clear();
-        for row in s.qkv.chunks(l.qkv.rows()) {
-            s.q.extend_from_slice(&row[..qw]);
-            s.k.extend_from_slice(&row[qw..qw + kw]);
-            s.v.extend_from_slice(&row[qw + kw..qw + 2 * kw]);
+        // Each row's q and k rotated out of the fused product's row (one pass, no copy first), v
+        // copied; every value of the three buffers is written.
+        s.q.resize(n * qw, 0.0);
+        s.k.resize(n * kw, 0.0);
+        s.v.resize(n * kw, 0.0);
+        let hd = d.head_dim;
+        for (r, row) in s.qkv.chunks(l.qkv.rows()).enumerate() {
+            let (cos, sin) = (&input.cos[r * hd..][..hd], &input.sin[r * hd..][..hd]);
+            host::rope_heads(&row[..qw], cos, sin, &mut s.q[r * qw..][..qw]);
+            host::rope_heads(&row[qw..qw + kw], cos, sin, &mut s.k[r * kw..][..kw]);
+            s.v[r * kw..][..kw].copy_from_slice(&row[qw + kw..qw + 2 * kw]);
         }
-        host::rope_in_place(&mut s.q, d.heads, d.head_dim, input.cos, input.sin);
-        host::rope_in_place(&mut s.k, d.kv_heads, d.head_dim, input.cos, input.sin);
         query(i, &s.q);
         kv.write(i, input.cached, &s.k, &s.v);
         let t = Phase::start();
