@@ -173,7 +173,6 @@ pub fn generate<B: Backend>(
         if context.len() >= context_len {
             break StopReason::Context;
         }
-        draftsmith_model::recycle_logits(std::mem::take(&mut logits));
         let out =
             model.forward(&[next], &[context.len() - 1], &AttentionMask::Causal, LogitsSelect::Last, &mut cache)?;
         logits = logits_row(out.logits, 0);

@@ -158,7 +158,7 @@ pub fn time_passes<B: Backend>(
         // rolled back to the context.
         let mut pass = |tokens: &[u32], positions: &[usize], mask: &AttentionMask| {
             let out = model.forward(tokens, positions, mask, LogitsSelect::All, cache)?;
-            draftsmith_model::recycle_logits(draftsmith_model::host_f32(out.logits));
+            let _ = out.logits.into_data();
             cache.truncate(context);
             Ok::<(), ModelError>(())
         };

@@ -29,9 +29,7 @@ pub use fused::{set_profiling, take_profile, ProfileSplit};
 pub use load::{
     build_model, load_model, KvKeys, LoadOptions, LoadedModel, MatmulWeights, SourceKind, DEFAULT_ACTIVATIONS,
 };
-pub use model::{
-    host_f32, recycle_logits, AttentionMask, ForwardOutput, HiddenOutput, LogitsSelect, MatrixFootprint, Model,
-};
+pub use model::{host_f32, AttentionMask, ForwardOutput, HiddenOutput, LogitsSelect, MatrixFootprint, Model};
 pub use source::{MemorySource, WeightSource};
 pub use stream::TextStream;
 pub use tokenizer::TextTokenizer;

@@ -55,37 +55,6 @@ pub fn host_f32<B: Backend, const D: usize>(t: Tensor<B, D>) -> Vec<f32> {
     t.into_data().convert::<f32>().into_vec::<f32>().expect("a float tensor")
 }
 
-thread_local! {
-    /// A logits buffer handed back after use ([`recycle_logits`]): this thread's next pass on the
-    /// quantized CPU path writes its LM head into it instead of into a freshly zeroed one.
-    static SPARE_LOGITS: std::cell::RefCell<Vec<f32>> = const { std::cell::RefCell::new(Vec::new()) };
-}
-
-/// Hands a pass's logits (from [`host_f32`]) back for this thread's next pass to write into: the
-/// quantized CPU path's LM head writes every value of its output, so a buffer used before needs
-/// no zeroing. Zeroing a fresh one took 0.15 ms of SmolLM2-135M's 5 ms pass over 8 tokens
-/// (1.5 MB) and 1.2 of 33 over 64 on the 2-core AMX Xeon (session 60). Keeps the larger buffer.
-pub fn recycle_logits(logits: Vec<f32>) {
-    SPARE_LOGITS.with(|spare| {
-        let mut spare = spare.borrow_mut();
-        if logits.capacity() > spare.capacity() {
-            *spare = logits;
-        }
-    });
-}
-
-/// A buffer of `len` values for the LM head to overwrite: the recycled one where there is one
-/// (only values past its old length are zeroed), else a new one.
-fn logits_buffer(len: usize) -> Vec<f32> {
-    let mut out = SPARE_LOGITS.with(|spare| std::mem::take(&mut *spare.borrow_mut()));
-    if out.len() >= len {
-        out.truncate(len);
-    } else {
-        out.resize(len, 0.0);
-    }
-    out
-}
-
 /// See [`Model::matrix_footprint`].
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct MatrixFootprint {
@@ -464,7 +433,7 @@ impl<B: Backend> Model<B> {
                 unreachable!("the host path has a quantized LM head")
             };
             let count = rows.len();
-            let mut out = logits_buffer(count * head.rows());
+            let mut out = vec![0.0f32; count * head.rows()];
             let timer = Phase::start();
             head.matmul_mode(stack.activations, &normed[rows.start * d..rows.end * d], count, &mut out);
             timer.stop(&PROFILE.matrices);

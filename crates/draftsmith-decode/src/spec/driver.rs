@@ -48,10 +48,8 @@ fn row_argmax<B: Backend>(logits: Tensor<B, 2>) -> Vec<u32> {
     // On the host, with the plain decoder's own argmax (the first of equal maxima): a backend's
     // argmax op costs several times more per row on the CPU and need not break ties alike.
     let [_, vocab] = logits.dims();
-    let rows = draftsmith_model::host_f32(logits);
-    let next = rows.chunks(vocab).map(argmax).collect();
-    draftsmith_model::recycle_logits(rows);
-    next
+    let data = logits.into_data().convert::<f32>();
+    data.as_slice::<f32>().expect("f32 after the conversion").chunks(vocab).map(argmax).collect()
 }
 
 /// The root (pending token) followed by the draft tree, re-rooted so node 0 is the root.
@@ -249,9 +247,7 @@ fn verify<B: Backend>(
         return (verify_greedy(tree, next[0], &next[1..]), next);
     }
     let next = rows.chunks(vocab).map(argmax).collect();
-    let acceptance = verify_sampled(tree, context, &rows, vocab, &cfg, sampler.rng());
-    draftsmith_model::recycle_logits(rows);
-    (acceptance, next)
+    (verify_sampled(tree, context, &rows, vocab, &cfg, sampler.rng()), next)
 }
 
 /// Appends `new` to `tokens` up to the first stop token or the length limits.
