@@ -398,21 +398,8 @@ unsafe fn dot_avx2(a: &[f32], b: &[f32]) -> f32 {
     reduce_lanes(lanes, tail)
 }
 
-/// Applies rotate-half RoPE in place to `x` (`[n, heads, head_dim]`) with per-row `cos`/`sin`
-/// (`[n, head_dim]`).
-pub fn rope_in_place(x: &mut [f32], heads: usize, head_dim: usize, cos: &[f32], sin: &[f32]) {
-    let mut head = vec![0.0f32; head_dim];
-    for (row, chunk) in x.chunks_mut(heads * head_dim).enumerate() {
-        let (c, s) = (&cos[row * head_dim..][..head_dim], &sin[row * head_dim..][..head_dim]);
-        for v in chunk.chunks_mut(head_dim) {
-            head.copy_from_slice(v);
-            rope_heads(&head, c, s, v);
-        }
-    }
-}
-
 /// Rotate-half RoPE of one row's heads (`src`, heads of `cos.len()` values each) into `dst`,
-/// with that row's `cos`/`sin`: per value the arithmetic of [`rope_in_place`], so the same bits.
+/// with that row's `cos`/`sin` (`[head_dim]`): each pair `(x_i, x_{i + d/2})` rotated.
 pub fn rope_heads(src: &[f32], cos: &[f32], sin: &[f32], dst: &mut [f32]) {
     let (d, half) = (cos.len(), cos.len() / 2);
     for (x, out) in src.chunks_exact(d).zip(dst.chunks_exact_mut(d)) {
@@ -1799,13 +1786,14 @@ mod tests {
 
     #[test]
     fn rope_rotates_half_pairs() {
-        let mut x = vec![1.0, 2.0, 3.0, 4.0];
         let (c, s) = ([0.0f32; 4], [1.0f32; 4]);
-        rope_in_place(&mut x, 1, 4, &c, &s);
-        assert_eq!(x, vec![-3.0, -4.0, 1.0, 2.0], "a 90° rotation of each (x_i, x_i+d/2) pair");
         let mut out = [0.0f32; 8];
         rope_heads(&[1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0, 8.0], &c, &s, &mut out);
-        assert_eq!(out, [-3.0, -4.0, 1.0, 2.0, -7.0, -8.0, 5.0, 6.0], "head by head");
+        assert_eq!(
+            out,
+            [-3.0, -4.0, 1.0, 2.0, -7.0, -8.0, 5.0, 6.0],
+            "a 90° rotation of each (x_i, x_i+d/2) pair, head by head"
+        );
     }
 
     #[test]
