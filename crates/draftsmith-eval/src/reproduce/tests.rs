@@ -64,7 +64,9 @@ fn ar_is_shared_from_the_first_point_and_the_table_has_a_row_per_point_and_metho
 
 #[test]
 fn a_trained_drafter_is_recognised_by_its_summary_and_weights() {
+    // Named by the process id, which the system reuses: an earlier run's files must not count.
     let dir = std::env::temp_dir().join(format!("draftsmith-reproduce-trained-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     assert!(!DrafterRecipe::is_trained(&dir));
     let mut stages = FakeStages::default();
@@ -72,4 +74,5 @@ fn a_trained_drafter_is_recognised_by_its_summary_and_weights() {
         toml::from_str("name = \"t\"\nprompts = \"p\"\nmethods = [\"ar\"]\n[[drafters]]\nname = \"d\"\n").unwrap();
     stages.train(&recipe.drafters[0], &dir, &dir).unwrap();
     assert!(DrafterRecipe::is_trained(&dir));
+    let _ = std::fs::remove_dir_all(&dir);
 }
