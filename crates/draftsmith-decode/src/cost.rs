@@ -79,8 +79,7 @@ pub fn cached_context<B: Backend>(
 /// processes, where its steps take 37, and its calibration's plan lost a size for it; session 59.)
 pub fn probe_step<B: Backend>(model: &Model<B>) -> Result<f64, ModelError> {
     let mut cache = cached_context(model, 1, 1)?;
-    let rounds = Rounds { runs: 2, warmup: false, warm_ms: None };
-    Ok(time_passes(model, &mut cache, DraftShape::Chain, &[1], rounds)?[0].min_ms)
+    Ok(time_passes(model, &mut cache, DraftShape::Chain, &[1], Rounds::cold(2))?[0].min_ms)
 }
 
 /// How long one-token passes run before each timed pass ([`time_passes`]). Where the CPU's
@@ -111,6 +110,12 @@ impl Rounds {
     /// passes: how `bench ar` times, and the draft policy's calibration when it can afford it.
     pub fn full(runs: usize) -> Self {
         Self { runs, warmup: true, warm_ms: Some(WARM_MS) }
+    }
+
+    /// `runs` timed rounds with nothing before them (no untimed round, no warm steps): a quick
+    /// reading, as the calibration's probe step and its plan for a slow model take.
+    pub fn cold(runs: usize) -> Self {
+        Self { runs, warmup: false, warm_ms: None }
     }
 }
 

@@ -306,7 +306,7 @@ impl Plan {
         let short = |k: usize, runs: usize| Plan {
             context: context.min(16),
             sizes: sizes[..k].to_vec(),
-            rounds: Rounds { runs, warmup: false, warm_ms: None },
+            rounds: Rounds::cold(runs),
         };
         // Two runs (the faster counts: one loud pass does not misprice a size) while they
         // reach 16 tokens, the size drafts seldom exceed; else one run of the most sizes.
