@@ -49,13 +49,10 @@ pub(crate) const WIDTH: usize = 12;
 /// Most activation rows of a Q6_K tile (see [`WIDTH`]).
 pub(crate) const WIDTH_Q6_K: usize = 8;
 
-/// The most activation rows of format `f`'s tiles on this path.
+/// The most activation rows of format `f`'s tiles on this path: the rule the activations are
+/// split by ([`KernelPath::tile_width`](crate::KernelPath)), so the two never disagree.
 pub(crate) fn width(f: QFormat) -> usize {
-    if f == QFormat::Q6K {
-        WIDTH_Q6_K
-    } else {
-        WIDTH
-    }
+    crate::KernelPath::Avx512Vnni.tile_width(f == QFormat::Q6K)
 }
 
 /// One kernel: a packed row group × one packed activation tile, into a [`TileOut`].
