@@ -188,10 +188,10 @@ pub struct PreCut {
     /// `verify[k]`: a verification pass over `k` draft tokens in target calls, as measured
     /// ([`PreCut::set_costs`]); empty: one target call whatever the draft, as in the paper.
     verify: Vec<f32>,
-    gain: Gain,
-    /// Whether exploration may STOP (the paper's ε-greedy); under the `auto` policy it only
-    /// CONTINUEs ([`PreCut::set_costs`]).
-    explore_stop: bool,
+    /// Whether the `auto` policy prices the rounds ([`PreCut::set_costs`]): the gain is then
+    /// the accepted tokens ([`PreCut::gain`]) and exploration only CONTINUEs ([`PreCut::decide`]);
+    /// otherwise both are the paper's.
+    priced: bool,
 }
 
 impl PreCut {
@@ -205,8 +205,7 @@ impl PreCut {
             epsilon: config.epsilon,
             rng: StdRng::seed_from_u64(config.seed),
             verify: Vec::new(),
-            gain: Gain::Useful,
-            explore_stop: true,
+            priced: false,
         })
     }
 
@@ -216,7 +215,11 @@ impl PreCut {
 
     /// What [`PreCut::learn`]'s `useful` should count.
     pub fn gain(&self) -> Gain {
-        self.gain
+        if self.priced {
+            Gain::Accepted
+        } else {
+            Gain::Useful
+        }
     }
 
     /// The cost of one draft call in target calls, as it prices the rounds from now on.
@@ -238,8 +241,7 @@ impl PreCut {
     /// accepted tokens as its gain ([`Gain::Accepted`]), the speed the costs measure; and
     /// explores by CONTINUE only, the policy's rule bounding the draft (see the module docs).
     pub fn set_costs(&mut self, costs: &StepCosts) {
-        self.gain = Gain::Accepted;
-        self.explore_stop = false;
+        self.priced = true;
         self.set_draft_cost(costs.call);
         if costs.verify.iter().all(|v| v.is_finite() && *v >= 1.0) {
             self.verify = costs.verify.iter().map(|&v| v as f32).collect();
@@ -292,7 +294,7 @@ impl PreCut {
     pub fn decide(&mut self, calls: usize, expected: f32) -> Action {
         let state = self.state(calls, expected);
         if self.rng.random::<f32>() < self.epsilon {
-            if !self.explore_stop || self.rng.random::<bool>() {
+            if self.priced || self.rng.random::<bool>() {
                 Action::Continue
             } else {
                 Action::Stop
