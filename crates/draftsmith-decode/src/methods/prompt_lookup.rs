@@ -2,14 +2,16 @@
 //! (n from `max_ngram` down to `min_ngram`) in prompt + output and draft the `k` tokens that
 //! followed it, as a single chain.
 //!
-//! For the `auto` draft policy the draft's class is `n`, and each drafted token's class says
-//! how many of the earlier occurrences that went on like the draft so far also went on with
-//! that token ([`agreement_class`]).
+//! For the `auto` draft policy the draft's class is how far the occurrence's context agrees
+//! with the end of the text ([`context_class`]: the matched `n` tokens and those before them),
+//! and each drafted token's class says how many of the earlier occurrences that went on like
+//! the draft so far also went on with that token ([`agreement_class`]).
 
 use draftsmith_core::DraftTree;
 
 use crate::method::Method;
-use crate::spec::{agreement_class, DraftContext, Proposer};
+use crate::spec::policy::CONTEXT_CAP;
+use crate::spec::{agreement_class, context_class, DraftContext, Proposer};
 
 /// Prompt-lookup proposer.
 #[derive(Debug, Clone)]
@@ -71,11 +73,31 @@ impl PromptLookup {
 /// Where every earlier occurrence of the last `n` tokens of `tokens` went on (the index after
 /// it), oldest first; the suffix itself is not an earlier occurrence.
 fn continuations(tokens: &[u32], n: usize) -> Vec<usize> {
-    if tokens.len() <= n {
+    continuations_within(tokens, n, tokens.len())
+}
+
+/// [`continuations`] of the occurrences that lie within `tokens[..end]` (the prompt, for a
+/// method that copies from the prompt alone).
+pub(crate) fn continuations_within(tokens: &[u32], n: usize, end: usize) -> Vec<usize> {
+    if n == 0 || tokens.len() <= n {
         return Vec::new();
     }
     let suffix = &tokens[tokens.len() - n..];
-    (0..tokens.len() - n).filter(|&s| &tokens[s..s + n] == suffix).map(|s| s + n).collect()
+    let last = end.min(tokens.len() - 1);
+    (0..=last.saturating_sub(n)).filter(|&s| s + n <= last && &tokens[s..s + n] == suffix).map(|s| s + n).collect()
+}
+
+/// How many tokens before the continuation start `from` agree with the end of `tokens`, at most
+/// [`CONTEXT_CAP`]: how much of the context an earlier occurrence shares.
+pub(crate) fn agreeing_len(tokens: &[u32], from: usize) -> usize {
+    let end = tokens.len();
+    (0..CONTEXT_CAP.min(from)).take_while(|&k| tokens[from - 1 - k] == tokens[end - 1 - k]).count()
+}
+
+/// Of the continuation starts `starts`, the one whose context agrees longest with the end of
+/// `tokens` ([`agreeing_len`]; on ties the latest), with that length.
+pub(crate) fn best_context(tokens: &[u32], starts: &[usize]) -> Option<(usize, usize)> {
+    starts.iter().map(|&from| (agreeing_len(tokens, from), from)).max().map(|(len, from)| (from, len))
 }
 
 /// [`PromptLookup::agreement_classes`] from the occurrences' continuation starts `live`.
@@ -119,9 +141,12 @@ impl Proposer for PromptLookup {
         (tree.len() == self.classes.len()).then(|| self.classes.clone())
     }
 
-    /// A longer matched n-gram makes a better draft: the draft policy learns each length apart.
+    /// A draft copied after a longer shared context is a better one: the draft policy learns
+    /// each [`context_class`] of the drafted occurrence (its agreeing context, the matched
+    /// n-gram and the tokens before it) apart.
     fn draft_class(&self, ctx: &DraftContext<'_>) -> usize {
-        self.longest_match(ctx.tokens).0
+        let (n, starts) = self.longest_match(ctx.tokens);
+        starts.last().map_or(n, |&from| context_class(agreeing_len(ctx.tokens, from)))
     }
 }
 
@@ -155,5 +180,27 @@ mod tests {
         // Two of four agree: class 2.
         assert_eq!(PromptLookup::agreement_classes(&[3, 8, 3, 8, 3, 9, 3, 9, 3], 1, &[9]), vec![2]);
         assert_eq!(PromptLookup::agreement_classes(&tokens, 0, &[5]), vec![1]);
+    }
+
+    #[test]
+    fn the_draft_class_is_how_far_the_drafted_occurrence_agrees() {
+        let p = PromptLookup::new(3, 1, 3);
+        let class =
+            |tokens: &[u32]| p.draft_class(&DraftContext { tokens, prompt_len: 1, hidden: None, target_cache: None });
+        // The latest [1,2,3] (at 5) follows 4, as the end does: four agreeing tokens; the one
+        // at 0 starts the text.
+        //               0  1  2  3  4  5  6  7  8  9 10 11 12
+        assert_eq!(class(&[1, 2, 3, 4, 4, 1, 2, 3, 9, 4, 1, 2, 3]), context_class(4));
+        // Seventeen agreeing tokens share the last class, as any run from sixteen on.
+        let mut long: Vec<u32> = (10..27).collect();
+        long.push(0);
+        long.extend(10..27);
+        assert_eq!(class(&long), context_class(CONTEXT_CAP));
+        assert_eq!(context_class(CONTEXT_CAP), context_class(100));
+        assert_eq!(class(&[7, 8, 9]), 0, "no earlier occurrence");
+        // The matched n-gram alone: its length.
+        assert_eq!(class(&[5, 1, 2, 3, 9, 1, 2, 3]), 3);
+        let tokens = [1, 2, 3, 1, 2, 3, 7, 8, 6, 6, 1, 2, 3];
+        assert_eq!(best_context(&tokens, &[3, 6]), Some((6, 3)), "three agreeing tokens each: the latest");
     }
 }

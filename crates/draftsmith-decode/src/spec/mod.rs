@@ -11,7 +11,7 @@ pub mod verify_sampled;
 pub use driver::{
     generate_speculative, generate_speculative_sampled, generate_speculative_with, SpecOutput, StepRecord, StepView,
 };
-pub use policy::{agreement_class, probability_class, Auto, Clock, CostModel, DepthStop, DraftPolicy};
+pub use policy::{agreement_class, context_class, probability_class, Auto, Clock, CostModel, DepthStop, DraftPolicy};
 pub use proposer::{DraftContext, DraftCost, HiddenState, Proposer, StepCosts, Verified};
 pub use verify::{verify_greedy, Acceptance};
 pub use verify_sampled::verify_sampled;
