@@ -1,7 +1,8 @@
 //! The context's continuation drafted beside a drafter's own tokens: [`WithCopy`] wraps any
 //! proposer and hangs prompt lookup's continuation of the context (the text that followed the
-//! most recent earlier occurrence of the context's last n-gram) from the root of each of its
-//! trees, sharing the drafter's nodes where the two agree.
+//! earlier occurrence of the context's last n-gram whose context agrees longest with the end of
+//! the text) from the root of each of its trees, sharing the drafter's nodes where the two
+//! agree.
 //!
 //! A drafter and the copy fail in different places: a trained drafter guesses the next words
 //! of an answer, the copy repeats names, code and phrases the prompt or the answer already
@@ -18,7 +19,7 @@ use crate::spec::policy::{COPIED, UNCLASSED};
 use crate::spec::{DepthStop, DraftContext, DraftCost, HiddenState, Proposer, StepCosts, Verified};
 
 /// How the context's continuation is copied: prompt lookup's longest matching suffix of at
-/// most `max_ngram` tokens, and the `len` tokens after its most recent earlier occurrence.
+/// most `max_ngram` tokens, and the `len` tokens after its best-matched earlier occurrence.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct CopyContext {
     pub max_ngram: usize,

@@ -355,10 +355,9 @@ pub struct AcceptanceModel {
 const CLASSES: usize = 8;
 /// Node classes with their own counts (larger ones share the last): a drafter's own four
 /// (0 = surest … 3: [`probability_class`], [`agreement_class`]), the Post-use token cache's
-/// two for the cached phrases it hangs on a draft ([`PHRASE_FIRST`], [`PHRASE_NEXT`]), four
-/// for text a model drafter's method copies beside its own candidates ([`COPIED`]), and four for
-/// copied text off the path of the best-matched earlier occurrence ([`ASIDE`]).
-pub const NODE_CLASSES: usize = 14;
+/// two for the cached phrases it hangs on a draft ([`PHRASE_FIRST`], [`PHRASE_NEXT`]), and four
+/// for text a model drafter's method copies beside its own candidates ([`COPIED`]).
+pub const NODE_CLASSES: usize = 10;
 /// The node class of a cached phrase's first token below a drafted node (or the root): a
 /// phrase competes with the drafter there.
 pub const PHRASE_FIRST: usize = 4;
@@ -368,11 +367,6 @@ pub const PHRASE_NEXT: usize = 5;
 /// model drafter also copies from earlier text (TokenSwift's n-gram continuations beside its
 /// heads' candidates): learned apart from the model's own classes, which say something else.
 pub const COPIED: usize = 6;
-/// The first of four node classes, `ASIDE + agreement_class(..)`, for a token a copying method
-/// (the n-gram trie) drafts off the path of the earlier occurrence whose context agrees longest
-/// with the end of the text ([`context_class`]): on the context tasks a first token on that
-/// path was accepted 22–98 % of the time by its context's length, one beside it 3–15 %.
-pub const ASIDE: usize = 10;
 /// A node a method that classes some of its nodes has no class for: priced and learned as a
 /// node of any class.
 pub const UNCLASSED: usize = usize::MAX;

@@ -44,18 +44,10 @@
 //!   depth-first preorder with children by descending frequency, then ascending token id, so
 //!   the result is deterministic and a parent (never less frequent, always earlier) is kept
 //!   whenever a child is. Siblings are listed most frequent first, so the `auto` draft policy's
-//!   acceptance by sibling rank means something.
-//! - *Signals for the `auto` draft policy* (beyond the paper, which verifies the whole pruned
-//!   tree; they change which nodes are verified, never the tree offered): each node's class says
-//!   how many occurrences of its parent's text went on with it ([`confidence_class`]: a
-//!   continuation that always followed is likelier than one of many), and whether it lies on
-//!   the path of the earlier occurrence whose context agrees longest with the end of the text
-//!   (nodes off it are in the [`ASIDE`] classes); the draft's class is that agreeing context's
-//!   length ([`context_class`], the matched suffix and the tokens before it). A trie forgets
-//!   where its n-grams occurred, so the occurrences are found in the indexed tokens (one scan,
-//!   as prompt lookup's). On the context tasks' `ar` answers the first token on that path was
-//!   accepted 22 % of the time after one agreeing token and 98 % after sixteen, a sibling beside
-//!   it 3–15 %, while the matched suffix (at most `L_p` tokens) alone told them apart far less.
+//!   acceptance by sibling rank means something; its draft class is the matched suffix length
+//!   (a longer match is a better draft), as for prompt lookup, and each node's class says how
+//!   many occurrences of its parent's text went on with it ([`confidence_class`]: a
+//!   continuation that always followed is likelier than one of many).
 //! - *`max_depth`*: optional cap on the draft depth; the window length already bounds it by
 //!   `n − 1`.
 
@@ -70,10 +62,8 @@ use thiserror::Error;
 
 pub use trie::{window_keys, NodeId, SuffixMatch, Trie};
 
-use super::prompt_lookup::{best_context, continuations_within};
 use crate::method::Method;
-use crate::spec::policy::ASIDE;
-use crate::spec::{agreement_class, context_class, DraftContext, Proposer};
+use crate::spec::{agreement_class, DraftContext, Proposer};
 
 /// Parameters of the N-Gram-Trie proposer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -224,39 +214,15 @@ impl NgramTrie {
     /// Brings the trie up to date with the context and drafts below the last token.
     pub fn draft(&mut self, tokens: &[u32], prompt_len: usize) -> DraftTree {
         let c = self.config;
-        let indexed = self.indexed_len(tokens.len(), prompt_len);
-        self.index.sync(&tokens[..indexed], c.n, c.prefix_len);
+        let source = if c.update_with_output { tokens } else { &tokens[..prompt_len.min(tokens.len())] };
+        self.index.sync(source, c.n, c.prefix_len);
         let trie = self.index.trie();
-        let Some(m) = trie.longest_suffix_match(tokens, c.prefix_len) else {
-            self.classes.clear();
-            return DraftTree::new();
+        let (tree, counts) = match trie.longest_suffix_match(tokens, c.prefix_len) {
+            Some(m) => trie.top_subtree_with_counts(m.node, c.num_draft, c.max_depth),
+            None => (DraftTree::new(), Vec::new()),
         };
-        let (tree, counts) = trie.top_subtree_with_counts(m.node, c.num_draft, c.max_depth);
-        // The path of the occurrence whose context agrees longest: what followed it, node by node.
-        let best = best_context(tokens, &continuations_within(tokens, m.len, indexed)).map(|(from, _)| from);
-        let mut on_path = vec![false; tree.len()];
-        for i in 0..tree.len() {
-            let d = tree.depths()[i];
-            let parent_on = tree.parents()[i].is_none_or(|q| on_path[q]);
-            on_path[i] =
-                parent_on && best.is_some_and(|from| tokens[..indexed].get(from + d - 1) == Some(&tree.tokens()[i]));
-        }
-        self.classes = counts
-            .into_iter()
-            .zip(on_path)
-            .map(|((n, parent), on)| confidence_class(n, parent) + if on { 0 } else { ASIDE })
-            .collect();
+        self.classes = counts.into_iter().map(|(n, parent)| confidence_class(n, parent)).collect();
         tree
-    }
-
-    /// How many of the `len` tokens the trie indexes: all, or the prompt's alone (the paper's
-    /// setting).
-    fn indexed_len(&self, len: usize, prompt_len: usize) -> usize {
-        if self.config.update_with_output {
-            len
-        } else {
-            prompt_len.min(len)
-        }
     }
 }
 
@@ -269,20 +235,13 @@ impl Proposer for NgramTrie {
         Ok(self.draft(ctx.tokens, ctx.prompt_len))
     }
 
-    /// The [`context_class`] of the best-matched earlier occurrence (0: none): its context
-    /// agreeing with the end of the text over the longest suffix of at most `L_p` tokens that
-    /// occurred before and the tokens before it. A draft after a longer shared context is a
-    /// better one, so the draft policy learns each class apart.
+    /// The matched suffix length (0: no match) in the trie as of the last draft; a longer match
+    /// is a better draft, so the draft policy learns each length apart.
     fn draft_class(&self, ctx: &DraftContext<'_>) -> usize {
-        let (tokens, indexed) = (ctx.tokens, self.indexed_len(ctx.tokens.len(), ctx.prompt_len));
-        (1..=self.config.prefix_len)
-            .rev()
-            .find_map(|n| best_context(tokens, &continuations_within(tokens, n, indexed)))
-            .map_or(0, |(_, len)| context_class(len))
+        self.index.trie().longest_suffix_match(ctx.tokens, self.config.prefix_len).map_or(0, |m| m.len)
     }
 
-    /// Each node's [`confidence_class`] in the last draft, in the [`ASIDE`] classes off the
-    /// best-matched occurrence's path.
+    /// Each node's [`confidence_class`] in the last draft.
     fn node_classes(&self, tree: &DraftTree) -> Option<Vec<usize>> {
         (tree.len() == self.classes.len()).then(|| self.classes.clone())
     }
