@@ -8,17 +8,17 @@
 //! `cargo run --release -p draftsmith-decode --example replay -- RECORDS.jsonl [COST] [DRAFT_MS]`
 //!
 //! `RECORDS.jsonl`: an eval's `records.jsonl` with an `ar` run per prompt. `COST`: the verify ms
-//! of a pass over 1, 2, … rows, comma-separated (default: session 61's context-task passes on
-//! the Intel Xeon, measured by tree size). `DRAFT_MS`: prompt lookup's and the trie's drafting ms
-//! per step (default `0.016,0.06`, the same run's means).
+//! of a pass over 1, 2, … rows, comma-separated (default: the n-gram trie's mean verify ms by
+//! tree size in session 61's context-task sitting on the Intel Xeon). `DRAFT_MS`: prompt
+//! lookup's and the trie's drafting ms per step (default `0.016,0.06`, the same sitting's means).
 
 use draftsmith_core::DraftTree;
 use draftsmith_decode::methods::{NgramTrie, NgramTrieConfig, PromptLookup};
 use draftsmith_decode::spec::{Auto, Clock, CostModel};
 use draftsmith_decode::{DraftContext, Proposer, Verified};
 
-/// Session 61's context tasks (Intel Xeon, SmolLM2-135M): mean verify ms of a pass over 1–11
-/// rows (a plain step to 10 draft nodes), from its records.
+/// Session 61's context tasks (Intel Xeon, SmolLM2-135M): the n-gram trie's mean verify ms of a
+/// pass over 1–11 rows (a plain step to 10 draft nodes), from its records.
 const COST: [f64; 11] = [3.32, 3.66, 4.13, 4.59, 5.11, 6.00, 6.46, 7.11, 7.87, 8.59, 9.13];
 
 /// A proposer whose every draft takes `ms` on the policy's manual clock.
