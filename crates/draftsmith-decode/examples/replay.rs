@@ -14,7 +14,7 @@
 
 use draftsmith_core::DraftTree;
 use draftsmith_decode::methods::{NgramTrie, NgramTrieConfig, PromptLookup};
-use draftsmith_decode::spec::{Auto, Clock, CostModel};
+use draftsmith_decode::spec::{verify_greedy, Auto, Clock, CostModel};
 use draftsmith_decode::{DraftContext, Proposer, Verified};
 
 /// Session 61's context tasks (Intel Xeon, SmolLM2-135M): the n-gram trie's mean verify ms of a
@@ -53,21 +53,12 @@ impl Proposer for Timed {
     }
 }
 
-/// The nodes of `tree` along `truth` from the root (greedy acceptance), and the target's token
-/// after each node (`truth`'s where the node is on that path, a token no drafter proposes
-/// elsewhere: the replay does not know it).
-fn accept(tree: &DraftTree, truth: &[u32]) -> (Vec<usize>, Vec<u32>) {
-    let mut path: Vec<usize> = Vec::new();
-    for (i, (&t, &p)) in tree.tokens().iter().zip(tree.parents()).enumerate() {
-        if p == path.last().copied() && truth.get(path.len()) == Some(&t) {
-            path.push(i);
-        }
-    }
-    let mut next = vec![u32::MAX; tree.len()];
-    for (d, &i) in path.iter().enumerate() {
-        next[i] = truth.get(d + 1).copied().unwrap_or(u32::MAX);
-    }
-    (path, next)
+/// The target's greedy token after each node of `tree` when the answer from here is `truth`:
+/// the answer's token one level below the node's depth (off the answer's path the target's own
+/// token is unknown; this stand-in never lies on an accepted path, and the copying methods do
+/// not read it).
+fn next_tokens(tree: &DraftTree, truth: &[u32]) -> Vec<u32> {
+    tree.depths().iter().map(|&d| truth.get(d).copied().unwrap_or(u32::MAX)).collect()
 }
 
 struct Totals {
@@ -92,10 +83,9 @@ fn replay(mut auto: Auto, clock: &Clock, cost: &CostModel, prompts: &[(Vec<u32>,
             let verify = cost.predict(1 + tree.len());
             clock.advance(verify);
             let truth = &all[tokens.len()..];
-            let (path, next) = accept(&tree, truth);
-            let root_next = truth[0];
-            // `next[i]` is the token after node i; the verified token after the root is truth[0].
-            auto.observe_verified(&ctx, &tree, &Verified { accepted: &path, root_next, node_next: &next });
+            let next = next_tokens(&tree, truth);
+            let path = verify_greedy(&tree, truth[0], &next).path;
+            auto.observe_verified(&ctx, &tree, &Verified { accepted: &path, root_next: truth[0], node_next: &next });
             t.ms += clock.now_ms() - before;
             t.steps += 1;
             t.nodes += tree.len();

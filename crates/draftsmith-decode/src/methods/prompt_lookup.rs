@@ -148,8 +148,8 @@ impl Proposer for PromptLookup {
     /// each [`context_class`] of the drafted occurrence (its agreeing context, the matched
     /// n-gram and the tokens before it) apart.
     fn draft_class(&self, ctx: &DraftContext<'_>) -> usize {
-        let (n, starts) = self.longest_match(ctx.tokens);
-        best_context(ctx.tokens, &starts).map_or(n, |(_, len)| context_class(len))
+        let (_, starts) = self.longest_match(ctx.tokens);
+        best_context(ctx.tokens, &starts).map_or(0, |(_, len)| context_class(len))
     }
 }
 
