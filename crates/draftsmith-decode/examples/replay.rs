@@ -20,7 +20,7 @@
 //! an offset per seed, times the measured after-effect of the previous pass's size (a pass after
 //! 8 or more draft nodes runs slower). The policy then learns its costs as in decoding, from a
 //! start-up calibration of `COST` at 1, 2, 4, 8, … rows (`--prior`: other points, e.g. a real
-//! calibration's), unless `--fixed` keeps `COST` fixed; each line is the mean over `--seeds`
+//! calibration's), unless `--fixed` keeps `COST` (or the `--prior` curve) fixed; each line is the mean over `--seeds`
 //! offsets (default 8), with its spread. `--trie` adds trie configurations; `--sizes` prints
 //! the steps by tree size.
 
@@ -28,6 +28,7 @@ use std::collections::BTreeMap;
 
 use draftsmith_core::DraftTree;
 use draftsmith_decode::methods::{NgramTrie, NgramTrieConfig, PromptLookup};
+use draftsmith_decode::sampling::SamplingConfig;
 use draftsmith_decode::spec::{verify_greedy, Auto, Clock, CostModel};
 use draftsmith_decode::{DraftContext, Proposer, Verified};
 
@@ -167,6 +168,8 @@ fn replay(
 ) -> Totals {
     let mut t = Totals::default();
     for (prompt, output) in prompts {
+        // A new generation, as the engine's driver starts one.
+        auto.set_sampling(&SamplingConfig::default());
         // The first token comes from the prefill, as in the engine.
         let mut tokens = prompt.clone();
         tokens.push(output[0]);
@@ -335,7 +338,8 @@ fn main() {
             let auto = if noise.is_some() && !args.fixed {
                 Auto::new(Box::new(timed), CostModel::from_points(&prior))
             } else {
-                Auto::with_fixed_cost(Box::new(timed), cost.clone())
+                let given = args.prior.as_deref().map_or_else(|| cost.clone(), CostModel::from_points);
+                Auto::with_fixed_cost(Box::new(timed), given)
             };
             let seeded = noise.as_ref().map(|z| z.seeded(seed));
             last = replay(auto.with_clock(clock.clone()), &clock, &cost, &prompts, seeded);
@@ -350,7 +354,12 @@ fn main() {
             last.tokens as f64 / last.steps as f64,
             last.nodes as f64 / last.steps as f64,
             last.ms / last.tokens as f64,
-            if runs > 1 { format!(" (sd {sd:.4} over {runs} seeds; the rest: the last seed)") } else { String::new() },
+            if runs > 1 {
+                let each: Vec<String> = speedups.iter().map(|s| format!("{s:.3}")).collect();
+                format!(" (sd {sd:.4} over {runs} seeds: {}; the rest: the last seed)", each.join(" "))
+            } else {
+                String::new()
+            },
         );
         if args.sizes {
             for (n, (steps, accepted)) in &last.by_size {

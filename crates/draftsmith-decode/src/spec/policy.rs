@@ -4,14 +4,17 @@
 //!
 //! * **Cost model** ([`CostModel`]): the time of a target pass over `n` tokens. It starts from a
 //!   calibration measured at start-up (a few passes at sizes 1 … 64 on a small model, fewer on a
-//!   slow one: well under a second either way) and follows the measured verify time of every
-//!   step (an exponential average per size, so it tracks the growing context and the machine's
-//!   load).
+//!   slow one: well under a second either way) and fits it to the measured verify time of every
+//!   step (an offset, a scale and a cost per row, by recursive least squares over all sizes at
+//!   once, so it tracks the growing context and the machine's load without a noisy estimate
+//!   per size).
 //! * **Acceptance model** ([`AcceptanceModel`]): the chance that a node is accepted given that
 //!   its parent was, by depth and by rank among its siblings (methods list better siblings
 //!   first), as Beta counts, learned apart per draft class ([`Proposer::draft_class`]) and per
 //!   node class ([`Proposer::node_classes`]) where the method gives them. A node's path
-//!   probability is the product along its path.
+//!   probability is the product along its path. Greedy decoding learns from every node of
+//!   the method's proposal, the pruned ones too, once the committed tokens say which the
+//!   target would have accepted ([`Auto::learn_in_hindsight`]).
 //! * **Choice** ([`choose`]): nodes sorted by path probability (a parent never follows its
 //!   child), and the prefix of that order with the best `(1 + Σ p) / cost(1 + size)`; the empty
 //!   prefix is a plain autoregressive step.
@@ -74,20 +77,13 @@ impl std::fmt::Display for DraftPolicy {
 
 /// Largest pass the cost model keeps a bucket for (larger ones are extrapolated linearly).
 const MAX_N: usize = 128;
-/// Weight of a new measurement in a bucket's running average.
+/// Weight of a new measurement in a running average (drafting times, catch-ups, probes).
 const EMA: f64 = 0.2;
-/// A measured pass counts at most this many times the running average it updates.
+/// A measured time counts at most this many times the estimate it updates.
 const OUTLIER: f64 = 2.0;
-/// Sizes on each side of a measured multi-token pass whose averages it also updates.
-const NEIGHBOURS: usize = 3;
-/// A multi-token size whose average no pass has updated in this many passes is priced from the
-/// calibration at the machine's current scale again ([`CostModel::predict`]), and its next
-/// measurement starts a fresh average. Passes the policy no longer picks are never measured
-/// again, so one loud moment could price them out for the rest of a run: Qwen2.5-Coder 0.5B
-/// drafting for 1.5B on a loud Zen 3 verified 2- and 3-token passes at 98–104 ms beside 63 ms
-/// plain steps in its first drafts, then drafted nothing for 4 of 20 HumanEval prompts
-/// (session 55), where the other runs drafted ~3 tokens a step at 1.4–1.5× `ar`.
-pub const STALE_PASSES: usize = 32;
+/// The cost model's forgetting factor: each pass weighs this much less in its fit at every later
+/// pass (half after ~700), so the fit follows the context's growth and the host's drift.
+pub const COST_FORGET: f64 = 0.999;
 /// A step that would otherwise draft nothing keeps the best node once in this many steps (more
 /// for a slow drafter: see [`PROBE_BUDGET`]).
 pub const PROBE_EVERY: usize = 16;
@@ -144,19 +140,32 @@ const CATCH_UP_MIN: usize = 8;
 const DEPTHS: usize = 16;
 const RANKS: usize = 4;
 
-/// The time of a target pass over `n` tokens, in milliseconds.
+/// The time of a target pass over `n` tokens, in milliseconds: the start-up calibration's curve
+/// `c(n)` fitted to the measured passes as `θ₀ + θ₁ · c(n) + θ₂ · (n − 1)` — an offset (what a
+/// decoding step adds to a calibration pass: the caches the drafter and the sampler leave
+/// cold), the machine's scale, and a cost per row beyond the calibration's (attention over the
+/// growing context) — by recursive least squares with forgetting ([`COST_FORGET`]).
+///
+/// One fit for every size, not an average per size: a pass's time moves ±24 % from step to step
+/// on the 2-core Xeon (a records file's verify ms over its size's mean), and averages per size
+/// that noisy made the n-gram trie's draft choices a lottery — the policy drafts the sizes it
+/// currently underrates, stops measuring the ones it overrates, and its acceptance counts for
+/// the depths it stops drafting go stale with them. Replayed over session 63's context-task
+/// answers with that noise (`examples/replay.rs --noise`), the trie ran 3 % slower than with
+/// its cost curve known and fixed, prompt lookup 0.5 %; a per-size curve off by ±3 % at random
+/// cost the trie 2–4 % even without noise.
 #[derive(Debug, Clone)]
 pub struct CostModel {
     /// Calibrated time per size (index `n`; interpolated between the calibrated sizes).
     prior: Vec<f64>,
-    /// Measured running average per size, when seen.
-    seen: Vec<Option<f64>>,
-    /// The pass count at which each size's average last moved ([`STALE_PASSES`]).
-    moved: Vec<usize>,
-    /// Passes observed so far.
-    passes: usize,
-    /// Running ratio of measured to calibrated time over all sizes (machine load, context).
-    scale: f64,
+    /// The fit's coefficients `θ`.
+    theta: [f64; 3],
+    /// Their covariance.
+    cov: [[f64; 3]; 3],
+    /// The covariance it starts from, and its bound on each coefficient's variance: without
+    /// one, a direction the measured sizes do not excite (plain steps alone say nothing of the
+    /// cost per row) would grow under the forgetting until one pass swung it.
+    cov0: [f64; 3],
 }
 
 impl CostModel {
@@ -165,7 +174,7 @@ impl CostModel {
         let mut pts: Vec<(usize, f64)> = points.iter().copied().filter(|&(n, ms)| n >= 1 && ms > 0.0).collect();
         pts.sort_by_key(|p| p.0);
         assert!(!pts.is_empty(), "a cost model needs at least one calibrated point");
-        let prior = (0..=MAX_N)
+        let prior: Vec<f64> = (0..=MAX_N)
             .map(|n| {
                 let n = n.max(1);
                 match pts.iter().position(|&(m, _)| m >= n) {
@@ -186,13 +195,25 @@ impl CostModel {
                 }
             })
             .collect();
-        Self { prior, seen: vec![None; MAX_N + 1], moved: vec![0; MAX_N + 1], passes: 0, scale: 1.0 }
+        // A priori: the offset within half a calibrated step, the scale within half of one, the
+        // cost per row within a tenth of a step (one standard deviation each).
+        let t1 = prior[1];
+        let cov0 = [0.25 * t1 * t1, 0.25, 0.01 * t1 * t1];
+        let mut cov = [[0.0; 3]; 3];
+        for (i, row) in cov.iter_mut().enumerate() {
+            row[i] = cov0[i];
+        }
+        Self { prior, theta: [0.0, 1.0, 0.0], cov, cov0 }
     }
 
-    /// Size `m`'s measured average, unless it is stale ([`STALE_PASSES`]; the 1-token average
-    /// never is: plain steps measure it).
-    fn fresh(&self, m: usize) -> Option<f64> {
-        self.seen[m].filter(|_| m == 1 || self.passes - self.moved[m] < STALE_PASSES)
+    /// The fit's regressors for a pass over `n` tokens.
+    fn features(&self, n: usize) -> [f64; 3] {
+        [1.0, self.prior[n], (n - 1) as f64]
+    }
+
+    fn fit(&self, n: usize) -> f64 {
+        let x = self.features(n);
+        (0..3).map(|i| self.theta[i] * x[i]).sum()
     }
 
     /// Predicted milliseconds of a pass over `n ≥ 1` tokens (never below a 1-token pass).
@@ -201,52 +222,41 @@ impl CostModel {
         if n > MAX_N {
             return self.predict(MAX_N) * n as f64 / MAX_N as f64;
         }
-        let raw = |m: usize| self.fresh(m).unwrap_or(self.prior[m] * self.scale);
+        let one = self.fit(1).max(1e-3 * self.prior[1]);
         if n == 1 {
-            raw(1)
+            one
         } else {
-            raw(n).max(raw(1))
+            self.fit(n).max(one)
         }
     }
 
-    /// Records a measured pass. A pass over `n` tokens costs at least a 1-token pass, so a
-    /// fresh `n`-token average below the 1-token one also lowers the latter: under a policy that
-    /// drafts most steps, 1-token passes are rare, and a stale high estimate of them would floor
-    /// every prediction ([`CostModel::predict`]) and stop the drafts from growing.
-    ///
-    /// A multi-token pass also moves the averages of the sizes near it ([`NEIGHBOURS`], toward
-    /// its cost over a 1-token pass scaled linearly to their size, at half the weight per step
-    /// away; the calibration's own shape is too noisy for that on a shared host): the
-    /// averages follow a noisy host, and a size whose average went up in a loud moment would
-    /// otherwise not be chosen again, so never measured again, and would keep the drafts it
-    /// prices out away for the rest of the run (SmolLM2 on a shared Zen 4: t(2) stuck at 1.55
-    /// t(1) beside t(3) at 1.05 t(1), session 20). One pass counts at most [`OUTLIER`] times
-    /// the average it updates. A size not updated in [`STALE_PASSES`] passes starts afresh.
+    /// Records a measured pass: one recursive-least-squares step of the fit. A pass counts at
+    /// most [`OUTLIER`] times its prediction, and each coefficient's variance stays at or below
+    /// its start ([`CostModel::cov0`](CostModel)).
     pub fn observe(&mut self, n: usize, ms: f64) {
         if n == 0 || n > MAX_N || !ms.is_finite() || ms <= 0.0 {
             return;
         }
-        let t1 = self.predict(1);
-        self.passes += 1;
-        let sizes = if n == 1 { 1..=1 } else { n.saturating_sub(NEIGHBOURS).max(2)..=(n + NEIGHBOURS).min(MAX_N) };
-        for m in sizes {
-            // Near `n` the cost over a 1-token pass grows about linearly with the size.
-            let implied = if m == n { ms } else { t1 + (ms - t1).max(0.0) * (m - 1) as f64 / (n - 1) as f64 };
-            let weight = EMA * 0.5f64.powi(m.abs_diff(n) as i32);
-            self.seen[m] = Some(match self.fresh(m) {
-                None if m == n => implied,
-                old => {
-                    let o = old.unwrap_or(self.prior[m] * self.scale);
-                    o + weight * (implied.min(OUTLIER * o) - o)
+        let x = self.features(n);
+        let predicted = self.predict(n);
+        let error = ms.min(OUTLIER * predicted) - self.fit(n);
+        let c = self.cov;
+        let cx: [f64; 3] = std::array::from_fn(|i| (0..3).map(|j| c[i][j] * x[j]).sum());
+        let denom = COST_FORGET + (0..3).map(|i| x[i] * cx[i]).sum::<f64>();
+        let gain: [f64; 3] = std::array::from_fn(|i| cx[i] / denom);
+        for (t, g) in self.theta.iter_mut().zip(gain) {
+            *t += g * error;
+        }
+        self.cov = std::array::from_fn(|i| std::array::from_fn(|j| (c[i][j] - gain[i] * cx[j]) / COST_FORGET));
+        for i in 0..3 {
+            if self.cov[i][i] > self.cov0[i] {
+                let f = (self.cov0[i] / self.cov[i][i]).sqrt();
+                for j in 0..3 {
+                    self.cov[i][j] *= f;
+                    self.cov[j][i] *= f;
                 }
-            });
-            self.moved[m] = self.passes;
+            }
         }
-        let now = self.seen[n].expect("just set");
-        if let Some(one) = self.seen[1].as_mut() {
-            *one = one.min(now);
-        }
-        self.scale += EMA * (ms / self.prior[n] - self.scale);
     }
 
     /// The calibration of `model` on this machine: chains of 1, 2, 4, 8, 16, 32 and 64 draft
@@ -330,8 +340,8 @@ impl Plan {
 /// Times chains of the sizes of `model`'s calibration [`Plan`], the fastest run of each (`None`
 /// if the model cannot run them). The fastest, not the median (of two runs, the slower): a price
 /// set too low is corrected by the next drafted pass of that size, one set too high in a loud
-/// moment keeps the policy from drafting that size, so from measuring it ([`STALE_PASSES`] then
-/// reverts to this calibration).
+/// moment keeps the policy from drafting that size, so from measuring it (the fit over the
+/// other sizes then corrects it only through the coefficients they share).
 fn measure<B: Backend>(model: &Model<B>) -> Option<Vec<(usize, f64)>> {
     use crate::cost::{cached_context, probe_step, time_passes, DraftShape};
     let t1 = probe_step(model).ok()?;
@@ -752,6 +762,20 @@ pub struct Auto {
     call_free: bool,
     /// Steps since the last 1-token pass ([`REFRESH_ONE`]).
     since_one: usize,
+    /// Whether this generation decodes greedily (then proposals are learned from in hindsight).
+    greedy: bool,
+    /// Greedy proposals waiting for the committed tokens that tell which of their nodes the
+    /// target would have accepted ([`Auto::learn_in_hindsight`]).
+    pending: Vec<Pending>,
+}
+
+/// A whole proposal of the method (before pruning), to learn from in hindsight.
+struct Pending {
+    /// Where its first node's token goes in the sequence.
+    start: usize,
+    tree: DraftTree,
+    class: usize,
+    nodes: Option<Vec<usize>>,
 }
 
 impl Auto {
@@ -784,6 +808,8 @@ impl Auto {
             probed: false,
             cold_probes: 0,
             since_one: REFRESH_ONE,
+            greedy: true,
+            pending: Vec::new(),
         }
     }
 
@@ -903,6 +929,30 @@ impl Auto {
         self.accept.tries(self.class, 1) < MIN_TRIES as f64
     }
 
+    /// Under greedy decoding the committed tokens are the target's own, so once they reach past
+    /// a proposal they say which of its nodes would have been accepted, pruned or not: the
+    /// acceptance counts learn from the whole proposal. Learning from the verified part alone,
+    /// a depth or a sibling rank the policy stopped keeping was never tried again, and its
+    /// counts stayed where a few unlucky tries had left them — the n-gram trie locked onto
+    /// 4-node drafts for a whole run after a 3 % change in the cost curve (session 63's replay).
+    /// A proposal is learned from as soon as the tokens decide it (they ran past its deepest
+    /// node, or off it); one the generation ends before is dropped.
+    fn learn_in_hindsight(&mut self, tokens: &[u32]) {
+        let accept = &mut self.accept;
+        self.pending.retain(|p| {
+            let Some(truth) = tokens.get(p.start..).filter(|t| !t.is_empty()) else { return true };
+            let next: Vec<u32> = p.tree.depths().iter().map(|&d| truth.get(d).copied().unwrap_or(u32::MAX)).collect();
+            let path = super::verify::verify_greedy(&p.tree, truth[0], &next).path;
+            let deepest = p.tree.depths().iter().copied().max().unwrap_or(0);
+            if path.len() < truth.len() || truth.len() >= deepest {
+                accept.observe_nodes(p.class, p.nodes.as_deref(), &p.tree, &path);
+                false
+            } else {
+                true
+            }
+        });
+    }
+
     /// Draft sizes chosen and predicted against measured verify time so far.
     pub fn stats(&self) -> &PolicyStats {
         &self.stats
@@ -1017,6 +1067,8 @@ impl Proposer for Auto {
         self.drafted_before = false;
         self.cold_probes = 0;
         self.since_one = REFRESH_ONE;
+        self.greedy = cfg.temperature == 0.0;
+        self.pending.clear();
         self.inner.set_sampling(cfg);
     }
 
@@ -1029,6 +1081,7 @@ impl Proposer for Auto {
     }
 
     fn propose(&mut self, ctx: &DraftContext<'_>) -> Result<DraftTree, crate::DecodeError> {
+        self.learn_in_hindsight(ctx.tokens);
         let depth_range = self.inner.depth_range();
         // The method's own signal for this draft (cheap, known before it drafts).
         self.class = self.inner.draft_class(ctx);
@@ -1190,7 +1243,17 @@ impl Proposer for Auto {
             if tree.is_empty() {
                 self.since_one = 0;
             }
-            self.accept.observe_nodes(self.class, self.nodes.as_deref(), tree, verified.accepted);
+            if !self.greedy {
+                self.accept.observe_nodes(self.class, self.nodes.as_deref(), tree, verified.accepted);
+            } else if !skipped && !self.template.is_empty() {
+                // The proposal this step verified part of ([`Auto::learn_in_hindsight`]).
+                self.pending.push(Pending {
+                    start: ctx.tokens.len(),
+                    tree: self.template.clone(),
+                    class: self.class,
+                    nodes: self.template_nodes.clone(),
+                });
+            }
             // `tree` is what was verified: the kept nodes (none on a plain step).
             let s = &mut self.stats;
             s.empty_steps += usize::from(tree.is_empty());
@@ -1227,8 +1290,11 @@ mod tests {
         for _ in 0..50 {
             c.observe(8, 11.0);
         }
-        assert!((c.predict(8) - 11.0).abs() < 0.1, "a measured size follows its measurements");
-        assert!(c.predict(16) > 2.0 * 5.5 * 0.9, "unseen sizes scale with the machine");
+        assert!((c.predict(8) - 11.0).abs() < 0.1, "a measured size follows its measurements: {}", c.predict(8));
+        assert!(c.predict(16) > 2.0 * 5.5 * 0.9, "unseen sizes scale with the machine: {}", c.predict(16));
+        for n in 1..64 {
+            assert!(c.predict(n) <= c.predict(n + 1) + 1e-9, "a larger pass never costs less");
+        }
     }
 
     #[test]
@@ -1255,7 +1321,27 @@ mod tests {
     }
 
     #[test]
-    fn a_size_priced_out_in_a_loud_moment_follows_its_neighbours_back() {
+    fn one_fit_prices_every_size_from_the_others() {
+        // The host runs at twice the calibration's times, measured at sizes 1 and 3 only.
+        let mut c = CostModel::from_points(&[(1, 4.0), (2, 4.4), (4, 5.2), (8, 7.0)]);
+        for _ in 0..40 {
+            c.observe(1, 8.0);
+            c.observe(3, 9.6);
+        }
+        for (n, want) in [(1, 8.0), (2, 8.8), (3, 9.6), (4, 10.4)] {
+            assert!((c.predict(n) - want).abs() < 0.3, "t({n}) = {} against {want}", c.predict(n));
+        }
+        // Then each extra row costs a step more than the calibration said (a longer context).
+        for _ in 0..200 {
+            c.observe(1, 8.0);
+            c.observe(5, 8.0 + 4.0 * 2.0);
+        }
+        let per_row = (c.predict(7) - c.predict(5)) / 2.0;
+        assert!(per_row > 1.5, "the cost per row follows: {per_row}");
+    }
+
+    #[test]
+    fn a_loud_moment_passes() {
         let mut c = CostModel::from_points(&[(1, 4.0), (2, 4.2), (4, 4.8), (8, 7.0)]);
         c.observe(1, 4.0);
         // Three 2-token passes while the host's neighbours load it: t(2) looks dear.
@@ -1264,37 +1350,17 @@ mod tests {
         }
         let loud = c.predict(2);
         assert!(loud > 5.0, "{loud}");
-        // Then only 3-token passes (the policy no longer picks 2): quiet ones.
+        // Then only quiet plain steps and 3-token passes (the policy no longer picks 2).
         for _ in 0..30 {
+            c.observe(1, 4.0);
             c.observe(3, 4.4);
         }
-        assert!(c.predict(2) < 4.5, "t(2) follows t(3) back down: {}", c.predict(2));
+        assert!(c.predict(2) < 4.4, "t(2) follows the others back down: {}", c.predict(2));
         assert!(c.predict(2) <= c.predict(3) + 1e-9 && c.predict(3) <= c.predict(4) + 1e-9);
-        // One pass ten times too slow moves an average as a pass at twice it would.
+        // One pass ten times too slow moves the fit as a pass at twice its prediction would.
         let before = c.predict(3);
         c.observe(3, 44.0);
-        assert!(c.predict(3) <= before * (1.0 + EMA) + 1e-9, "{}", c.predict(3));
-    }
-
-    #[test]
-    fn a_size_not_measured_for_a_while_is_priced_from_the_calibration_again() {
-        let mut c = CostModel::from_points(&[(1, 4.0), (2, 4.4), (4, 5.2)]);
-        c.observe(1, 4.0);
-        // Two-token passes in a loud moment, then only plain steps (the policy stopped drafting).
-        for _ in 0..3 {
-            c.observe(2, 8.0);
-        }
-        for _ in 0..STALE_PASSES - 2 {
-            c.observe(1, 4.0);
-        }
-        assert!(c.predict(2) > 6.0, "still its measured average: {}", c.predict(2));
-        for _ in 0..2 {
-            c.observe(1, 4.0);
-        }
-        assert!((c.predict(2) - 4.4).abs() < 0.1, "the calibration at the plain steps' scale: {}", c.predict(2));
-        // Its next measurement starts a fresh average.
-        c.observe(2, 4.6);
-        assert!((c.predict(2) - 4.6).abs() < 1e-9, "{}", c.predict(2));
+        assert!(c.predict(3) <= before * (1.0 + EMA), "{}", c.predict(3));
     }
 
     #[test]
@@ -1302,12 +1368,39 @@ mod tests {
         // One slow plain step, then only 2-token passes (a policy that drafts every step).
         let mut c = CostModel::from_points(&[(1, 4.0), (2, 4.4)]);
         c.observe(1, 6.0);
-        assert!((c.predict(2) - 6.0).abs() < 1e-9, "floored at the 1-token estimate");
+        assert!(c.predict(2) > 5.0, "{}", c.predict(2));
         for _ in 0..30 {
             c.observe(2, 4.2);
         }
-        assert!((c.predict(2) - 4.2).abs() < 0.01, "{}", c.predict(2));
+        assert!((c.predict(2) - 4.2).abs() < 0.1, "{}", c.predict(2));
         assert!(c.predict(1) <= c.predict(2), "a 1-token pass is never predicted dearer than a 2-token one");
+    }
+
+    #[test]
+    fn greedy_proposals_are_learned_from_whole_once_the_tokens_decide_them() {
+        let cost = CostModel::from_points(&[(1, 1.0), (8, 2.0)]);
+        let mut auto = Auto::with_fixed_cost(Box::new(crate::methods::PromptLookup::default()), cost);
+        // A chain 10, 11, 12 and a sibling 20 of its first token, drafted after 5 tokens.
+        let mut tree = chain(3);
+        tree.push(20, None);
+        let pending = |tree: &DraftTree| Pending { start: 5, tree: tree.clone(), class: 0, nodes: None };
+        auto.pending.push(pending(&tree));
+        let prefix = [0u32, 1, 2, 3, 4];
+        // Two tokens committed, both on the chain: its third node is not decided yet.
+        auto.learn_in_hindsight(&[&prefix[..], &[10, 11]].concat());
+        assert_eq!((auto.pending.len(), auto.accept.tries(0, 1)), (1, 0.0), "waits");
+        auto.learn_in_hindsight(&[&prefix[..], &[10, 11, 12]].concat());
+        assert!(auto.pending.is_empty());
+        // Both first-level nodes were tries, then the chain's 2nd and 3rd: all of it learned,
+        // whatever part of it was verified.
+        assert_eq!([1, 2, 3, 4].map(|d| auto.accept.tries(0, d)), [2.0, 1.0, 1.0, 0.0]);
+        let p3 = auto.accept.p(3, 0);
+        assert!(p3 > 0.5, "{p3}");
+        // A proposal the tokens leave at once is decided by its first token.
+        auto.pending.push(pending(&tree));
+        auto.learn_in_hindsight(&[&prefix[..], &[30]].concat());
+        assert!(auto.pending.is_empty());
+        assert_eq!([1, 2].map(|d| auto.accept.tries(0, d)), [4.0, 1.0]);
     }
 
     #[test]
