@@ -216,7 +216,7 @@ impl CostModel {
         (0..3).map(|i| self.theta[i] * x[i]).sum()
     }
 
-    /// Predicted milliseconds of a pass over `n ≥ 1` tokens (never below a 1-token pass).
+    /// Predicted milliseconds of a pass over `n ≥ 1` tokens (never below a smaller pass).
     pub fn predict(&self, n: usize) -> f64 {
         let n = n.max(1);
         if n > MAX_N {
@@ -225,14 +225,20 @@ impl CostModel {
         let one = self.fit(1).max(1e-3 * self.prior[1]);
         if n == 1 {
             one
-        } else {
+        } else if self.theta[1] >= 0.0 && self.theta[2] >= 0.0 {
+            // Both slopes up (the calibration's curve never falls): the fit grows with `n`.
             self.fit(n).max(one)
+        } else {
+            // A fit tilted by noise is never read as a larger pass costing less.
+            (2..=n).map(|m| self.fit(m)).fold(one, f64::max)
         }
     }
 
     /// Records a measured pass: one recursive-least-squares step of the fit. A pass counts at
     /// most [`OUTLIER`] times its prediction, and each coefficient's variance stays at or below
-    /// its start ([`CostModel::cov0`](CostModel)).
+    /// its start. (Clamping the slopes at zero after each step instead collapsed 5 of 8 replayed
+    /// runs to plain steps: the projection fights the update; [`CostModel::predict`] reads a
+    /// tilted fit as non-decreasing instead.)
     pub fn observe(&mut self, n: usize, ms: f64) {
         if n == 0 || n > MAX_N || !ms.is_finite() || ms <= 0.0 {
             return;
