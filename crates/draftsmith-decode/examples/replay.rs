@@ -29,7 +29,7 @@ use std::collections::BTreeMap;
 use draftsmith_core::DraftTree;
 use draftsmith_decode::methods::{NgramTrie, NgramTrieConfig, PromptLookup};
 use draftsmith_decode::sampling::SamplingConfig;
-use draftsmith_decode::spec::{verify_greedy, Auto, Clock, CostModel};
+use draftsmith_decode::spec::{known_next, verify_greedy, Auto, Clock, CostModel};
 use draftsmith_decode::{DraftContext, Proposer, Verified};
 
 /// Session 61's context tasks (Intel Xeon, SmolLM2-135M): the n-gram trie's mean verify ms of a
@@ -66,14 +66,6 @@ impl Proposer for Timed {
     fn observe_verified(&mut self, ctx: &DraftContext<'_>, tree: &DraftTree, verified: &Verified<'_>) {
         self.inner.observe_verified(ctx, tree, verified);
     }
-}
-
-/// The target's greedy token after each node of `tree` when the answer from here is `truth`:
-/// the answer's token one level below the node's depth (off the answer's path the target's own
-/// token is unknown; this stand-in never lies on an accepted path, and the copying methods do
-/// not read it).
-fn next_tokens(tree: &DraftTree, truth: &[u32]) -> Vec<u32> {
-    tree.depths().iter().map(|&d| truth.get(d).copied().unwrap_or(u32::MAX)).collect()
 }
 
 /// The bucket of a pass's draft size for its after-effect on the next pass: 0–3, 4–7, 8+ nodes.
@@ -182,7 +174,7 @@ fn replay(
             let factor = noise.as_mut().map_or(1.0, |z| z.next(tree.len()));
             clock.advance(cost.predict(1 + tree.len()) * factor);
             let truth = &all[tokens.len()..];
-            let next = next_tokens(&tree, truth);
+            let next = known_next(&tree, truth);
             let path = verify_greedy(&tree, truth[0], &next).path;
             auto.observe_verified(&ctx, &tree, &Verified { accepted: &path, root_next: truth[0], node_next: &next });
             t.ms += clock.now_ms() - before;

@@ -162,10 +162,15 @@ pub struct CostModel {
     theta: [f64; 3],
     /// Their covariance.
     cov: [[f64; 3]; 3],
-    /// The covariance it starts from, and its bound on each coefficient's variance: without
-    /// one, a direction the measured sizes do not excite (plain steps alone say nothing of the
-    /// cost per row) would grow under the forgetting until one pass swung it.
-    cov0: [f64; 3],
+}
+
+/// The cost fit's prior variance of each coefficient for a calibrated one-token pass of `t1` ms:
+/// the offset within half a step, the scale within half of one, the cost per row within a
+/// tenth of a step (one standard deviation each). The fit starts from them and is kept at or
+/// below them: without a bound, a direction the measured sizes do not excite (plain steps alone
+/// say nothing of the cost per row) would grow under the forgetting until one pass swung it.
+fn prior_variances(t1: f64) -> [f64; 3] {
+    [0.25 * t1 * t1, 0.25, 0.01 * t1 * t1]
 }
 
 impl CostModel {
@@ -195,15 +200,9 @@ impl CostModel {
                 }
             })
             .collect();
-        // A priori: the offset within half a calibrated step, the scale within half of one, the
-        // cost per row within a tenth of a step (one standard deviation each).
-        let t1 = prior[1];
-        let cov0 = [0.25 * t1 * t1, 0.25, 0.01 * t1 * t1];
-        let mut cov = [[0.0; 3]; 3];
-        for (i, row) in cov.iter_mut().enumerate() {
-            row[i] = cov0[i];
-        }
-        Self { prior, theta: [0.0, 1.0, 0.0], cov, cov0 }
+        let cov0 = prior_variances(prior[1]);
+        let cov = std::array::from_fn(|i| std::array::from_fn(|j| if i == j { cov0[i] } else { 0.0 }));
+        Self { prior, theta: [0.0, 1.0, 0.0], cov }
     }
 
     /// The fit's regressors for a pass over `n` tokens.
@@ -236,9 +235,9 @@ impl CostModel {
 
     /// Records a measured pass: one recursive-least-squares step of the fit. A pass counts at
     /// most [`OUTLIER`] times its prediction, and each coefficient's variance stays at or below
-    /// its start. (Clamping the slopes at zero after each step instead collapsed 5 of 8 replayed
-    /// runs to plain steps: the projection fights the update; [`CostModel::predict`] reads a
-    /// tilted fit as non-decreasing instead.)
+    /// its prior ([`prior_variances`]). (Clamping the slopes at zero after each step instead
+    /// collapsed 5 of 8 replayed runs to plain steps: the projection fights the update;
+    /// [`CostModel::predict`] reads a tilted fit as non-decreasing instead.)
     pub fn observe(&mut self, n: usize, ms: f64) {
         if n == 0 || n > MAX_N || !ms.is_finite() || ms <= 0.0 {
             return;
@@ -254,9 +253,10 @@ impl CostModel {
             *t += g * error;
         }
         self.cov = std::array::from_fn(|i| std::array::from_fn(|j| (c[i][j] - gain[i] * cx[j]) / COST_FORGET));
-        for i in 0..3 {
-            if self.cov[i][i] > self.cov0[i] {
-                let f = (self.cov0[i] / self.cov[i][i]).sqrt();
+        let cov0 = prior_variances(self.prior[1]);
+        for (i, &bound) in cov0.iter().enumerate() {
+            if self.cov[i][i] > bound {
+                let f = (bound / self.cov[i][i]).sqrt();
                 for j in 0..3 {
                     self.cov[i][j] *= f;
                     self.cov[j][i] *= f;
@@ -947,8 +947,7 @@ impl Auto {
         let accept = &mut self.accept;
         self.pending.retain(|p| {
             let Some(truth) = tokens.get(p.start..).filter(|t| !t.is_empty()) else { return true };
-            let next: Vec<u32> = p.tree.depths().iter().map(|&d| truth.get(d).copied().unwrap_or(u32::MAX)).collect();
-            let path = super::verify::verify_greedy(&p.tree, truth[0], &next).path;
+            let path = super::verify::greedy_path(&p.tree, truth);
             let deepest = p.tree.depths().iter().copied().max().unwrap_or(0);
             if path.len() < truth.len() || truth.len() >= deepest {
                 accept.observe_nodes(p.class, p.nodes.as_deref(), &p.tree, &path);

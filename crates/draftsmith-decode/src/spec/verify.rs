@@ -28,6 +28,22 @@ pub fn verify_greedy(tree: &DraftTree, root_next: u32, node_next: &[u32]) -> Acc
     Acceptance { path, bonus }
 }
 
+/// [`verify_greedy`]'s `node_next` when the target's greedy continuation from the root is known
+/// to be `truth` (its first token after the root, then the next, …): after a node at depth `d`,
+/// `truth[d]` — right on the continuation's path, a stand-in off it (no node there is accepted
+/// whatever follows it), `u32::MAX` past the end of `truth`. How a replay, or a policy learning
+/// in hindsight, judges a draft after the fact.
+pub fn known_next(tree: &DraftTree, truth: &[u32]) -> Vec<u32> {
+    tree.depths().iter().map(|&d| truth.get(d).copied().unwrap_or(u32::MAX)).collect()
+}
+
+/// The path [`verify_greedy`] accepts when the target's greedy continuation is known to be
+/// `truth` ([`known_next`]): a node at depth `d` is accepted when its path spells `truth[..d]`.
+pub fn greedy_path(tree: &DraftTree, truth: &[u32]) -> Vec<usize> {
+    let Some(&root_next) = truth.first() else { return Vec::new() };
+    verify_greedy(tree, root_next, &known_next(tree, truth)).path
+}
+
 /// The deepest accepted path below `parent` whose first token must be `want`.
 fn deepest(
     tree: &DraftTree,
