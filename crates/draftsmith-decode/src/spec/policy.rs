@@ -140,11 +140,15 @@ const CATCH_UP_MIN: usize = 8;
 const DEPTHS: usize = 16;
 const RANKS: usize = 4;
 
-/// The time of a target pass over `n` tokens, in milliseconds: the start-up calibration's curve
-/// `c(n)` fitted to the measured passes as `θ₀ + θ₁ · c(n) + θ₂ · (n − 1)` — an offset (what a
-/// decoding step adds to a calibration pass: the caches the drafter and the sampler leave
-/// cold), the machine's scale, and a cost per row beyond the calibration's (attention over the
-/// growing context) — by recursive least squares with forgetting ([`COST_FORGET`]).
+/// The time of a target pass over `n` tokens after `L` cached ones, in milliseconds: the
+/// start-up calibration's curve `c(n)` (timed after `L₀` cached tokens) fitted to the measured
+/// passes as `θ₀ + θ₁ · c(n) + θ₂ · (n − 1) + (θ₃ + θ₄ · (n − 1)) · (L − L₀) / 1000` — an offset
+/// (what a decoding step adds to a calibration pass: the caches the drafter and the sampler
+/// leave cold), the machine's scale, a cost per row beyond the calibration's, and what the
+/// attention over a longer context adds to a pass and to each of its rows — by recursive least
+/// squares with forgetting ([`COST_FORGET`]). The context terms keep the fit from lagging a
+/// cost that grows with the text: without them, over TokenSwift's 4096 tokens after a
+/// 1536-token prompt its predictions ran at 0.77–0.78 of the measured passes (session 63).
 ///
 /// One fit for every size, not an average per size: a pass's time moves ±24 % from step to step
 /// on the 2-core Xeon (a records file's verify ms over its size's mean), and averages per size
@@ -158,19 +162,38 @@ const RANKS: usize = 4;
 pub struct CostModel {
     /// Calibrated time per size (index `n`; interpolated between the calibrated sizes).
     prior: Vec<f64>,
+    /// The cached tokens the calibration's passes followed (`L₀`).
+    calibrated_at: usize,
+    /// The cached tokens of the passes priced and observed now ([`CostModel::at_context`]).
+    context: usize,
     /// The fit's coefficients `θ`.
-    theta: [f64; 3],
+    theta: [f64; FIT],
     /// Their covariance.
-    cov: [[f64; 3]; 3],
+    cov: [[f64; FIT]; FIT],
 }
+
+/// Coefficients of the cost fit ([`CostModel`]).
+const FIT: usize = 5;
+
+/// The cached tokens a calibration from bare points is taken to have followed (what
+/// [`CostModel::calibrate`]'s plan uses for a model of SmolLM2's speed).
+const CALIBRATED_AT: usize = 64;
 
 /// The cost fit's prior variance of each coefficient for a calibrated one-token pass of `t1` ms:
 /// the offset within half a step, the scale within half of one, the cost per row within a
-/// tenth of a step (one standard deviation each). The fit starts from them and is kept at or
-/// below them: without a bound, a direction the measured sizes do not excite (plain steps alone
-/// say nothing of the cost per row) would grow under the forgetting until one pass swung it.
-fn prior_variances(t1: f64) -> [f64; 3] {
-    [0.25 * t1 * t1, 0.25, 0.01 * t1 * t1]
+/// tenth of a step, per 1000 more cached tokens half a step more per pass and a twentieth of
+/// one more per row (one standard deviation each; SmolLM2-135M on the 2-core Xeon adds ~0.45
+/// and ~0.1, `bench ar --contexts 64,512`, session 64). The fit starts from them and is kept at
+/// or below them: without a bound, a direction the measured passes do not excite (plain steps
+/// alone say nothing of the cost per row, one context nothing of the context's) would grow
+/// under the forgetting until one pass swung it. The last is kept narrow: a TokenSwift run
+/// starts 1.5 k tokens past the calibration, where with three times this deviation its first
+/// few small drafts put most of their error on it and priced 14-token trees 12 % above what
+/// they cost (one of two runs then drafted 3-token trees for its first quarter, 3.37× against
+/// 3.83× beside it).
+fn prior_variances(t1: f64) -> [f64; FIT] {
+    let t2 = t1 * t1;
+    [0.25 * t2, 0.25, 0.01 * t2, 0.25 * t2, 0.0025 * t2]
 }
 
 impl CostModel {
@@ -202,17 +225,36 @@ impl CostModel {
             .collect();
         let cov0 = prior_variances(prior[1]);
         let cov = std::array::from_fn(|i| std::array::from_fn(|j| if i == j { cov0[i] } else { 0.0 }));
-        Self { prior, theta: [0.0, 1.0, 0.0], cov }
+        let mut theta = [0.0; FIT];
+        theta[1] = 1.0;
+        Self { prior, calibrated_at: CALIBRATED_AT, context: CALIBRATED_AT, theta, cov }
+    }
+
+    /// The same calibration, timed after `cached` tokens (`L₀`; also the context priced until
+    /// [`CostModel::at_context`] says otherwise).
+    pub fn calibrated_at(self, cached: usize) -> Self {
+        Self { calibrated_at: cached, context: cached, ..self }
+    }
+
+    /// Prices and observes the passes that follow `cached` tokens from now on.
+    pub fn at_context(&mut self, cached: usize) {
+        self.context = cached;
+    }
+
+    /// Thousands of cached tokens beyond the calibration's.
+    fn extra_context(&self) -> f64 {
+        (self.context as f64 - self.calibrated_at as f64) / 1000.0
     }
 
     /// The fit's regressors for a pass over `n` tokens.
-    fn features(&self, n: usize) -> [f64; 3] {
-        [1.0, self.prior[n], (n - 1) as f64]
+    fn features(&self, n: usize) -> [f64; FIT] {
+        let (rows, l) = ((n - 1) as f64, self.extra_context());
+        [1.0, self.prior[n], rows, l, rows * l]
     }
 
     fn fit(&self, n: usize) -> f64 {
         let x = self.features(n);
-        (0..3).map(|i| self.theta[i] * x[i]).sum()
+        (0..FIT).map(|i| self.theta[i] * x[i]).sum()
     }
 
     /// Predicted milliseconds of a pass over `n ≥ 1` tokens (never below a smaller pass).
@@ -224,7 +266,7 @@ impl CostModel {
         let one = self.fit(1).max(1e-3 * self.prior[1]);
         if n == 1 {
             one
-        } else if self.theta[1] >= 0.0 && self.theta[2] >= 0.0 {
+        } else if self.theta[1] >= 0.0 && self.theta[2] + self.theta[4] * self.extra_context() >= 0.0 {
             // Both slopes up (the calibration's curve never falls): the fit grows with `n`.
             self.fit(n).max(one)
         } else {
@@ -246,9 +288,9 @@ impl CostModel {
         let predicted = self.predict(n);
         let error = ms.min(OUTLIER * predicted) - self.fit(n);
         let c = self.cov;
-        let cx: [f64; 3] = std::array::from_fn(|i| (0..3).map(|j| c[i][j] * x[j]).sum());
-        let denom = COST_FORGET + (0..3).map(|i| x[i] * cx[i]).sum::<f64>();
-        let gain: [f64; 3] = std::array::from_fn(|i| cx[i] / denom);
+        let cx: [f64; FIT] = std::array::from_fn(|i| (0..FIT).map(|j| c[i][j] * x[j]).sum());
+        let denom = COST_FORGET + (0..FIT).map(|i| x[i] * cx[i]).sum::<f64>();
+        let gain: [f64; FIT] = std::array::from_fn(|i| cx[i] / denom);
         for (t, g) in self.theta.iter_mut().zip(gain) {
             *t += g * error;
         }
@@ -257,7 +299,7 @@ impl CostModel {
         for (i, &bound) in cov0.iter().enumerate() {
             if self.cov[i][i] > bound {
                 let f = (bound / self.cov[i][i]).sqrt();
-                for j in 0..3 {
+                for j in 0..FIT {
                     self.cov[i][j] *= f;
                     self.cov[j][i] *= f;
                 }
@@ -270,17 +312,18 @@ impl CostModel {
     /// fit in well under a second ([`Plan`]), measured once per process, model shape and engine
     /// path.
     pub fn calibrate<B: Backend>(model: &Model<B>) -> Self {
-        /// Measured (tree size, ms) points per model shape and activation mode.
-        type Calibrations = Vec<(String, Vec<(usize, f64)>)>;
+        /// Measured (tree size, ms) points and the cached tokens they followed, per model shape
+        /// and activation mode.
+        type Calibrations = Vec<(String, (Vec<(usize, f64)>, usize))>;
         static CACHE: OnceLock<Mutex<Calibrations>> = OnceLock::new();
         let key = format!("{:?} {:?}", model.config(), model.activations());
         let cache = CACHE.get_or_init(|| Mutex::new(Vec::new()));
-        if let Some((_, pts)) = cache.lock().expect("cost cache").iter().find(|(k, _)| *k == key) {
-            return Self::from_points(pts);
+        if let Some((_, (pts, at))) = cache.lock().expect("cost cache").iter().find(|(k, _)| *k == key) {
+            return Self::from_points(pts).calibrated_at(*at);
         }
-        let pts = measure(model).unwrap_or_else(|| vec![(1, 1.0), (64, 64.0)]);
-        cache.lock().expect("cost cache").push((key, pts.clone()));
-        Self::from_points(&pts)
+        let (pts, at) = measure(model).unwrap_or_else(|| (vec![(1, 1.0), (64, 64.0)], CALIBRATED_AT));
+        cache.lock().expect("cost cache").push((key, (pts.clone(), at)));
+        Self::from_points(&pts).calibrated_at(at)
     }
 }
 
@@ -343,18 +386,18 @@ impl Plan {
     }
 }
 
-/// Times chains of the sizes of `model`'s calibration [`Plan`], the fastest run of each (`None`
-/// if the model cannot run them). The fastest, not the median (of two runs, the slower): a price
+/// Times chains of the sizes of `model`'s calibration [`Plan`], the fastest run of each, and
+/// the cached tokens they followed (`None` if the model cannot run them). The fastest, not the median (of two runs, the slower): a price
 /// set too low is corrected by the next drafted pass of that size, one set too high in a loud
 /// moment keeps the policy from drafting that size, so from measuring it (the fit over the
 /// other sizes then corrects it only through the coefficients they share).
-fn measure<B: Backend>(model: &Model<B>) -> Option<Vec<(usize, f64)>> {
+fn measure<B: Backend>(model: &Model<B>) -> Option<(Vec<(usize, f64)>, usize)> {
     use crate::cost::{cached_context, probe_step, time_passes, DraftShape};
     let t1 = probe_step(model).ok()?;
     let plan = Plan::for_model(model.config().max_position_embeddings, t1);
     let mut cache = cached_context(model, plan.context, *plan.sizes.last()?).ok()?;
     let timings = time_passes(model, &mut cache, DraftShape::Chain, &plan.sizes, plan.rounds).ok()?;
-    Some(timings.iter().map(|t| (t.n, t.min_ms)).collect())
+    Some((timings.iter().map(|t| (t.n, t.min_ms)).collect(), plan.context))
 }
 
 /// Beta counts of "accepted given the parent was", by draft class (the method's own signal for
@@ -1086,6 +1129,8 @@ impl Proposer for Auto {
     }
 
     fn propose(&mut self, ctx: &DraftContext<'_>) -> Result<DraftTree, crate::DecodeError> {
+        // The target's cache holds every token but the last: this step's passes follow those.
+        self.cost.at_context(ctx.tokens.len().saturating_sub(1));
         self.learn_in_hindsight(ctx.tokens);
         let depth_range = self.inner.depth_range();
         // The method's own signal for this draft (cheap, known before it drafts).
@@ -1243,6 +1288,7 @@ impl Proposer for Auto {
         if let Some((predicted, at)) = self.last.take() {
             let measured = self.clock.now_ms() - at;
             if self.learn_cost {
+                self.cost.at_context(ctx.tokens.len().saturating_sub(1));
                 self.cost.observe(tree.len() + 1, measured);
             }
             if tree.is_empty() {
@@ -1343,6 +1389,34 @@ mod tests {
         }
         let per_row = (c.predict(7) - c.predict(5)) / 2.0;
         assert!(per_row > 1.5, "the cost per row follows: {per_row}");
+    }
+
+    #[test]
+    fn the_fit_keeps_up_with_a_growing_context() {
+        // SmolLM2-like: a 2.3 ms step calibrated after 64 tokens; a pass costs 1 ms more per 1000
+        // cached tokens and each row 0.25 ms more, as the context grows from 1600 to 5600 tokens
+        // over 1000 passes of 1 to 8 tokens (TokenSwift's runs).
+        let calib = [(1, 2.3), (2, 2.5), (4, 3.0), (8, 4.5), (16, 7.5)];
+        let mut c = CostModel::from_points(&calib).calibrated_at(64);
+        let true_ms = |n: usize, cached: usize| {
+            let base = CostModel::from_points(&calib).predict(n);
+            let l = (cached as f64 - 64.0) / 1000.0;
+            base + l * (1.0 + 0.25 * (n - 1) as f64)
+        };
+        let mut worst: f64 = 0.0;
+        for step in 0..1000 {
+            let cached = 1600 + 4 * step;
+            c.at_context(cached);
+            let n = 1 + step % 8;
+            if step >= 500 {
+                worst = worst.max((c.predict(n) / true_ms(n, cached) - 1.0).abs());
+            }
+            c.observe(n, true_ms(n, cached));
+        }
+        assert!(worst < 0.05, "predictions within 5 % once the fit has seen the growth: {worst}");
+        // A pass at the calibration's context still costs about what the calibration said.
+        c.at_context(64);
+        assert!((c.predict(1) - 2.3).abs() < 0.3, "{}", c.predict(1));
     }
 
     #[test]
