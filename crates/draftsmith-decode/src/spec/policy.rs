@@ -387,10 +387,11 @@ impl Plan {
 }
 
 /// Times chains of the sizes of `model`'s calibration [`Plan`], the fastest run of each, and
-/// the cached tokens they followed (`None` if the model cannot run them). The fastest, not the median (of two runs, the slower): a price
-/// set too low is corrected by the next drafted pass of that size, one set too high in a loud
-/// moment keeps the policy from drafting that size, so from measuring it (the fit over the
-/// other sizes then corrects it only through the coefficients they share).
+/// the cached tokens they followed (`None` if the model cannot run them). The fastest, not the
+/// median (of two runs, the slower): a price set too low is corrected by the next drafted pass
+/// of that size, one set too high in a loud moment keeps the policy from drafting that size, so
+/// from measuring it (the fit over the other sizes then corrects it only through the
+/// coefficients they share).
 fn measure<B: Backend>(model: &Model<B>) -> Option<(Vec<(usize, f64)>, usize)> {
     use crate::cost::{cached_context, probe_step, time_passes, DraftShape};
     let t1 = probe_step(model).ok()?;
@@ -1288,7 +1289,7 @@ impl Proposer for Auto {
         if let Some((predicted, at)) = self.last.take() {
             let measured = self.clock.now_ms() - at;
             if self.learn_cost {
-                self.cost.at_context(ctx.tokens.len().saturating_sub(1));
+                // At the context `propose` set: the driver passes this step's context to both.
                 self.cost.observe(tree.len() + 1, measured);
             }
             if tree.is_empty() {
