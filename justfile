@@ -87,7 +87,7 @@ tokenswift-lengths prompt="0" max="8192" sampled_max="8192": build
 # Writes under eval/runs/ (not in git; `just eval --results DIR` elsewhere), so a freshly trained
 # drafter is evaluated afresh; the recorded run of this recipe is eval/results/redrafter-demo.
 eval *args="": build
-    {{bin}} reproduce recipes/redrafter-demo.toml {{ if args =~ '(^| )--results' { "" } else { "--results eval/runs" } }} {{args}}
+    {{bin}} reproduce recipes/redrafter-demo.toml --results eval/runs {{args}}
 
 # The whole pipeline on the default model: fetch → distill → hidden states → train → eval → report.
 # (`hidden` runs the target over the data once, batched; training reads the states back.)

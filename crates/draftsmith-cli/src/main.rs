@@ -17,8 +17,12 @@ use anyhow::Result;
 use clap::{Parser, Subcommand};
 
 /// Train small drafters for a frozen target model and decode faster without changing a token.
+///
+/// An option given twice takes its last value, in every subcommand (`args_override_self`), so a
+/// `just` recipe that passes its own default before the user's arguments (`just distill --out
+/// …`) is overridden rather than refused.
 #[derive(Debug, Parser)]
-#[command(name = "draftsmith", version, about)]
+#[command(name = "draftsmith", version, about, args_override_self = true)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -96,7 +100,22 @@ fn run(command: Command) -> Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::report;
+    use clap::{CommandFactory, Parser};
+
+    use super::{report, Cli, Command};
+
+    #[test]
+    fn an_option_given_twice_takes_its_last_value_in_every_subcommand() {
+        let cli =
+            Cli::try_parse_from(["draftsmith", "distill", "--model", "a", "--out", "x", "--model", "b", "--out", "y"])
+                .unwrap();
+        let Command::Distill(args) = cli.command else { panic!("not distill") };
+        let text = format!("{args:?}");
+        assert!(text.contains("\"y\"") && !text.contains("\"x\""), "{text}");
+        // A nested subcommand too.
+        Cli::try_parse_from(["draftsmith", "train", "tokenswift", "--out", "p", "--out", "q"]).unwrap();
+        Cli::command().debug_assert();
+    }
 
     #[test]
     fn a_cause_already_in_the_message_is_not_repeated() {
