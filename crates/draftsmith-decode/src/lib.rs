@@ -16,7 +16,9 @@ pub use ar::{generate, prefill, Generation, StopReason};
 pub use drafters::{target_identity, LoadedDrafters};
 pub use error::DecodeError;
 pub use method::{Method, Needs};
-pub use registry::{build_proposer, build_proposer_with, validate_method, DraftWeights, Drafters, MethodParams};
+pub use registry::{
+    build_proposer, build_proposer_with, check_drafters, validate_method, DraftWeights, Drafters, MethodParams,
+};
 pub use sampling::{Sampler, SamplingConfig};
 pub use spec::{
     generate_speculative, generate_speculative_sampled, generate_speculative_with, DraftContext, DraftCost,

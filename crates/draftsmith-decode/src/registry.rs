@@ -256,6 +256,45 @@ fn tree_nodes(counts: &[usize]) -> usize {
     })
 }
 
+/// Checks that `drafters` hold what `method` drafts with — TokenSwift heads, a ReDrafter, or a
+/// draft model — so a run can refuse a wrong `--drafter` before it writes anything.
+pub fn check_drafters<B: Backend>(
+    method: Method,
+    params: &MethodParams,
+    drafters: Drafters<'_, B>,
+) -> Result<(), DecodeError> {
+    let invalid = |param: &'static str, value: Option<&String>, problem: &str| {
+        Err(DecodeError::InvalidParam {
+            method: method.to_string(),
+            param,
+            value: value.cloned().unwrap_or_else(|| "not loaded".into()),
+            problem: problem.into(),
+        })
+    };
+    match method {
+        Method::TokenSwift if drafters.tokenswift.is_none() => invalid(
+            "drafter",
+            params.drafter.as_ref(),
+            match drafters.redrafter {
+                Some(_) => "holds a ReDrafter, not TokenSwift heads (train heads with `train tokenswift`)",
+                None => "this method needs trained TokenSwift heads (--drafter)",
+            },
+        ),
+        Method::ReDrafter if drafters.redrafter.is_none() => invalid(
+            "drafter",
+            params.drafter.as_ref(),
+            match drafters.tokenswift {
+                Some(_) => "holds TokenSwift heads, not a ReDrafter (train one with `train redrafter`)",
+                None => "this method needs a trained drafter (--drafter)",
+            },
+        ),
+        m if m.uses_draft_model() && drafters.draft_model.is_none() => {
+            invalid("draft_model", None, "this method needs a drafter (--draft-model)")
+        }
+        _ => Ok(()),
+    }
+}
+
 /// Builds the proposer of `method` for `target`, with the loaded drafters the method needs.
 pub fn build_proposer_with<B: Backend>(
     method: Method,
@@ -278,17 +317,9 @@ fn build_method<B: Backend>(
     drafters: Drafters<'_, B>,
 ) -> Result<Option<Box<dyn Proposer>>, DecodeError> {
     validate_method(method, params)?;
+    check_drafters(method, params, drafters)?;
     let drafter = drafters.draft_model;
-    if method == Method::TokenSwift {
-        let loaded = drafters.tokenswift.ok_or_else(|| DecodeError::InvalidParam {
-            method: method.to_string(),
-            param: "drafter",
-            value: params.drafter.clone().unwrap_or_else(|| "not loaded".into()),
-            problem: match drafters.redrafter {
-                Some(_) => "holds a ReDrafter, not TokenSwift heads (train heads with `train tokenswift`)".into(),
-                None => "this method needs trained TokenSwift heads (--drafter)".into(),
-            },
-        })?;
+    if let (Method::TokenSwift, Some(loaded)) = (method, drafters.tokenswift) {
         let auto = params.draft_policy == DraftPolicy::Auto;
         let kv_mode = params.kv_mode.unwrap_or(if auto { KvMode::VerifyPass } else { KvMode::Dynamic });
         // Under `auto` verify-pass offers long copies, which the policy prunes to what pays;
@@ -310,16 +341,7 @@ fn build_method<B: Backend>(
         };
         return Ok(Some(Box::new(TokenSwiftProposer::new(target, loaded, settings)?)));
     }
-    if method == Method::ReDrafter {
-        let loaded = drafters.redrafter.ok_or_else(|| DecodeError::InvalidParam {
-            method: method.to_string(),
-            param: "drafter",
-            value: params.drafter.clone().unwrap_or_else(|| "not loaded".into()),
-            problem: match drafters.tokenswift {
-                Some(_) => "holds TokenSwift heads, not a ReDrafter (train one with `train redrafter`)".into(),
-                None => "this method needs a trained drafter (--drafter)".into(),
-            },
-        })?;
+    if let (Method::ReDrafter, Some(loaded)) = (method, drafters.redrafter) {
         let settings = ReDrafterSettings {
             beam_width: params.beam_width,
             beam_length: params.beam_length,
@@ -328,12 +350,7 @@ fn build_method<B: Backend>(
         return Ok(Some(with_copy(method, params, Box::new(ReDrafterProposer::new(target, loaded, settings)?))));
     }
     let draft_model = |precut: bool, reuse: bool| -> Result<DraftModel<B>, DecodeError> {
-        let model = drafter.ok_or_else(|| DecodeError::InvalidParam {
-            method: method.to_string(),
-            param: "draft_model",
-            value: "not loaded".into(),
-            problem: "this method needs a drafter (--draft-model)".into(),
-        })?;
+        let model = drafter.expect("check_drafters: the draft-model methods have one");
         let config = DraftModelConfig {
             lambda: params.draft_len,
             precut: precut.then(PreCutConfig::default),
@@ -514,6 +531,24 @@ mod tests {
         let err =
             build_proposer(Method::PromptLookup, &MethodParams { draft_len: 0, ..params }).err().unwrap().to_string();
         assert!(err.contains("draft_len"), "{err}");
+    }
+
+    #[test]
+    fn a_method_without_the_drafter_it_drafts_with_is_refused_by_name() {
+        let none = Drafters::<burn::backend::Flex>::none();
+        let params = MethodParams { drafter: Some("ckpt".into()), ..MethodParams::default() };
+        for (method, param, what) in [
+            (Method::TokenSwift, "drafter", "TokenSwift heads"),
+            (Method::ReDrafter, "drafter", "trained drafter"),
+            (Method::DraftModel, "draft_model", "--draft-model"),
+            (Method::PostUsePreCut, "draft_model", "--draft-model"),
+        ] {
+            let err = check_drafters(method, &params, none).unwrap_err().to_string();
+            assert!(err.contains(param) && err.contains(what), "{method}: {err}");
+        }
+        for method in [Method::Ar, Method::PromptLookup, Method::NgramTrie, Method::TokenCache] {
+            assert!(check_drafters(method, &params, none).is_ok(), "{method} drafts without one");
+        }
     }
 
     #[test]

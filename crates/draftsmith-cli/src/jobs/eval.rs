@@ -38,6 +38,10 @@ fn run_on<B: Backend>(args: &EvalArgs, device: &B::Device) -> Result<()> {
     let out = args.out.clone().unwrap_or_else(|| PathBuf::from(DEFAULT_RUNS_DIR).join(utc_stamp()));
     let loaded = args.model.load::<B>(device)?;
     let drafters = crate::method_args::load_drafters(&params, &loaded, &args.model, device)?;
+    // A wrong drafter is refused before the run's directory is written.
+    for &m in &methods {
+        draftsmith_decode::check_drafters(m, &params, drafters.as_drafters())?;
+    }
     let prompts = draftsmith_eval::encode_prompts(&loaded.tokenizer, &set.prompts, !args.no_chat_template)?;
     let command_line = command_line();
     let manifest = Manifest {
