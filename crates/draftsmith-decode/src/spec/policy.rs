@@ -175,8 +175,8 @@ pub struct CostModel {
 /// Coefficients of the cost fit ([`CostModel`]).
 const FIT: usize = 5;
 
-/// The cached tokens a calibration from bare points is taken to have followed (what
-/// [`CostModel::calibrate`]'s plan uses for a model of SmolLM2's speed).
+/// The cached tokens the calibration's passes follow ([`Plan::for_model`]: fewer for a slow
+/// model or a short window), and what a calibration from bare points is taken to have followed.
 const CALIBRATED_AT: usize = 64;
 
 /// The cost fit's prior variance of each coefficient for a calibrated one-token pass of `t1` ms:
@@ -355,7 +355,7 @@ impl Plan {
     /// points, and corrects every size it drafts from its measured passes.
     fn for_model(max_positions: usize, t1: f64) -> Self {
         use crate::cost::Rounds;
-        let context = 64.min(max_positions / 4).max(1);
+        let context = CALIBRATED_AT.min(max_positions / 4).max(1);
         let sizes: Vec<usize> =
             [1, 2, 4, 8, 16, 32, 64].into_iter().filter(|&n| context + n + 1 < max_positions).collect();
         let full = Plan { context, sizes: sizes.clone(), rounds: Rounds::full(2) };
