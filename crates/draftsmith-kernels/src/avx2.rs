@@ -265,12 +265,29 @@ unsafe fn q6_k<const C: usize>(w: Group<'_>, a: PackedTile<'_>, out: &mut TileOu
 /// int8 activations, Zen 4, 2 threads, best of 16): n = 2 / 3 / 4 / 8 rows 34.2 / 36.6 / 39.0 /
 /// 48.0 ms with `T0` against 33.5 / 33.7 / 34.1 / 45.1 ms with `T1`; one row 32.9 ms either way;
 /// SmolLM2-135M's step unchanged (within 0.1 ms).
+///
+/// Before that, the quants and scales [`L1_AHEAD`] blocks further on in this group (past its
+/// end: the next group's first, contiguous in memory) into L1 (`T0`), from where the `T1`
+/// prefetch left them: without it each block's loads from L2 trickle in one by one between
+/// its dot products, and the weight stream from memory waits with them. Qwen2.5-1.5B's layer
+/// shapes streamed on one thread of the AMX Xeon (session 66,
+/// `eval/results/session66-xeon/`): 1 / 2 / 4 / 8 rows 56 / 60–62 / 68 / 77.5 ms against
+/// 61 / 65–67 / 74 / 83.6 without.
 #[inline(always)]
 pub(crate) fn prefetch_block(w: &Group<'_>, f: QFormat, b: usize) {
+    let (tb, ts) = (tile_bytes(f), tile_scales(f));
+    // A prefetch never faults, and `wrapping_add` keeps the address arithmetic defined when it
+    // runs past the group (or the matrix).
+    let near = w.quants.as_ptr().wrapping_add((b + L1_AHEAD) * tb);
+    for line in (0..tb).step_by(64) {
+        // SAFETY: prefetching is a hint; any address is allowed.
+        unsafe { _mm_prefetch::<_MM_HINT_T0>(near.wrapping_add(line).cast()) };
+    }
+    // SAFETY: as above.
+    unsafe { _mm_prefetch::<_MM_HINT_T0>(w.scales.as_ptr().wrapping_add((b + L1_AHEAD) * ts).cast()) };
     if !w.prefetch() {
         return;
     }
-    let (tb, ts) = (tile_bytes(f), tile_scales(f));
     // SAFETY: `prefetch()` guarantees the next group has this group's shape, so both addresses
     // are in bounds (and a prefetch never faults anyway).
     unsafe {
@@ -281,6 +298,9 @@ pub(crate) fn prefetch_block(w: &Group<'_>, f: QFormat, b: usize) {
         _mm_prefetch::<_MM_HINT_T1>(w.next.1.as_ptr().add(b * ts).cast());
     }
 }
+
+/// Blocks ahead of the current one whose quants and scales [`prefetch_block`] brings into L1.
+const L1_AHEAD: usize = 4;
 
 /// Quantizes consecutive 32-value blocks of `x`; bit-identical to
 /// [`quantize_block_scalar`](crate::act::quantize_block_scalar).
