@@ -1,4 +1,5 @@
-//! llama.cpp beside the engine: `scripts/bench_llamacpp.py` (llama-cpp-python) on the same GGUF,
+//! llama.cpp beside the engine: `scripts/bench_llamacpp.py` (llama-cpp-python, the script built
+//! into the binary) on the same GGUF,
 //! timing one prompt per request so the two engines alternate prompt by prompt.
 
 use std::io::{BufRead, BufReader, Write};
@@ -60,10 +61,15 @@ impl RatioSpread {
     }
 }
 
+/// `scripts/bench_llamacpp.py`, built into the binary and run with `python3 -c`, so
+/// `--vs-llamacpp` works wherever the binary runs, not only beside the source tree it was built
+/// from (a binary that looked for the file there failed once the tree had moved).
+const SCRIPT: &str = include_str!("../../../../scripts/bench_llamacpp.py");
+
 impl LlamaCpp {
-    /// The script in this source tree.
+    /// How errors name the script.
     pub fn script() -> PathBuf {
-        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../scripts/bench_llamacpp.py")
+        PathBuf::from("scripts/bench_llamacpp.py (built in, run with `python3 -c`)")
     }
 
     /// Starts the script on the GGUF file `model` and reads its first line.
@@ -73,7 +79,8 @@ impl LlamaCpp {
         }
         let script = Self::script();
         let mut child = Command::new("python3")
-            .arg(&script)
+            .arg("-c")
+            .arg(SCRIPT)
             .arg("--model")
             .arg(model)
             .stdin(Stdio::piped())
@@ -129,6 +136,7 @@ mod tests {
     fn a_model_that_is_not_a_file_is_refused_before_python_starts() {
         let err = LlamaCpp::start(Path::new("/nonexistent/model-dir")).err().expect("refused");
         assert!(err.to_string().contains("needs a GGUF model file"), "{err}");
-        assert!(LlamaCpp::script().ends_with("scripts/bench_llamacpp.py"));
+        assert!(LlamaCpp::script().to_string_lossy().starts_with("scripts/bench_llamacpp.py"));
+        assert!(SCRIPT.contains("llama_cpp") && SCRIPT.contains("__main__"), "the script is built in");
     }
 }
