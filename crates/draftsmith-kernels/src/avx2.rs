@@ -276,26 +276,33 @@ unsafe fn q6_k<const C: usize>(w: Group<'_>, a: PackedTile<'_>, out: &mut TileOu
 #[inline(always)]
 pub(crate) fn prefetch_block(w: &Group<'_>, f: QFormat, b: usize) {
     let (tb, ts) = (tile_bytes(f), tile_scales(f));
-    // A prefetch never faults, and `wrapping_add` keeps the address arithmetic defined when it
-    // runs past the group (or the matrix).
-    let near = w.quants.as_ptr().wrapping_add((b + L1_AHEAD) * tb);
-    for line in (0..tb).step_by(64) {
-        // SAFETY: prefetching is a hint; any address is allowed.
-        unsafe { _mm_prefetch::<_MM_HINT_T0>(near.wrapping_add(line).cast()) };
+    let near = b + L1_AHEAD;
+    prefetch_tile::<_MM_HINT_T0>(
+        w.quants.as_ptr().wrapping_add(near * tb),
+        w.scales.as_ptr().wrapping_add(near * ts),
+        tb,
+    );
+    if w.prefetch() {
+        prefetch_tile::<_MM_HINT_T1>(
+            w.next.0.as_ptr().wrapping_add(b * tb),
+            w.next.1.as_ptr().wrapping_add(b * ts),
+            tb,
+        );
     }
-    // SAFETY: as above.
-    unsafe { _mm_prefetch::<_MM_HINT_T0>(w.scales.as_ptr().wrapping_add((b + L1_AHEAD) * ts).cast()) };
-    if !w.prefetch() {
-        return;
-    }
-    // SAFETY: `prefetch()` guarantees the next group has this group's shape, so both addresses
-    // are in bounds (and a prefetch never faults anyway).
+}
+
+/// Prefetches the `bytes` (a multiple of 64) of a tile's quants at `q` and the scales' line at
+/// `s` with the hint `HINT` (`_MM_HINT_T0`: into L1, `_MM_HINT_T1`: into L2). A prefetch never
+/// faults, so the addresses may lie past their buffers (callers build them with `wrapping_add`,
+/// which keeps the arithmetic defined).
+#[inline(always)]
+pub(crate) fn prefetch_tile<const HINT: i32>(q: *const u8, s: *const u16, bytes: usize) {
+    // SAFETY: prefetching is a hint; any address is allowed.
     unsafe {
-        let q = w.next.0.as_ptr().add(b * tb);
-        for line in (0..tb).step_by(64) {
-            _mm_prefetch::<_MM_HINT_T1>(q.add(line).cast());
+        for line in (0..bytes).step_by(64) {
+            _mm_prefetch::<HINT>(q.wrapping_add(line).cast());
         }
-        _mm_prefetch::<_MM_HINT_T1>(w.next.1.as_ptr().add(b * ts).cast());
+        _mm_prefetch::<HINT>(s.cast());
     }
 }
 

@@ -137,17 +137,9 @@ fn kernel(path: KernelPath, f: QFormat, w: Weights<'_>, xs: &[&[f32]], out: &mut
 #[cfg(target_arch = "x86_64")]
 #[inline(always)]
 pub(crate) fn prefetch(q: *const u8, s: *const u16, bytes: usize, ahead: (usize, usize)) {
-    use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T1};
-    if ahead.0 == 0 {
-        return;
-    }
-    let q = q.wrapping_add(ahead.0);
-    // SAFETY: prefetching is a hint and never faults.
-    unsafe {
-        for line in (0..bytes).step_by(64) {
-            _mm_prefetch::<_MM_HINT_T1>(q.wrapping_add(line).cast());
-        }
-        _mm_prefetch::<_MM_HINT_T1>(s.wrapping_add(ahead.1).cast());
+    if ahead.0 != 0 {
+        use std::arch::x86_64::_MM_HINT_T1;
+        crate::avx2::prefetch_tile::<_MM_HINT_T1>(q.wrapping_add(ahead.0), s.wrapping_add(ahead.1), bytes);
     }
 }
 
