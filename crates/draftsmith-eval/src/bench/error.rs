@@ -27,12 +27,12 @@ pub enum BenchError {
     /// llama.cpp reads GGUF files only.
     #[error("--vs-llamacpp needs a GGUF model file, got {}", path.display())]
     NotGguf { path: PathBuf },
-    /// The llama.cpp script could not be started.
-    #[error("cannot run {}", script.display())]
-    Spawn { script: PathBuf, source: std::io::Error },
+    /// The llama.cpp script (built into the binary, run with `python3 -c`) could not be started.
+    #[error("cannot run scripts/bench_llamacpp.py (built in, run with `python3 -c`)")]
+    Spawn { source: std::io::Error },
     /// The llama.cpp script started but did not report its engine.
-    #[error("{} did not start (install llama-cpp-python with `just install-llamacpp`)", script.display())]
-    NotStarted { script: PathBuf, source: Box<BenchError> },
+    #[error("scripts/bench_llamacpp.py (built in, run with `python3 -c`) did not start (install llama-cpp-python with `just install-llamacpp`)")]
+    NotStarted { source: Box<BenchError> },
     /// A pipe to the llama.cpp script is missing.
     #[error("llama.cpp benchmark {pipe}")]
     Pipe { pipe: &'static str },

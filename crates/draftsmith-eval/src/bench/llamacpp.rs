@@ -3,7 +3,7 @@
 //! timing one prompt per request so the two engines alternate prompt by prompt.
 
 use std::io::{BufRead, BufReader, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 
 use serde::Serialize;
@@ -67,17 +67,11 @@ impl RatioSpread {
 const SCRIPT: &str = include_str!("../../../../scripts/bench_llamacpp.py");
 
 impl LlamaCpp {
-    /// How errors name the script.
-    pub fn script() -> PathBuf {
-        PathBuf::from("scripts/bench_llamacpp.py (built in, run with `python3 -c`)")
-    }
-
     /// Starts the script on the GGUF file `model` and reads its first line.
     pub fn start(model: &Path) -> Result<Self, BenchError> {
         if !model.is_file() {
             return Err(BenchError::NotGguf { path: model.to_path_buf() });
         }
-        let script = Self::script();
         let mut child = Command::new("python3")
             .arg("-c")
             .arg(SCRIPT)
@@ -87,11 +81,11 @@ impl LlamaCpp {
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
-            .map_err(|source| BenchError::Spawn { script: script.clone(), source })?;
+            .map_err(|source| BenchError::Spawn { source })?;
         let stdin = child.stdin.take().ok_or(BenchError::Pipe { pipe: "stdin" })?;
         let stdout = BufReader::new(child.stdout.take().ok_or(BenchError::Pipe { pipe: "stdout" })?);
         let mut lc = Self { child, stdin, stdout, info: Value::Null };
-        lc.info = lc.read_line().map_err(|source| BenchError::NotStarted { script, source: Box::new(source) })?;
+        lc.info = lc.read_line().map_err(|source| BenchError::NotStarted { source: Box::new(source) })?;
         Ok(lc)
     }
 
@@ -136,7 +130,10 @@ mod tests {
     fn a_model_that_is_not_a_file_is_refused_before_python_starts() {
         let err = LlamaCpp::start(Path::new("/nonexistent/model-dir")).err().expect("refused");
         assert!(err.to_string().contains("needs a GGUF model file"), "{err}");
-        assert!(LlamaCpp::script().to_string_lossy().starts_with("scripts/bench_llamacpp.py"));
+        let spawn = BenchError::Spawn { source: std::io::Error::other("no python3") };
+        assert!(spawn.to_string().starts_with("cannot run scripts/bench_llamacpp.py"), "{spawn}");
+        let started = BenchError::NotStarted { source: Box::new(BenchError::EarlyExit) };
+        assert!(started.to_string().starts_with("scripts/bench_llamacpp.py"), "{started}");
         assert!(SCRIPT.contains("llama_cpp") && SCRIPT.contains("__main__"), "the script is built in");
     }
 }
