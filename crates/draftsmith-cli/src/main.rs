@@ -14,7 +14,7 @@ mod sampling_args;
 use std::process::ExitCode;
 
 use anyhow::Result;
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 /// Train small drafters for a frozen target model and decode faster without changing a token.
 ///
@@ -59,13 +59,25 @@ fn main() -> ExitCode {
         )
         .with_writer(std::io::stderr)
         .init();
-    match run(Cli::parse().command) {
+    let cli = Cli::from_arg_matches(&command().get_matches()).unwrap_or_else(|e| e.exit());
+    match run(cli.command) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {}", report(&e));
             ExitCode::FAILURE
         }
     }
+}
+
+/// The command line, with every option that takes a value accepting a negative number as that
+/// value (`--temperature -1`): a number out of range then reaches the parameter's own check and
+/// its message, instead of clap's "unexpected argument '-1'".
+fn command() -> clap::Command {
+    fn numbers(cmd: clap::Command) -> clap::Command {
+        cmd.mut_args(|a| if a.get_action().takes_values() { a.allow_negative_numbers(true) } else { a })
+            .mut_subcommands(numbers)
+    }
+    numbers(Cli::command())
 }
 
 /// The error and its causes joined by ": ", leaving out a cause whose text the message before it
@@ -100,9 +112,9 @@ fn run(command: Command) -> Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use clap::{CommandFactory, Parser};
+    use clap::{CommandFactory, FromArgMatches, Parser};
 
-    use super::{report, Cli, Command};
+    use super::{command, report, Cli, Command};
 
     #[test]
     fn an_option_given_twice_takes_its_last_value_in_every_subcommand() {
@@ -115,6 +127,23 @@ mod tests {
         // A nested subcommand too.
         Cli::try_parse_from(["draftsmith", "train", "tokenswift", "--out", "p", "--out", "q"]).unwrap();
         Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn a_negative_number_is_a_value_for_the_parameter_to_check() {
+        for args in [
+            &["draftsmith", "generate", "--prompt", "p", "--temperature", "-1"][..],
+            &["draftsmith", "eval", "--methods", "ar", "--prompts", "p", "--top-p", "-0.5"],
+            &["draftsmith", "train", "tokenswift", "--lr", "-3"],
+        ] {
+            let matches = command().try_get_matches_from(args).unwrap_or_else(|e| panic!("{args:?}: {e}"));
+            let cli = Cli::from_arg_matches(&matches).unwrap();
+            let text = format!("{:?}", cli.command);
+            assert!(text.contains(args[args.len() - 1]), "{args:?}: {text}");
+        }
+        // A flag is still a flag, and an unknown one still an error.
+        assert!(command().try_get_matches_from(["draftsmith", "generate", "-x"]).is_err());
+        command().debug_assert();
     }
 
     #[test]
