@@ -89,7 +89,7 @@ fn main() {
             ar.prefill.as_secs_f64() * 1e3,
             ar.decode.as_secs_f64() * 1e3
         );
-        let plain = DraftModelConfig { lambda: LAMBDA, precut: None, reuse: None, vocab: None };
+        let plain = DraftModelConfig { lambda: LAMBDA, precut: None, reuse: None, vocab: None, sample: false };
         let mut p = dm(plain);
         run("draft-model λ=4", &target.model, &prompt, &stop, &ar.tokens, ar_ms, &mut p);
         let mut p = dm(DraftModelConfig { reuse: Some(TokenCacheConfig::default()), ..plain });
@@ -103,6 +103,7 @@ fn main() {
             precut: Some(PreCutConfig::default()),
             reuse: Some(TokenCacheConfig::default()),
             vocab: None,
+            sample: false,
         };
         let mut p = TokenCache::new(dm(full), TokenCacheConfig::default()).expect("token cache");
         run("post-use+pre-cut (λ≤8)", &target.model, &prompt, &stop, &ar.tokens, ar_ms, &mut p);

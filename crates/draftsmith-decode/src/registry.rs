@@ -59,6 +59,14 @@ pub struct MethodParams {
     /// kept, eval/results/session32-zen4-avx512).
     #[cfg_attr(feature = "clap", arg(long, default_value_t = MethodParams::default().draft_weights))]
     pub draft_weights: DraftWeights,
+    /// How `draft-model` and `precut` pick each draft token when the generation samples
+    /// (`--temperature` > 0): `sample` draws it from the drafter's distribution, processed as
+    /// the target's is, and the verifier accepts it with probability min(1, p/q) (speculative
+    /// sampling); `argmax` drafts the drafter's likeliest token, accepted with probability p.
+    /// Greedy generation, the post-use methods and `--copy-context true` always draft `argmax`.
+    /// The output keeps the target's distribution either way.
+    #[cfg_attr(feature = "clap", arg(long, default_value_t = MethodParams::default().draft_tokens))]
+    pub draft_tokens: DraftTokens,
     /// Trained drafter directory for `redrafter` or `tokenswift` (`drafter.safetensors` +
     /// `config.json`, as written by `draftsmith train redrafter|tokenswift` / `draftsmith export`).
     #[cfg_attr(feature = "clap", arg(long))]
@@ -141,6 +149,7 @@ impl Default for MethodParams {
             draft_model: None,
             draft_vocab: None,
             draft_weights: DraftWeights::Q4_0,
+            draft_tokens: DraftTokens::Sample,
             drafter: None,
             beam_width: 1,
             beam_length: 5,
@@ -349,6 +358,10 @@ fn build_method<B: Backend>(
         };
         return Ok(Some(with_copy(method, params, Box::new(ReDrafterProposer::new(target, loaded, settings)?))));
     }
+    // Drawn drafts reach the verifier only from a draft model verified alone.
+    let sample = params.draft_tokens == DraftTokens::Sample
+        && matches!(method, Method::DraftModel | Method::PreCut)
+        && copy_context(method, params).is_none();
     let draft_model = |precut: bool, reuse: bool| -> Result<DraftModel<B>, DecodeError> {
         let model = drafter.expect("check_drafters: the draft-model methods have one");
         let config = DraftModelConfig {
@@ -356,6 +369,7 @@ fn build_method<B: Backend>(
             precut: precut.then(PreCutConfig::default),
             reuse: reuse.then(TokenCacheConfig::default),
             vocab: params.draft_vocab,
+            sample: sample && !reuse,
         };
         DraftModel::new(model.clone(), config)
     };
@@ -445,6 +459,37 @@ impl std::fmt::Display for DraftWeights {
             Self::Q8_0 => "q8_0",
             Self::Q4_1 => "q4_1",
             Self::Q4_0 => "q4_0",
+        })
+    }
+}
+
+/// How a draft model picks its draft tokens when the generation samples
+/// ([`MethodParams::draft_tokens`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DraftTokens {
+    /// The drafter's likeliest token.
+    Argmax,
+    /// Drawn from the drafter's processed distribution (speculative sampling).
+    Sample,
+}
+
+impl std::str::FromStr for DraftTokens {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "argmax" => Ok(Self::Argmax),
+            "sample" => Ok(Self::Sample),
+            other => Err(format!("unknown draft tokens `{other}` (argmax, sample)")),
+        }
+    }
+}
+
+impl std::fmt::Display for DraftTokens {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Self::Argmax => "argmax",
+            Self::Sample => "sample",
         })
     }
 }
@@ -585,5 +630,18 @@ mod tests {
         assert_eq!(MethodParams::default().draft_weights, DraftWeights::Q4_0, "drafters at 4 bits unless asked");
         let err = "q5_0".parse::<DraftWeights>().unwrap_err();
         assert!(err.contains("q5_0") && err.contains("keep, q8_0, q4_1, q4_0"), "{err}");
+    }
+
+    #[test]
+    fn draft_tokens_read_and_write_as_the_recipe_and_flag_values() {
+        for (name, t) in [("argmax", DraftTokens::Argmax), ("sample", DraftTokens::Sample)] {
+            assert_eq!(name.parse::<DraftTokens>(), Ok(t));
+            assert_eq!(t.to_string(), name);
+            let params: MethodParams = serde_json::from_str(&format!(r#"{{"draft_tokens": "{name}"}}"#)).unwrap();
+            assert_eq!(params.draft_tokens, t, "recipe key draft_tokens = {name:?}");
+        }
+        assert_eq!(MethodParams::default().draft_tokens, DraftTokens::Sample, "drafts drawn when sampling");
+        let err = "top1".parse::<DraftTokens>().unwrap_err();
+        assert!(err.contains("top1") && err.contains("argmax, sample"), "{err}");
     }
 }

@@ -28,10 +28,10 @@ fn configs(rng: &mut Lcg, trial: u64) -> Vec<DraftModelConfig> {
     let precut = Some(PreCutConfig { seed: trial, ..PreCutConfig::default() });
     let reuse = Some(TokenCacheConfig::default());
     vec![
-        DraftModelConfig { lambda, precut: None, reuse: None, vocab: None },
-        DraftModelConfig { lambda, precut, reuse: None, vocab: None },
-        DraftModelConfig { lambda, precut: None, reuse, vocab: None },
-        DraftModelConfig { lambda, precut, reuse, vocab: None },
+        DraftModelConfig { lambda, precut: None, reuse: None, vocab: None, sample: false },
+        DraftModelConfig { lambda, precut, reuse: None, vocab: None, sample: false },
+        DraftModelConfig { lambda, precut: None, reuse, vocab: None, sample: false },
+        DraftModelConfig { lambda, precut, reuse, vocab: None, sample: false },
     ]
 }
 
@@ -255,7 +255,7 @@ fn the_policys_depth_rule_bounds_a_pre_cut_draft() {
     let target = tiny(Architecture::Llama, 3);
     let drafter = tiny(Architecture::Llama, 103);
     let precut = Some(PreCutConfig { epsilon: 0.0, ..PreCutConfig::default() });
-    let config = DraftModelConfig { lambda: 5, precut, reuse: None, vocab: None };
+    let config = DraftModelConfig { lambda: 5, precut, reuse: None, vocab: None, sample: false };
     let prompt: Vec<u32> = (1..10).collect();
     let ctx = DraftContext { tokens: &prompt, prompt_len: prompt.len(), hidden: None, target_cache: None };
     let mut free = DraftModel::for_target(&target, drafter.clone(), config).unwrap();

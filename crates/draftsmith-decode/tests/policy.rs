@@ -123,6 +123,50 @@ fn useless_drafts_cost_at_most_five_percent_over_ar() {
     assert!(drafted <= late.len() / PROBE_EVERY + 1, "{drafted} of {} late steps drafted", late.len());
 }
 
+/// [`Scripted`] saying its tokens were drawn at random (one-hot distributions, so the verdicts
+/// stay those of given tokens); `sizes` records each proposal's size.
+struct Said {
+    inner: Scripted,
+    q: Vec<Vec<f32>>,
+    sizes: Shared<Vec<usize>>,
+}
+
+impl Proposer for Said {
+    fn name(&self) -> &str {
+        "said"
+    }
+
+    fn propose(&mut self, ctx: &DraftContext<'_>) -> Result<DraftTree, DecodeError> {
+        let tree = self.inner.propose(ctx)?;
+        let one_hot = |t: u32| (0..self.inner.vocab).map(|i| if i == t as usize { 1.0 } else { 0.0 }).collect();
+        self.q = tree.tokens().iter().map(|&t| one_hot(t)).collect();
+        self.sizes.lock().push(tree.len());
+        Ok(tree)
+    }
+
+    fn draft_distributions(&self) -> Option<&[Vec<f32>]> {
+        Some(&self.q)
+    }
+}
+
+#[test]
+fn drawn_drafts_are_verified_whole() {
+    // Wrong drafts of 8 that a policy would cut to their best node in its probes: said to be
+    // drawn, each one it asks for is verified whole (pruning drawn tokens by their values
+    // would bias the sampled output).
+    let Case { model, prompt, want, reference } = case(Architecture::Llama, 8, 12, 200);
+    let (vocab, n) = (model.config().vocab_size, want.len());
+    let sizes = Shared::new(Vec::new());
+    let inner = Said { inner: Scripted { reference, len: 8, wrong: true, vocab }, q: Vec::new(), sizes: sizes.clone() };
+    let mut auto = fixed(Box::new(inner), cost_model(), &Clock::manual());
+    let got = generate_speculative(&model, &prompt, n, &[], &mut auto).unwrap();
+    assert_eq!(got.tokens, want, "lossless");
+    let proposed: Vec<usize> = sizes.lock().iter().copied().filter(|&s| s > 0).collect();
+    let verified: Vec<usize> = got.steps.iter().map(|s| s.tree_size).filter(|&s| s > 0).collect();
+    assert!(!proposed.is_empty(), "the policy asked for drafts");
+    assert_eq!(verified, proposed, "every drawn draft verified whole");
+}
+
 #[test]
 fn probes_of_a_method_that_stays_cold_back_off() {
     let Case { model, prompt, want, reference } = case(Architecture::Llama, 8, 12, 480);

@@ -1,18 +1,23 @@
 //! The speculative sampler's output distribution equals the target's. On a tiny random model
 //! the exact joint distribution of the first two sampled tokens is computed from the target,
 //! then thousands of seeded speculative runs (a chain proposer and a tree proposer whose drafts
-//! include likely and unlikely tokens) are compared with it by a chi-square goodness-of-fit test
-//! at significance level α = 0.001. Greedy with a repetition penalty equals AR token for token.
+//! include likely and unlikely tokens, a proposer whose tokens are drawn from distributions
+//! unlike the target's, and a draft model drawing its drafts) are compared with it by a
+//! chi-square goodness-of-fit test at significance level α = 0.001. Greedy with a repetition
+//! penalty equals AR token for token.
 
 mod common;
 
 use common::{tiny, B};
 use draftsmith_core::DraftTree;
-use draftsmith_decode::sampling::probabilities;
+use draftsmith_decode::methods::{DraftModel, DraftModelConfig};
+use draftsmith_decode::sampling::{probabilities, sample_from};
 use draftsmith_decode::{
     ar::prefill, generate, generate_speculative_sampled, DecodeError, DraftContext, Proposer, Sampler, SamplingConfig,
 };
 use draftsmith_model::{Architecture, Model};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
 
 /// Drafts a fixed shape below whatever the last token is: the target's likeliest tokens
 /// (from a table) and a token it rarely picks.
@@ -38,6 +43,60 @@ impl Proposer for Fixed {
         t.push(a, Some(x));
         t.push(7, None);
         Ok(t)
+    }
+}
+
+/// Draws its tokens from a distribution of its own after each token (half on the target's
+/// likeliest, a fifth on its second, the rest spread evenly): a chain of two, or a tree of two
+/// drawn siblings, a given one (token 7) and a drawn child below the first.
+struct Drawn {
+    likely: Vec<Vec<u32>>,
+    tree: bool,
+    rng: StdRng,
+    q: Vec<Vec<f32>>,
+}
+
+impl Drawn {
+    fn q(&self, after: u32) -> Vec<f32> {
+        let v = self.likely.len();
+        let mut q = vec![0.3 / (v - 2) as f32; v];
+        let l = &self.likely[after as usize];
+        (q[l[0] as usize], q[l[1] as usize]) = (0.5, 0.2);
+        q
+    }
+
+    fn draw(&mut self, after: u32) -> u32 {
+        let q = self.q(after);
+        let x = sample_from(&q, self.rng.random::<f32>());
+        self.q.push(q);
+        x
+    }
+}
+
+impl Proposer for Drawn {
+    fn name(&self) -> &str {
+        "drawn"
+    }
+
+    fn propose(&mut self, ctx: &DraftContext<'_>) -> Result<DraftTree, DecodeError> {
+        self.q.clear();
+        let last = *ctx.tokens.last().unwrap();
+        let mut t = DraftTree::new();
+        let a = self.draw(last);
+        let x = t.push(a, None);
+        if self.tree {
+            let b = self.draw(last);
+            t.push(b, None);
+            self.q.push(vec![0.0; 7].into_iter().chain([1.0]).collect());
+            t.push(7, None);
+        }
+        let c = self.draw(a);
+        t.push(c, Some(x));
+        Ok(t)
+    }
+
+    fn draft_distributions(&self) -> Option<&[Vec<f32>]> {
+        Some(&self.q)
     }
 }
 
@@ -107,17 +166,7 @@ fn speculative_sampling_matches_the_target_distribution() {
     let prompt = [3u32, 9, 4];
     let exact = joint(&model, &prompt);
     // The target's likeliest next tokens after prompt + t1, for the proposer.
-    let likely: Vec<Vec<u32>> = (0..v as u32)
-        .map(|t| {
-            let mut ctx = prompt.to_vec();
-            ctx.push(t);
-            let mut c = model.new_cache(8);
-            let p = probabilities(&prefill(&model, &ctx, &mut c).unwrap(), &ctx, &cfg());
-            let mut idx: Vec<u32> = (0..v as u32).collect();
-            idx.sort_by(|&a, &b| p[b as usize].total_cmp(&p[a as usize]));
-            idx
-        })
-        .collect();
+    let likely = likely_after(&model, &prompt);
     let n = 4000;
     for tree in [false, true] {
         let mut counts = vec![0usize; v * v];
@@ -143,6 +192,72 @@ fn speculative_sampling_matches_the_target_distribution() {
     }
     let (stat, critical) = chi_square(&exact, &counts, n);
     assert!(stat > critical, "a different distribution is detected: χ² = {stat:.1} vs {critical:.1}");
+}
+
+/// The target's likeliest next tokens after `prompt` + each token.
+fn likely_after(model: &Model<B>, prompt: &[u32]) -> Vec<Vec<u32>> {
+    let v = model.config().vocab_size;
+    (0..v as u32)
+        .map(|t| {
+            let mut ctx = prompt.to_vec();
+            ctx.push(t);
+            let mut c = model.new_cache(8);
+            let p = probabilities(&prefill(model, &ctx, &mut c).unwrap(), &ctx, &cfg());
+            let mut idx: Vec<u32> = (0..v as u32).collect();
+            idx.sort_by(|&a, &b| p[b as usize].total_cmp(&p[a as usize]));
+            idx
+        })
+        .collect()
+}
+
+#[test]
+fn drawn_drafts_keep_the_target_distribution() {
+    let model = tiny(Architecture::Llama, 8);
+    let v = model.config().vocab_size;
+    let prompt = [3u32, 9, 4];
+    let exact = joint(&model, &prompt);
+    let likely = likely_after(&model, &prompt);
+    let n = 4000;
+    for tree in [false, true] {
+        let (mut counts, mut accepted) = (vec![0usize; v * v], 0);
+        for seed in 0..n {
+            let rng = StdRng::seed_from_u64(1_000_000 + seed as u64);
+            let mut proposer = Drawn { likely: likely.clone(), tree, rng, q: Vec::new() };
+            let mut sampler = Sampler::new(SamplingConfig { seed: seed as u64, ..cfg() });
+            let out = generate_speculative_sampled(&model, &prompt, 2, &[], &mut proposer, &mut sampler).unwrap();
+            accepted += out.steps.iter().map(|s| s.accepted).sum::<usize>();
+            counts[out.tokens[0] as usize * v + out.tokens[1] as usize] += 1;
+        }
+        let (stat, critical) = chi_square(&exact, &counts, n);
+        assert!(stat < critical, "tree={tree}: χ² = {stat:.1} ≥ {critical:.1} (α = 0.001)");
+        assert!(accepted > n / 10, "tree={tree}: drafts are accepted often enough to matter ({accepted})");
+    }
+}
+
+#[test]
+fn a_draft_model_drawing_its_drafts_keeps_the_target_distribution() {
+    let target = tiny(Architecture::Qwen2, 8);
+    let drafter = tiny(Architecture::Qwen2, 108);
+    let v = target.config().vocab_size;
+    let prompt = [3u32, 9, 4];
+    let exact = joint(&target, &prompt);
+    let n = 4000;
+    let (mut counts, mut accepted) = (vec![0usize; v * v], 0);
+    let config = DraftModelConfig { lambda: 3, sample: true, ..Default::default() };
+    let mut proposer = DraftModel::new(drafter, config).unwrap();
+    for seed in 0..n {
+        let mut sampler = Sampler::new(SamplingConfig { seed: seed as u64, ..cfg() });
+        let out = generate_speculative_sampled(&target, &prompt, 2, &[], &mut proposer, &mut sampler).unwrap();
+        assert_eq!(proposer.draft_distributions().map(<[_]>::len), Some(proposer.confidences().len()));
+        accepted += out.steps.iter().map(|s| s.accepted).sum::<usize>();
+        counts[out.tokens[0] as usize * v + out.tokens[1] as usize] += 1;
+    }
+    let (stat, critical) = chi_square(&exact, &counts, n);
+    assert!(stat < critical, "χ² = {stat:.1} ≥ {critical:.1} (α = 0.001)");
+    assert!(accepted > n / 20, "drafts are accepted often enough to matter ({accepted})");
+    // Greedy generation drafts the argmax: nothing drawn.
+    proposer.set_sampling(&SamplingConfig::default());
+    assert!(proposer.draft_distributions().is_none());
 }
 
 #[test]

@@ -3,7 +3,7 @@
 
 use std::path::Path;
 
-use draftsmith_decode::{DraftWeights, Method, MethodParams, SamplingConfig};
+use draftsmith_decode::{DraftTokens, DraftWeights, Method, MethodParams, SamplingConfig};
 use serde::{Deserialize, Serialize};
 
 use crate::error::EvalError;
@@ -175,11 +175,14 @@ fn read_manifest(path: &Path) -> Result<Manifest, EvalError> {
 }
 
 /// Reads a manifest. One written before `draft_weights` existed ran its draft model in the
-/// file's formats, so it reads as `keep`, not as today's default.
+/// file's formats, so it reads as `keep`, not as today's default; one written before
+/// `draft_tokens` existed drafted the draft model's argmax under sampling too, so it reads as
+/// `argmax`.
 pub fn parse_manifest(text: &str) -> Result<Manifest, String> {
     let mut value: serde_json::Value = serde_json::from_str(text).map_err(|e| e.to_string())?;
     if let Some(params) = value.get_mut("params").and_then(|p| p.as_object_mut()) {
         params.entry("draft_weights").or_insert_with(|| serde_json::json!(DraftWeights::Keep));
+        params.entry("draft_tokens").or_insert_with(|| serde_json::json!(DraftTokens::Argmax));
     }
     serde_json::from_value(value).map_err(|e| e.to_string())
 }
@@ -311,13 +314,17 @@ mod tests {
         let err = prepare_dir(&dir, &sampled(3)).unwrap_err().to_string();
         assert!(err.contains("sampling: Some(") && err.contains("seed: 3") && err.contains("vs None"), "{err}");
 
-        // A manifest from before `draft_weights` ran its drafter as stored.
+        // A manifest from before `draft_weights` ran its drafter as stored, and one from before
+        // `draft_tokens` drafted its argmax.
         let mut old: serde_json::Value = serde_json::from_str(&text).unwrap();
         old["params"].as_object_mut().unwrap().remove("draft_weights");
+        old["params"].as_object_mut().unwrap().remove("draft_tokens");
         let old = parse_manifest(&old.to_string()).unwrap();
-        assert_eq!(old.params.draft_weights, DraftWeights::Keep);
-        assert_eq!(m.params.draft_weights, DraftWeights::Q4_0);
-        assert!(m.differences(&old).iter().any(|d| d.contains("draft_weights: Q4_0")), "{:?}", m.differences(&old));
+        assert_eq!((old.params.draft_weights, old.params.draft_tokens), (DraftWeights::Keep, DraftTokens::Argmax));
+        assert_eq!((m.params.draft_weights, m.params.draft_tokens), (DraftWeights::Q4_0, DraftTokens::Sample));
+        let differences = m.differences(&old);
+        assert!(differences.iter().any(|d| d.contains("draft_weights: Q4_0")), "{differences:?}");
+        assert!(differences.iter().any(|d| d.contains("draft_tokens: Sample")), "{differences:?}");
 
         let bare = dir.join("bare");
         std::fs::create_dir_all(&bare).unwrap();

@@ -33,6 +33,16 @@
 //! outside the subset is never drafted; the target still decides every token, so the output is
 //! unchanged.
 //!
+//! When the generation samples and `sample` is on, each draft token is drawn from the
+//! drafter's distribution, processed as the target's is (temperature, top-k / top-p / min-p, the
+//! penalties over the context and the draft so far), instead of taken as its argmax; the
+//! distributions go to the verifier ([`Proposer::draft_distributions`]), which accepts a token
+//! `x` with probability `min(1, p(x) / q(x))` — on average `Σ min(p, q)` instead of
+//! `p(argmax q)` (speculative sampling, Leviathan et al. 2023). Measured on Qwen2.5-Coder
+//! 0.5B → 1.5B along sampled HumanEval answers (session 68, llama.cpp's logits): 0.903 against
+//! 0.882 per token at T = 0.7, 0.880 against 0.829 at T = 1. Not with phrase reuse, whose
+//! phrases are matched against the drafter's greedy chain.
+//!
 //! If a drafter forward fails, the drafter's cache is reset and `propose` returns the error,
 //! which ends the generation (it never degrades silently to autoregressive decoding).
 
@@ -42,11 +52,14 @@ use burn::tensor::backend::Backend;
 use draftsmith_core::{common_prefix, DraftTree};
 use draftsmith_model::layers::Linear;
 use draftsmith_model::{AttentionMask, KvCache, LogitsSelect, Model, ModelError, QFormat, TextTokenizer};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
 
 use super::precut::{Action, DraftStep, Gain, PreCut, PreCutConfig};
 use super::token_cache::{insert_branch, PhraseCache, TokenCacheConfig};
 use crate::error::DecodeError;
 use crate::method::Method;
+use crate::sampling::{probabilities, sample_from, SamplingConfig};
 use crate::spec::{
     probability_class, verify_greedy, DepthStop, DraftContext, DraftCost, Proposer, StepCosts, Verified,
 };
@@ -65,13 +78,21 @@ pub struct DraftModelConfig {
     pub reuse: Option<TokenCacheConfig>,
     /// Draft vocabulary: the drafter computes logits for token ids `0..n` only (`None`: all).
     pub vocab: Option<usize>,
+    /// When the generation samples, draw each draft token from the drafter's processed
+    /// distribution (verified by speculative sampling) instead of taking its argmax. Not with
+    /// `reuse`.
+    pub sample: bool,
 }
 
 impl Default for DraftModelConfig {
     fn default() -> Self {
-        Self { lambda: 4, precut: None, reuse: None, vocab: None }
+        Self { lambda: 4, precut: None, reuse: None, vocab: None, sample: false }
     }
 }
+
+/// Mixed into the generation's seed for the drafter's own draws, which must not be the
+/// verifier's (speculative sampling needs the draft independent of the target's coins).
+const DRAW_SEED: u64 = 0x9E37_79B9_7F4A_7C15;
 
 /// Counters over the drafter's lifetime.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -114,6 +135,11 @@ pub struct DraftModel<B: Backend> {
     /// The last draft, its per-token confidences and the situation after each call.
     draft: Vec<u32>,
     confidences: Vec<f32>,
+    /// The distribution each token of the last draft was drawn from, when drafts are drawn.
+    distributions: Vec<Vec<f32>>,
+    /// The generation's logits processing and the drafter's own random stream, while drafts
+    /// are drawn (`sample` on and the generation sampling).
+    draws: Option<(SamplingConfig, StdRng)>,
     steps: Vec<DraftStep>,
     round_lambda: usize,
     /// A draft policy's limit on the next round's λ ([`Proposer::limit_depth`]).
@@ -138,6 +164,14 @@ impl<B: Backend> DraftModel<B> {
         let precut = config.precut.map(PreCut::new).transpose()?;
         if let Some(reuse) = &config.reuse {
             reuse.validate()?;
+            if config.sample {
+                return Err(DecodeError::Parameter {
+                    method: "draft-model",
+                    name: "draft_tokens",
+                    value: "sample".into(),
+                    bound: "not with phrase reuse (its phrases are matched against the drafter's greedy chain)",
+                });
+            }
         }
         let vocab = model.config().vocab_size;
         let head = match config.vocab {
@@ -169,6 +203,8 @@ impl<B: Backend> DraftModel<B> {
             config,
             draft: Vec::new(),
             confidences: Vec::new(),
+            distributions: Vec::new(),
+            draws: None,
             steps: Vec::new(),
             round_lambda: 0,
             depth_limit: None,
@@ -314,6 +350,7 @@ impl<B: Backend> DraftModel<B> {
     fn draft(&mut self, tokens: &[u32]) -> Result<Vec<u32>, ModelError> {
         self.draft.clear();
         self.confidences.clear();
+        self.distributions.clear();
         self.steps.clear();
         let room = self.model.config().max_position_embeddings.saturating_sub(tokens.len() + 1);
         let limit = self.depth_limit.take().unwrap_or(usize::MAX);
@@ -325,7 +362,17 @@ impl<B: Backend> DraftModel<B> {
         let mut row = self.catch_up(tokens)?;
         let (mut calls, mut product) = (1, 1.0f32);
         loop {
-            let (token, confidence) = argmax_confidence(&row);
+            let (token, confidence) = match &mut self.draws {
+                Some((cfg, rng)) => {
+                    let context: Vec<u32> = tokens.iter().chain(&self.draft).copied().collect();
+                    let q = probabilities(&row, &context, cfg);
+                    let token = sample_from(&q, rng.random::<f32>());
+                    let confidence = q[token as usize];
+                    self.distributions.push(q);
+                    (token, confidence)
+                }
+                None => argmax_confidence(&row),
+            };
             self.draft.push(token);
             self.confidences.push(confidence);
             product *= confidence;
@@ -492,6 +539,15 @@ impl<B: Backend> Proposer for DraftModel<B> {
         Some(self.last_cost)
     }
 
+    fn set_sampling(&mut self, cfg: &SamplingConfig) {
+        let draw = self.config.sample && !cfg.is_greedy();
+        self.draws = draw.then(|| (cfg.clone(), StdRng::seed_from_u64(cfg.seed ^ DRAW_SEED)));
+    }
+
+    fn draft_distributions(&self) -> Option<&[Vec<f32>]> {
+        self.draws.as_ref().map(|_| self.distributions.as_slice()).filter(|q| q.len() == self.draft.len())
+    }
+
     /// The tokens past the longest prefix of `ctx` the drafter's cache holds (at least the
     /// last token, which a draft always feeds).
     fn lag(&self, ctx: &DraftContext<'_>) -> usize {
@@ -541,6 +597,7 @@ impl<B: Backend> Proposer for DraftModel<B> {
                 self.cache.truncate(0);
                 self.cached.clear();
                 self.draft.clear();
+                self.distributions.clear();
                 Err(e.into())
             }
         }
@@ -550,9 +607,11 @@ impl<B: Backend> Proposer for DraftModel<B> {
         // A chain is pruned to a prefix: learn from the calls that produced it.
         if keep.iter().enumerate().all(|(j, &i)| i == j) {
             self.draft.truncate(keep.len());
+            self.distributions.truncate(keep.len());
             self.steps.retain(|s| s.tokens <= keep.len());
         } else {
             self.draft.clear();
+            self.distributions.clear();
         }
     }
 

@@ -161,7 +161,8 @@ pub fn generate_speculative_with<B: Backend>(
             let out =
                 model.forward(full.tokens(), &full.positions(cached - 1), &mask, LogitsSelect::All, &mut cache)?;
             let states = wants_hidden.map(|kind| crate::ar::hidden_of(&out, kind));
-            let (acceptance, next) = verify(&tree, &tokens, out.logits, sampler);
+            let drawn = proposer.draft_distributions().filter(|q| q.len() == tree.len() && !tree.is_empty());
+            let (acceptance, next) = verify(&tree, &tokens, out.logits, drawn, sampler);
             let t2 = Instant::now();
             let next_hidden = states.map(|h| crate::ar::logits_row(h, acceptance.path.last().map_or(0, |&i| i + 1)));
             let keep: Vec<usize> = (0..=cached).chain(acceptance.path.iter().map(|&i| cached + 1 + i)).collect();
@@ -213,11 +214,13 @@ pub fn generate_speculative_with<B: Backend>(
 }
 
 /// Verifies `tree` against the target's logits (`[1 + tree.len(), vocab]`, row 0 after the
-/// root); returns the acceptance and each row's argmax (for proposers' feedback).
+/// root; `drawn`: the nodes' draft distributions where their tokens were drawn at random);
+/// returns the acceptance and each row's argmax (for proposers' feedback).
 fn verify<B: Backend>(
     tree: &DraftTree,
     context: &[u32],
     logits: Tensor<B, 2>,
+    drawn: Option<&[Vec<f32>]>,
     sampler: &mut Sampler,
 ) -> (Acceptance, Vec<u32>) {
     let cfg = sampler.config().clone();
@@ -247,7 +250,7 @@ fn verify<B: Backend>(
         return (verify_greedy(tree, next[0], &next[1..]), next);
     }
     let next = rows.chunks(vocab).map(argmax).collect();
-    (verify_sampled(tree, context, &rows, vocab, &cfg, sampler.rng()), next)
+    (verify_sampled(tree, context, &rows, vocab, &cfg, drawn, sampler.rng()), next)
 }
 
 /// Appends `new` to `tokens` up to the first stop token or the length limits.

@@ -31,7 +31,9 @@
 //!   [`REFRESH_ONE`] without a 1-token pass, is a plain step, so the 1-token cost the choices
 //!   compare against is measured at the current context.
 //!
-//! Pruning only removes nodes (with their subtrees) from a tree, so any choice is lossless.
+//! Pruning only removes nodes (with their subtrees) from a tree, so any choice is lossless —
+//! of tokens taken as given; a proposal whose tokens were drawn at random
+//! ([`Proposer::draft_distributions`]) is verified whole.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -1121,6 +1123,14 @@ impl Proposer for Auto {
         self.inner.set_sampling(cfg);
     }
 
+    fn draft_distributions(&self) -> Option<&[Vec<f32>]> {
+        // A plain step did not call the method: its distributions are a step older.
+        if self.skipped {
+            return None;
+        }
+        self.inner.draft_distributions()
+    }
+
     fn last_cost(&self) -> Option<DraftCost> {
         // A plain step did not call the method: its own last cost is a step older.
         if self.skipped {
@@ -1251,7 +1261,13 @@ impl Proposer for Auto {
         // Asked before `pruned`: the method's per-node state describes the whole proposal.
         let nodes = self.inner.node_classes(&tree);
         let p = self.accept.path_probabilities_nodes(self.class, nodes.as_deref(), &tree);
-        let (keep, predicted) = choose(&tree, &p, &self.cost, probe);
+        let (mut keep, mut predicted) = choose(&tree, &p, &self.cost, probe);
+        if self.inner.draft_distributions().is_some() {
+            // Drawn tokens are verified whatever they drew (pruning them by their values would
+            // bias them: [`Proposer::draft_distributions`]); the depth was set before drafting.
+            keep = (0..tree.len()).collect();
+            predicted = self.cost.predict(1 + tree.len());
+        }
         if asked && !keep.is_empty() {
             // A step that drafts: the next probe is a full interval away, and a cold method
             // is warm again.

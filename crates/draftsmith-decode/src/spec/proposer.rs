@@ -115,6 +115,19 @@ pub trait Proposer: Send {
     /// proposers whose drafts should follow it (TokenSwift's contextual penalty).
     fn set_sampling(&mut self, _cfg: &crate::sampling::SamplingConfig) {}
 
+    /// Where the tokens of the last [`Proposer::propose`] were drawn at random (a draft model
+    /// sampling its drafts when the generation samples), each node's draft distribution over
+    /// token ids, in node order (ids past a distribution's end have probability 0): the sampled
+    /// verifier then accepts a node's token `x` with probability `min(1, p(x) / q(x))` instead
+    /// of `p(x)` ([`crate::spec::verify_sampled`]). That keeps the target's distribution only if
+    /// every drawn node is verified whatever it drew, so a draft policy verifies such a proposal
+    /// whole, unpruned; a method's own rule that stops drafting after a node (by that node's
+    /// value or any before it) is fine, as the node itself is kept. `None` (the default): the
+    /// tokens are taken as given.
+    fn draft_distributions(&self) -> Option<&[Vec<f32>]> {
+        None
+    }
+
     /// What the last [`Proposer::propose`] cost; `None` for methods without a drafter model
     /// (the driver then counts no calls and every node as generated).
     fn last_cost(&self) -> Option<DraftCost> {

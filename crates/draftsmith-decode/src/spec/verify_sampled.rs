@@ -1,14 +1,22 @@
-//! Lossless verification under sampling, for chains and trees of deterministic drafts
-//! (prompt lookup, n-gram trie, greedy draft models): recursive rejection sampling over the
-//! siblings of each node, as in SpecInfer's multi-draft verification with one-hot draft
-//! distributions. A drafted token `x` is accepted with probability `p(x)`; on rejection `p(x)`
-//! is set to 0 and `p` renormalized before the next sibling is tried; when every sibling is
-//! rejected the bonus token is drawn from what is left. Each emitted token therefore has
-//! exactly the target's (processed) distribution, whatever the drafts were.
+//! Lossless verification under sampling, for chains and trees of drafts: recursive rejection
+//! sampling over the siblings of each node, as in SpecInfer's multi-draft verification. A
+//! node whose token `x` was given (prompt lookup, n-gram trie, greedy draft models: a one-hot
+//! draft distribution) is accepted with probability `p(x)`, and on rejection `p(x)` is set to 0
+//! and `p` renormalized before the next sibling is tried. A node whose token was drawn from a
+//! known distribution `q` (a draft model sampling its drafts, [`Proposer::draft_distributions`])
+//! is accepted with probability `min(1, p(x) / q(x))`, and on rejection `p` becomes
+//! `max(p − q, 0)` renormalized (speculative sampling, Leviathan et al. 2023; Chen et al. 2023):
+//! on average it is accepted with probability `Σ min(p, q)` instead of `p(argmax q)`. When every
+//! sibling is rejected the bonus token is drawn from what is left. Each emitted token therefore
+//! has exactly the target's (processed) distribution, whatever the drafts were — provided a
+//! drawn node is verified whatever it drew (a policy that kept or dropped it by its value
+//! would bias it: [`Proposer::draft_distributions`]).
 //!
 //! The reference implementations of ReDrafter and TokenSwift are not exactly lossless at
 //! temperature > 0 (ReDrafter's beam drafts are deterministic but its acceptance ratio uses the
 //! drafter's probabilities; TokenSwift samples every tree node independently); this one is.
+//!
+//! [`Proposer::draft_distributions`]: super::Proposer::draft_distributions
 
 use draftsmith_core::DraftTree;
 use rand::Rng;
@@ -18,15 +26,18 @@ use crate::sampling::{probabilities, sample_from, SamplingConfig};
 
 /// Verifies `tree` by rejection sampling. `rows` holds the target's logits, row 0 after the
 /// root and row `i + 1` after node `i` (`vocab` values each); `context` is every token up to and
-/// including the root (for repetition/contextual penalties).
+/// including the root (for repetition/contextual penalties); `drawn`, where the tree's tokens
+/// were drawn at random, each node's draft distribution (ids past its end: probability 0).
 pub fn verify_sampled(
     tree: &DraftTree,
     context: &[u32],
     rows: &[f32],
     vocab: usize,
     cfg: &SamplingConfig,
+    drawn: Option<&[Vec<f32>]>,
     rng: &mut impl Rng,
 ) -> Acceptance {
+    assert!(drawn.is_none_or(|q| q.len() == tree.len()), "one draft distribution per node");
     let mut ctx = context.to_vec();
     let mut path = Vec::new();
     let mut parent: Option<usize> = None;
@@ -36,11 +47,18 @@ pub fn verify_sampled(
         let mut accepted = None;
         for child in (0..tree.len()).filter(|&i| tree.parents()[i] == parent) {
             let x = tree.tokens()[child] as usize;
-            if rng.random::<f32>() < p[x] {
+            // (A token its distribution gives no chance cannot have been drawn from it.)
+            let q = drawn.map(|d| d[child].as_slice()).filter(|q| q.get(x).is_some_and(|&v| v > 0.0));
+            let q_x = q.map_or(1.0, |q| q[x]);
+            // u < p(x) / q(x), without the division (q(x) > 0 for a drawn token).
+            if rng.random::<f32>() * q_x < p[x] {
                 accepted = Some(child);
                 break;
             }
-            reject(&mut p, x);
+            match q {
+                Some(q) => subtract(&mut p, q),
+                None => reject(&mut p, x),
+            }
         }
         match accepted {
             Some(child) => {
@@ -62,6 +80,19 @@ fn reject(p: &mut [f32], x: usize) {
     }
 }
 
+/// What is left of `p` after a rejected draft drawn from `q`: `max(p − q, 0)`, renormalized. Left
+/// as it is when nothing would be left (`q ≥ p` everywhere, so `q = p`: a rejection then has
+/// probability 0).
+fn subtract(p: &mut [f32], q: &[f32]) {
+    let rest: f32 = p.iter().zip(q.iter().chain(std::iter::repeat(&0.0))).map(|(&a, &b)| (a - b).max(0.0)).sum();
+    if rest <= 0.0 {
+        return;
+    }
+    for (i, v) in p.iter_mut().enumerate() {
+        *v = (*v - q.get(i).copied().unwrap_or(0.0)).max(0.0) / rest;
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -79,12 +110,38 @@ mod tests {
         let mut counts = [0usize; 3];
         let n = 20_000;
         for _ in 0..n {
-            let a = verify_sampled(&tree, &[], &rows, 3, &cfg, &mut rng);
+            let a = verify_sampled(&tree, &[], &rows, 3, &cfg, None, &mut rng);
             let first = if a.path.is_empty() { a.bonus } else { tree.tokens()[a.path[0]] };
             counts[first as usize] += 1;
         }
         for (c, want) in counts.iter().zip([0.5, 0.3, 0.2]) {
             assert!((*c as f64 / n as f64 - want).abs() < 0.015, "{counts:?}");
         }
+    }
+
+    #[test]
+    fn a_drawn_draft_is_accepted_with_min_p_q_and_the_output_keeps_p() {
+        // p = (0.5, 0.3, 0.2), q = (0.2, 0.5, 0.3): a draft drawn from q is accepted with
+        // probability Σ min(p, q) = 0.2 + 0.3 + 0.2 = 0.7 (a given token 1 would be: 0.3), and
+        // the first token still has distribution p.
+        let (p, q) = ([0.5f32, 0.3, 0.2], vec![0.2f32, 0.5, 0.3]);
+        let logits: Vec<f32> = p.iter().map(|v| v.ln()).collect();
+        let rows: Vec<f32> = logits.iter().chain(logits.iter()).copied().collect();
+        let cfg = SamplingConfig { temperature: 1.0, ..Default::default() };
+        let mut rng = StdRng::seed_from_u64(2);
+        let (mut counts, mut accepted) = ([0usize; 3], 0);
+        let n = 40_000;
+        for _ in 0..n {
+            let x = crate::sampling::sample_from(&q, rng.random::<f32>());
+            let tree = DraftTree::chain(&[x]);
+            let a = verify_sampled(&tree, &[], &rows, 3, &cfg, Some(std::slice::from_ref(&q)), &mut rng);
+            accepted += a.path.len();
+            let first = if a.path.is_empty() { a.bonus } else { tree.tokens()[a.path[0]] };
+            counts[first as usize] += 1;
+        }
+        for (c, want) in counts.iter().zip(p) {
+            assert!((*c as f64 / n as f64 - f64::from(want)).abs() < 0.012, "{counts:?}");
+        }
+        assert!((accepted as f64 / n as f64 - 0.7).abs() < 0.012, "accepted {accepted} of {n}");
     }
 }
