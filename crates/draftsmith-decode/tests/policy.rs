@@ -732,20 +732,28 @@ fn the_copy_is_drafted_alone_when_the_drafter_beside_it_does_not_pay() {
     assert!(cost < 0.8 * ar_cost, "auto {cost:.0} ms vs ar {ar_cost:.0} ({} drafter calls)", calls.get());
 }
 
-/// A draft model as costly as the target (SmolLM2 drafting for itself): right for every token
-/// of its depth, each call a whole step, and before the first call of a draft a catch-up on
-/// every token it has not seen, at 0.2 step a token (a pass over n tokens costs 1 + 0.2 (n − 1)
-/// steps), so a probe after a long plain stretch costs a pass over that stretch.
+/// A draft model of depth 4, right for every token of its depth (the `reference`'s), each call
+/// `call` steps, and before the first call of a draft a catch-up on every token it has not
+/// seen at `catch_up` steps a token. [`Lagging::costly`] is as costly as the target (SmolLM2
+/// drafting for itself: a call a whole step, a catch-up 0.2 step a token, as a pass over n
+/// tokens costs 1 + 0.2 (n − 1) steps), so a probe after a long plain stretch costs a pass
+/// over that stretch.
 struct Lagging {
     reference: Shared<Vec<u32>>,
     seen: Vec<u32>,
     limit: Option<usize>,
     last: usize,
+    call: f64,
+    catch_up: f64,
     clock: Clock,
 }
 
 impl Lagging {
     const DEPTH: usize = 4;
+
+    fn costly(reference: Shared<Vec<u32>>, clock: Clock) -> Self {
+        Lagging { reference, seen: Vec::new(), limit: None, last: 0, call: 1.0, catch_up: 0.2, clock }
+    }
 }
 
 impl Proposer for Lagging {
@@ -775,7 +783,7 @@ impl Proposer for Lagging {
         let reference = self.reference.lock().clone();
         let at = ctx.tokens.len();
         let tokens = &reference[at.min(reference.len())..(at + depth).min(reference.len())];
-        self.clock.advance(STEP_MS * 0.2 * (self.lag(ctx) - 1) as f64 + STEP_MS * tokens.len() as f64);
+        self.clock.advance(STEP_MS * (self.catch_up * (self.lag(ctx) - 1) as f64 + self.call * tokens.len() as f64));
         self.seen = ctx.tokens.iter().chain(tokens).copied().collect();
         self.last = tokens.len();
         Ok(DraftTree::chain(tokens))
@@ -796,8 +804,7 @@ fn a_drafter_that_must_catch_up_is_probed_within_the_budget_across_generations()
     let vocab = model.config().vocab_size;
     let clock = Clock::manual();
     let reference = Shared::new(Vec::new());
-    let lagging =
-        Lagging { reference: reference.clone(), seen: Vec::new(), limit: None, last: 0, clock: clock.clone() };
+    let lagging = Lagging::costly(reference.clone(), clock.clone());
     let cost = CostModel::from_points(&[(1, STEP_MS * units(1)), (2, STEP_MS * units(2)), (64, STEP_MS * units(64))]);
     let mut auto = fixed(Box::new(lagging), cost, &clock);
     let (mut passes, mut ar_cost, mut probes) = (0.0, 0.0, 0);
@@ -820,63 +827,25 @@ fn a_drafter_that_must_catch_up_is_probed_within_the_budget_across_generations()
     );
 }
 
-/// A draft model of depth 4 whose tokens are always right, [`CALL_MS`] a call, and whose
-/// catch-up on tokens it has not seen costs next to nothing — until it has measured one, the
-/// policy prices a catch-up at a call per unit of the target's pass-cost ratio, so a long
-/// prompt looks dear.
-struct Behind {
-    seen: Vec<u32>,
-    limit: Option<usize>,
-    last: usize,
-    clock: Clock,
-}
-
-impl Proposer for Behind {
-    fn name(&self) -> &str {
-        "behind"
-    }
-
-    fn depth_range(&self) -> Option<usize> {
-        Some(4)
-    }
-
-    fn limit_depth(&mut self, depth: usize) {
-        self.limit = Some(depth);
-    }
-
-    fn last_cost(&self) -> Option<DraftCost> {
-        Some(DraftCost { calls: self.last, generated: self.last })
-    }
-
-    fn lag(&self, ctx: &DraftContext<'_>) -> usize {
-        let common = self.seen.iter().zip(ctx.tokens).take_while(|(a, b)| a == b).count();
-        ctx.tokens.len() - common.min(ctx.tokens.len() - 1)
-    }
-
-    fn propose(&mut self, ctx: &DraftContext<'_>) -> Result<DraftTree, DecodeError> {
-        let depth = self.limit.take().unwrap_or(4).max(1);
-        self.clock.advance(CALL_MS * depth as f64 + 0.001 * (self.lag(ctx) - 1) as f64);
-        self.seen = ctx.tokens.iter().copied().chain(std::iter::repeat_n(1, depth)).collect();
-        self.last = depth;
-        Ok(DraftTree::chain(&vec![1; depth]))
-    }
-}
-
 #[test]
 fn a_drafter_that_paid_in_the_last_generation_resumes_in_the_next() {
     // The run that went cold from its 7th prompt to its last (Qwen2.5-Coder 0.5B → 1.5B at
     // T = 1, session 68): a new prompt leaves the drafter a whole prompt behind, its catch-up
     // priced so high that the depth rule drafts nothing and a probe never has the credit. Here
-    // a 3000-token second prompt is priced at ~300 ms of catch-up (~19 ms a draft over
-    // `RESUME_DRAFTS`, more than a draft of 4 right tokens saves), while it really costs 3 ms.
-    // The driver is this test's own (no model): each pass costs what the cost model says and
-    // every drafted token is accepted.
+    // a drafter of calls a tenth of a step whose catch-up costs next to nothing, which until it
+    // has measured one the policy prices at a call per unit of the target's pass-cost ratio: a
+    // 3000-token second prompt at ~300 ms (~19 ms a draft over `RESUME_DRAFTS`, more than a
+    // draft of 4 right tokens saves), while it really costs 3 ms. The driver is this test's own
+    // (no model): each pass costs what the cost model says and every drafted token is accepted.
     let clock = Clock::manual();
-    let behind = Behind { seen: Vec::new(), limit: None, last: 0, clock: clock.clone() };
+    let reference = Shared::new(Vec::new());
+    let cheap =
+        Lagging { call: CALL_MS / STEP_MS, catch_up: 0.0002, ..Lagging::costly(reference.clone(), clock.clone()) };
     let cost = CostModel::from_points(&[(1, STEP_MS * units(1)), (2, STEP_MS * units(2)), (64, STEP_MS * units(64))]);
-    let mut auto = fixed(Box::new(behind), cost, &clock);
+    let mut auto = fixed(Box::new(cheap), cost, &clock);
     let mut sizes = Vec::new();
     for prompt in [vec![0u32; 40], vec![2u32; 3000]] {
+        reference.set(prompt.iter().copied().chain(std::iter::repeat_n(1, 1000)).collect());
         auto.set_sampling(&Default::default());
         let mut tokens = prompt.clone();
         sizes.clear();

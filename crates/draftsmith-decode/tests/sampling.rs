@@ -14,6 +14,7 @@ use draftsmith_decode::methods::{DraftModel, DraftModelConfig};
 use draftsmith_decode::sampling::{probabilities, sample_from};
 use draftsmith_decode::{
     ar::prefill, generate, generate_speculative_sampled, DecodeError, DraftContext, Proposer, Sampler, SamplingConfig,
+    SpecOutput,
 };
 use draftsmith_model::{Architecture, Model};
 use rand::rngs::StdRng;
@@ -133,6 +134,23 @@ fn joint(model: &Model<B>, prompt: &[u32]) -> Vec<f64> {
     out
 }
 
+/// A sampler with [`cfg`]'s settings and `seed`.
+fn sampler(seed: u64) -> Sampler {
+    Sampler::new(SamplingConfig { seed, ..cfg() })
+}
+
+/// The first two tokens of `n` runs, one per seed `0..n` (`v`: the vocabulary size): their
+/// counts at `t1 · v + t2`, and the draft tokens the runs accepted.
+fn first_pairs(v: usize, n: usize, mut run: impl FnMut(u64) -> SpecOutput) -> (Vec<usize>, usize) {
+    let (mut counts, mut accepted) = (vec![0usize; v * v], 0);
+    for seed in 0..n as u64 {
+        let out = run(seed);
+        accepted += out.steps.iter().map(|s| s.accepted).sum::<usize>();
+        counts[out.tokens[0] as usize * v + out.tokens[1] as usize] += 1;
+    }
+    (counts, accepted)
+}
+
 /// Upper α = 0.001 quantile of χ²(k) (Wilson–Hilferty).
 fn chi2_critical(k: f64) -> f64 {
     let z = 3.0902;
@@ -169,15 +187,10 @@ fn speculative_sampling_matches_the_target_distribution() {
     let likely = likely_after(&model, &prompt);
     let n = 4000;
     for tree in [false, true] {
-        let mut counts = vec![0usize; v * v];
-        let mut accepted = 0;
-        for seed in 0..n {
+        let (counts, accepted) = first_pairs(v, n, |seed| {
             let mut proposer = Fixed { likely: likely.clone(), tree };
-            let mut sampler = Sampler::new(SamplingConfig { seed: seed as u64, ..cfg() });
-            let out = generate_speculative_sampled(&model, &prompt, 2, &[], &mut proposer, &mut sampler).unwrap();
-            accepted += out.steps.iter().map(|s| s.accepted).sum::<usize>();
-            counts[out.tokens[0] as usize * v + out.tokens[1] as usize] += 1;
-        }
+            generate_speculative_sampled(&model, &prompt, 2, &[], &mut proposer, &mut sampler(seed)).unwrap()
+        });
         let (stat, critical) = chi_square(&exact, &counts, n);
         assert!(stat < critical, "tree={tree}: χ² = {stat:.1} ≥ {critical:.1} (α = 0.001)");
         assert!(accepted > n / 10, "tree={tree}: drafts are accepted often enough to matter ({accepted})");
@@ -219,15 +232,11 @@ fn drawn_drafts_keep_the_target_distribution() {
     let likely = likely_after(&model, &prompt);
     let n = 4000;
     for tree in [false, true] {
-        let (mut counts, mut accepted) = (vec![0usize; v * v], 0);
-        for seed in 0..n {
-            let rng = StdRng::seed_from_u64(1_000_000 + seed as u64);
+        let (counts, accepted) = first_pairs(v, n, |seed| {
+            let rng = StdRng::seed_from_u64(1_000_000 + seed);
             let mut proposer = Drawn { likely: likely.clone(), tree, rng, q: Vec::new() };
-            let mut sampler = Sampler::new(SamplingConfig { seed: seed as u64, ..cfg() });
-            let out = generate_speculative_sampled(&model, &prompt, 2, &[], &mut proposer, &mut sampler).unwrap();
-            accepted += out.steps.iter().map(|s| s.accepted).sum::<usize>();
-            counts[out.tokens[0] as usize * v + out.tokens[1] as usize] += 1;
-        }
+            generate_speculative_sampled(&model, &prompt, 2, &[], &mut proposer, &mut sampler(seed)).unwrap()
+        });
         let (stat, critical) = chi_square(&exact, &counts, n);
         assert!(stat < critical, "tree={tree}: χ² = {stat:.1} ≥ {critical:.1} (α = 0.001)");
         assert!(accepted > n / 10, "tree={tree}: drafts are accepted often enough to matter ({accepted})");
@@ -242,16 +251,13 @@ fn a_draft_model_drawing_its_drafts_keeps_the_target_distribution() {
     let prompt = [3u32, 9, 4];
     let exact = joint(&target, &prompt);
     let n = 4000;
-    let (mut counts, mut accepted) = (vec![0usize; v * v], 0);
     let config = DraftModelConfig { lambda: 3, sample: true, ..Default::default() };
     let mut proposer = DraftModel::new(drafter, config).unwrap();
-    for seed in 0..n {
-        let mut sampler = Sampler::new(SamplingConfig { seed: seed as u64, ..cfg() });
-        let out = generate_speculative_sampled(&target, &prompt, 2, &[], &mut proposer, &mut sampler).unwrap();
+    let (counts, accepted) = first_pairs(v, n, |seed| {
+        let out = generate_speculative_sampled(&target, &prompt, 2, &[], &mut proposer, &mut sampler(seed)).unwrap();
         assert_eq!(proposer.draft_distributions().map(<[_]>::len), Some(proposer.confidences().len()));
-        accepted += out.steps.iter().map(|s| s.accepted).sum::<usize>();
-        counts[out.tokens[0] as usize * v + out.tokens[1] as usize] += 1;
-    }
+        out
+    });
     let (stat, critical) = chi_square(&exact, &counts, n);
     assert!(stat < critical, "χ² = {stat:.1} ≥ {critical:.1} (α = 0.001)");
     assert!(accepted > n / 20, "drafts are accepted often enough to matter ({accepted})");
