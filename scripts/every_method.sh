@@ -24,6 +24,11 @@ done
 "$BIN" eval --model qwen2.5-coder-1.5b --methods ar,draft-model,post-use-precut \
     --draft-model qwen2.5-coder-0.5b --draft-len 6 --draft-vocab 65536 --prompts humaneval \
     --limit 20 --max-new-tokens 128 --turn-tokens 16 --out "$OUT/qwen-pair"
+# The same pair sampled: the draft model draws its drafts (`--draft-tokens sample`, the default).
+"$BIN" eval --model qwen2.5-coder-1.5b --methods ar,draft-model,post-use-precut \
+    --draft-model qwen2.5-coder-0.5b --draft-len 6 --draft-vocab 65536 --prompts humaneval \
+    --limit 20 --max-new-tokens 128 --turn-tokens 16 --temperature 0.7 --seed 0 \
+    --out "$OUT/qwen-pair-sampled"
 "$BIN" eval --methods ar,tokenswift --drafter checkpoints/tokenswift-demo \
     --prompts checkpoints/tokenswift-demo/eval-prompts.jsonl --limit 1 --no-chat-template \
     --ignore-eos --max-new-tokens 4096 --turn-tokens 256 --out "$OUT/tokenswift-greedy"
