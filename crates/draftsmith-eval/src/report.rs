@@ -266,7 +266,13 @@ fn method_params(manifest: &Manifest) -> String {
         ));
     }
     if let Some(d) = &p.draft_model {
-        parts.push(format!("draft_model = {d}"));
+        let vocab = p.draft_vocab.map_or_else(|| "all".to_string(), |n| n.to_string());
+        let mut part = format!("draft_model = {d}, draft_weights = {}, draft_vocab = {vocab}", p.draft_weights);
+        // How a draft model picks its tokens matters only when the run samples.
+        if manifest.sampling.as_ref().is_some_and(|s| !s.is_greedy()) {
+            part.push_str(&format!(", draft_tokens = {}", p.draft_tokens));
+        }
+        parts.push(part);
     }
     if has(Method::ReDrafter) {
         parts.push(format!(
@@ -353,6 +359,20 @@ mod tests {
         assert!(md.contains("| redrafter | 41.0 | 30.0 |"), "{md}");
         let plain = summarize(&[record("p1", "ar", &[1, 2, 3], &[])], &[Method::Ar]);
         assert!(!render_report(&plain, &manifest, "x", "p.svg").contains("only copied"));
+    }
+
+    #[test]
+    fn a_draft_models_settings_are_named_and_its_draft_tokens_when_sampling() {
+        let summary = summarize(&[record("p1", "ar", &[1, 2, 3], &[])], &[Method::Ar]);
+        let mut manifest = crate::manifest::tests_support::manifest();
+        manifest.params.draft_model = Some("qwen2.5-coder-0.5b".into());
+        manifest.params.draft_vocab = Some(65536);
+        let md = render_report(&summary, &manifest, "x", "p.svg");
+        assert!(md.contains("draft_model = qwen2.5-coder-0.5b, draft_weights = q4_0, draft_vocab = 65536"), "{md}");
+        assert!(!md.contains("draft_tokens"), "greedy: how drafts are picked does not matter");
+        manifest.sampling = Some(draftsmith_decode::SamplingConfig { temperature: 0.7, ..Default::default() });
+        let md = render_report(&summary, &manifest, "x", "p.svg");
+        assert!(md.contains("draft_vocab = 65536, draft_tokens = sample"), "{md}");
     }
 
     #[test]
