@@ -369,7 +369,7 @@ fn build_method<B: Backend>(
             precut: precut.then(PreCutConfig::default),
             reuse: reuse.then(TokenCacheConfig::default),
             vocab: params.draft_vocab,
-            sample: sample && !reuse,
+            sample,
         };
         DraftModel::new(model.clone(), config)
     };

@@ -361,17 +361,19 @@ impl<B: Backend> DraftModel<B> {
         }
         let mut row = self.catch_up(tokens)?;
         let (mut calls, mut product) = (1, 1.0f32);
+        // What drawn drafts are penalized over: the context and the draft so far.
+        let mut context = self.draws.is_some().then(|| tokens.to_vec());
         loop {
-            let (token, confidence) = match &mut self.draws {
-                Some((cfg, rng)) => {
-                    let context: Vec<u32> = tokens.iter().chain(&self.draft).copied().collect();
-                    let q = probabilities(&row, &context, cfg);
+            let (token, confidence) = match (&mut self.draws, &mut context) {
+                (Some((cfg, rng)), Some(context)) => {
+                    let q = probabilities(&row, context, cfg);
                     let token = sample_from(&q, rng.random::<f32>());
                     let confidence = q[token as usize];
                     self.distributions.push(q);
+                    context.push(token);
                     (token, confidence)
                 }
-                None => argmax_confidence(&row),
+                _ => argmax_confidence(&row),
             };
             self.draft.push(token);
             self.confidences.push(confidence);
@@ -545,7 +547,7 @@ impl<B: Backend> Proposer for DraftModel<B> {
     }
 
     fn draft_distributions(&self) -> Option<&[Vec<f32>]> {
-        self.draws.as_ref().map(|_| self.distributions.as_slice()).filter(|q| q.len() == self.draft.len())
+        self.draws.as_ref().map(|_| self.distributions.as_slice())
     }
 
     /// The tokens past the longest prefix of `ctx` the drafter's cache holds (at least the

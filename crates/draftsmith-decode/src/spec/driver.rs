@@ -161,7 +161,8 @@ pub fn generate_speculative_with<B: Backend>(
             let out =
                 model.forward(full.tokens(), &full.positions(cached - 1), &mask, LogitsSelect::All, &mut cache)?;
             let states = wants_hidden.map(|kind| crate::ar::hidden_of(&out, kind));
-            let drawn = proposer.draft_distributions().filter(|q| q.len() == tree.len() && !tree.is_empty());
+            // (A draft the context limit dropped above leaves its distributions unmatched.)
+            let drawn = proposer.draft_distributions().filter(|q| q.len() == tree.len());
             let (acceptance, next) = verify(&tree, &tokens, out.logits, drawn, sampler);
             let t2 = Instant::now();
             let next_hidden = states.map(|h| crate::ar::logits_row(h, acceptance.path.last().map_or(0, |&i| i + 1)));

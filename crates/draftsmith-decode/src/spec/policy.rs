@@ -1279,13 +1279,13 @@ impl Proposer for Auto {
         // Asked before `pruned`: the method's per-node state describes the whole proposal.
         let nodes = self.inner.node_classes(&tree);
         let p = self.accept.path_probabilities_nodes(self.class, nodes.as_deref(), &tree);
-        let (mut keep, mut predicted) = choose(&tree, &p, &self.cost, probe);
-        if self.inner.draft_distributions().is_some() {
+        let (keep, predicted) = if self.inner.draft_distributions().is_some() {
             // Drawn tokens are verified whatever they drew (pruning them by their values would
             // bias them: [`Proposer::draft_distributions`]); the depth was set before drafting.
-            keep = (0..tree.len()).collect();
-            predicted = self.cost.predict(1 + tree.len());
-        }
+            ((0..tree.len()).collect(), self.cost.predict(1 + tree.len()))
+        } else {
+            choose(&tree, &p, &self.cost, probe)
+        };
         if asked && !keep.is_empty() {
             // A step that drafts: the next probe is a full interval away, and a cold method
             // is warm again.
