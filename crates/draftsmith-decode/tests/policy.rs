@@ -270,6 +270,8 @@ struct Deep {
     /// Proposals after `first ..= last` tokens of context take `factor` times as long a call
     /// (a loud stretch of the host).
     loud: Option<(usize, usize, f64)>,
+    /// From `at` tokens of context on, right for `right` tokens (the text turns easier).
+    turns: Option<(usize, usize)>,
     proposals: usize,
     /// The last call cost in target steps the policy passed ([`Proposer::set_costs`]).
     priced: Shared<Option<f64>>,
@@ -290,6 +292,7 @@ impl Deep {
             last: 0,
             stall: None,
             loud: None,
+            turns: None,
             proposals: 0,
             priced: Default::default(),
             clock: Clock::manual(),
@@ -325,9 +328,10 @@ impl Proposer for Deep {
         }
         let depth = self.limit.take().unwrap_or(self.inner.len);
         let full = self.inner.propose(ctx)?;
+        let right = self.turns.filter(|&(at, _)| ctx.tokens.len() >= at).map_or(self.right, |t| t.1);
         let mut tree = DraftTree::new();
         for (i, &t) in full.tokens().iter().take(depth).enumerate() {
-            let t = if i < self.right { t } else { (t + 1) % self.inner.vocab as u32 };
+            let t = if i < right { t } else { (t + 1) % self.inner.vocab as u32 };
             tree.push(t, i.checked_sub(1));
         }
         self.last = tree.len();
@@ -458,6 +462,24 @@ fn a_loud_stretch_does_not_keep_the_drafts_shallow() {
     let late = &steps[steps.len() * 3 / 4..steps.len() - 1];
     let sizes: Vec<usize> = late.iter().map(|s| s.tree_size).collect();
     let deep = sizes.iter().filter(|&&d| d >= 3).count();
+    assert!(deep * 4 >= sizes.len() * 3, "late draft depths {sizes:?}");
+}
+
+#[test]
+fn a_level_priced_out_in_one_stretch_is_tried_again_in_the_next() {
+    // Right for two tokens for the first 100 tokens of context, then for all six (the prose
+    // before an answer's code). Calls of 0.5 ms against 5 ms steps: drafts of 2 (3 tokens for
+    // 1 ms of calls and a 3-token pass of 6 ms) are best at first, drafts of 6 (7 tokens for
+    // 3 + 10 ms) after the turn. The third level, rejected every time it was tried before the
+    // turn, was never drafted again: the drafts stayed at 2 (Qwen2.5-Coder 0.5B drafting for
+    // 1.5B, five HumanEval prompts at two tokens a draft after the first answer's prose,
+    // session 68).
+    let (steps, _, _) = deep_generate_n(14, 6, 600, |d| {
+        (d.right, d.turns) = (2, Some((112, 6)));
+    });
+    let late = &steps[steps.len() * 3 / 4..steps.len() - 1];
+    let sizes: Vec<usize> = late.iter().map(|s| s.tree_size).collect();
+    let deep = sizes.iter().filter(|&&d| d >= 4).count();
     assert!(deep * 4 >= sizes.len() * 3, "late draft depths {sizes:?}");
 }
 
