@@ -174,8 +174,9 @@ impl AcceptanceModel {
     /// a try for [`AcceptanceModel::stale`].
     pub fn fade(&mut self, class: usize, depth: usize) {
         let (c, d) = (class.min(CLASSES - 1), depth.clamp(1, DEPTHS) - 1);
-        for cell in &mut self.counts[c * (NODE_CLASSES + 1)..(c + 1) * (NODE_CLASSES + 1)] {
-            for n in &mut cell[d] {
+        // The class's cells: every node class's, then its "any node class" cell.
+        for counts in &mut self.counts[cell(class, Some(0))..=cell(class, None)] {
+            for n in &mut counts[d] {
                 let f = (FADED_TRIES / n.1.max(FADED_TRIES)).min(1.0);
                 (n.0, n.1) = (n.0 * f, n.1 * f);
             }

@@ -730,12 +730,12 @@ impl Proposer for Auto {
         self.template = tree.clone();
         // Asked before `pruned`: the method's per-node state describes the whole proposal.
         let nodes = self.inner.node_classes(&tree);
-        let p = self.accept.path_probabilities_nodes(self.class, nodes.as_deref(), &tree);
         let (keep, predicted) = if self.inner.draft_distributions().is_some() {
             // Drawn tokens are verified whatever they drew (pruning them by their values would
             // bias them: [`Proposer::draft_distributions`]); the depth was set before drafting.
             ((0..tree.len()).collect(), self.cost.predict(1 + tree.len()))
         } else {
+            let p = self.accept.path_probabilities_nodes(self.class, nodes.as_deref(), &tree);
             choose(&tree, &p, &self.cost, probe)
         };
         if asked && !keep.is_empty() {
