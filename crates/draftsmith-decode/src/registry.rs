@@ -439,29 +439,7 @@ impl DraftWeights {
     }
 }
 
-impl std::str::FromStr for DraftWeights {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "keep" => Ok(Self::Keep),
-            "q8_0" => Ok(Self::Q8_0),
-            "q4_1" => Ok(Self::Q4_1),
-            "q4_0" => Ok(Self::Q4_0),
-            other => Err(format!("unknown draft weights `{other}` (keep, q8_0, q4_1, q4_0)")),
-        }
-    }
-}
-
-impl std::fmt::Display for DraftWeights {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Self::Keep => "keep",
-            Self::Q8_0 => "q8_0",
-            Self::Q4_1 => "q4_1",
-            Self::Q4_0 => "q4_0",
-        })
-    }
-}
+value_names!(DraftWeights, "draft weights", { Keep => "keep", Q8_0 => "q8_0", Q4_1 => "q4_1", Q4_0 => "q4_0" });
 
 /// How a draft model picks its draft tokens when the generation samples
 /// ([`MethodParams::draft_tokens`]).
@@ -474,25 +452,7 @@ pub enum DraftTokens {
     Sample,
 }
 
-impl std::str::FromStr for DraftTokens {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "argmax" => Ok(Self::Argmax),
-            "sample" => Ok(Self::Sample),
-            other => Err(format!("unknown draft tokens `{other}` (argmax, sample)")),
-        }
-    }
-}
-
-impl std::fmt::Display for DraftTokens {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Self::Argmax => "argmax",
-            Self::Sample => "sample",
-        })
-    }
-}
+value_names!(DraftTokens, "draft tokens", { Argmax => "argmax", Sample => "sample" });
 
 /// Builds the proposer of a method that needs no drafter; `ar` has none (`Ok(None)`).
 pub fn build_proposer(method: Method, params: &MethodParams) -> Result<Option<Box<dyn Proposer>>, DecodeError> {
@@ -630,6 +590,31 @@ mod tests {
         assert_eq!(MethodParams::default().draft_weights, DraftWeights::Q4_0, "drafters at 4 bits unless asked");
         let err = "q5_0".parse::<DraftWeights>().unwrap_err();
         assert!(err.contains("q5_0") && err.contains("keep, q8_0, q4_1, q4_0"), "{err}");
+    }
+
+    #[test]
+    fn setting_values_read_their_names_and_refuse_others_by_the_list() {
+        use crate::methods::tokenswift::KvMode;
+        use crate::spec::DraftPolicy;
+        for (name, v) in [("auto", DraftPolicy::Auto), ("fixed", DraftPolicy::Fixed)] {
+            assert_eq!((name.parse::<DraftPolicy>(), v.to_string()), (Ok(v), name.to_string()));
+        }
+        for (name, v) in [
+            ("full", KvMode::Full),
+            ("partial-static", KvMode::PartialStatic),
+            ("dynamic", KvMode::Dynamic),
+            ("verify-pass", KvMode::VerifyPass),
+        ] {
+            assert_eq!((name.parse::<KvMode>(), v.to_string()), (Ok(v), name.to_string()));
+        }
+        assert_eq!("partial".parse::<KvMode>(), Ok(KvMode::PartialStatic), "an alias reads, never written");
+        assert_eq!("x".parse::<DraftPolicy>().unwrap_err(), "unknown draft policy `x` (auto, fixed)");
+        assert_eq!("x".parse::<DraftWeights>().unwrap_err(), "unknown draft weights `x` (keep, q8_0, q4_1, q4_0)");
+        assert_eq!("x".parse::<DraftTokens>().unwrap_err(), "unknown draft tokens `x` (argmax, sample)");
+        assert_eq!(
+            "x".parse::<KvMode>().unwrap_err(),
+            "unknown KV mode `x` (full, partial-static, dynamic, verify-pass)"
+        );
     }
 
     #[test]

@@ -33,29 +33,12 @@ pub enum KvMode {
     VerifyPass,
 }
 
-impl std::str::FromStr for KvMode {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "full" => Ok(Self::Full),
-            "partial-static" | "partial" => Ok(Self::PartialStatic),
-            "dynamic" => Ok(Self::Dynamic),
-            "verify-pass" => Ok(Self::VerifyPass),
-            other => Err(format!("unknown KV mode `{other}` (full, partial-static, dynamic, verify-pass)")),
-        }
-    }
-}
-
-impl std::fmt::Display for KvMode {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Self::Full => "full",
-            Self::PartialStatic => "partial-static",
-            Self::Dynamic => "dynamic",
-            Self::VerifyPass => "verify-pass",
-        })
-    }
-}
+value_names!(KvMode, "KV mode", {
+    Full => "full",
+    PartialStatic => "partial-static" | "partial",
+    Dynamic => "dynamic",
+    VerifyPass => "verify-pass",
+});
 
 /// Importance of each cached position for one layer: `scores[h][j] = Σ_{q ∈ group(h)} q · k_{h,j}`.
 /// `queries`: `[num_heads × head_dim]`; `keys`: `[kv_heads, len, head_dim]`.

@@ -66,25 +66,7 @@ pub enum DraftPolicy {
     Fixed,
 }
 
-impl std::str::FromStr for DraftPolicy {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "auto" => Ok(Self::Auto),
-            "fixed" => Ok(Self::Fixed),
-            other => Err(format!("unknown draft policy `{other}` (auto, fixed)")),
-        }
-    }
-}
-
-impl std::fmt::Display for DraftPolicy {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            Self::Auto => "auto",
-            Self::Fixed => "fixed",
-        })
-    }
-}
+value_names!(DraftPolicy, "draft policy", { Auto => "auto", Fixed => "fixed" });
 
 /// Weight of a new measurement in a running average (drafting times, catch-ups, probes).
 const EMA: f64 = 0.2;
