@@ -177,6 +177,27 @@ fn chi_square(expected: &[f64], counts: &[usize], n: usize) -> (f64, f64) {
     (stat, chi2_critical((cells - 1) as f64))
 }
 
+/// Generations of two tokens after `prompt`, `n` seeds each, with the proposer `proposer(seed,
+/// tree)` drafting a chain and then a tree: the first two tokens' counts pass the χ² test against
+/// the exact joint `exact`, and drafts are accepted often enough to matter.
+fn assert_drafts_keep_the_target<P: Proposer>(
+    model: &Model<B>,
+    prompt: &[u32],
+    exact: &[f64],
+    n: usize,
+    proposer: impl Fn(u64, bool) -> P,
+) {
+    for tree in [false, true] {
+        let (counts, accepted) = first_pairs(model.config().vocab_size, n, |seed| {
+            let mut proposer = proposer(seed, tree);
+            generate_speculative_sampled(model, prompt, 2, &[], &mut proposer, &mut sampler(seed)).unwrap()
+        });
+        let (stat, critical) = chi_square(exact, &counts, n);
+        assert!(stat < critical, "tree={tree}: χ² = {stat:.1} ≥ {critical:.1} (α = 0.001)");
+        assert!(accepted > n / 10, "tree={tree}: drafts are accepted often enough to matter ({accepted})");
+    }
+}
+
 #[test]
 fn speculative_sampling_matches_the_target_distribution() {
     let model = tiny(Architecture::Llama, 8);
@@ -186,15 +207,7 @@ fn speculative_sampling_matches_the_target_distribution() {
     // The target's likeliest next tokens after prompt + t1, for the proposer.
     let likely = likely_after(&model, &prompt);
     let n = 4000;
-    for tree in [false, true] {
-        let (counts, accepted) = first_pairs(v, n, |seed| {
-            let mut proposer = Fixed { likely: likely.clone(), tree };
-            generate_speculative_sampled(&model, &prompt, 2, &[], &mut proposer, &mut sampler(seed)).unwrap()
-        });
-        let (stat, critical) = chi_square(&exact, &counts, n);
-        assert!(stat < critical, "tree={tree}: χ² = {stat:.1} ≥ {critical:.1} (α = 0.001)");
-        assert!(accepted > n / 10, "tree={tree}: drafts are accepted often enough to matter ({accepted})");
-    }
+    assert_drafts_keep_the_target(&model, &prompt, &exact, n, |_, tree| Fixed { likely: likely.clone(), tree });
     // The test can fail: plain AR samples against a distribution with the penalty switched off.
     let plain = SamplingConfig { repetition_penalty: 1.0, ..cfg() };
     let mut counts = vec![0usize; v * v];
@@ -226,21 +239,13 @@ fn likely_after(model: &Model<B>, prompt: &[u32]) -> Vec<Vec<u32>> {
 #[test]
 fn drawn_drafts_keep_the_target_distribution() {
     let model = tiny(Architecture::Llama, 8);
-    let v = model.config().vocab_size;
     let prompt = [3u32, 9, 4];
     let exact = joint(&model, &prompt);
     let likely = likely_after(&model, &prompt);
-    let n = 4000;
-    for tree in [false, true] {
-        let (counts, accepted) = first_pairs(v, n, |seed| {
-            let rng = StdRng::seed_from_u64(1_000_000 + seed);
-            let mut proposer = Drawn { likely: likely.clone(), tree, rng, q: Vec::new() };
-            generate_speculative_sampled(&model, &prompt, 2, &[], &mut proposer, &mut sampler(seed)).unwrap()
-        });
-        let (stat, critical) = chi_square(&exact, &counts, n);
-        assert!(stat < critical, "tree={tree}: χ² = {stat:.1} ≥ {critical:.1} (α = 0.001)");
-        assert!(accepted > n / 10, "tree={tree}: drafts are accepted often enough to matter ({accepted})");
-    }
+    assert_drafts_keep_the_target(&model, &prompt, &exact, 4000, |seed, tree| {
+        let rng = StdRng::seed_from_u64(1_000_000 + seed);
+        Drawn { likely: likely.clone(), tree, rng, q: Vec::new() }
+    });
 }
 
 #[test]
