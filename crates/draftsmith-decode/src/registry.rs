@@ -439,7 +439,7 @@ impl DraftWeights {
     }
 }
 
-value_names!(DraftWeights, "draft weights", { Keep => "keep", Q8_0 => "q8_0", Q4_1 => "q4_1", Q4_0 => "q4_0" });
+draftsmith_core::value_names!(DraftWeights, "draft weights", { Keep => "keep", Q8_0 => "q8_0", Q4_1 => "q4_1", Q4_0 => "q4_0" });
 
 /// How a draft model picks its draft tokens when the generation samples
 /// ([`MethodParams::draft_tokens`]).
@@ -452,7 +452,7 @@ pub enum DraftTokens {
     Sample,
 }
 
-value_names!(DraftTokens, "draft tokens", { Argmax => "argmax", Sample => "sample" });
+draftsmith_core::value_names!(DraftTokens, "draft tokens", { Argmax => "argmax", Sample => "sample" });
 
 /// Builds the proposer of a method that needs no drafter; `ar` has none (`Ok(None)`).
 pub fn build_proposer(method: Method, params: &MethodParams) -> Result<Option<Box<dyn Proposer>>, DecodeError> {

@@ -64,35 +64,14 @@ pub enum DrafterKind {
     TokenSwift,
 }
 
-impl DrafterKind {
-    pub const ALL: [DrafterKind; 2] = [DrafterKind::ReDrafter, DrafterKind::TokenSwift];
-
-    /// The name in `config.json` (and of the decoding method).
-    pub fn name(self) -> &'static str {
-        match self {
-            DrafterKind::ReDrafter => "redrafter",
-            DrafterKind::TokenSwift => "tokenswift",
-        }
-    }
-
-    fn parse(name: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|k| k.name() == name)
-    }
-}
-
-impl std::fmt::Display for DrafterKind {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
-    }
-}
+// The name in `config.json` (and of the decoding method).
+draftsmith_core::value_names!(DrafterKind, "drafter kind", { ReDrafter => "redrafter", TokenSwift => "tokenswift" });
 
 /// The kind a drafter's `config.json` declares: its `drafter` field, or for a checkpoint in
 /// the reference ReDrafter layout (no `drafter` field), its `model_type`.
 pub(crate) fn declared_kind(config: &serde_json::Value) -> Result<DrafterKind, String> {
     match config.get("drafter").and_then(|v| v.as_str()) {
-        Some(name) => {
-            DrafterKind::parse(name).ok_or_else(|| format!("unknown drafter kind `{name}` (redrafter, tokenswift)"))
-        }
+        Some(name) => name.parse(),
         None if config.get("model_type").and_then(|v| v.as_str()) == Some(crate::redrafter::REFERENCE_MODEL_TYPE) => {
             Ok(DrafterKind::ReDrafter)
         }

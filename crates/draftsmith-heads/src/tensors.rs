@@ -52,17 +52,6 @@ impl WeightDtype {
         }
     }
 
-    pub const ALL: [WeightDtype; 3] = [WeightDtype::F32, WeightDtype::F16, WeightDtype::Bf16];
-
-    /// The name on the command line.
-    pub fn name(self) -> &'static str {
-        match self {
-            WeightDtype::F32 => "f32",
-            WeightDtype::F16 => "f16",
-            WeightDtype::Bf16 => "bf16",
-        }
-    }
-
     fn encode(self, values: &[f32]) -> (Dtype, Vec<u8>) {
         match self {
             WeightDtype::F32 => (Dtype::F32, values.iter().flat_map(|x| x.to_le_bytes()).collect()),
@@ -76,22 +65,7 @@ impl WeightDtype {
     }
 }
 
-impl std::fmt::Display for WeightDtype {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl std::str::FromStr for WeightDtype {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Self::ALL
-            .into_iter()
-            .find(|d| d.name() == s)
-            .ok_or_else(|| format!("unknown weight dtype `{s}` (f32, f16, bf16)"))
-    }
-}
+draftsmith_core::value_names!(WeightDtype, "weight dtype", { F32 => "f32", F16 => "f16", Bf16 => "bf16" });
 
 pub(crate) fn write(path: &Path, tensors: &Named, metadata: Option<HashMap<String, String>>) -> Result<(), HeadsError> {
     write_typed(path, tensors, metadata, WeightDtype::F32)
@@ -148,7 +122,7 @@ pub(crate) fn read_config<T: serde::de::DeserializeOwned>(
         });
     }
     if let Some(map) = value.as_object_mut() {
-        map.entry("drafter").or_insert_with(|| kind.name().into());
+        map.entry("drafter").or_insert_with(|| kind.to_string().into());
     }
     let file =
         serde_json::from_value(value).map_err(|e| HeadsError::Config { path: path.clone(), problem: e.to_string() })?;

@@ -2,9 +2,7 @@
 //! loads. `draftsmith` keeps the compact layout the decoders read (tied head, draft vocabulary);
 //! `reference` writes a ReDrafter as apple/ml-recurrent-drafter and TensorRT-LLM load it.
 
-use std::fmt;
 use std::path::{Path, PathBuf};
-use std::str::FromStr;
 
 use burn::tensor::{backend::Backend, Tensor};
 use draftsmith_core::fsio::write_atomic;
@@ -28,33 +26,7 @@ pub enum ExportFormat {
     Reference,
 }
 
-impl ExportFormat {
-    pub const ALL: [ExportFormat; 2] = [ExportFormat::Draftsmith, ExportFormat::Reference];
-
-    pub fn name(self) -> &'static str {
-        match self {
-            ExportFormat::Draftsmith => "draftsmith",
-            ExportFormat::Reference => "reference",
-        }
-    }
-}
-
-impl fmt::Display for ExportFormat {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
-
-impl FromStr for ExportFormat {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        Self::ALL
-            .into_iter()
-            .find(|f| f.name() == s)
-            .ok_or_else(|| format!("unknown export format `{s}` (draftsmith, reference)"))
-    }
-}
+draftsmith_core::value_names!(ExportFormat, "export format", { Draftsmith => "draftsmith", Reference => "reference" });
 
 /// Input rows of a probe.
 const PROBE_ROWS: usize = 4;

@@ -69,7 +69,7 @@ pub fn save_redrafter<B: Backend>(
     push_linear(&mut named, &format!("lm_head.{}", drafter.blocks.len()), &drafter.out);
     write(&dir.join(WEIGHTS_FILE), &named, None)?;
     let file = DrafterFile {
-        drafter: DrafterKind::ReDrafter.name().into(),
+        drafter: DrafterKind::ReDrafter.to_string(),
         vocab_size: config.vocab_size,
         hidden_size: config.hidden_size,
         exit_dim: config.exit_dim,

@@ -71,7 +71,7 @@ pub fn save_tokenswift<B: Backend>(
     }
     write(&dir.join(WEIGHTS_FILE), &named, None)?;
     let file = TokenSwiftFile {
-        drafter: KIND.name().into(),
+        drafter: KIND.to_string(),
         vocab_size: config.vocab_size,
         hidden_size: config.hidden_size,
         num_heads: config.num_heads,

@@ -33,7 +33,7 @@ pub enum KvMode {
     VerifyPass,
 }
 
-value_names!(KvMode, "KV mode", {
+draftsmith_core::value_names!(KvMode, "KV mode", {
     Full => "full",
     PartialStatic => "partial-static" | "partial",
     Dynamic => "dynamic",

@@ -66,7 +66,7 @@ pub enum DraftPolicy {
     Fixed,
 }
 
-value_names!(DraftPolicy, "draft policy", { Auto => "auto", Fixed => "fixed" });
+draftsmith_core::value_names!(DraftPolicy, "draft policy", { Auto => "auto", Fixed => "fixed" });
 
 /// Weight of a new measurement in a running average (drafting times, catch-ups, probes).
 const EMA: f64 = 0.2;
