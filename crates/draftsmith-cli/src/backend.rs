@@ -1,5 +1,6 @@
 //! Backend selection: burn's `flex` CPU backend by default, CUDA with `--features cuda`, wgpu
-//! (Vulkan / Metal / DX12, and Mesa's software Vulkan driver lavapipe in CI) with `--features wgpu`.
+//! (Vulkan / Metal / DX12, and Mesa's software Vulkan driver lavapipe in CI) with the `wgpu`
+//! feature (on by default).
 
 use clap::ValueEnum;
 
@@ -20,7 +21,8 @@ pub enum DeviceKind {
     Cpu,
     /// burn-cuda on GPU 0 (binary built with `--features cuda`).
     Cuda,
-    /// burn-wgpu on the default adapter: Vulkan, Metal or DX12 (binary built with `--features wgpu`).
+    /// burn-wgpu on the default adapter: Vulkan, Metal or DX12 (in the default build; not in
+    /// one built with `--no-default-features`).
     Wgpu,
 }
 

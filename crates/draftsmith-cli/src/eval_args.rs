@@ -40,7 +40,7 @@ pub struct EvalArgs {
     /// Tokenize each prompt as raw text instead of applying the model's chat template.
     #[arg(long)]
     pub no_chat_template: bool,
-    /// Output directory (resumed when it holds the same eval). Default: eval/runs/<UTC time>
+    /// Output directory (resumed when it holds the same eval). Default: `eval/runs/<UTC time>`
     /// (git-ignored; recorded results go under eval/results/ by an explicit --out).
     #[arg(long)]
     pub out: Option<PathBuf>,

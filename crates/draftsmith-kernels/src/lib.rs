@@ -42,7 +42,7 @@
 //! # Layout
 //!
 //! At load time the GGUF blocks are repacked so that 16 consecutive weight rows are interleaved
-//! four bytes at a time (see [`layout`](crate::layout)). One 64-byte load then holds four
+//! four bytes at a time (see the `layout` module). One 64-byte load then holds four
 //! consecutive elements of 16 rows, and a single `vpdpbusd` against four broadcast activation
 //! bytes yields one partial dot product per row, lane `j` being row `j`. Per-block scales are
 //! applied as one vector multiply per block, and no horizontal reduction is needed.

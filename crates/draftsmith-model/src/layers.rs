@@ -140,7 +140,7 @@ impl Rope {
     }
 
     /// Tables for the given positions, laid out at the full `[n, heads, head_dim]` shapes of
-    /// the queries and keys so every op of [`RopeTables::apply`] is contiguous (broadcasting
+    /// the queries and keys so every op of `RopeTables::apply` is contiguous (broadcasting
     /// walks strided indices on the CPU backend and dominated multi-token forwards).
     pub fn tables<B: Backend>(
         &self,

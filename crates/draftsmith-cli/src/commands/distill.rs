@@ -26,7 +26,7 @@ pub struct DistillArgs {
     /// Number of conversations to read from --data.
     #[arg(long, default_value_t = 200)]
     pub limit: usize,
-    /// Output directory. Default: data/distilled/<model>-<data>.
+    /// Output directory. Default: `data/distilled/<model>-<data>`.
     #[arg(long)]
     pub out: Option<PathBuf>,
     /// Do not write self-distilled records (the target's own responses).
@@ -67,9 +67,9 @@ pub struct DistillArgs {
     #[arg(long)]
     pub no_chat_template: bool,
     /// Distil only part I of N (0-based) of the --limit conversations, a contiguous range, into
-    /// <out>/part-I-of-N/: run the N parts on N machines or processes with the same arguments
-    /// (a Slurm job array, a Kubernetes Indexed Job, GNU parallel); `train` reads <out> as one
-    /// dataset once every part has finished.
+    /// `<out>/part-0000I-of-0000N/` (five digits each): run the N parts on N machines or
+    /// processes with the same arguments (a Slurm job array, a Kubernetes Indexed Job, GNU
+    /// parallel); `train` reads `<out>` as one dataset once every part has finished.
     #[arg(long, value_name = "I/N")]
     pub shard: Option<Part>,
     /// Print the run's statistics as one JSON object on the last stdout line.

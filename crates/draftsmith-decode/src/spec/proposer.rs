@@ -119,7 +119,7 @@ pub trait Proposer: Send {
     /// sampling its drafts when the generation samples), each node's draft distribution over
     /// token ids, in node order (ids past a distribution's end have probability 0): the sampled
     /// verifier then accepts a node's token `x` with probability `min(1, p(x) / q(x))` instead
-    /// of `p(x)` ([`crate::spec::verify_sampled`]). That keeps the target's distribution only if
+    /// of `p(x)` ([`crate::spec::verify_sampled()`]). That keeps the target's distribution only if
     /// every drawn node is verified whatever it drew, so a draft policy verifies such a proposal
     /// whole, unpruned; a method's own rule that stops drafting after a node (by that node's
     /// value or any before it) is fine, as the node itself is kept. `None` (the default): the

@@ -120,9 +120,10 @@ pub fn attend<T: KvElem>(
 
 /// [`attend`] into `out` (resized), with `(heads, kv_heads, head_dim)`. The work is split over
 /// the kernels' worker pool in units of one kv head × a run of tokens; inside a unit the keys
-/// and values are walked in blocks of [`KEY_BLOCK`] positions, each block serving every query
-/// row of the unit while it is in cache, so a long context is read once per unit rather than
-/// once per token. Per query row the arithmetic is that of [`attend_group`].
+/// and values are walked in blocks of `KEY_BLOCK` (128) positions, each block serving every
+/// query row of the unit while it is in cache, so a long context is read once per unit rather
+/// than once per token. Per query row the arithmetic is that of `attend_group` (the tests'
+/// one-row reference).
 pub fn attend_into<T: KvElem>(
     q: &[f32],
     keys: KeysIn<'_, T>,
