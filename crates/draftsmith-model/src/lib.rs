@@ -6,6 +6,7 @@ pub mod cache;
 pub mod chat;
 pub mod config;
 pub mod driver;
+mod embed;
 pub mod error;
 pub mod fingerprint;
 pub mod fused;

@@ -11,6 +11,7 @@ use draftsmith_kernels::{Activations, QFormat};
 
 use crate::chat::ChatTemplate;
 use crate::config::{Architecture, HfConfig, ModelConfig, RopeScaling};
+use crate::embed::Embeddings;
 use crate::error::ModelError;
 use crate::fused::{Dims, HostStack};
 use crate::layers::{Linear, LinearWeight, RmsNorm, Rope};
@@ -490,7 +491,7 @@ struct Builder<'a, B: Backend> {
 impl<B: Backend> Builder<'_, B> {
     fn model(&self) -> Result<Model<B>, ModelError> {
         let c = self.config;
-        let embed = self.matrix("model.embed_tokens.weight", false)?;
+        let embed = self.embeddings("model.embed_tokens.weight")?;
         let head_name = if c.tie_word_embeddings { "model.embed_tokens.weight" } else { "lm_head.weight" };
         let lm_head = self.linear(head_name, None)?;
         let blocks = (0..c.num_layers).map(|i| self.block(i)).collect::<Result<Vec<_>, _>>()?;
@@ -549,6 +550,17 @@ impl<B: Backend> Builder<'_, B> {
 
     fn norm(&self, name: &str) -> Result<RmsNorm<B>, ModelError> {
         Ok(RmsNorm { weight: self.vector(name)?, eps: self.config.rms_norm_eps })
+    }
+
+    /// The token embeddings: the source's own blocks where it has them ([`Embeddings::Blocks`]),
+    /// else an f32 matrix.
+    fn embeddings(&self, name: &str) -> Result<Embeddings<B>, ModelError> {
+        let shape = self.source.shape(name).unwrap_or_default();
+        let blocks = self.source.load_blocks(name)?;
+        match blocks.and_then(|(dtype, bytes)| Embeddings::blocks(dtype, bytes, shape[0], shape[1])) {
+            Some(table) => Ok(table),
+            None => Ok(Embeddings::Dense(self.matrix(name, false)?)),
+        }
     }
 
     /// A `[rows, cols]` matrix as stored, or transposed to `[cols, rows]`.

@@ -5,6 +5,7 @@ use burn::tensor::{activation, backend::Backend, Int, Tensor, TensorData};
 
 use crate::cache::KvCache;
 use crate::config::ModelConfig;
+use crate::embed::Embeddings;
 use crate::error::ModelError;
 use crate::fused::{HostStack, PassInput, Phase, PROFILE};
 use crate::host;
@@ -92,7 +93,7 @@ pub(crate) struct Block<B: Backend> {
 pub struct Model<B: Backend> {
     pub(crate) config: ModelConfig,
     /// `[vocab, hidden]` token embeddings (shared, frozen, with drafters).
-    pub(crate) embed: Tensor<B, 2>,
+    pub(crate) embed: Embeddings<B>,
     pub(crate) blocks: Vec<Block<B>>,
     pub(crate) norm: RmsNorm<B>,
     pub(crate) lm_head: Linear<B>,
@@ -129,9 +130,10 @@ impl<B: Backend> Model<B> {
         &self.device
     }
 
-    /// The token-embedding matrix `[vocab, hidden]`.
-    pub fn embeddings(&self) -> &Tensor<B, 2> {
-        &self.embed
+    /// The token-embedding matrix `[vocab, hidden]` (from a GGUF file, dequantized on each
+    /// call: the model embeds tokens from the stored blocks).
+    pub fn embeddings(&self) -> Tensor<B, 2> {
+        self.embed.table(&self.device)
     }
 
     /// The bytes of matrix weights one forward pass reads, and the multiply-adds each token
@@ -180,9 +182,12 @@ impl<B: Backend> Model<B> {
 
     /// Embeds token ids: `[n, hidden]`.
     pub fn embed_tokens(&self, tokens: &[u32]) -> Tensor<B, 2> {
-        let ids: Vec<i32> = tokens.iter().map(|&t| t as i32).collect();
-        let ids = Tensor::<B, 1, Int>::from_data(TensorData::new(ids, [tokens.len()]), &self.device);
-        self.embed.clone().select(0, ids)
+        self.embed.rows(tokens, &self.device)
+    }
+
+    /// [`Model::embed_tokens`] on the host, `[n, hidden]` row-major.
+    pub fn embed_tokens_host(&self, tokens: &[u32]) -> Vec<f32> {
+        self.embed.rows_host(tokens, &self.device)
     }
 
     /// The LM head alone on `[n, hidden]` vectors (drafters with a head tied to the target's
@@ -407,7 +412,7 @@ impl<B: Backend> Model<B> {
     ) -> (Option<Tensor<B, 2>>, HiddenOutput<B>) {
         let (n, d) = (tokens.len(), self.config.hidden_size);
         let (cos, sin) = self.rope.host_tables(positions);
-        let mut x = host_f32(self.embed_tokens(tokens));
+        let mut x = self.embed_tokens_host(tokens);
         let cached = cache.len();
         let visibility = match mask {
             AttentionMask::Causal => host::Visibility::Causal { cached },

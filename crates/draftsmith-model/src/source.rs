@@ -31,6 +31,11 @@ pub trait WeightSource {
     }
     /// Tensor values as f32, row-major in HF order.
     fn load_f32(&self, name: &str) -> Result<Vec<f32>, ModelError>;
+    /// A tensor's bytes in the source's own block format, where it stores blocks that need no
+    /// rearranging (GGUF: every tensor but llama.cpp's permuted q/k rows); `None` otherwise.
+    fn load_blocks(&self, _name: &str) -> Result<Option<(GgmlType, Vec<u8>)>, ModelError> {
+        Ok(None)
+    }
     /// A 2-D weight as a quantized CPU matrix for products with `activations`: the file's own
     /// blocks when the kernels multiply them fast in that mode, otherwise re-quantized to Q8_0
     /// (GGUF files rewrite some block formats instead).
@@ -153,6 +158,11 @@ impl WeightSource for GgufSource {
             }
             None => values,
         })
+    }
+
+    fn load_blocks(&self, name: &str) -> Result<Option<(GgmlType, Vec<u8>)>, ModelError> {
+        let info = self.info(name)?;
+        Ok(self.permuted_heads(name).is_none().then(|| (info.dtype, self.file.tensor_bytes(info).to_vec())))
     }
 
     fn load_quant(&self, name: &str, activations: Activations) -> Result<QMatrix, ModelError> {

@@ -175,7 +175,7 @@ pub fn train_redrafter<AB: AutodiffBackend>(
     let optim = AdamWConfig::new().with_weight_decay(cfg.weight_decay as f32).init::<AB, ReDrafter<AB>>();
     // One transposed copy of the frozen embeddings, shared by training (as a constant of the
     // autodiff backend) and validation (on the inner backend).
-    let inner_embeddings = target.embeddings().clone();
+    let inner_embeddings = target.embeddings();
     // The draft vocabulary's token ids, which cut both the drafter's and the teacher's heads.
     let draft_ids = draft.as_ref().map(|d| {
         let ids: Vec<i32> = d.ids.iter().map(|&t| t as i32).collect();
