@@ -128,16 +128,26 @@ impl HostStack {
     }
 
     /// The stack of `blocks` when every projection is quantized (`None` otherwise).
+    ///
+    /// The blocks are consumed one by one, each block's matrices freed once stacked, so loading
+    /// never holds a second copy of more than one layer's weights; blocks with a dense matrix
+    /// are handed back whole.
     pub(crate) fn from_blocks<B: burn::tensor::backend::Backend>(
-        blocks: &[crate::model::Block<B>],
+        blocks: Vec<crate::model::Block<B>>,
         final_norm: &crate::layers::RmsNorm<B>,
         dims: Dims,
         (activations, kv_keys): (Activations, crate::load::KvKeys),
-    ) -> Option<Self> {
+    ) -> Result<Self, Vec<crate::model::Block<B>>> {
         use crate::layers::{Linear, LinearWeight};
+        let linears = |b: &crate::model::Block<B>| {
+            [&b.attn.q, &b.attn.k, &b.attn.v, &b.attn.o, &b.mlp.gate, &b.mlp.up, &b.mlp.down].map(|l| l.is_quantized())
+        };
+        if !blocks.iter().all(|b| linears(b).into_iter().all(|q| q)) {
+            return Err(blocks);
+        }
         let quant = |l: &Linear<B>| match &l.weight {
-            LinearWeight::Quant(q) => Some((q.clone(), l.bias_host.clone())),
-            LinearWeight::Dense(_) => None,
+            LinearWeight::Quant(q) => (q.clone(), l.bias_host.clone()),
+            LinearWeight::Dense(_) => unreachable!("checked above"),
         };
         let host_vec = |t: &burn::tensor::Tensor<B, 1>| {
             t.clone().into_data().convert::<f32>().to_vec::<f32>().expect("f32 norm weights")
@@ -147,14 +157,14 @@ impl HostStack {
             let (a, m) = (&b.attn, &b.mlp);
             layers.push(HostLayer {
                 attn_norm: host_vec(&b.attn_norm.weight),
-                qkv: Proj::new(&[quant(&a.q)?, quant(&a.k)?, quant(&a.v)?]),
-                o: Proj::new(&[quant(&a.o)?]),
+                qkv: Proj::new(&[quant(&a.q), quant(&a.k), quant(&a.v)]),
+                o: Proj::new(&[quant(&a.o)]),
                 mlp_norm: host_vec(&b.mlp_norm.weight),
-                gate_up: Proj::new(&[quant(&m.gate)?, quant(&m.up)?]),
-                down: Proj::new(&[quant(&m.down)?]),
+                gate_up: Proj::new(&[quant(&m.gate), quant(&m.up)]),
+                down: Proj::new(&[quant(&m.down)]),
             });
         }
-        Some(Self { layers, final_norm: host_vec(&final_norm.weight), dims, activations, kv_keys })
+        Ok(Self { layers, final_norm: host_vec(&final_norm.weight), dims, activations, kv_keys })
     }
 }
 

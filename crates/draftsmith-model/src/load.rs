@@ -504,12 +504,14 @@ impl<B: Backend> Builder<'_, B> {
             ffn: c.intermediate_size,
             eps: c.rms_norm_eps,
         };
-        let host = if lm_head.is_quantized() {
-            HostStack::from_blocks(&blocks, &norm, dims, (self.options.activations, self.options.kv_keys))
-        } else {
-            None
+        let modes = (self.options.activations, self.options.kv_keys);
+        let (host, blocks) = match lm_head.is_quantized() {
+            true => match HostStack::from_blocks(blocks, &norm, dims, modes) {
+                Ok(stack) => (Some(stack), Vec::new()),
+                Err(blocks) => (None, blocks),
+            },
+            false => (None, blocks),
         };
-        let blocks = if host.is_some() { Vec::new() } else { blocks };
         Ok(Model {
             host,
             config: c.clone(),

@@ -1,6 +1,7 @@
 //! Weight sources: a GGUF file or Hugging Face safetensors, both seen through HF tensor names
 //! and HF (`[out, in]`) shapes, with llama.cpp's q/k row permutation undone.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -191,13 +192,15 @@ impl WeightSource for GgufSource {
             [c, r] => (*c as usize, *r as usize),
             dims => return Err(tensor_err(self.path(), name, format!("expected a matrix, found dims {dims:?}"))),
         };
+        // The file's bytes are read in place where they need no rewriting (the packed matrix
+        // is the one copy: a copy first would be a second pass over fresh pages).
         let bytes = self.file.tensor_bytes(info);
-        let bytes = match self.permuted_heads(name) {
-            Some(heads) => unpermute_rows(bytes, rows, heads),
-            None => bytes.to_vec(),
+        let bytes: Cow<'_, [u8]> = match self.permuted_heads(name) {
+            Some(heads) => Cow::Owned(unpermute_rows(bytes, rows, heads)),
+            None => Cow::Borrowed(bytes),
         };
         let bytes = match repack {
-            Some(repack) if bytes.len().is_multiple_of(info.dtype.type_size()) => repack(&bytes),
+            Some(repack) if bytes.len().is_multiple_of(info.dtype.type_size()) => Cow::Owned(repack(&bytes)),
             Some(_) => {
                 return Err(tensor_err(
                     self.path(),
