@@ -222,13 +222,12 @@ impl<B: Backend> Search<'_, B> {
     fn logits(&mut self, parents: &[usize], tokens: &[u32]) -> Vec<Vec<f32>> {
         let n = tokens.len();
         let vocab = self.p.target.config().vocab_size;
-        let emb = self.p.target.embed_tokens(tokens);
         match &mut self.state {
             SearchState::Host { drafter, mode, context, state } => {
                 let hidden = context.len();
                 let prev: Vec<f32> =
                     parents.iter().flat_map(|&p| &state[p * hidden..(p + 1) * hidden]).copied().collect();
-                *state = drafter.next_state(*mode, &prev, &draftsmith_model::host_f32(emb), n);
+                *state = drafter.next_state(*mode, &prev, &self.p.target.embed_tokens_host(tokens), n);
                 let out = drafter.head(*mode, context, state, n);
                 if let Some(draft_vocab) = &self.p.draft_vocab {
                     return draft_vocab.logits_host(*mode, &out, n, vocab);
@@ -245,7 +244,7 @@ impl<B: Backend> Search<'_, B> {
                 let device = context.device();
                 let ids = |v: Vec<i32>| Tensor::<B, 1, Int>::from_data(TensorData::new(v, [n]), &device);
                 let prev = state.clone().select(0, ids(parents.iter().map(|&p| p as i32).collect()));
-                *state = self.p.drafter.next_state(prev, emb);
+                *state = self.p.drafter.next_state(prev, self.p.target.embed_tokens(tokens));
                 let context = context.clone().expand([n, context.dims()[1]]);
                 let out = self.p.drafter.head(context, state.clone());
                 if let Some(draft_vocab) = &self.p.draft_vocab {
