@@ -127,11 +127,9 @@ impl HostStack {
         total
     }
 
-    /// The stack of `blocks` when every projection is quantized (`None` otherwise).
-    ///
-    /// The blocks are consumed one by one, each block's matrices freed once stacked, so loading
-    /// never holds a second copy of more than one layer's weights; blocks with a dense matrix
-    /// are handed back whole.
+    /// The stack of `blocks` when every projection is quantized; otherwise the blocks, handed
+    /// back whole. The blocks are consumed one by one, each block's matrices freed once
+    /// stacked, so loading never holds a second copy of more than one layer's weights.
     pub(crate) fn from_blocks<B: burn::tensor::backend::Backend>(
         blocks: Vec<crate::model::Block<B>>,
         final_norm: &crate::layers::RmsNorm<B>,

@@ -76,7 +76,15 @@ pub fn run(cmd: BenchCommand) -> Result<()> {
 fn run_ar<B: Backend>(args: &BenchArArgs, device: &B::Device) -> Result<()> {
     let config = args.config();
     config.validate()?;
+    let start = std::time::Instant::now();
     let loaded = args.model.load::<B>(device)?;
+    // Loading's own figures (a fetch included where the model was not cached yet): the peak
+    // resident memory so far is loading's, before the benchmark's probe buffers.
+    let (load_s, load_peak_rss_mb) = (start.elapsed().as_secs_f64(), draftsmith_eval::peak_rss_mb());
+    eprintln!(
+        "loaded in {load_s:.2} s; peak RSS {}",
+        load_peak_rss_mb.map_or("unknown".into(), |mb| format!("{mb:.0} MiB"))
+    );
     let prompts = encode_prompts(&loaded.tokenizer, config.prompts)?;
     let device = format!("{:?}", args.model.device).to_lowercase();
     let weights = args.model.matmul(&loaded.path)?;
@@ -96,7 +104,9 @@ fn run_ar<B: Backend>(args: &BenchArArgs, device: &B::Device) -> Result<()> {
     }
     })?;
     print_host_drift(&result.machine);
-    let result = serde_json::to_value(&result)?;
+    let mut result = serde_json::to_value(&result)?;
+    result["load_s"] = serde_json::json!(load_s);
+    result["load_peak_rss_mb"] = serde_json::json!(load_peak_rss_mb);
     if !args.json {
         eprintln!("{}", serde_json::to_string_pretty(&result)?);
     }
