@@ -62,10 +62,9 @@ impl<B: Backend> Embeddings<B> {
     pub(crate) fn table(&self, device: &B::Device) -> Tensor<B, 2> {
         match self {
             Self::Dense(table) => table.clone(),
-            Self::Blocks { dtype, bytes, cols, .. } => {
-                let values = dequant::dequantize(*dtype, bytes, bytes.len() / dtype.type_size() * dtype.block_size())
-                    .expect("whole blocks (checked at load)");
-                let rows = values.len() / cols;
+            Self::Blocks { dtype, bytes, row_bytes, cols } => {
+                let rows = bytes.len() / row_bytes;
+                let values = dequant::dequantize(*dtype, bytes, rows * cols).expect("whole blocks (checked at load)");
                 Tensor::from_data(TensorData::new(values, [rows, *cols]), device)
             }
         }

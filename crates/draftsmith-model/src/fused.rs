@@ -137,10 +137,7 @@ impl HostStack {
         (activations, kv_keys): (Activations, crate::load::KvKeys),
     ) -> Result<Self, Vec<crate::model::Block<B>>> {
         use crate::layers::{Linear, LinearWeight};
-        let linears = |b: &crate::model::Block<B>| {
-            [&b.attn.q, &b.attn.k, &b.attn.v, &b.attn.o, &b.mlp.gate, &b.mlp.up, &b.mlp.down].map(|l| l.is_quantized())
-        };
-        if !blocks.iter().all(|b| linears(b).into_iter().all(|q| q)) {
+        if !blocks.iter().all(|b| b.linears().iter().all(|l| l.is_quantized())) {
             return Err(blocks);
         }
         let quant = |l: &Linear<B>| match &l.weight {

@@ -88,6 +88,14 @@ pub(crate) struct Block<B: Backend> {
     pub mlp: Mlp<B>,
 }
 
+impl<B: Backend> Block<B> {
+    /// The block's seven projections: q, k, v, o, gate, up, down.
+    pub(crate) fn linears(&self) -> [&Linear<B>; 7] {
+        let (a, m) = (&self.attn, &self.mlp);
+        [&a.q, &a.k, &a.v, &a.o, &m.gate, &m.up, &m.down]
+    }
+}
+
 /// A decoder-only transformer of the Llama family.
 #[derive(Debug, Clone)]
 pub struct Model<B: Backend> {
@@ -153,7 +161,7 @@ impl<B: Backend> Model<B> {
         };
         add_linear(&self.lm_head);
         for b in &self.blocks {
-            for l in [&b.attn.q, &b.attn.k, &b.attn.v, &b.attn.o, &b.mlp.gate, &b.mlp.up, &b.mlp.down] {
+            for l in b.linears() {
                 add_linear(l);
             }
         }
