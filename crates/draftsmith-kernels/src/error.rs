@@ -53,4 +53,12 @@ pub enum KernelError {
         /// Input columns.
         cols: usize,
     },
+    /// A part of a stacked matrix other than the last has rows that do not fill whole row groups.
+    #[error("a stacked part other than the last has {rows} rows, not a multiple of the row group {group}")]
+    PartRows {
+        /// The part's rows.
+        rows: usize,
+        /// Rows per packed group.
+        group: usize,
+    },
 }

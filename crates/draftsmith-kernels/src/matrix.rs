@@ -40,6 +40,11 @@ fn check_shape(rows: usize, cols: usize, block: usize) -> Result<usize, KernelEr
 }
 
 impl QMatrix {
+    /// Rows per packed row group: a matrix can follow another in one stacked matrix
+    /// ([`QMatrix::stack`], [`QMatrix::from_ggml_parts`]) when the first's rows are a multiple
+    /// of it.
+    pub const ROW_GROUP: usize = GROUP;
+
     /// An all-zero matrix ready to be filled block by block.
     fn empty(format: QFormat, rows: usize, cols: usize) -> Self {
         let groups = rows.div_ceil(GROUP);
@@ -67,31 +72,57 @@ impl QMatrix {
     /// [block](QFormat::block_elems), [`KernelError::ByteLength`] when `bytes.len() != rows ×
     /// cols / block_elems × block_bytes`, [`KernelError::ShapeOverflow`].
     pub fn from_ggml_blocks(format: QFormat, bytes: &[u8], rows: usize, cols: usize) -> Result<Self, KernelError> {
-        let blocks = check_shape(rows, cols, format.block_elems())?;
-        let expected = blocks.checked_mul(format.block_bytes()).ok_or(KernelError::ShapeOverflow { rows, cols })?;
-        if bytes.len() != expected {
-            let actual = bytes.len();
-            return Err(KernelError::ByteLength { format, rows, cols, expected, actual });
-        }
-        let mut m = Self::empty(format, rows, cols);
-        let nb = cols / QK;
-        let per_row = cols / format.block_elems();
-        for (i, src) in bytes.chunks_exact(format.block_bytes()).enumerate() {
-            match format {
-                QFormat::Q6K => {
-                    layout::pack_q6_k(src, (i / per_row, i % per_row, nb), m.quants.as_mut_slice(), &mut m.scales)
-                }
-                QFormat::Q4K | QFormat::Q5K => layout::pack_q4_k(
-                    format,
-                    src,
-                    (i / per_row, i % per_row, nb),
-                    m.quants.as_mut_slice(),
-                    &mut m.scales,
-                ),
-                _ => m.pack(src, i / nb, i % nb),
+        Self::from_ggml_parts(format, &[(bytes, rows)], cols)
+    }
+
+    /// Several matrices' GGUF blocks (each `(bytes, rows)`, all of `format` with `cols` columns)
+    /// packed straight into one matrix of their rows one after another (`[Σ rows, cols]`): the
+    /// matrix [`QMatrix::stack`] would build from them one by one, without a second copy.
+    ///
+    /// # Errors
+    /// As [`QMatrix::from_ggml_blocks`] for each part; [`KernelError::PartRows`] when a part
+    /// other than the last has a row count that is not a multiple of 16 (its last row group
+    /// would be padded).
+    pub fn from_ggml_parts(format: QFormat, parts: &[(&[u8], usize)], cols: usize) -> Result<Self, KernelError> {
+        let mut rows = 0usize;
+        for (i, &(bytes, part_rows)) in parts.iter().enumerate() {
+            if i + 1 < parts.len() && !part_rows.is_multiple_of(GROUP) {
+                return Err(KernelError::PartRows { rows: part_rows, group: GROUP });
             }
+            let blocks = check_shape(part_rows, cols, format.block_elems())?;
+            let expected =
+                blocks.checked_mul(format.block_bytes()).ok_or(KernelError::ShapeOverflow { rows: part_rows, cols })?;
+            if bytes.len() != expected {
+                let actual = bytes.len();
+                return Err(KernelError::ByteLength { format, rows: part_rows, cols, expected, actual });
+            }
+            rows = rows.checked_add(part_rows).ok_or(KernelError::ShapeOverflow { rows, cols })?;
+        }
+        check_shape(rows, cols, format.block_elems())?;
+        let mut m = Self::empty(format, rows, cols);
+        let mut row0 = 0;
+        for &(bytes, part_rows) in parts {
+            m.pack_rows(bytes, row0);
+            row0 += part_rows;
         }
         Ok(m)
+    }
+
+    /// Packs whole rows of GGUF blocks (`bytes`, checked by the caller) from row `row0` on.
+    fn pack_rows(&mut self, bytes: &[u8], row0: usize) {
+        let format = self.format;
+        let nb = self.cols / QK;
+        let per_row = self.cols / format.block_elems();
+        for (i, src) in bytes.chunks_exact(format.block_bytes()).enumerate() {
+            let (row, b) = (row0 + i / per_row, i % per_row);
+            match format {
+                QFormat::Q6K => layout::pack_q6_k(src, (row, b, nb), self.quants.as_mut_slice(), &mut self.scales),
+                QFormat::Q4K | QFormat::Q5K => {
+                    layout::pack_q4_k(format, src, (row, b, nb), self.quants.as_mut_slice(), &mut self.scales)
+                }
+                _ => self.pack(src, row, b),
+            }
+        }
     }
 
     /// Quantizes an f32 row-major `[rows, cols]` matrix to Q8_0 with ggml's rounding:

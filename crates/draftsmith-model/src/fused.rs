@@ -18,8 +18,9 @@ use draftsmith_kernels::{rowops, Activations, Pool, QMatrix};
 
 use crate::host::{self, HostKv, Visibility};
 
-/// Several projections of the same input: one stacked matrix when their formats allow it,
-/// otherwise one product per part; outputs are the parts' rows side by side, biases added.
+/// Several projections of the same input as few matrices as their formats allow
+/// ([`WeightSource::load_quant_parts`](crate::source::WeightSource::load_quant_parts)); outputs
+/// are the projections' rows side by side, biases added.
 #[derive(Debug, Clone)]
 pub(crate) struct Proj {
     parts: Vec<Arc<QMatrix>>,
@@ -28,20 +29,11 @@ pub(crate) struct Proj {
 }
 
 impl Proj {
-    /// `parts`: each matrix with its bias, if any.
-    pub(crate) fn new(parts: &[(Arc<QMatrix>, Option<Vec<f32>>)]) -> Self {
-        let rows = parts.iter().map(|(m, _)| m.rows()).sum();
-        let bias = parts
-            .iter()
-            .any(|(_, b)| b.is_some())
-            .then(|| parts.iter().flat_map(|(m, b)| b.clone().unwrap_or_else(|| vec![0.0; m.rows()])).collect());
-        let matrices: Vec<&QMatrix> = parts.iter().map(|(m, _)| m.as_ref()).collect();
-        let stacked = if parts.len() > 1 { QMatrix::stack(&matrices) } else { None };
-        let parts = match stacked {
-            Some(m) => vec![Arc::new(m)],
-            None => parts.iter().map(|(m, _)| m.clone()).collect(),
-        };
-        Self { parts, rows, bias }
+    /// `parts`: the matrices, rows one after another; `bias`: one value per row of all of them.
+    pub(crate) fn new(parts: Vec<QMatrix>, bias: Option<Vec<f32>>) -> Self {
+        let rows = parts.iter().map(|m| m.rows()).sum();
+        debug_assert!(bias.as_ref().is_none_or(|b| b.len() == rows), "one bias per row");
+        Self { parts: parts.into_iter().map(Arc::new).collect(), rows, bias }
     }
 
     pub(crate) fn rows(&self) -> usize {
@@ -125,41 +117,6 @@ impl HostStack {
             }
         }
         total
-    }
-
-    /// The stack of `blocks` when every projection is quantized; otherwise the blocks, handed
-    /// back whole. The blocks are consumed one by one, each block's matrices freed once
-    /// stacked, so loading never holds a second copy of more than one layer's weights.
-    pub(crate) fn from_blocks<B: burn::tensor::backend::Backend>(
-        blocks: Vec<crate::model::Block<B>>,
-        final_norm: &crate::layers::RmsNorm<B>,
-        dims: Dims,
-        (activations, kv_keys): (Activations, crate::load::KvKeys),
-    ) -> Result<Self, Vec<crate::model::Block<B>>> {
-        use crate::layers::{Linear, LinearWeight};
-        if !blocks.iter().all(|b| b.linears().iter().all(|l| l.is_quantized())) {
-            return Err(blocks);
-        }
-        let quant = |l: &Linear<B>| match &l.weight {
-            LinearWeight::Quant(q) => (q.clone(), l.bias_host.clone()),
-            LinearWeight::Dense(_) => unreachable!("checked above"),
-        };
-        let host_vec = |t: &burn::tensor::Tensor<B, 1>| {
-            t.clone().into_data().convert::<f32>().to_vec::<f32>().expect("f32 norm weights")
-        };
-        let mut layers = Vec::with_capacity(blocks.len());
-        for b in blocks {
-            let (a, m) = (&b.attn, &b.mlp);
-            layers.push(HostLayer {
-                attn_norm: host_vec(&b.attn_norm.weight),
-                qkv: Proj::new(&[quant(&a.q), quant(&a.k), quant(&a.v)]),
-                o: Proj::new(&[quant(&a.o)]),
-                mlp_norm: host_vec(&b.mlp_norm.weight),
-                gate_up: Proj::new(&[quant(&m.gate), quant(&m.up)]),
-                down: Proj::new(&[quant(&m.down)]),
-            });
-        }
-        Ok(Self { layers, final_norm: host_vec(&final_norm.weight), dims, activations, kv_keys })
     }
 }
 

@@ -7,13 +7,13 @@ use std::sync::Arc;
 
 use burn::tensor::{backend::Backend, Tensor, TensorData};
 use draftsmith_gguf::{GgufError, GgufFile};
-use draftsmith_kernels::{Activations, QFormat};
+use draftsmith_kernels::{Activations, QFormat, QMatrix};
 
 use crate::chat::ChatTemplate;
 use crate::config::{Architecture, HfConfig, ModelConfig, RopeScaling};
 use crate::embed::Embeddings;
 use crate::error::ModelError;
-use crate::fused::{Dims, HostStack};
+use crate::fused::{Dims, HostLayer, HostStack, Proj};
 use crate::layers::{Linear, LinearWeight, RmsNorm, Rope};
 use crate::model::{Attention, Block, Mlp, Model};
 use crate::names;
@@ -481,6 +481,15 @@ fn join(names: &[String]) -> String {
     s
 }
 
+/// A decoder layer's projections as the fused host path multiplies them: each group's weights
+/// (under `model.layers.{i}.`) share an input; `true` where Qwen2-style biases apply.
+const HOST_PROJECTIONS: [(&[&str], bool); 4] = [
+    (&["self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"], true),
+    (&["self_attn.o_proj"], false),
+    (&["mlp.gate_proj", "mlp.up_proj"], false),
+    (&["mlp.down_proj"], false),
+];
+
 struct Builder<'a, B: Backend> {
     config: &'a ModelConfig,
     source: &'a dyn WeightSource,
@@ -494,24 +503,28 @@ impl<B: Backend> Builder<'_, B> {
         let embed = self.embeddings("model.embed_tokens.weight")?;
         let head_name = if c.tie_word_embeddings { "model.embed_tokens.weight" } else { "lm_head.weight" };
         let lm_head = self.linear(head_name, None)?;
-        let blocks = (0..c.num_layers).map(|i| self.block(i)).collect::<Result<Vec<_>, _>>()?;
+        // Every projection quantized: the layers are built for the fused host path alone (no
+        // burn blocks), each layer's q/k/v and gate/up packed as stacked matrices.
+        let host_path =
+            lm_head.is_quantized() && (0..c.num_layers).all(|i| self.host_layer_names(i).all(|n| self.quantizes(&n)));
+        let (host, blocks) = match host_path {
+            true => {
+                let layers = (0..c.num_layers).map(|i| self.host_layer(i)).collect::<Result<Vec<_>, _>>()?;
+                let dims = Dims {
+                    heads: c.num_heads,
+                    kv_heads: c.num_kv_heads,
+                    head_dim: c.head_dim,
+                    ffn: c.intermediate_size,
+                    eps: c.rms_norm_eps,
+                };
+                let final_norm = self.source.load_f32("model.norm.weight")?;
+                let (activations, kv_keys) = (self.options.activations, self.options.kv_keys);
+                (Some(HostStack { layers, final_norm, dims, activations, kv_keys }), Vec::new())
+            }
+            false => (None, (0..c.num_layers).map(|i| self.block(i)).collect::<Result<Vec<_>, _>>()?),
+        };
         let (inv_freq, mscale) = c.rope_inv_freq();
         let norm = self.norm("model.norm.weight")?;
-        let dims = Dims {
-            heads: c.num_heads,
-            kv_heads: c.num_kv_heads,
-            head_dim: c.head_dim,
-            ffn: c.intermediate_size,
-            eps: c.rms_norm_eps,
-        };
-        let modes = (self.options.activations, self.options.kv_keys);
-        let (host, blocks) = match lm_head.is_quantized() {
-            true => match HostStack::from_blocks(blocks, &norm, dims, modes) {
-                Ok(stack) => (Some(stack), Vec::new()),
-                Err(blocks) => (None, blocks),
-            },
-            false => (None, blocks),
-        };
         Ok(Model {
             host,
             config: c.clone(),
@@ -542,6 +555,68 @@ impl<B: Backend> Builder<'_, B> {
                 down: self.linear(&p("mlp.down_proj.weight"), None)?,
             },
         })
+    }
+
+    /// Layer `i`'s seven projection weights.
+    fn host_layer_names(&self, i: usize) -> impl Iterator<Item = String> {
+        HOST_PROJECTIONS.iter().flat_map(|(names, _)| names.iter()).map(move |n| format!("model.layers.{i}.{n}.weight"))
+    }
+
+    /// Whether `name` is multiplied by the quantized kernels ([`Builder::linear`]'s rule).
+    fn quantizes(&self, name: &str) -> bool {
+        let cols = self.source.shape(name).and_then(|s| s.get(1).copied());
+        matches!(self.options.matmul, MatmulWeights::Quantized) && cols.is_some_and(|c| c.is_multiple_of(32))
+    }
+
+    /// Layer `i` of the fused host path, straight from the source.
+    fn host_layer(&self, i: usize) -> Result<HostLayer, ModelError> {
+        let p = |s: &str| format!("model.layers.{i}.{s}");
+        let proj = |(names, biased): &(&[&str], bool)| -> Result<Proj, ModelError> {
+            let weights: Vec<String> = names.iter().map(|n| p(&format!("{n}.weight"))).collect();
+            let weights: Vec<&str> = weights.iter().map(String::as_str).collect();
+            let matrices = self.quant_matrices(&weights)?;
+            let bias = match *biased && self.config.architecture.qkv_bias() {
+                true => Some(
+                    names
+                        .iter()
+                        .map(|n| self.source.load_f32(&p(&format!("{n}.bias"))))
+                        .collect::<Result<Vec<_>, _>>()?
+                        .concat(),
+                ),
+                false => None,
+            };
+            Ok(Proj::new(matrices, bias))
+        };
+        let [qkv, o, gate_up, down] = &HOST_PROJECTIONS;
+        Ok(HostLayer {
+            attn_norm: self.source.load_f32(&p("input_layernorm.weight"))?,
+            qkv: proj(qkv)?,
+            o: proj(o)?,
+            mlp_norm: self.source.load_f32(&p("post_attention_layernorm.weight"))?,
+            gate_up: proj(gate_up)?,
+            down: proj(down)?,
+        })
+    }
+
+    /// The weights `names` as quantized matrices ([`WeightSource::load_quant_parts`]), each
+    /// re-quantized where the options ask for a smaller format.
+    fn quant_matrices(&self, names: &[&str]) -> Result<Vec<QMatrix>, ModelError> {
+        let parts = self.source.load_quant_parts(names, self.options.activations)?;
+        // A format without fast kernels in this activation mode (Q4_0 with f32 activations)
+        // becomes the smallest one that has them, Q4_1.
+        let fast = |to: QFormat| if to.fast_in(self.options.activations) { to } else { QFormat::Q4_1 };
+        let Some(to) = self.options.requantize.map(fast) else { return Ok(parts) };
+        parts
+            .into_iter()
+            .map(|m| match larger_format(m.format(), to) {
+                true => m.requantize(to).map_err(|e| ModelError::Tensor {
+                    path: self.source.path().to_path_buf(),
+                    name: names.join(", "),
+                    problem: format!("re-quantizing to {to:?}: {e}"),
+                }),
+                false => Ok(m),
+            })
+            .collect()
     }
 
     fn vector(&self, name: &str) -> Result<Tensor<B, 1>, ModelError> {
@@ -581,18 +656,7 @@ impl<B: Backend> Builder<'_, B> {
         // The kernels work on 32-wide blocks; narrower matrices (tiny test models) stay dense.
         let weight = match self.options.matmul {
             MatmulWeights::Quantized if cols.is_multiple_of(32) => {
-                let mut m = self.source.load_quant(name, self.options.activations)?;
-                // A format without fast kernels in this activation mode (Q4_0 with f32
-                // activations) becomes the smallest one that has them, Q4_1.
-                let fast = |to: QFormat| if to.fast_in(self.options.activations) { to } else { QFormat::Q4_1 };
-                let to = self.options.requantize.map(fast);
-                if let Some(to) = to.filter(|&to| larger_format(m.format(), to)) {
-                    m = m.requantize(to).map_err(|e| ModelError::Tensor {
-                        path: self.source.path().to_path_buf(),
-                        name: name.to_string(),
-                        problem: format!("re-quantizing to {to:?}: {e}"),
-                    })?;
-                }
+                let m = self.quant_matrices(&[name])?.pop().expect("one matrix for one weight");
                 LinearWeight::Quant(Arc::new(m))
             }
             _ => LinearWeight::Dense(self.matrix(name, true)?),

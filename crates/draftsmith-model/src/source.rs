@@ -37,13 +37,92 @@ pub trait WeightSource {
     fn load_blocks(&self, _name: &str) -> Result<Option<(GgmlType, Vec<u8>)>, ModelError> {
         Ok(None)
     }
-    /// A 2-D weight as a quantized CPU matrix for products with `activations`: the file's own
-    /// blocks when the kernels multiply them fast in that mode, otherwise re-quantized to Q8_0
-    /// (GGUF files rewrite some block formats instead).
-    fn load_quant(&self, name: &str, _activations: Activations) -> Result<QMatrix, ModelError> {
+    /// A 2-D weight ready for the quantized CPU kernels' products with `activations`: the
+    /// file's own blocks when the kernels multiply them fast in that mode, otherwise blocks
+    /// rewritten to a format they do (GGUF) or a matrix re-quantized to Q8_0 from its values.
+    fn quant_weight(&self, name: &str, _activations: Activations) -> Result<QuantWeight<'_>, ModelError> {
         let shape = self.shape(name).unwrap_or_default();
         let values = self.load_f32(name)?;
-        quantize(self.path(), name, &values, &shape)
+        quantize(self.path(), name, &values, &shape).map(QuantWeight::Matrix)
+    }
+
+    /// A 2-D weight as a quantized CPU matrix for products with `activations` (see
+    /// [`WeightSource::quant_weight`]).
+    fn load_quant(&self, name: &str, activations: Activations) -> Result<QMatrix, ModelError> {
+        let mut parts = self.load_quant_parts(&[name], activations)?;
+        Ok(parts.pop().expect("one matrix per name at most"))
+    }
+
+    /// Several 2-D weights that multiply the same input (q, k and v; gate and up), as few
+    /// matrices as their formats allow: consecutive weights of one block format and width
+    /// become one matrix of their rows one after another, packed straight from the file's
+    /// blocks (no second copy of the weights while loading).
+    fn load_quant_parts(&self, names: &[&str], activations: Activations) -> Result<Vec<QMatrix>, ModelError> {
+        let weights = names.iter().map(|n| self.quant_weight(n, activations)).collect::<Result<Vec<_>, _>>()?;
+        let mut out = Vec::new();
+        let mut start = 0;
+        while start < weights.len() {
+            let mut end = start + 1;
+            while end < weights.len() && weights[end - 1].stacks_with(&weights[end]) {
+                end += 1;
+            }
+            let run = &weights[start..end];
+            let matrix = match run {
+                [QuantWeight::Matrix(m)] => m.clone(),
+                [QuantWeight::Blocks { format, cols, .. }, ..] => {
+                    let parts: Vec<(&[u8], usize)> = run
+                        .iter()
+                        .map(|w| match w {
+                            QuantWeight::Blocks { bytes, rows, .. } => (bytes.as_ref(), *rows),
+                            QuantWeight::Matrix(_) => unreachable!("a run holds one kind"),
+                        })
+                        .collect();
+                    QMatrix::from_ggml_parts(*format, &parts, *cols)
+                        .map_err(|e| tensor_err(self.path(), names[start], e.to_string()))?
+                }
+                _ => {
+                    let parts: Vec<&QMatrix> = run
+                        .iter()
+                        .map(|w| match w {
+                            QuantWeight::Matrix(m) => m,
+                            QuantWeight::Blocks { .. } => unreachable!("a run holds one kind"),
+                        })
+                        .collect();
+                    QMatrix::stack(&parts).expect("a run's matrices stack")
+                }
+            };
+            out.push(matrix);
+            start = end;
+        }
+        Ok(out)
+    }
+}
+
+/// A weight on its way to the quantized kernels ([`WeightSource::quant_weight`]).
+pub enum QuantWeight<'a> {
+    /// GGUF-format blocks of `format`, row-major: the source file's own bytes where they need
+    /// no rewriting.
+    Blocks { format: QFormat, bytes: Cow<'a, [u8]>, rows: usize, cols: usize },
+    /// A matrix built already (re-quantized from the weight's values).
+    Matrix(QMatrix),
+}
+
+impl QuantWeight<'_> {
+    /// `(format, rows, cols)`.
+    fn shape(&self) -> (QFormat, usize, usize) {
+        match self {
+            Self::Blocks { format, rows, cols, .. } => (*format, *rows, *cols),
+            Self::Matrix(m) => (m.format(), m.rows(), m.cols()),
+        }
+    }
+
+    /// Whether `next` can follow this weight's rows in one matrix: the same kind, format and
+    /// width, and this weight's rows fill whole row groups.
+    fn stacks_with(&self, next: &Self) -> bool {
+        let ((f, rows, cols), (nf, _, ncols)) = (self.shape(), next.shape());
+        let same_kind =
+            matches!((self, next), (Self::Blocks { .. }, Self::Blocks { .. }) | (Self::Matrix(_), Self::Matrix(_)));
+        same_kind && f == nf && cols == ncols && rows.is_multiple_of(QMatrix::ROW_GROUP)
     }
 }
 
@@ -166,7 +245,7 @@ impl WeightSource for GgufSource {
         Ok(self.permuted_heads(name).is_none().then(|| (info.dtype, self.file.tensor_bytes(info).to_vec())))
     }
 
-    fn load_quant(&self, name: &str, activations: Activations) -> Result<QMatrix, ModelError> {
+    fn quant_weight(&self, name: &str, activations: Activations) -> Result<QuantWeight<'_>, ModelError> {
         let info = self.info(name)?;
         // Formats the kernels multiply natively are kept (Q4_0, Q5_0, Q4_K, Q5_K and Q6_K where their
         // kernels are fast: int8 activations); otherwise Q4_0 / Q5_0 become Q8_0 exactly and Q4_K
@@ -185,7 +264,7 @@ impl WeightSource for GgufSource {
             GgmlType::Q4_K => (QFormat::Q4_1, Some(dequant::q4_k_as_q4_1)),
             _ => {
                 let shape = self.shape(name).unwrap_or_default();
-                return quantize(self.path(), name, &self.load_f32(name)?, &shape);
+                return quantize(self.path(), name, &self.load_f32(name)?, &shape).map(QuantWeight::Matrix);
             }
         };
         let (cols, rows) = match info.dims.as_slice() {
@@ -210,7 +289,7 @@ impl WeightSource for GgufSource {
             }
             None => bytes,
         };
-        QMatrix::from_ggml_blocks(format, &bytes, rows, cols).map_err(|e| tensor_err(self.path(), name, e.to_string()))
+        Ok(QuantWeight::Blocks { format, bytes, rows, cols })
     }
 }
 

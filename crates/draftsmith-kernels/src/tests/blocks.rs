@@ -319,3 +319,32 @@ fn activations_quantized_in_shares_by_several_threads_are_the_whole_quantized_at
         }
     }
 }
+
+#[test]
+fn parts_pack_into_the_matrix_of_their_rows_one_after_another() {
+    let mut rng = Rng::new(7);
+    for format in super::BLOCK_FORMATS.into_iter().chain(super::KQUANT_FORMATS) {
+        let cols = 512;
+        let make = |rows: usize, rng: &mut Rng| match super::KQUANT_FORMATS.contains(&format) {
+            true => super::kquant::random_bytes(format, rows, cols, rng),
+            false => random_blocks(format, rows, cols, rng),
+        };
+        // Three parts, the last with a padded row group (as k and v under grouped-query attention).
+        let parts: Vec<(Vec<u8>, usize)> = [32, 16, 7].into_iter().map(|rows| (make(rows, &mut rng), rows)).collect();
+        let refs: Vec<(&[u8], usize)> = parts.iter().map(|(b, r)| (b.as_slice(), *r)).collect();
+        let stacked = QMatrix::from_ggml_parts(format, &refs, cols).unwrap();
+        let whole: Vec<u8> = parts.iter().flat_map(|(b, _)| b.iter().copied()).collect();
+        let one = QMatrix::from_ggml_blocks(format, &whole, 55, cols).unwrap();
+        assert_eq!((stacked.rows(), stacked.n_bytes()), (55, one.n_bytes()), "{format:?}");
+        assert_eq!(dequantize_all(&stacked), dequantize_all(&one), "{format:?}");
+        let x = rng.activations(3 * cols);
+        let (mut a, mut b) = (vec![0.0; 3 * 55], vec![0.0; 3 * 55]);
+        stacked.matmul(&x, 3, &mut a);
+        one.matmul(&x, 3, &mut b);
+        assert_eq!(a, b, "{format:?}");
+        // Only the last part may end in a padded row group.
+        let uneven = [(refs[2].0, 7), (refs[0].0, 32)];
+        let e = QMatrix::from_ggml_parts(format, &uneven, cols).unwrap_err();
+        assert_eq!(e, KernelError::PartRows { rows: 7, group: 16 });
+    }
+}
