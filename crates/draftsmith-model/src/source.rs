@@ -58,43 +58,21 @@ pub trait WeightSource {
     /// become one matrix of their rows one after another, packed straight from the file's
     /// blocks (no second copy of the weights while loading).
     fn load_quant_parts(&self, names: &[&str], activations: Activations) -> Result<Vec<QMatrix>, ModelError> {
-        let weights = names.iter().map(|n| self.quant_weight(n, activations)).collect::<Result<Vec<_>, _>>()?;
-        let mut out = Vec::new();
-        let mut start = 0;
-        while start < weights.len() {
-            let mut end = start + 1;
-            while end < weights.len() && weights[end - 1].stacks_with(&weights[end]) {
-                end += 1;
+        // Runs of consecutive weights that stack, each with the index of its first name.
+        let mut runs: Vec<(usize, Vec<QuantWeight<'_>>)> = Vec::new();
+        for (i, name) in names.iter().enumerate() {
+            let weight = self.quant_weight(name, activations)?;
+            match runs.last_mut() {
+                Some((_, run)) if run.last().is_some_and(|prev| prev.stacks_with(&weight)) => run.push(weight),
+                _ => runs.push((i, vec![weight])),
             }
-            let run = &weights[start..end];
-            let matrix = match run {
-                [QuantWeight::Matrix(m)] => m.clone(),
-                [QuantWeight::Blocks { format, cols, .. }, ..] => {
-                    let parts: Vec<(&[u8], usize)> = run
-                        .iter()
-                        .map(|w| match w {
-                            QuantWeight::Blocks { bytes, rows, .. } => (bytes.as_ref(), *rows),
-                            QuantWeight::Matrix(_) => unreachable!("a run holds one kind"),
-                        })
-                        .collect();
-                    QMatrix::from_ggml_parts(*format, &parts, *cols)
-                        .map_err(|e| tensor_err(self.path(), names[start], e.to_string()))?
-                }
-                _ => {
-                    let parts: Vec<&QMatrix> = run
-                        .iter()
-                        .map(|w| match w {
-                            QuantWeight::Matrix(m) => m,
-                            QuantWeight::Blocks { .. } => unreachable!("a run holds one kind"),
-                        })
-                        .collect();
-                    QMatrix::stack(&parts).expect("a run's matrices stack")
-                }
-            };
-            out.push(matrix);
-            start = end;
         }
-        Ok(out)
+        runs.into_iter()
+            .map(|(first, run)| {
+                let run_names = names[first..first + run.len()].join(", ");
+                QuantWeight::pack(run).map_err(|e| tensor_err(self.path(), &run_names, e.to_string()))
+            })
+            .collect()
     }
 }
 
@@ -108,6 +86,36 @@ pub enum QuantWeight<'a> {
 }
 
 impl QuantWeight<'_> {
+    /// One matrix of a run of weights that stack ([`QuantWeight::stacks_with`]): blocks packed
+    /// straight into it, a lone matrix as it is, matrices copied together.
+    fn pack(mut run: Vec<Self>) -> Result<QMatrix, draftsmith_kernels::KernelError> {
+        if let [Self::Blocks { format, cols, .. }, ..] = run.as_slice() {
+            let (format, cols) = (*format, *cols);
+            let parts: Vec<(&[u8], usize)> = run
+                .iter()
+                .filter_map(|w| match w {
+                    Self::Blocks { bytes, rows, .. } => Some((bytes.as_ref(), *rows)),
+                    Self::Matrix(_) => None,
+                })
+                .collect();
+            return QMatrix::from_ggml_parts(format, &parts, cols);
+        }
+        if run.len() == 1 {
+            return match run.pop() {
+                Some(Self::Matrix(m)) => Ok(m),
+                _ => unreachable!("a run of blocks is packed above"),
+            };
+        }
+        let parts: Vec<&QMatrix> = run
+            .iter()
+            .filter_map(|w| match w {
+                Self::Matrix(m) => Some(m),
+                Self::Blocks { .. } => None,
+            })
+            .collect();
+        Ok(QMatrix::stack(&parts).expect("a run's matrices stack"))
+    }
+
     /// `(format, rows, cols)`.
     fn shape(&self) -> (QFormat, usize, usize) {
         match self {
@@ -399,6 +407,33 @@ mod tests {
             }
         }
         assert_eq!(unpermute_rows(&gguf, rows, heads), hf);
+    }
+
+    #[test]
+    fn parts_stack_where_their_rows_fill_whole_groups() {
+        let mut src = MemorySource::new("<parts>");
+        let values = |rows: usize, seed: usize| (0..rows * 64).map(|i| ((i * 7 + seed) % 13) as f32 - 6.0).collect();
+        for (name, rows) in [("a", 32), ("b", 16), ("c", 7), ("d", 16)] {
+            src.insert(name, vec![rows, 64], values(rows, rows));
+        }
+        let load = |names: &[&str]| src.load_quant_parts(names, Activations::Int8).unwrap();
+        let rows = |ms: &[QMatrix]| ms.iter().map(QMatrix::rows).collect::<Vec<_>>();
+        // a, b and c stack (only the last may end in a padded group); d starts a new matrix.
+        let parts = load(&["a", "b", "c", "d"]);
+        assert_eq!(rows(&parts), [55, 16]);
+        let one = |name: &str| src.load_quant(name, Activations::Int8).unwrap();
+        let x: Vec<f32> = (0..64).map(|i| (i % 5) as f32 - 2.0).collect();
+        let mut stacked = vec![0.0; 55];
+        parts[0].matmul(&x, 1, &mut stacked);
+        let mut want = Vec::new();
+        for name in ["a", "b", "c"] {
+            let m = one(name);
+            let mut y = vec![0.0; m.rows()];
+            m.matmul(&x, 1, &mut y);
+            want.extend(y);
+        }
+        assert_eq!(stacked, want);
+        assert_eq!(rows(&load(&["c", "a"])), [7, 32]);
     }
 }
 
