@@ -17,7 +17,7 @@ use crate::fused::{Dims, HostLayer, HostStack, Proj};
 use crate::layers::{Linear, LinearWeight, RmsNorm, Rope};
 use crate::model::{Attention, Block, Mlp, Model};
 use crate::names;
-use crate::source::{GgufSource, SafetensorsSource, WeightSource};
+use crate::source::{stack_runs, GgufSource, QuantWeight, SafetensorsSource, WeightSource};
 use crate::tokenizer::TextTokenizer;
 
 /// How matrix weights are held in memory.
@@ -606,17 +606,20 @@ impl<B: Backend> Builder<'_, B> {
         // becomes the smallest one that has them, Q4_1.
         let fast = |to: QFormat| if to.fast_in(self.options.activations) { to } else { QFormat::Q4_1 };
         let Some(to) = self.options.requantize.map(fast) else { return Ok(parts) };
-        parts
+        let requantized = parts
             .into_iter()
             .map(|m| match larger_format(m.format(), to) {
-                true => m.requantize(to).map_err(|e| ModelError::Tensor {
+                true => m.requantize(to).map(QuantWeight::Matrix).map_err(|e| ModelError::Tensor {
                     path: self.source.path().to_path_buf(),
                     name: names.join(", "),
                     problem: format!("re-quantizing to {to:?}: {e}"),
                 }),
-                false => Ok(m),
+                false => Ok(QuantWeight::Matrix(m)),
             })
-            .collect()
+            .collect::<Result<Vec<_>, _>>()?;
+        // Parts of different stored formats may share one after re-quantizing (Q4_K_M's Q4_K
+        // q and k beside its Q6_K v): stacked again, one product for the group.
+        stack_runs(self.source.path(), &names.join(", "), requantized)
     }
 
     fn vector(&self, name: &str) -> Result<Tensor<B, 1>, ModelError> {

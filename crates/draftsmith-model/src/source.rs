@@ -58,22 +58,26 @@ pub trait WeightSource {
     /// become one matrix of their rows one after another, packed straight from the file's
     /// blocks (no second copy of the weights while loading).
     fn load_quant_parts(&self, names: &[&str], activations: Activations) -> Result<Vec<QMatrix>, ModelError> {
-        // Runs of consecutive weights that stack, each with the index of its first name.
-        let mut runs: Vec<(usize, Vec<QuantWeight<'_>>)> = Vec::new();
-        for (i, name) in names.iter().enumerate() {
-            let weight = self.quant_weight(name, activations)?;
-            match runs.last_mut() {
-                Some((_, run)) if run.last().is_some_and(|prev| prev.stacks_with(&weight)) => run.push(weight),
-                _ => runs.push((i, vec![weight])),
-            }
-        }
-        runs.into_iter()
-            .map(|(first, run)| {
-                let run_names = names[first..first + run.len()].join(", ");
-                QuantWeight::pack(run).map_err(|e| tensor_err(self.path(), &run_names, e.to_string()))
-            })
-            .collect()
+        let weights = names.iter().map(|n| self.quant_weight(n, activations)).collect::<Result<Vec<_>, _>>()?;
+        stack_runs(self.path(), &names.join(", "), weights)
     }
+}
+
+/// `weights` as few matrices as their formats allow: each run of consecutive weights that stack
+/// ([`QuantWeight::stacks_with`]) becomes one matrix. `tensors` names them in errors.
+pub(crate) fn stack_runs(
+    path: &Path,
+    tensors: &str,
+    weights: Vec<QuantWeight<'_>>,
+) -> Result<Vec<QMatrix>, ModelError> {
+    let mut runs: Vec<Vec<QuantWeight<'_>>> = Vec::new();
+    for weight in weights {
+        match runs.last_mut() {
+            Some(run) if run.last().is_some_and(|prev| prev.stacks_with(&weight)) => run.push(weight),
+            _ => runs.push(vec![weight]),
+        }
+    }
+    runs.into_iter().map(|run| QuantWeight::pack(run).map_err(|e| tensor_err(path, tensors, e.to_string()))).collect()
 }
 
 /// A weight on its way to the quantized kernels ([`WeightSource::quant_weight`]).
@@ -434,6 +438,12 @@ mod tests {
         }
         assert_eq!(stacked, want);
         assert_eq!(rows(&load(&["c", "a"])), [7, 32]);
+        // Matrices (re-quantized ones, say) stack by the same rule: a run per format.
+        let matrix = |name: &str, format: QFormat| QuantWeight::Matrix(one(name).requantize(format).unwrap());
+        let weights = vec![matrix("a", QFormat::Q4_1), matrix("b", QFormat::Q4_1), matrix("d", QFormat::Q4_0)];
+        let parts = stack_runs(Path::new("<parts>"), "a, b, d", weights).unwrap();
+        assert_eq!(rows(&parts), [48, 16]);
+        assert_eq!(parts.iter().map(QMatrix::format).collect::<Vec<_>>(), [QFormat::Q4_1, QFormat::Q4_0]);
     }
 }
 
