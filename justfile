@@ -115,10 +115,11 @@ install-lavapipe:
     $sudo apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq mesa-vulkan-drivers libvulkan1 >/dev/null
 
-# Formatting (rustfmt.toml) and clippy with warnings as errors.
+# Formatting (rustfmt.toml), clippy and rustdoc (the crates' own docs) with warnings as errors.
 lint:
     cargo fmt --all -- --check
     cargo clippy --workspace --release --all-targets -- -D warnings
+    RUSTDOCFLAGS="-D warnings" cargo doc --workspace --release --no-deps --quiet
 
 # SmolLM2 greedy on wgpu against the dense CPU path over MT-Bench first turns (minutes on
 # lavapipe); prints the table recorded in eval/results/wgpu/.

@@ -79,7 +79,7 @@ pub(crate) fn declared_kind(config: &serde_json::Value) -> Result<DrafterKind, S
     }
 }
 
-/// The kind of drafter in `dir` (see [`declared_kind`]); an unknown or missing kind is an error
+/// The kind of drafter in `dir` (see `declared_kind`); an unknown or missing kind is an error
 /// naming the file.
 pub fn drafter_kind(dir: &Path) -> Result<DrafterKind, HeadsError> {
     let (path, value) = crate::tensors::read_config_value(dir)?;

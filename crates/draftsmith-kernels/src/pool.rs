@@ -5,7 +5,7 @@
 //! microseconds to tens of microseconds (sleeping workers are woken through the OS), which at
 //! these sizes is a large share of the work. Here every worker spins on an epoch counter while
 //! work keeps coming, so one operation is started and joined in well under a microsecond; a
-//! worker that saw nothing for [`SPIN`] parks on a condition variable and costs nothing idle.
+//! worker that saw nothing for `SPIN` parks on a condition variable and costs nothing idle.
 //! A run crosses between cores twice: the caller publishes the job and its epoch on one cache
 //! line, and each worker marks the epoch finished on a line of its own (nothing is reset per
 //! run). On a 2-core KVM guest (Zen 4, session 43; `cargo bench -p draftsmith-kernels --bench

@@ -1,6 +1,6 @@
 //! The one training loop every drafter runs: seeded shuffling per epoch, warm-up + cosine
 //! learning rate, gradient accumulation, metric logs, validation and checkpoints (resumed
-//! bit-exactly), over a small [`DrafterTask`] that knows its own batches, loss and export.
+//! bit-exactly), over a small `DrafterTask` that knows its own batches, loss and export.
 //! Also the run's shared types: [`TrainEvent`] (progress) and [`TrainSummary`].
 
 use std::path::Path;

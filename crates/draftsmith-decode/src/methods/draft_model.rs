@@ -17,7 +17,7 @@
 //! own next token and saves nothing, but costs nothing either); the drafter's own verdicts on
 //! phrases are not written back to the cache, which holds target-verified phrases only, filled
 //! from the target's verdicts as in [`super::token_cache`]. Under the `auto` draft policy the
-//! phrase rows are priced like every other part of a draft ([`PhraseGate`]): a phrase token at
+//! phrase rows are priced like every other part of a draft (`PhraseGate`): a phrase token at
 //! depth d rides along only while the drafter's measured agreement at that depth times the time
 //! of a call it saves exceeds the measured time of an extra row (on a 2-core CPU an extra row of
 //! Qwen2.5-Coder-0.5B costs ~0.65 ms against a ~8.5 ms call and the drafter agreed with 14–17 %
@@ -109,7 +109,7 @@ pub struct DraftModelStats {
     /// extra rows of its forward calls.
     pub phrase_rows: usize,
     /// Drafter calls with cached phrases to offer that the `auto` policy's price of a phrase
-    /// row left without them ([`PhraseGate`]).
+    /// row left without them (`PhraseGate`).
     pub gated: usize,
     /// Drafted tokens the target accepted.
     pub accepted: usize,

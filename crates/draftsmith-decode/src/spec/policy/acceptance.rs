@@ -169,7 +169,7 @@ impl AcceptanceModel {
     }
 
     /// Scales the counts of drafts of `class` at `depth` (every node class and rank) down to
-    /// at most [`FADED_TRIES`] tries, keeping their ratio: the depth then borrows most of its
+    /// at most `FADED_TRIES` tries, keeping their ratio: the depth then borrows most of its
     /// parent's acceptance again, as one never tried does, and the next tries decide. Counts as
     /// a try for [`AcceptanceModel::stale`].
     pub fn fade(&mut self, class: usize, depth: usize) {

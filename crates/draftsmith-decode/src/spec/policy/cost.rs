@@ -150,8 +150,8 @@ impl CostModel {
     }
 
     /// Records a measured pass: one recursive-least-squares step of the fit. A pass counts at
-    /// most [`OUTLIER`] times its prediction, and each coefficient's variance stays at or below
-    /// its prior ([`prior_variances`]). (Clamping the slopes at zero after each step instead
+    /// most `OUTLIER` times its prediction, and each coefficient's variance stays at or below
+    /// its prior (`prior_variances`). (Clamping the slopes at zero after each step instead
     /// collapsed 5 of 8 replayed runs to plain steps: the projection fights the update;
     /// [`CostModel::predict`] reads a tilted fit as non-decreasing instead.)
     pub fn observe(&mut self, n: usize, ms: f64) {
@@ -183,7 +183,7 @@ impl CostModel {
 
     /// The calibration of `model` on this machine: chains of 1, 2, 4, 8, 16, 32 and 64 draft
     /// tokens after 64 cached tokens, or fewer where a model's passes are too slow for that to
-    /// fit in well under a second ([`Plan`]), measured once per process, model shape and engine
+    /// fit in well under a second (`Plan`), measured once per process, model shape and engine
     /// path.
     pub fn calibrate<B: Backend>(model: &Model<B>) -> Self {
         /// Measured (tree size, ms) points and the cached tokens they followed, per model shape

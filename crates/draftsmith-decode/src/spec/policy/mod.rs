@@ -14,7 +14,7 @@
 //!   node class ([`Proposer::node_classes`]) where the method gives them. A node's path
 //!   probability is the product along its path. Greedy decoding learns from every node of
 //!   the method's proposal, the pruned ones too, once the committed tokens say which the
-//!   target would have accepted ([`Auto::learn_in_hindsight`]).
+//!   target would have accepted (`Auto::learn_in_hindsight`).
 //! * **Choice** ([`choose`]): nodes sorted by path probability (a parent never follows its
 //!   child), and the prefix of that order with the best `(1 + Σ p) / cost(1 + size)`; the empty
 //!   prefix is a plain autoregressive step.
@@ -102,7 +102,7 @@ pub const REFRESH_ONE: usize = 64;
 pub const CHEAP_DRAFT: f64 = 0.03;
 /// A depth of a method told its depth whose drafting time was last measured this many of its
 /// drafts ago is priced again as that many calls at the current time per call
-/// ([`Auto::depth_ms`]): a depth priced out in a loud moment of the host is otherwise never
+/// (`Auto::depth_ms`): a depth priced out in a loud moment of the host is otherwise never
 /// drafted, so never measured, again — Qwen2.5-Coder 0.5B drafting for 1.5B on a shared Zen 4
 /// drafted one token a step for 15 of 20 prompts after a second in which drafts of two to four
 /// calls took twice their time (1.44× `ar` against 1.68× with Pre-cut stopping the same drafter,
@@ -118,7 +118,7 @@ pub const STALE_DRAFTS: usize = 32;
 pub const RESUME_DRAFTS: usize = 16;
 /// A method told its depth is not priced out before this many of its first-level draft nodes
 /// (in the draft class at hand) have been verified: until then a step that would be plain is a
-/// probe ([`Auto::untried`]). Two drafts are too few to judge a drafter by: Qwen2.5-Coder 0.5B
+/// probe (`Auto::untried`). Two drafts are too few to judge a drafter by: Qwen2.5-Coder 0.5B
 /// drafting for 1.5B had one of its first two first-level tokens rejected, and at the
 /// acceptance of 0.5 that left (with a loud moment's verify times) it drafted nothing for 4 of
 /// 20 HumanEval prompts (session 55) — its first-level tokens are right ~85 % of the time.
