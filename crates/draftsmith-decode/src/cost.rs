@@ -90,7 +90,11 @@ pub fn probe_step<B: Backend>(model: &Model<B>) -> Result<f64, ModelError> {
 /// to recover (session 58). Timed in a rotation through 32 and 64 tokens without them, the small
 /// sizes were cold: t(8)/t(1) read 1.43 where decoding sees ~2, and the draft policy's
 /// calibration priced large drafts 40–50 % under what they then cost. A model whose step takes
-/// 8 ms or more gets one warm pass.
+/// 8 ms or more gets one warm pass. After a pass that took longer than this, the warm passes
+/// last as long as it did: on the 2-core Emerald Rapids guest the one-token passes right after
+/// a 64-token pass (~45 ms) took 4.75 / 4.6 / 3.9 / 3.6 / 3.2 / 3.0 ms and only the seventh was
+/// back at its 2.7–2.9, ~25 ms later (after 32 tokens ~15 ms, after 8 or 16 one or two passes;
+/// `examples/after_big.rs`, session 72), so 8 ms left the curve's t(1) timed too slow.
 pub const WARM_MS: f64 = 8.0;
 
 /// How [`time_passes`] runs its rounds.
@@ -100,14 +104,15 @@ pub struct Rounds {
     pub runs: usize,
     /// One untimed round of every size first, to warm the caches and the scratch buffers.
     pub warmup: bool,
-    /// Untimed one-token passes before each timed pass, for this many milliseconds (at least
-    /// one pass: [`WARM_MS`]); `None`: none.
+    /// Untimed one-token passes before each timed pass, for this many milliseconds or as long as
+    /// the pass before took, whichever is longer (at least one pass: [`WARM_MS`]); `None`: none.
     pub warm_ms: Option<f64>,
 }
 
 impl Rounds {
     /// `runs` timed rounds after an untimed one, each timed pass after [`WARM_MS`] of one-token
-    /// passes: how `bench ar` times, and the draft policy's calibration when it can afford it.
+    /// passes (longer after a longer pass): how `bench ar` times, and the draft policy's
+    /// calibration when it can afford it.
     pub fn full(runs: usize) -> Self {
         Self { runs, warmup: true, warm_ms: Some(WARM_MS) }
     }
@@ -126,8 +131,9 @@ impl Rounds {
 /// rounds moves all sizes alike; with `rounds.warmup`, one untimed round first warms the caches
 /// and the scratch buffers.
 ///
-/// With `rounds.warm_ms`, each timed pass follows that long of untimed one-token passes (at
-/// least one), as a decoding step follows steps.
+/// With `rounds.warm_ms`, each timed pass follows that long of untimed one-token passes, or as
+/// long as the pass before it took if that was longer (at least one), as a decoding step follows
+/// steps.
 pub fn time_passes<B: Backend>(
     model: &Model<B>,
     cache: &mut draftsmith_model::KvCache<B>,
@@ -157,6 +163,8 @@ pub fn time_passes<B: Backend>(
     // Per size: wall ms of each round, and the summed matrix and attention seconds.
     let mut times = vec![Vec::with_capacity(runs); sizes.len()];
     let mut split = vec![(0.0, 0.0); sizes.len()];
+    // The last pass's wall ms, timed or not: the warm passes after it last at least as long.
+    let mut last_ms = 0.0f64;
     set_profiling(true);
     let result = (|| -> Result<(), ModelError> {
         // One pass, its logits read back (on a GPU: the pass has finished), then the cache
@@ -173,6 +181,7 @@ pub fn time_passes<B: Backend>(
                 let (tree, mask, positions) = &passes[i];
                 // Round 0 is not timed: its passes need no warm steps before them.
                 if let (true, Some(warm_ms)) = (round > 0, rounds.warm_ms) {
+                    let warm_ms = warm_ms.max(last_ms);
                     let warming = Instant::now();
                     loop {
                         pass(warm.tokens(), &[context], &AttentionMask::Causal)?;
@@ -185,6 +194,7 @@ pub fn time_passes<B: Backend>(
                 let start = Instant::now();
                 pass(tree.tokens(), positions, mask)?;
                 let ms = start.elapsed().as_secs_f64() * 1e3;
+                last_ms = ms;
                 let parts = take_profile();
                 if round > 0 {
                     times[i].push(ms);

@@ -35,8 +35,8 @@ pub struct BenchArArgs {
     #[arg(long, value_delimiter = ',', default_value = "64,2048")]
     pub contexts: Vec<usize>,
     /// Rounds of the curve: each round times one pass of every size, each after 8 ms of
-    /// one-token passes as in decoding (the median is reported, and t(n)/t1 is the median of
-    /// each round's own ratio).
+    /// one-token passes as in decoding, or as long as the pass before took if longer (the
+    /// median is reported, and t(n)/t1 is the median of each round's own ratio).
     #[arg(long, default_value_t = 9)]
     pub curve_runs: usize,
     /// Also time llama.cpp (llama-cpp-python, `just install-llamacpp`) on the same GGUF and
