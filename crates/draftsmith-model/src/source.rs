@@ -97,9 +97,9 @@ impl QuantWeight<'_> {
             let (format, cols) = (*format, *cols);
             let parts: Vec<(&[u8], usize)> = run
                 .iter()
-                .filter_map(|w| match w {
-                    Self::Blocks { bytes, rows, .. } => Some((bytes.as_ref(), *rows)),
-                    Self::Matrix(_) => None,
+                .map(|w| match w {
+                    Self::Blocks { bytes, rows, .. } => (bytes.as_ref(), *rows),
+                    Self::Matrix(_) => unreachable!("a run holds one kind"),
                 })
                 .collect();
             return QMatrix::from_ggml_parts(format, &parts, cols);
@@ -112,9 +112,9 @@ impl QuantWeight<'_> {
         }
         let parts: Vec<&QMatrix> = run
             .iter()
-            .filter_map(|w| match w {
-                Self::Matrix(m) => Some(m),
-                Self::Blocks { .. } => None,
+            .map(|w| match w {
+                Self::Matrix(m) => m,
+                Self::Blocks { .. } => unreachable!("a run holds one kind"),
             })
             .collect();
         Ok(QMatrix::stack(&parts).expect("a run's matrices stack"))

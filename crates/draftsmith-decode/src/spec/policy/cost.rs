@@ -225,10 +225,11 @@ impl Plan {
     /// The plan for `model`, whose one-token pass took `t1` ms here: every size from 1 to 64
     /// after 64 cached tokens, two timed rounds after an untimed one, each timed pass after
     /// [`WARM_MS`](crate::cost::WARM_MS) of steps (as long as the pass before, after a longer
-    /// one) — when that fits [`CALIBRATION_MS`] (SmolLM2: ~0.42 s). A slower model (Qwen2.5-Coder-1.5B: ~2.9 s that way) gets 16 cached tokens, no
-    /// untimed round and no warm steps, and two timed rounds of the most sizes that fit if they
-    /// reach 16 tokens, else one; the policy prices the sizes left out by extending the last two
-    /// points, and corrects every size it drafts from its measured passes.
+    /// one) — when that fits [`CALIBRATION_MS`] (SmolLM2: ~0.42 s). A slower model
+    /// (Qwen2.5-Coder-1.5B: ~2.9 s that way) gets 16 cached tokens, no untimed round and no warm
+    /// steps, and two timed rounds of the most sizes that fit if they reach 16 tokens, else one;
+    /// the policy prices the sizes left out by extending the last two points, and corrects every
+    /// size it drafts from its measured passes.
     fn for_model(max_positions: usize, t1: f64) -> Self {
         use crate::cost::Rounds;
         let context = CALIBRATED_AT.min(max_positions / 4).max(1);
