@@ -176,7 +176,11 @@ fn replay(
             let truth = &all[tokens.len()..];
             let next = known_next(&tree, truth);
             let path = verify_greedy(&tree, truth[0], &next).path;
-            auto.observe_verified(&ctx, &tree, &Verified { accepted: &path, root_next: truth[0], node_next: &next });
+            auto.observe_verified(
+                &ctx,
+                &tree,
+                &Verified { accepted: &path, root_next: truth[0], node_next: &next, chances: None },
+            );
             t.ms += clock.now_ms() - before;
             t.steps += 1;
             t.nodes += tree.len();

@@ -878,7 +878,11 @@ fn a_drafter_that_paid_in_the_last_generation_resumes_in_the_next() {
             clock.advance(STEP_MS * units(n + 1));
             let accepted: Vec<usize> = (0..n).collect();
             let next = vec![1; n];
-            auto.observe_verified(&ctx, &tree, &Verified { accepted: &accepted, root_next: 1, node_next: &next });
+            auto.observe_verified(
+                &ctx,
+                &tree,
+                &Verified { accepted: &accepted, root_next: 1, node_next: &next, chances: None },
+            );
             sizes.push(n);
             tokens.extend(std::iter::repeat_n(1, n + 1));
         }
@@ -920,7 +924,11 @@ fn a_drafter_priced_out_by_an_unlucky_start_drafts_again() {
         let right = if sizes.iter().all(|&s| s == 0) { 0 } else { 3 };
         let accepted: Vec<usize> = (0..n.min(right)).collect();
         let next = vec![1; n];
-        auto.observe_verified(&ctx, &tree, &Verified { accepted: &accepted, root_next: 1, node_next: &next });
+        auto.observe_verified(
+            &ctx,
+            &tree,
+            &Verified { accepted: &accepted, root_next: 1, node_next: &next, chances: None },
+        );
         sizes.push(n);
         tokens.extend(std::iter::repeat_n(1, accepted.len() + 1));
     }

@@ -254,7 +254,7 @@ mod tests {
         let kept = subtree(&tree, &[0, 2]);
         assert_eq!(p.node_classes(&kept).unwrap()[0], UNCLASSED);
         // The target takes `3 9`: the inner proposer sees `3` accepted in its own tree.
-        let verified = Verified { accepted: &[0, 1], root_next: 3, node_next: &[9, 4] };
+        let verified = Verified { accepted: &[0, 1], root_next: 3, node_next: &[9, 4], chances: None };
         p.observe_verified(&ctx, &kept, &verified);
         let seen = seen.lock().unwrap();
         assert_eq!(seen.pruned, vec![vec![0]]);
@@ -272,7 +272,11 @@ mod tests {
         let ctx = DraftContext { tokens: &tokens, prompt_len: 1, hidden: None, target_cache: None };
         assert!(!p.propose(&ctx).unwrap().is_empty());
         // The driver verified an empty tree (the context's length limit).
-        p.observe_verified(&ctx, &DraftTree::new(), &Verified { accepted: &[], root_next: 4, node_next: &[] });
+        p.observe_verified(
+            &ctx,
+            &DraftTree::new(),
+            &Verified { accepted: &[], root_next: 4, node_next: &[], chances: None },
+        );
         assert_eq!(seen.lock().unwrap().verified, vec![(vec![], vec![])]);
         assert_eq!(p.stats(), CopyStats::default());
     }

@@ -233,7 +233,10 @@ pub(crate) fn observe_inner(
         return None;
     }
     let accepted: Vec<usize> = verified.accepted.iter().copied().take_while(|&i| i < n).collect();
-    let verdict = Verified { accepted: &accepted, root_next: verified.root_next, node_next: &verified.node_next[..n] };
+    // The distributions after the root and after each accepted inner node.
+    let chances = verified.chances.map(|after| &after[..after.len().min(accepted.len() + 1)]);
+    let verdict =
+        Verified { accepted: &accepted, root_next: verified.root_next, node_next: &verified.node_next[..n], chances };
     proposer.observe_verified(ctx, inner, &verdict);
     Some(accepted.len())
 }
@@ -496,7 +499,7 @@ mod tests {
         // Chain 5 → 6 → 7 → 8 below root 4. Target: after 4 → 5, after 5 → 9 (rejects 6),
         // after 6 → 7 (useful, recycled), after 7 → 8 (useful), after 8 → 2.
         let tree = DraftTree::chain(&[5, 6, 7, 8]);
-        let v = Verified { accepted: &[0], root_next: 5, node_next: &[9, 7, 8, 2] };
+        let v = Verified { accepted: &[0], root_next: 5, node_next: &[9, 7, 8, 2], chances: None };
         let seqs = verified_sequences(4, &tree, &v);
         assert_eq!(seqs, vec![vec![4, 5, 9], vec![6, 7, 8, 2]]);
         let mut c = PhraseCache::new(TokenCacheConfig::default());
@@ -529,7 +532,8 @@ mod tests {
         assert_eq!(tree.tokens(), &[1, 2, 3, 4, 9, 7, 8]);
         assert_eq!(tree.parents(), &[None, Some(0), Some(1), Some(2), Some(2), Some(3), Some(5)]);
         // Target accepts the draft and the cached [7, 8]: path 0,1,2,3,5,6.
-        let v = Verified { accepted: &[0, 1, 2, 3, 5, 6], root_next: 1, node_next: &[2, 3, 4, 7, 0, 8, 6] };
+        let v =
+            Verified { accepted: &[0, 1, 2, 3, 5, 6], root_next: 1, node_next: &[2, 3, 4, 7, 0, 8, 6], chances: None };
         tc.observe_verified(&ctx, &tree, &v);
         let (u, first, next) = (UNCLASSED, PHRASE_FIRST, PHRASE_NEXT);
         assert_eq!(tc.node_classes(&tree), Some(vec![u, u, u, u, first, first, next]), "the phrases get classes");

@@ -163,7 +163,7 @@ pub fn generate_speculative_with<B: Backend>(
             let states = wants_hidden.map(|kind| crate::ar::hidden_of(&out, kind));
             // (A draft the context limit dropped above leaves its distributions unmatched.)
             let drawn = proposer.draft_distributions().filter(|q| q.len() == tree.len());
-            let (acceptance, next) = verify(&tree, &tokens, out.logits, drawn, sampler);
+            let (acceptance, next, chances) = verify(&tree, &tokens, out.logits, drawn, sampler);
             let t2 = Instant::now();
             let next_hidden = states.map(|h| crate::ar::logits_row(h, acceptance.path.last().map_or(0, |&i| i + 1)));
             let keep: Vec<usize> = (0..=cached).chain(acceptance.path.iter().map(|&i| cached + 1 + i)).collect();
@@ -171,7 +171,12 @@ pub fn generate_speculative_with<B: Backend>(
             proposer.observe_verified(
                 &ctx,
                 &tree,
-                &Verified { accepted: &acceptance.path, root_next: next[0], node_next: &next[1..] },
+                &Verified {
+                    accepted: &acceptance.path,
+                    root_next: next[0],
+                    node_next: &next[1..],
+                    chances: chances.as_deref(),
+                },
             );
             if let Some(h) = next_hidden {
                 hidden = h;
@@ -216,18 +221,19 @@ pub fn generate_speculative_with<B: Backend>(
 
 /// Verifies `tree` against the target's logits (`[1 + tree.len(), vocab]`, row 0 after the
 /// root; `drawn`: the nodes' draft distributions where their tokens were drawn at random);
-/// returns the acceptance and each row's argmax (for proposers' feedback).
+/// returns the acceptance, each row's argmax (for proposers' feedback) and, sampled, the target's
+/// distributions along the accepted path ([`Verified::chances`]).
 fn verify<B: Backend>(
     tree: &DraftTree,
     context: &[u32],
     logits: Tensor<B, 2>,
     drawn: Option<&[Vec<f32>]>,
     sampler: &mut Sampler,
-) -> (Acceptance, Vec<u32>) {
+) -> (Acceptance, Vec<u32>, Option<Vec<Vec<f32>>>) {
     let cfg = sampler.config().clone();
     if cfg.is_greedy() && cfg.repetition_penalty == 1.0 {
         let next = row_argmax(logits);
-        return (verify_greedy(tree, next[0], &next[1..]), next);
+        return (verify_greedy(tree, next[0], &next[1..]), next, None);
     }
     let [_, vocab] = logits.dims();
     let rows = draftsmith_model::host_f32(logits);
@@ -248,10 +254,11 @@ fn verify<B: Backend>(
                 argmax(&l)
             })
             .collect();
-        return (verify_greedy(tree, next[0], &next[1..]), next);
+        return (verify_greedy(tree, next[0], &next[1..]), next, None);
     }
     let next = rows.chunks(vocab).map(argmax).collect();
-    (verify_sampled(tree, context, &rows, vocab, &cfg, drawn, sampler.rng()), next)
+    let (acceptance, chances) = verify_sampled(tree, context, &rows, vocab, &cfg, drawn, sampler.rng());
+    (acceptance, next, chances)
 }
 
 /// Appends `new` to `tokens` up to the first stop token or the length limits.

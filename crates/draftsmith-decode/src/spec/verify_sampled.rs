@@ -28,6 +28,11 @@ use crate::sampling::{probabilities, sample_from, SamplingConfig};
 /// root and row `i + 1` after node `i` (`vocab` values each); `context` is every token up to and
 /// including the root (for repetition/contextual penalties); `drawn`, where the tree's tokens
 /// were drawn at random, each node's draft distribution (ids past its end: probability 0).
+/// Returns the verdict and, for tokens taken as given (`drawn` is `None`), the target's processed
+/// distributions after the root and after each accepted node, in path order: a node below any
+/// of them was accepted with the chance its parent's distribution gives its token (a repeat of
+/// an earlier sibling's token: none), whatever its siblings were — which says more than the
+/// draw ([`Verified::chances`](super::Verified::chances)).
 pub fn verify_sampled(
     tree: &DraftTree,
     context: &[u32],
@@ -36,14 +41,17 @@ pub fn verify_sampled(
     cfg: &SamplingConfig,
     drawn: Option<&[Vec<f32>]>,
     rng: &mut impl Rng,
-) -> Acceptance {
+) -> (Acceptance, Option<Vec<Vec<f32>>>) {
     assert!(drawn.is_none_or(|q| q.len() == tree.len()), "one draft distribution per node");
     let mut ctx = context.to_vec();
     let mut path = Vec::new();
     let mut parent: Option<usize> = None;
+    let mut after = drawn.is_none().then(Vec::new);
     loop {
         let row = parent.map_or(0, |p| p + 1);
         let mut p = probabilities(&rows[row * vocab..(row + 1) * vocab], &ctx, cfg);
+        // The distribution as it was, for `after`, once a rejection changes `p`.
+        let mut before: Option<Vec<f32>> = None;
         let mut accepted = None;
         for child in (0..tree.len()).filter(|&i| tree.parents()[i] == parent) {
             let x = tree.tokens()[child] as usize;
@@ -55,19 +63,28 @@ pub fn verify_sampled(
                 accepted = Some(child);
                 break;
             }
+            if after.is_some() && before.is_none() {
+                before = Some(p.clone());
+            }
             match q {
                 Some(q) => subtract(&mut p, q),
                 None => reject(&mut p, x),
             }
         }
-        match accepted {
-            Some(child) => {
-                path.push(child);
-                ctx.push(tree.tokens()[child]);
-                parent = Some(child);
-            }
-            None => return Acceptance { path, bonus: sample_from(&p, rng.random::<f32>()) },
+        let Some(child) = accepted else {
+            let bonus = sample_from(&p, rng.random::<f32>());
+            let after = after.map(|mut a| {
+                a.push(before.unwrap_or(p));
+                a
+            });
+            return (Acceptance { path, bonus }, after);
+        };
+        if let Some(after) = &mut after {
+            after.push(before.unwrap_or(p));
         }
+        path.push(child);
+        ctx.push(tree.tokens()[child]);
+        parent = Some(child);
     }
 }
 
@@ -110,13 +127,33 @@ mod tests {
         let mut counts = [0usize; 3];
         let n = 20_000;
         for _ in 0..n {
-            let a = verify_sampled(&tree, &[], &rows, 3, &cfg, None, &mut rng);
+            let (a, _) = verify_sampled(&tree, &[], &rows, 3, &cfg, None, &mut rng);
             let first = if a.path.is_empty() { a.bonus } else { tree.tokens()[a.path[0]] };
             counts[first as usize] += 1;
         }
         for (c, want) in counts.iter().zip([0.5, 0.3, 0.2]) {
             assert!((*c as f64 / n as f64 - want).abs() < 0.015, "{counts:?}");
         }
+    }
+
+    #[test]
+    fn given_tokens_come_back_with_the_distributions_along_the_path() {
+        // p after the root = (0.5, 0.3, 0.2), after node 0 (token 1) = (0.1, 0.6, 0.3).
+        let (p0, p1) = ([0.5f32, 0.3, 0.2], [0.1f32, 0.6, 0.3]);
+        let rows: Vec<f32> = [p0, p1, p0].iter().flat_map(|p| p.map(f32::ln)).collect();
+        let tree = DraftTree::chain(&[1, 0]);
+        let cfg = SamplingConfig { temperature: 1.0, ..Default::default() };
+        let mut rng = StdRng::seed_from_u64(3);
+        let close = |a: &[f32], b: &[f32]| a.iter().zip(b).all(|(x, y)| (x - y).abs() < 1e-6);
+        for _ in 0..200 {
+            let (a, after) = verify_sampled(&tree, &[], &rows, 3, &cfg, None, &mut rng);
+            let after = after.expect("tokens taken as given");
+            assert_eq!(after.len(), a.path.len() + 1, "{a:?}");
+            assert!(close(&after[0], &p0) && after.get(1).is_none_or(|p| close(p, &p1)));
+        }
+        // Drawn tokens: none.
+        let q = vec![vec![0.2f32, 0.5, 0.3]; 2];
+        assert!(verify_sampled(&tree, &[], &rows, 3, &cfg, Some(&q), &mut rng).1.is_none());
     }
 
     #[test]
@@ -134,7 +171,7 @@ mod tests {
         for _ in 0..n {
             let x = crate::sampling::sample_from(&q, rng.random::<f32>());
             let tree = DraftTree::chain(&[x]);
-            let a = verify_sampled(&tree, &[], &rows, 3, &cfg, Some(std::slice::from_ref(&q)), &mut rng);
+            let (a, _) = verify_sampled(&tree, &[], &rows, 3, &cfg, Some(std::slice::from_ref(&q)), &mut rng);
             accepted += a.path.len();
             let first = if a.path.is_empty() { a.bonus } else { tree.tokens()[a.path[0]] };
             counts[first as usize] += 1;

@@ -141,22 +141,34 @@ impl AcceptanceModel {
     /// [`AcceptanceModel::observe_class`] with the node class of every node of `tree` (`None`:
     /// the method gives none).
     pub fn observe_nodes(&mut self, class: usize, nodes: Option<&[usize]>, tree: &DraftTree, accepted: &[usize]) {
+        let on_path = |i: usize| accepted.contains(&i);
+        let outcome = |i: usize| tree.parents()[i].is_none_or(on_path).then(|| f64::from(u8::from(on_path(i))));
+        self.observe_expected(class, nodes, tree, outcome);
+    }
+
+    /// Learns from one draft whose nodes' outcomes are known as chances: `outcome(i)` is `None`
+    /// for a node that was not a try (its parent was not accepted, or it is not known), else
+    /// the chance that it was accepted (1 or 0 for a verdict; under sampling, the probability
+    /// the target gave its token, which counts as that fraction of a success — the same
+    /// expectation as the draw, without its noise).
+    pub fn observe_expected(
+        &mut self,
+        class: usize,
+        nodes: Option<&[usize]>,
+        tree: &DraftTree,
+        outcome: impl Fn(usize) -> Option<f64>,
+    ) {
         self.drafts += 1;
         let ranks = sibling_ranks(tree);
-        let on_path = |i: usize| accepted.contains(&i);
         for (i, &rank) in ranks.iter().enumerate() {
-            let parent_ok = tree.parents()[i].is_none_or(on_path);
-            if parent_ok {
-                let (d, r) = (tree.depths()[i].clamp(1, DEPTHS) - 1, rank.min(RANKS - 1));
-                self.last_try[class.min(CLASSES - 1)][d] = self.drafts;
-                let node = node_class(nodes, i);
-                for c in std::iter::once(cell(class, None)).chain(node.map(|k| cell(class, Some(k)))) {
-                    let n = &mut self.counts[c][d][r];
-                    n.1 += 1.0;
-                    if on_path(i) {
-                        n.0 += 1.0;
-                    }
-                }
+            let Some(success) = outcome(i) else { continue };
+            let (d, r) = (tree.depths()[i].clamp(1, DEPTHS) - 1, rank.min(RANKS - 1));
+            self.last_try[class.min(CLASSES - 1)][d] = self.drafts;
+            let node = node_class(nodes, i);
+            for c in std::iter::once(cell(class, None)).chain(node.map(|k| cell(class, Some(k)))) {
+                let n = &mut self.counts[c][d][r];
+                n.1 += 1.0;
+                n.0 += success;
             }
         }
     }
