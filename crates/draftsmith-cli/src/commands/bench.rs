@@ -136,14 +136,8 @@ fn print_machine(m: &Machine, args: &BenchArArgs) {
 /// The instruction peak before and after the run, with a warning when the host's speed changed.
 fn print_host_drift(m: &Machine) {
     let Some(r) = m.roofline.as_ref() else { return };
-    let (Some(drift), Some(after)) = (r.host_drift(), r.instruction_peak_after_gmac_s) else { return };
-    let before = r.instruction_peak_gmac_s;
-    if draftsmith_eval::bench::STEADY_HOST.contains(&drift) {
-        eprintln!("instruction peak before / after the run: {before:.0} / {after:.0} GMAC/s (a steady host)");
-    } else {
-        eprintln!(
-            "warning: the instruction peak moved from {before:.0} to {after:.0} GMAC/s during the run: the host's speed changed (a shared machine), so these timings mix two speeds; compare only runs with a steady peak"
-        );
+    if let (Some(_), Some(after)) = (r.host_drift(), r.instruction_peak_after_gmac_s) {
+        eprintln!("{}", draftsmith_eval::bench::host_drift_message(r.instruction_peak_gmac_s, after));
     }
 }
 

@@ -89,6 +89,20 @@ impl Machine {
     }
 }
 
+/// The instruction peaks probed before and after a run, in words: a steady host, or a warning
+/// that the host's speed changed during the run (outside [`STEADY_HOST`]) — on a shared machine
+/// a loud neighbour slows the multi-token passes that speculation verifies with more than the
+/// one-token steps of plain decoding, so speedups measured then read low.
+pub fn host_drift_message(before: f64, after: f64) -> String {
+    if STEADY_HOST.contains(&(after / before)) {
+        format!("instruction peak before / after the run: {before:.0} / {after:.0} GMAC/s (a steady host)")
+    } else {
+        format!(
+            "warning: the instruction peak moved from {before:.0} to {after:.0} GMAC/s during the run: the host's speed changed (a shared machine), so these timings mix two speeds; compare only runs with a steady peak"
+        )
+    }
+}
+
 impl Roofline {
     /// The instruction peak after the run over the one before it (`None` unless both were
     /// probed); outside [`STEADY_HOST`] the host's speed changed during the run.
@@ -128,6 +142,8 @@ mod tests {
         assert_eq!(r.host_drift(), Some(0.5));
         assert!(!STEADY_HOST.contains(&0.5) && STEADY_HOST.contains(&1.1));
         assert_eq!(roofline(0.0).host_drift(), None, "an unprobed peak has no drift");
+        assert!(host_drift_message(400.0, 420.0).contains("steady"));
+        assert!(host_drift_message(700.0, 500.0).starts_with("warning: the instruction peak moved from 700 to 500"));
     }
 
     #[test]

@@ -19,7 +19,7 @@ use serde::Serialize;
 pub use curve::{verify_curve, CurvePoint, RooflinePoint, Split};
 pub use error::BenchError;
 pub use llamacpp::{LlamaCpp, LlamaCppRun, LlamaCppSummary, RatioSpread};
-pub use machine::{Machine, Roofline, STEADY_HOST};
+pub use machine::{host_drift_message, Machine, Roofline, STEADY_HOST};
 
 /// The fixed prompt set (user messages; the chat template is applied).
 pub const PROMPTS: &[&str] = &[
