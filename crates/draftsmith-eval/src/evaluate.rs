@@ -82,10 +82,16 @@ pub fn evaluate<B: Backend>(
         turn_tokens: manifest.turn_tokens,
         sampling: manifest.sampling.as_ref(),
     };
+    // The host's vector throughput before and after the run: a loud neighbour on a shared
+    // machine slows multi-token passes more than plain steps, so the speedups then read low.
+    let peak = || model.activations().map(draftsmith_kernels::probe::instruction_peak).filter(|&p| p > 0.0);
+    let before = peak();
     let ran = run_pending(model, drafters, input.prompts, &spec, &mut log, &done, on_progress)?;
+    let peaks = before.zip(peak()).map(|(b, a)| [b, a]);
     drop(log);
     let records = read_records(&records_path)?;
     let mut summary = summarize(&records, &manifest.methods);
+    summary.host_peaks_gmac_s = peaks;
     if manifest.sampling.is_some() {
         summary.mark_sampled();
     } else if LosslessCheck::for_model(model) == LosslessCheck::NearTie {

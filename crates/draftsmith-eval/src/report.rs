@@ -81,6 +81,9 @@ pub fn render_report(summary: &Summary, manifest: &Manifest, command_line: &str,
     if let Some(machine) = &manifest.machine {
         let _ = writeln!(md, "- machine: {machine}");
     }
+    if let Some([before, after]) = summary.host_peaks_gmac_s {
+        let _ = writeln!(md, "- host: {}", crate::bench::host_drift_message(before, after));
+    }
     let limit = manifest.limit.map_or_else(String::new, |k| format!(", first {k}"));
     let template = if manifest.chat_template { "chat template" } else { "raw text, no chat template" };
     let length = if manifest.ignore_eos { "exactly" } else { "at most" };
@@ -383,6 +386,19 @@ mod tests {
         manifest.machine = Some(crate::manifest::machine_line());
         let md = render_report(&summary, &manifest, "x", "p.svg");
         assert!(md.contains("- machine: ") && md.contains(" threads; kernels "), "{md}");
+        assert!(!md.contains("- host:"), "no peaks probed (a dense backend, an older summary)");
+    }
+
+    #[test]
+    fn a_loud_host_is_named() {
+        let mut summary = summarize(&[record("p1", "ar", &[1, 2], &[])], &[Method::Ar]);
+        let manifest = crate::manifest::tests_support::manifest();
+        summary.host_peaks_gmac_s = Some([700.0, 690.0]);
+        assert!(render_report(&summary, &manifest, "x", "p.svg")
+            .contains("- host: instruction peak before / after the run: 700 / 690 GMAC/s (a steady host)"));
+        summary.host_peaks_gmac_s = Some([700.0, 350.0]);
+        assert!(render_report(&summary, &manifest, "x", "p.svg")
+            .contains("- host: warning: the instruction peak moved from 700 to 350"));
     }
 
     #[test]

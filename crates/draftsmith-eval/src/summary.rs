@@ -143,6 +143,11 @@ pub struct Summary {
     /// decoded faster on the prompts both ran, and how sure that is.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub relative: Vec<RelativeSpeed>,
+    /// The vector instructions' peak in GMAC/s probed before and after the run that wrote this
+    /// summary (the quantized CPU path only): apart, the host's speed changed during the run
+    /// ([`host_drift_message`](crate::bench::host_drift_message)).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_peaks_gmac_s: Option<[f64; 2]>,
 }
 
 /// One method's decode speed over another's on the prompts both ran: `over` ms/token ÷
@@ -249,6 +254,7 @@ pub fn summarize(records: &[Record], methods: &[Method]) -> Summary {
         near_tie_bound: None,
         sampled: false,
         relative: relative_speeds(records, methods),
+        host_peaks_gmac_s: None,
     }
 }
 

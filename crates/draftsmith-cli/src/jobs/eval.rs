@@ -80,10 +80,6 @@ fn run_on<B: Backend>(args: &EvalArgs, device: &B::Device) -> Result<()> {
         ProgressStyle::with_template("{bar:30} {pos}/{len} pairs [{elapsed} < {eta}] {msg}").expect("valid template"),
     );
     let lines = OffTerminal::new("eval");
-    // The vector instructions' peak before and after the run, on the quantized CPU path: a host
-    // whose speed changed in between says so (`bench ar` does the same).
-    let peak = || loaded.model.activations().map(draftsmith_kernels::probe::instruction_peak).filter(|&p| p > 0.0);
-    let peak_before = peak();
     let outcome = draftsmith_eval::evaluate(&loaded.model, drafters.as_drafters(), &input, &mut |p| match p {
         Progress::Start { total, done } => {
             bar.set_length(total as u64);
@@ -100,7 +96,8 @@ fn run_on<B: Backend>(args: &EvalArgs, device: &B::Device) -> Result<()> {
     })
     .with_context(|| format!("eval into {}", out.display()))?;
     bar.finish_and_clear();
-    if let (Some(before), Some(after)) = (peak_before, peak()) {
+    // A host whose speed changed during the run says so (`bench ar` does the same).
+    if let Some([before, after]) = outcome.summary.host_peaks_gmac_s {
         eprintln!("{}", draftsmith_eval::bench::host_drift_message(before, after));
     }
     if outcome.resumed {
