@@ -87,7 +87,9 @@ pub fn evaluate<B: Backend>(
     let peak = || model.activations().map(draftsmith_kernels::probe::instruction_peak).filter(|&p| p > 0.0);
     let before = peak();
     let ran = run_pending(model, drafters, input.prompts, &spec, &mut log, &done, on_progress)?;
-    let peaks = before.zip(peak()).map(|(b, a)| [b, a]);
+    // A rerun that found every pair done ran nothing: its peaks would describe no run, so the
+    // summary keeps those of the run that wrote the records.
+    let peaks = if ran > 0 { before.zip(peak()).map(|(b, a)| [b, a]) } else { previous_host_peaks(input.out_dir) };
     drop(log);
     let records = read_records(&records_path)?;
     let mut summary = summarize(&records, &manifest.methods);
@@ -116,9 +118,33 @@ fn check_near_ties<B: Backend>(
     })
 }
 
+/// The host peaks an earlier run wrote into `dir`'s summary (`None` where there is none).
+fn previous_host_peaks(dir: &Path) -> Option<[f64; 2]> {
+    let text = std::fs::read_to_string(dir.join(SUMMARY_FILE)).ok()?;
+    serde_json::from_str::<Summary>(&text).ok()?.host_peaks_gmac_s
+}
+
 /// Writes `summary.json`, `plot.svg` and `report.md` into `dir`.
 pub fn write_outputs(dir: &Path, summary: &Summary, manifest: &Manifest, command_line: &str) -> Result<(), EvalError> {
     write_atomic(&dir.join(SUMMARY_FILE), &serde_json::to_string_pretty(summary).expect("summary serializes"))?;
     write_atomic(&dir.join(PLOT_FILE), &render_plot(summary)?)?;
     write_atomic(&dir.join(REPORT_FILE), &render_report(summary, manifest, command_line, PLOT_FILE))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_run_of_nothing_finds_the_host_peaks_of_the_run_before() {
+        let dir = std::env::temp_dir().join(format!("draftsmith-eval-{}-peaks", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        assert_eq!(previous_host_peaks(&dir), None, "no summary yet");
+        let mut summary = summarize(&[], &[]);
+        summary.host_peaks_gmac_s = Some([700.0, 350.0]);
+        std::fs::write(dir.join(SUMMARY_FILE), serde_json::to_string(&summary).unwrap()).unwrap();
+        assert_eq!(previous_host_peaks(&dir), Some([700.0, 350.0]));
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }

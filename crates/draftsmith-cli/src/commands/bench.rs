@@ -136,8 +136,8 @@ fn print_machine(m: &Machine, args: &BenchArArgs) {
 /// The instruction peak before and after the run, with a warning when the host's speed changed.
 fn print_host_drift(m: &Machine) {
     let Some(r) = m.roofline.as_ref() else { return };
-    if let (Some(_), Some(after)) = (r.host_drift(), r.instruction_peak_after_gmac_s) {
-        eprintln!("{}", draftsmith_eval::bench::host_drift_message(r.instruction_peak_gmac_s, after));
+    if let Some([before, after]) = r.host_peaks() {
+        eprintln!("{}", draftsmith_eval::bench::host_drift_message(before, after));
     }
 }
 

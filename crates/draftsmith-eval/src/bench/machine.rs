@@ -34,7 +34,7 @@ pub struct Roofline {
     pub instruction_peak_gmac_s: f64,
     /// The instruction peak probed again after the verify curve (`None` before that or where
     /// not probed): on a shared host whose speed changed during the run the two differ
-    /// ([`Roofline::host_drift`]).
+    /// ([`Roofline::host_peaks`]).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub instruction_peak_after_gmac_s: Option<f64>,
 }
@@ -104,11 +104,11 @@ pub fn host_drift_message(before: f64, after: f64) -> String {
 }
 
 impl Roofline {
-    /// The instruction peak after the run over the one before it (`None` unless both were
-    /// probed); outside [`STEADY_HOST`] the host's speed changed during the run.
-    pub fn host_drift(&self) -> Option<f64> {
+    /// The instruction peaks before and after the run, GMAC/s (`None` unless both were probed),
+    /// for [`host_drift_message`].
+    pub fn host_peaks(&self) -> Option<[f64; 2]> {
         let after = self.instruction_peak_after_gmac_s.filter(|&a| a > 0.0)?;
-        (self.instruction_peak_gmac_s > 0.0).then(|| after / self.instruction_peak_gmac_s)
+        (self.instruction_peak_gmac_s > 0.0).then_some([self.instruction_peak_gmac_s, after])
     }
 
     /// Milliseconds of a pass over `n` tokens at `peak` GMAC/s (NaN for an unprobed peak).
@@ -137,11 +137,11 @@ mod tests {
     #[test]
     fn host_drift_compares_the_peaks_after_and_before() {
         let mut r = roofline(400.0);
-        assert_eq!(r.host_drift(), None, "not probed again yet");
+        assert_eq!(r.host_peaks(), None, "not probed again yet");
         r.instruction_peak_after_gmac_s = Some(200.0);
-        assert_eq!(r.host_drift(), Some(0.5));
+        assert_eq!(r.host_peaks(), Some([400.0, 200.0]));
         assert!(!STEADY_HOST.contains(&0.5) && STEADY_HOST.contains(&1.1));
-        assert_eq!(roofline(0.0).host_drift(), None, "an unprobed peak has no drift");
+        assert_eq!(roofline(0.0).host_peaks(), None, "an unprobed peak has no drift");
         assert!(host_drift_message(400.0, 420.0).contains("steady"));
         assert!(host_drift_message(700.0, 500.0).starts_with("warning: the instruction peak moved from 700 to 500"));
     }
