@@ -14,4 +14,4 @@ pub use driver::{
 pub use policy::{agreement_class, context_class, probability_class, Auto, Clock, CostModel, DepthStop, DraftPolicy};
 pub use proposer::{DraftContext, DraftCost, HiddenState, Proposer, StepCosts, Verified};
 pub use verify::{greedy_path, known_next, verify_greedy, Acceptance};
-pub use verify_sampled::verify_sampled;
+pub use verify_sampled::{acceptance_chances, verify_sampled};

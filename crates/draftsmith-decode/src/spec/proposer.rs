@@ -202,11 +202,12 @@ pub struct Verified<'a> {
     pub root_next: u32,
     /// The target's greedy token after each node (`node_next[i]` follows node `i`).
     pub node_next: &'a [u32],
-    /// Under sampling, with tokens taken as given: the target's processed distributions after
-    /// the root and after each accepted node, in path order ([`verify_sampled`]). A node below
-    /// any of them — verified or not — is accepted with the chance its parent's distribution
-    /// gives its token, which says more than the draw's verdict. `None` greedy, and for drawn
-    /// tokens.
+    /// Under sampling: the target's processed distributions after the root and after each
+    /// accepted node, in path order ([`verify_sampled`]). A node below any of them — verified
+    /// or not — is accepted with a chance they give exactly: its parent's distribution's
+    /// probability of its token (taken as given), or `min(1, p / q)` of it (drawn from `q`,
+    /// [`acceptance_chances`](crate::spec::acceptance_chances)), which says more than the
+    /// draw's verdict. `None` greedy.
     ///
     /// [`verify_sampled`]: crate::spec::verify_sampled()
     pub chances: Option<&'a [Vec<f32>]>,

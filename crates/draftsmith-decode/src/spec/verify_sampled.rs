@@ -28,11 +28,12 @@ use crate::sampling::{probabilities, sample_from, SamplingConfig};
 /// root and row `i + 1` after node `i` (`vocab` values each); `context` is every token up to and
 /// including the root (for repetition/contextual penalties); `drawn`, where the tree's tokens
 /// were drawn at random, each node's draft distribution (ids past its end: probability 0).
-/// Returns the verdict and, for tokens taken as given (`drawn` is `None`), the target's processed
-/// distributions after the root and after each accepted node, in path order: a node below any
-/// of them was accepted with the chance its parent's distribution gives its token (a repeat of
-/// an earlier sibling's token: none), whatever its siblings were — which says more than the
-/// draw ([`Verified::chances`](super::Verified::chances)).
+/// Returns the verdict and the target's processed distributions after the root and after each
+/// accepted node, in path order: given them (and the draft distributions of drawn nodes), a
+/// node below any of them was accepted with a chance known exactly — for a token taken as given
+/// the one its parent's distribution gives it (a repeat of an earlier sibling's token: none),
+/// whatever its siblings were — which says more than the draw
+/// ([`Verified::chances`](super::Verified::chances), [`acceptance_chances`]).
 pub fn verify_sampled(
     tree: &DraftTree,
     context: &[u32],
@@ -46,7 +47,7 @@ pub fn verify_sampled(
     let mut ctx = context.to_vec();
     let mut path = Vec::new();
     let mut parent: Option<usize> = None;
-    let mut after = drawn.is_none().then(Vec::new);
+    let mut after = Some(Vec::new());
     loop {
         let row = parent.map_or(0, |p| p + 1);
         let mut p = probabilities(&rows[row * vocab..(row + 1) * vocab], &ctx, cfg);
@@ -86,6 +87,38 @@ pub fn verify_sampled(
         ctx.push(tree.tokens()[child]);
         parent = Some(child);
     }
+}
+
+/// The chance that each child of one node was accepted, given that the node was (its target
+/// distribution `p`) and given the children's tokens — what [`verify_sampled`] does with them,
+/// in expectation over its random numbers alone. `children` are the node's children in the
+/// order they are tried, each with its token and, if it was drawn, its draft distribution.
+/// A child is tried with the chance that every earlier one was rejected, and then accepted with
+/// probability `p'(x)` (taken as given) or `min(1, p'(x) / q(x))` (drawn from `q`), where `p'`
+/// is `p` after the earlier ones' rejections. For tokens all taken as given this is `p(x)`
+/// (none for a repeat): rejections renormalize what they leave.
+pub fn acceptance_chances(p: &[f32], children: &[(u32, Option<&[f32]>)]) -> Vec<f64> {
+    let mut p = std::borrow::Cow::Borrowed(p);
+    let mut reach = 1.0f64;
+    let mut out = Vec::with_capacity(children.len());
+    for (i, &(x, q)) in children.iter().enumerate() {
+        let x = x as usize;
+        let q = q.filter(|q| q.get(x).is_some_and(|&v| v > 0.0));
+        let px = f64::from(p.get(x).copied().unwrap_or(0.0));
+        let accept = match q {
+            Some(q) => (px / f64::from(q[x])).min(1.0),
+            None => px,
+        };
+        out.push(reach * accept);
+        reach *= 1.0 - accept;
+        if i + 1 < children.len() && x < p.len() {
+            match q {
+                Some(q) => subtract(p.to_mut(), q),
+                None => reject(p.to_mut(), x),
+            }
+        }
+    }
+    out
 }
 
 /// Removes token `x` from the distribution and renormalizes.
@@ -151,9 +184,50 @@ mod tests {
             assert_eq!(after.len(), a.path.len() + 1, "{a:?}");
             assert!(close(&after[0], &p0) && after.get(1).is_none_or(|p| close(p, &p1)));
         }
-        // Drawn tokens: none.
+        // Drawn tokens too: the distributions before any rejection changed them.
         let q = vec![vec![0.2f32, 0.5, 0.3]; 2];
-        assert!(verify_sampled(&tree, &[], &rows, 3, &cfg, Some(&q), &mut rng).1.is_none());
+        for _ in 0..200 {
+            let (a, after) = verify_sampled(&tree, &[], &rows, 3, &cfg, Some(&q), &mut rng);
+            let after = after.expect("the path's distributions");
+            assert_eq!(after.len(), a.path.len() + 1, "{a:?}");
+            assert!(close(&after[0], &p0) && after.get(1).is_none_or(|p| close(p, &p1)));
+        }
+    }
+
+    #[test]
+    fn acceptance_chances_are_the_frequencies_of_the_verdicts() {
+        // p = (0.5, 0.3, 0.2) after the root; two children: a drawn one from q, then a given 0.
+        let (p, q) = ([0.5f32, 0.3, 0.2], vec![0.2f32, 0.5, 0.3]);
+        let logits: Vec<f32> = p.iter().map(|v| v.ln()).collect();
+        let rows: Vec<f32> = (0..3).flat_map(|_| logits.iter().copied()).collect();
+        let cfg = SamplingConfig { temperature: 1.0, ..Default::default() };
+        let close = |a: f64, b: f64| (a - b).abs() < 0.01;
+        // Given tokens alone: each child's own probability, a repeat none.
+        let given = acceptance_chances(&p, &[(1, None), (0, None), (1, None)]);
+        assert!(close(given[0], 0.3) && close(given[1], 0.5) && given[2].abs() < 1e-9, "{given:?}");
+        let mut rng = StdRng::seed_from_u64(5);
+        for x in 0..3u32 {
+            let mut tree = DraftTree::new();
+            tree.push(x, None);
+            tree.push(0, None);
+            let drawn = vec![q.clone(), Vec::new()];
+            let want = acceptance_chances(&p, &[(x, Some(&q)), (0, None)]);
+            let n = 20_000;
+            let mut hits = [0usize; 2];
+            for _ in 0..n {
+                let (a, _) = verify_sampled(&tree, &[], &rows, 3, &cfg, Some(&drawn), &mut rng);
+                if let Some(&first) = a.path.first() {
+                    hits[first] += 1;
+                }
+            }
+            for (h, w) in hits.iter().zip(&want) {
+                assert!(close(*h as f64 / n as f64, *w), "token {x}: {hits:?} of {n} against {want:?}");
+            }
+        }
+        // Drawn 1 from q: min(1, 0.3 / 0.5) = 0.6; then p − q = (0.3, 0, 0), renormalized: 0 is
+        // accepted whenever it is tried.
+        let mixed = acceptance_chances(&p, &[(1, Some(&q)), (0, None)]);
+        assert!(close(mixed[0], 0.6) && close(mixed[1], 0.4), "{mixed:?}");
     }
 
     #[test]

@@ -16,7 +16,7 @@
 //!   the method's proposal, the pruned ones too, once the committed tokens say which the
 //!   target would have accepted (`Auto::learn_in_hindsight`); sampled decoding from every node
 //!   of it below the root or an accepted node, by the chance the target's distribution there
-//!   gives its token (`Auto::learn_chances`).
+//!   gives its token (a drawn token: `min(1, p / q)`; `chances`).
 //! * **Choice** ([`choose`]): nodes sorted by path probability (a parent never follows its
 //!   child), and the prefix of that order with the best `(1 + Σ p) / cost(1 + size)`; the empty
 //!   prefix is a plain autoregressive step.
@@ -56,6 +56,7 @@ use draftsmith_core::DraftTree;
 use serde::{Deserialize, Serialize};
 
 use super::proposer::{DraftContext, DraftCost, HiddenState, Proposer, StepCosts, Verified};
+use super::verify_sampled::acceptance_chances;
 
 /// How a method's draft size is set.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
@@ -443,35 +444,56 @@ impl Auto {
         });
     }
 
-    /// Under sampling the committed tokens were drawn, so they do not say which pruned nodes
-    /// would have been accepted; but the target's distribution after the root and after each
-    /// accepted node ([`Verified::chances`]) gives every node of the proposal below them —
-    /// pruned or not — its chance of acceptance, `p(token)`, and the counts learn that
-    /// expectation (a fraction of a success per try). Learning from the draws of the verified
-    /// part alone, a sampled policy that drafted less learned less: priced against an honest
-    /// one-token pass, prompt lookup and ReDrafter at T = 0.7 kept smaller drafts and gained
-    /// 2–5 % less on MT-Bench (session 72).
-    fn learn_chances(&mut self, accepted: &[usize], after: &[Vec<f32>]) {
-        let t = &self.template;
-        // Which distribution follows each node of the proposal: `after[m + 1]` the m-th accepted.
-        let mut below = vec![None; t.len()];
-        for (m, &j) in accepted.iter().enumerate() {
-            below[self.kept[j]] = Some(m + 1);
-        }
-        let outcome = |i: usize| {
-            let p = after.get(t.parents()[i].map_or(Some(0), |q| below[q])?)?;
-            let x = t.tokens()[i];
-            // A sibling's repeat of a token is never accepted: the first one takes its chance.
-            let repeated = (0..i).any(|s| t.parents()[s] == t.parents()[i] && t.tokens()[s] == x);
-            Some(if repeated { 0.0 } else { f64::from(p.get(x as usize).copied().unwrap_or(0.0)) })
-        };
-        self.accept.observe_expected(self.class, self.template_nodes.as_deref(), t, outcome);
-    }
-
     /// Draft sizes chosen and predicted against measured verify time so far.
     pub fn stats(&self) -> &PolicyStats {
         &self.stats
     }
+}
+
+/// Under sampling the committed tokens were drawn, so they do not say which pruned nodes would
+/// have been accepted; but the target's distribution after the root and after each accepted
+/// node (`after`, [`Verified::chances`]) gives every node of the proposal `template` below them
+/// — pruned or not — its chance of acceptance, and the counts learn that expectation (a
+/// fraction of a success per try; `None`: not a try). Learning from the draws of the verified
+/// part alone, a sampled policy that drafted less learned less: priced against an honest
+/// one-token pass, prompt lookup and ReDrafter at T = 0.7 kept smaller drafts and gained 2–5 %
+/// less on MT-Bench (session 72). A token taken as given has the chance its parent's
+/// distribution gives it (a sibling's repeat none); drawn tokens (`drawn`: the proposal's draft
+/// distributions, all of it verified) theirs given their tokens, `min(1, p(x) / q(x))` for an
+/// only child ([`acceptance_chances`]) — the verdicts' expectation over the verifier's random
+/// numbers, without their noise. `kept[j]`: the proposal's node verified as node `j`.
+fn chances(
+    template: &DraftTree,
+    kept: &[usize],
+    accepted: &[usize],
+    after: &[Vec<f32>],
+    drawn: Option<&[Vec<f32>]>,
+) -> Vec<Option<f64>> {
+    let t = template;
+    let parents = std::iter::once(None).chain(accepted.iter().map(|&j| Some(kept[j])));
+    let mut chance = vec![None; t.len()];
+    for (parent, p) in parents.zip(after) {
+        let children: Vec<usize> = (0..t.len()).filter(|&i| t.parents()[i] == parent).collect();
+        match drawn {
+            Some(q) => {
+                let tried: Vec<(u32, Option<&[f32]>)> =
+                    children.iter().map(|&i| (t.tokens()[i], Some(q[i].as_slice()))).collect();
+                for (&i, c) in children.iter().zip(acceptance_chances(p, &tried)) {
+                    chance[i] = Some(c);
+                }
+            }
+            // Given tokens: `acceptance_chances`' closed form, without its pass over the
+            // vocabulary per sibling.
+            None => {
+                for (k, &i) in children.iter().enumerate() {
+                    let x = t.tokens()[i];
+                    let repeated = children[..k].iter().any(|&s| t.tokens()[s] == x);
+                    chance[i] = Some(if repeated { 0.0 } else { f64::from(p.get(x as usize).copied().unwrap_or(0.0)) });
+                }
+            }
+        }
+    }
+    chance
 }
 
 /// A drafting time learned from measurements: a running average of the steady ones (each moves
@@ -801,7 +823,13 @@ impl Proposer for Auto {
                 // them (tokens taken as given) and verified what was kept (a draft past the
                 // context's limit is dropped by the driver).
                 match verified.chances.filter(|_| !skipped && tree.len() == self.kept.len()) {
-                    Some(after) => self.learn_chances(verified.accepted, after),
+                    Some(after) => {
+                        // As the driver verified them: draft distributions for the whole proposal.
+                        let drawn = self.inner.draft_distributions().filter(|q| q.len() == self.template.len());
+                        let chance = chances(&self.template, &self.kept, verified.accepted, after, drawn);
+                        let nodes = self.template_nodes.as_deref();
+                        self.accept.observe_expected(self.class, nodes, &self.template, |i| chance[i]);
+                    }
                     None => self.accept.observe_nodes(self.class, self.nodes.as_deref(), tree, verified.accepted),
                 }
             } else if !skipped && !self.template.is_empty() {
@@ -867,6 +895,47 @@ mod tests {
         auto.learn_in_hindsight(&[&prefix[..], &[30]].concat());
         assert!(auto.pending.is_empty());
         assert_eq!([1, 2].map(|d| auto.accept.tries(0, d)), [4.0, 1.0]);
+    }
+
+    /// A method that drew its chain from `q` ([`Proposer::draft_distributions`]).
+    struct Drawn(Vec<Vec<f32>>);
+
+    impl Proposer for Drawn {
+        fn name(&self) -> &str {
+            "drawn"
+        }
+        fn draft_distributions(&self) -> Option<&[Vec<f32>]> {
+            Some(&self.0)
+        }
+        fn propose(&mut self, _ctx: &DraftContext<'_>) -> Result<DraftTree, crate::DecodeError> {
+            Ok(chain(self.0.len()))
+        }
+    }
+
+    #[test]
+    fn drawn_drafts_learn_min_p_over_q_of_their_tokens() {
+        let cost = CostModel::from_points(&[(1, 1.0), (8, 2.0)]);
+        // The chain 10, 11, 12 drawn with q(10) = 0.8, q(11) = 0.25, q(12) = 0.5.
+        let mut q = vec![vec![0.0f32; 32]; 3];
+        (q[0][10], q[1][11], q[2][12]) = (0.8, 0.25, 0.5);
+        let mut auto = Auto::with_fixed_cost(Box::new(Drawn(q)), cost);
+        auto.greedy = false;
+        let proposal = chain(3);
+        (auto.template, auto.kept, auto.last) = (proposal.clone(), vec![0, 1, 2], Some((1.0, 0.0)));
+        // p(10) = 0.4 after the root, p(11) = 0.5 after 10: 10 accepted, 11 rejected.
+        let (mut root, mut below) = (vec![0.0f32; 32], vec![0.0f32; 32]);
+        (root[10], below[11]) = (0.4, 0.5);
+        let after = [root, below];
+        let tokens = [1u32, 2, 3];
+        let ctx = DraftContext { tokens: &tokens, prompt_len: 1, hidden: None, target_cache: None };
+        let v = Verified { accepted: &[0], root_next: 10, node_next: &[11, 0, 0], chances: Some(&after) };
+        auto.observe_verified(&ctx, &proposal, &v);
+        // Depth 1: min(1, 0.4 / 0.8) = half a success; depth 2: min(1, 0.5 / 0.25) = a whole one
+        // (its verdict, a rejection, was the noise); depth 3: its parent was not accepted.
+        assert_eq!([1, 2, 3].map(|d| auto.accept.tries(0, d)), [1.0, 1.0, 0.0]);
+        let close = |a: f64, b: f64| (a - b).abs() < 1e-6;
+        assert!(close(auto.accept.p(1, 0), 1.5 / 3.0), "{}", auto.accept.p(1, 0));
+        assert!(close(auto.accept.p(2, 0), (1.0 + 2.0 * 1.5 / 3.0) / 3.0), "{}", auto.accept.p(2, 0));
     }
 
     #[test]
