@@ -820,8 +820,8 @@ impl Proposer for Auto {
             }
             if !self.greedy {
                 // The whole proposal, as far as the target's distributions reach, when it gave
-                // them (tokens taken as given) and verified what was kept (a draft past the
-                // context's limit is dropped by the driver).
+                // them and verified what was kept (a draft past the context's limit is dropped
+                // by the driver).
                 match verified.chances.filter(|_| !skipped && tree.len() == self.kept.len()) {
                     Some(after) => {
                         // As the driver verified them: draft distributions for the whole proposal.
