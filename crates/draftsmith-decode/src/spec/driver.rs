@@ -258,7 +258,7 @@ fn verify<B: Backend>(
     }
     let next = rows.chunks(vocab).map(argmax).collect();
     let (acceptance, chances) = verify_sampled(tree, context, &rows, vocab, &cfg, drawn, sampler.rng());
-    (acceptance, next, chances)
+    (acceptance, next, Some(chances))
 }
 
 /// Appends `new` to `tokens` up to the first stop token or the length limits.

@@ -42,12 +42,12 @@ pub fn verify_sampled(
     cfg: &SamplingConfig,
     drawn: Option<&[Vec<f32>]>,
     rng: &mut impl Rng,
-) -> (Acceptance, Option<Vec<Vec<f32>>>) {
+) -> (Acceptance, Vec<Vec<f32>>) {
     assert!(drawn.is_none_or(|q| q.len() == tree.len()), "one draft distribution per node");
     let mut ctx = context.to_vec();
     let mut path = Vec::new();
     let mut parent: Option<usize> = None;
-    let mut after = Some(Vec::new());
+    let mut after = Vec::new();
     loop {
         let row = parent.map_or(0, |p| p + 1);
         let mut p = probabilities(&rows[row * vocab..(row + 1) * vocab], &ctx, cfg);
@@ -64,7 +64,7 @@ pub fn verify_sampled(
                 accepted = Some(child);
                 break;
             }
-            if after.is_some() && before.is_none() {
+            if before.is_none() {
                 before = Some(p.clone());
             }
             match q {
@@ -74,15 +74,10 @@ pub fn verify_sampled(
         }
         let Some(child) = accepted else {
             let bonus = sample_from(&p, rng.random::<f32>());
-            let after = after.map(|mut a| {
-                a.push(before.unwrap_or(p));
-                a
-            });
+            after.push(before.unwrap_or(p));
             return (Acceptance { path, bonus }, after);
         };
-        if let Some(after) = &mut after {
-            after.push(before.unwrap_or(p));
-        }
+        after.push(before.unwrap_or(p));
         path.push(child);
         ctx.push(tree.tokens()[child]);
         parent = Some(child);
@@ -96,8 +91,22 @@ pub fn verify_sampled(
 /// A child is tried with the chance that every earlier one was rejected, and then accepted with
 /// probability `p'(x)` (taken as given) or `min(1, p'(x) / q(x))` (drawn from `q`), where `p'`
 /// is `p` after the earlier ones' rejections. For tokens all taken as given this is `p(x)`
-/// (none for a repeat): rejections renormalize what they leave.
+/// (none for a repeat): rejections renormalize what they leave — computed so, without a pass
+/// over the vocabulary per sibling.
 pub fn acceptance_chances(p: &[f32], children: &[(u32, Option<&[f32]>)]) -> Vec<f64> {
+    if children.iter().all(|(_, q)| q.is_none()) {
+        return (0..children.len())
+            .map(|k| {
+                let x = children[k].0;
+                let repeated = children[..k].iter().any(|&(s, _)| s == x);
+                if repeated {
+                    0.0
+                } else {
+                    f64::from(p.get(x as usize).copied().unwrap_or(0.0))
+                }
+            })
+            .collect();
+    }
     let mut p = std::borrow::Cow::Borrowed(p);
     let mut reach = 1.0f64;
     let mut out = Vec::with_capacity(children.len());
@@ -180,7 +189,6 @@ mod tests {
         let close = |a: &[f32], b: &[f32]| a.iter().zip(b).all(|(x, y)| (x - y).abs() < 1e-6);
         for _ in 0..200 {
             let (a, after) = verify_sampled(&tree, &[], &rows, 3, &cfg, None, &mut rng);
-            let after = after.expect("tokens taken as given");
             assert_eq!(after.len(), a.path.len() + 1, "{a:?}");
             assert!(close(&after[0], &p0) && after.get(1).is_none_or(|p| close(p, &p1)));
         }
@@ -188,7 +196,6 @@ mod tests {
         let q = vec![vec![0.2f32, 0.5, 0.3]; 2];
         for _ in 0..200 {
             let (a, after) = verify_sampled(&tree, &[], &rows, 3, &cfg, Some(&q), &mut rng);
-            let after = after.expect("the path's distributions");
             assert_eq!(after.len(), a.path.len() + 1, "{a:?}");
             assert!(close(&after[0], &p0) && after.get(1).is_none_or(|p| close(p, &p1)));
         }

@@ -474,23 +474,10 @@ fn chances(
     let mut chance = vec![None; t.len()];
     for (parent, p) in parents.zip(after) {
         let children: Vec<usize> = (0..t.len()).filter(|&i| t.parents()[i] == parent).collect();
-        match drawn {
-            Some(q) => {
-                let tried: Vec<(u32, Option<&[f32]>)> =
-                    children.iter().map(|&i| (t.tokens()[i], Some(q[i].as_slice()))).collect();
-                for (&i, c) in children.iter().zip(acceptance_chances(p, &tried)) {
-                    chance[i] = Some(c);
-                }
-            }
-            // Given tokens: `acceptance_chances`' closed form, without its pass over the
-            // vocabulary per sibling.
-            None => {
-                for (k, &i) in children.iter().enumerate() {
-                    let x = t.tokens()[i];
-                    let repeated = children[..k].iter().any(|&s| t.tokens()[s] == x);
-                    chance[i] = Some(if repeated { 0.0 } else { f64::from(p.get(x as usize).copied().unwrap_or(0.0)) });
-                }
-            }
+        let tried: Vec<(u32, Option<&[f32]>)> =
+            children.iter().map(|&i| (t.tokens()[i], drawn.map(|q| q[i].as_slice()))).collect();
+        for (&i, c) in children.iter().zip(acceptance_chances(p, &tried)) {
+            chance[i] = Some(c);
         }
     }
     chance
