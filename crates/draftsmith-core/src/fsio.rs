@@ -1,5 +1,6 @@
 //! Writing a file so that a reader (or a resumed run) sees either the old contents or the new,
-//! never a torn file: the one atomic-write helper of the workspace.
+//! never a torn file: the one atomic-write helper of the workspace; and [`DirLock`], which keeps
+//! a second run from writing into a directory a running stage is writing.
 
 use std::fs::File;
 use std::io::{self, Write};
@@ -35,6 +36,105 @@ pub fn sync_dir(dir: &Path) {
     let _ = File::open(dir).and_then(|d| d.sync_all());
 }
 
+/// The file [`DirLock`] holds in the directory it guards.
+pub const LOCK_FILE: &str = "draftsmith.lock";
+
+/// Why [`DirLock::acquire`] failed.
+#[derive(Debug, thiserror::Error)]
+pub enum LockError {
+    /// Another live process holds the directory's lock.
+    #[error(
+        "{} is being written by another run ({holder}): wait for it to finish or stop it; two runs \
+         writing one directory would overwrite each other's files",
+        dir.display()
+    )]
+    Busy { dir: PathBuf, holder: String },
+    #[error("cannot lock {}: {source}", path.display())]
+    Io { path: PathBuf, source: io::Error },
+}
+
+/// An exclusive claim on an output directory for as long as a stage writes it, so that a second
+/// `draftsmith` run into the same directory (a rerun while a killed run's shell still trains,
+/// two terminals) stops at once with [`LockError::Busy`] instead of racing for its files.
+///
+/// The claim is an advisory lock on `<dir>/draftsmith.lock`, held through the open file: the
+/// operating system drops it when the process ends, however it ends, so a killed run never
+/// leaves a stale claim behind. The file names its holder (pid, stage) for the error message
+/// and is removed when the lock is dropped. Where the file system cannot lock files, the claim
+/// is skipped (the stage runs unguarded, as before).
+#[derive(Debug)]
+pub struct DirLock {
+    path: PathBuf,
+    /// `None` where the file system does not support locks.
+    file: Option<File>,
+}
+
+impl DirLock {
+    /// Creates `dir` if needed and claims it for `stage` (a name for the message, such as
+    /// `train redrafter`).
+    pub fn acquire(dir: &Path, stage: &str) -> Result<Self, LockError> {
+        let path = dir.join(LOCK_FILE);
+        let io = |source| LockError::Io { path: path.clone(), source };
+        std::fs::create_dir_all(dir).map_err(|source| LockError::Io { path: dir.to_path_buf(), source })?;
+        loop {
+            let mut file = std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .open(&path)
+                .map_err(io)?;
+            match file.try_lock() {
+                Ok(()) => {}
+                Err(std::fs::TryLockError::WouldBlock) => {
+                    let holder = std::fs::read_to_string(&path).unwrap_or_default();
+                    let holder = match holder.trim() {
+                        "" => "a process that has not yet named itself".to_string(),
+                        named => named.to_string(),
+                    };
+                    return Err(LockError::Busy { dir: dir.to_path_buf(), holder });
+                }
+                Err(std::fs::TryLockError::Error(e)) if e.kind() == io::ErrorKind::Unsupported => {
+                    return Ok(Self { path, file: None });
+                }
+                Err(std::fs::TryLockError::Error(e)) => return Err(io(e)),
+            }
+            // The holder before us may have removed the file between our open and our lock:
+            // then we hold a lock on a name no one else will open, and must try again.
+            if !same_file(&file, &path) {
+                continue;
+            }
+            let holder = format!("pid {}, draftsmith {stage}", std::process::id());
+            file.set_len(0).and_then(|()| file.write_all(holder.as_bytes())).map_err(io)?;
+            return Ok(Self { path, file: Some(file) });
+        }
+    }
+}
+
+impl Drop for DirLock {
+    fn drop(&mut self) {
+        // Removed while still locked, so no one can lock this file after we let it go.
+        if self.file.is_some() {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
+}
+
+/// Whether the open `file` is still the file at `path`.
+#[cfg(unix)]
+fn same_file(file: &File, path: &Path) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    match (file.metadata(), std::fs::metadata(path)) {
+        (Ok(a), Ok(b)) => a.dev() == b.dev() && a.ino() == b.ino(),
+        _ => false,
+    }
+}
+
+#[cfg(not(unix))]
+fn same_file(_: &File, path: &Path) -> bool {
+    path.exists()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -52,6 +152,28 @@ mod tests {
         assert!(!temp_path(&path).exists());
         let (at, _) = write_atomic(&dir.join("missing").join("x.json"), b"x").unwrap_err();
         assert_eq!(at, dir.join("missing").join("x.json.tmp"), "the error names the file");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_locked_directory_refuses_a_second_writer_until_the_first_is_done() {
+        let dir = std::env::temp_dir().join(format!("draftsmith-core-lock-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let first = DirLock::acquire(&dir, "train redrafter").unwrap();
+        assert!(dir.join(LOCK_FILE).exists());
+        match DirLock::acquire(&dir, "train redrafter") {
+            Err(LockError::Busy { dir: at, holder }) => {
+                assert_eq!(at, dir);
+                assert_eq!(holder, format!("pid {}, draftsmith train redrafter", std::process::id()));
+            }
+            other => panic!("expected Busy, got {other:?}"),
+        }
+        drop(first);
+        assert!(!dir.join(LOCK_FILE).exists(), "the lock file goes with the lock");
+        // A file left by a killed run holds no lock: the next run takes it over.
+        std::fs::write(dir.join(LOCK_FILE), "pid 1, draftsmith distill").unwrap();
+        let again = DirLock::acquire(&dir, "distill").unwrap();
+        drop(again);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -9,6 +9,10 @@ use std::path::{Path, PathBuf};
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum DataError {
+    /// Another run is writing the same directory.
+    #[error(transparent)]
+    Locked(#[from] draftsmith_core::fsio::LockError),
+
     /// A file or directory could not be opened, read, written, renamed or removed.
     #[error("{path}: {source}")]
     Io {

@@ -20,7 +20,7 @@ use std::ops::Range;
 use std::path::{Path, PathBuf};
 
 use draftsmith_core::digest::sha256_hex;
-use draftsmith_core::fsio::{sync_dir, write_atomic};
+use draftsmith_core::fsio::{sync_dir, write_atomic, DirLock};
 use half::f16;
 use memmap2::Mmap;
 use safetensors::tensor::TensorView;
@@ -216,6 +216,8 @@ pub struct HiddenWriter {
     /// Listed shards (indices into the manifest's) whose files are missing, in sequence order:
     /// the pushed sequences fill these first.
     redo: Vec<usize>,
+    /// Held while the writer lives: a second run into this directory is refused.
+    _lock: DirLock,
 }
 
 /// What [`HiddenWriter::open`] kept of a cache computed for another state of the dataset.
@@ -256,7 +258,7 @@ impl HiddenWriter {
             let problem = "sequences per shard and the hidden size must be at least 1".to_string();
             return Err(DataError::InvalidArgument { path: dir.to_path_buf(), problem });
         }
-        std::fs::create_dir_all(dir).map_err(DataError::io(dir))?;
+        let lock = DirLock::acquire(dir, "hidden")?;
         let mut kept = None;
         let fresh = HiddenManifest {
             format_version: HIDDEN_FORMAT_VERSION,
@@ -341,6 +343,7 @@ impl HiddenWriter {
             pending_lengths: Vec::new(),
             kept,
             redo,
+            _lock: lock,
         };
         for &index in &writer.redo {
             let shard = &writer.manifest.shards[index];
@@ -658,6 +661,8 @@ mod tests {
         for (s, &len) in lengths.iter().enumerate().take(3) {
             w.push(&rows(s, len, h)).unwrap();
         }
+        let second = HiddenWriter::open(&dir, target("t"), data.clone(), h, lengths.clone(), &[5], 2);
+        assert!(matches!(second, Err(DataError::Locked(_))), "a second writer is refused while the first runs");
         drop(w); // killed: sequence 2 was pending, one shard written
         std::fs::write(dir.join("hidden-00009.safetensors.tmp"), b"torn").unwrap();
         let mut w = HiddenWriter::open(&dir, target("t"), data.clone(), h, lengths.clone(), &[5], 2).unwrap();
@@ -725,6 +730,7 @@ mod tests {
         // The same dataset again: a plain resume of a complete cache.
         let w = HiddenWriter::open(&dir, target("t"), again, h, lengths.clone(), &[2, 2, 1, 1], 2).unwrap();
         assert_eq!((w.kept(), w.next_sequence()), (None, 6));
+        drop(w);
         // Other reading settings, or no shard in common: refused, nothing removed.
         let cut = serde_json::json!({"shards": ["aa", "b2", "cc", "dd"], "max_seq_len": 32});
         let err = HiddenWriter::open(&dir, target("t"), cut, h, lengths.clone(), &[2, 2, 1, 1], 2).err().unwrap();

@@ -17,7 +17,7 @@ use std::ops::Range;
 use std::path::{Path, PathBuf};
 
 use draftsmith_core::digest::{hex, sha256_file, Digest, Sha256};
-use draftsmith_core::fsio::sync_dir;
+use draftsmith_core::fsio::{sync_dir, DirLock};
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::arrow::ArrowWriter;
 use parquet::basic::Compression;
@@ -60,6 +60,8 @@ pub struct ShardWriter {
     /// Listed shards (indices into the manifest's) whose files are missing, in input order:
     /// the pushed inputs fill these first.
     redo: Vec<usize>,
+    /// Held while the writer lives: a second run into this directory is refused.
+    _lock: DirLock,
 }
 
 impl ShardWriter {
@@ -111,7 +113,7 @@ impl ShardWriter {
             let problem = "inputs_per_shard must be at least 1".to_string();
             return Err(DataError::InvalidArgument { path: dir.to_path_buf(), problem });
         }
-        std::fs::create_dir_all(dir).map_err(DataError::io(dir))?;
+        let lock = DirLock::acquire(dir, "distill")?;
         let resuming = manifest_path(dir).exists();
         let manifest = if resuming {
             let manifest = read_manifest(dir)?;
@@ -154,6 +156,7 @@ impl ShardWriter {
             pending: Vec::new(),
             pending_inputs: 0,
             redo,
+            _lock: lock,
         };
         for &index in &writer.redo {
             let shard = &writer.manifest.shards[index];

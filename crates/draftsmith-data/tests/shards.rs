@@ -289,7 +289,13 @@ fn unlisted_shards_other_than_the_next_are_refused_and_kept() {
     std::fs::rename(dir.join("shard-00005.parquet"), dir.join("elsewhere.parquet")).unwrap();
     let writer = ShardWriter::open(&dir, target(), params(), PER_SHARD).unwrap();
     assert_eq!(writer.inputs_done(), 4);
-    assert_eq!(files(&dir), ["elsewhere.parquet", "manifest.json", "shard-00000.parquet"]);
+    assert_eq!(files(&dir), ["draftsmith.lock", "elsewhere.parquet", "manifest.json", "shard-00000.parquet"]);
+    drop(writer);
+    assert_eq!(
+        files(&dir),
+        ["elsewhere.parquet", "manifest.json", "shard-00000.parquet"],
+        "the lock goes with the writer"
+    );
 }
 
 #[test]

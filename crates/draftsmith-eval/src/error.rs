@@ -9,6 +9,8 @@ use draftsmith_model::ModelError;
 pub enum EvalError {
     #[error("{path}: {source}")]
     Io { path: PathBuf, source: std::io::Error },
+    #[error(transparent)]
+    Locked(#[from] draftsmith_core::fsio::LockError),
     #[error("{path}:{line}: {problem}")]
     PromptLine { path: PathBuf, line: usize, problem: String },
     #[error("{path}: no prompts")]

@@ -5,6 +5,7 @@ use std::collections::HashSet;
 use std::path::Path;
 
 use burn::tensor::backend::Backend;
+use draftsmith_core::fsio::DirLock;
 use draftsmith_decode::Drafters;
 use draftsmith_model::Model;
 
@@ -13,7 +14,7 @@ use crate::lossless::{ar_margin, classify, measure_bound, LosslessCheck};
 use crate::manifest::{check_ar_source, prepare_dir, write_atomic, Manifest};
 use crate::plot::{render_plot, PLOT_FILE};
 use crate::prompts::{check_context, EncodedPrompt};
-use crate::records::{read_records, Record, RecordLog, RECORDS_FILE};
+use crate::records::{pending_pairs, read_records, Record, RecordLog, RECORDS_FILE};
 use crate::report::render_report;
 use crate::runner::{run_pending, Progress, RunSpec};
 use crate::summary::{summarize, Summary};
@@ -61,6 +62,7 @@ pub fn evaluate<B: Backend>(
     for &m in &manifest.methods {
         draftsmith_decode::validate_method(m, &manifest.params)?;
     }
+    let _lock = DirLock::acquire(input.out_dir, "eval")?;
     let resumed = prepare_dir(input.out_dir, manifest)?;
     let records_path = input.out_dir.join(RECORDS_FILE);
     let (mut log, existing) = RecordLog::open(&records_path)?;
@@ -84,12 +86,17 @@ pub fn evaluate<B: Backend>(
     };
     // The host's vector throughput before and after the run: a loud neighbour on a shared
     // machine slows multi-token passes more than plain steps, so the speedups then read low.
-    let peak = || model.activations().map(draftsmith_kernels::probe::instruction_peak).filter(|&p| p > 0.0);
-    let before = peak();
-    let ran = run_pending(model, drafters, input.prompts, &spec, &mut log, &done, on_progress)?;
-    // A rerun that found every pair done ran nothing: its peaks would describe no run, so the
+    // A rerun that finds every pair done runs nothing: peaks would describe no run, so the
     // summary keeps those of the run that wrote the records.
-    let peaks = if ran > 0 { before.zip(peak()).map(|(b, a)| [b, a]) } else { previous_host_peaks(input.out_dir) };
+    let peak = || model.activations().map(draftsmith_kernels::probe::instruction_peak).filter(|&p| p > 0.0);
+    let ids: Vec<&str> = input.prompts.iter().map(|p| p.id.as_str()).collect();
+    let pending = pending_pairs(&ids, &manifest.methods, &done);
+    let before = if pending.is_empty() { None } else { peak() };
+    run_pending(model, drafters, input.prompts, &spec, &mut log, &pending, on_progress)?;
+    let peaks = match pending.is_empty() {
+        true => previous_host_peaks(input.out_dir),
+        false => before.zip(peak()).map(|(b, a)| [b, a]),
+    };
     drop(log);
     let records = read_records(&records_path)?;
     let mut summary = summarize(&records, &manifest.methods);
@@ -100,7 +107,7 @@ pub fn evaluate<B: Backend>(
         check_near_ties(model, input.prompts, &records, &mut summary)?;
     }
     write_outputs(input.out_dir, &summary, manifest, input.command_line)?;
-    Ok(EvalOutcome { summary, resumed, ran })
+    Ok(EvalOutcome { summary, resumed, ran: pending.len() })
 }
 
 /// Measures the backend's drift on `ar`'s outputs and classifies every mismatch by `ar`'s margin.

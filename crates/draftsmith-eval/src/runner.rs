@@ -14,7 +14,7 @@
 //! each record's decode time counts only its own turns.
 
 use std::collections::hash_map::Entry;
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::{Condvar, Mutex};
 use std::time::{Duration, Instant};
 
@@ -27,7 +27,7 @@ use draftsmith_model::Model;
 
 use crate::error::EvalError;
 use crate::prompts::EncodedPrompt;
-use crate::records::{pending_pairs, Record, RecordLog};
+use crate::records::{Record, RecordLog};
 
 /// What the runner reports while it works.
 #[derive(Debug, Clone, Copy)]
@@ -212,19 +212,17 @@ fn run_with<B: Backend>(
     Ok(Record { decode_ms: record.decode_ms - waited, ..record })
 }
 
-/// Runs every pair of `prompts` × `spec.methods` not in `done`, prompt by prompt (`ar` first),
-/// appending each record to `log`. Returns how many pairs ran.
+/// Runs the `pending` pairs of `prompts` × `spec.methods` ([`pending_pairs`](crate::records::pending_pairs):
+/// prompt by prompt, `ar` first), appending each record to `log`.
 pub fn run_pending<B: Backend>(
     model: &Model<B>,
     drafters: Drafters<'_, B>,
     prompts: &[EncodedPrompt],
     spec: &RunSpec<'_>,
     log: &mut RecordLog,
-    done: &HashSet<(String, Method)>,
+    pending: &[(&str, Method)],
     on_progress: &mut dyn FnMut(Progress<'_>),
-) -> Result<usize, EvalError> {
-    let ids: Vec<&str> = prompts.iter().map(|p| p.id.as_str()).collect();
-    let pending = pending_pairs(&ids, spec.methods, done);
+) -> Result<(), EvalError> {
     let total = prompts.len() * spec.methods.len();
     on_progress(Progress::Start { total, done: total - pending.len() });
     if let Some(&(first, _)) = pending.first() {
@@ -279,7 +277,7 @@ pub fn run_pending<B: Backend>(
             return Err(e);
         }
     }
-    Ok(pending.len())
+    Ok(())
 }
 
 /// The `methods` of one prompt side by side, in scoped threads that take turns every `every`

@@ -20,6 +20,8 @@ pub enum TrainError {
     Config(String),
     #[error(transparent)]
     Data(#[from] draftsmith_data::DataError),
+    #[error(transparent)]
+    Locked(#[from] draftsmith_core::fsio::LockError),
     /// The distilled dataset was made with another target than the one being trained for.
     #[error("{}: this dataset was distilled from `{name}` (sha256 {sha256}), not from the target being trained for (sha256 {target_sha}); distill it again with this --model", dir.display())]
     WrongTarget { dir: PathBuf, name: String, sha256: String, target_sha: String },

@@ -6,6 +6,7 @@ use std::time::Instant;
 use burn::optim::AdamWConfig;
 use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::{activation, Int, Tensor, TensorData};
+use draftsmith_core::fsio::DirLock;
 use draftsmith_heads::redrafter::{
     load_redrafter, save_redrafter, teacher_forced_loss, HeadKind, ReDrafter, ReDrafterConfig, SoftLabels, TrainBatch,
     VocabProjection,
@@ -134,7 +135,7 @@ pub fn train_redrafter<AB: AutodiffBackend>(
 ) -> Result<TrainSummary, TrainError> {
     cfg.validate()?;
     let begin = Instant::now();
-    std::fs::create_dir_all(run_dir).map_err(TrainError::io(run_dir))?;
+    let _lock = DirLock::acquire(run_dir, "train redrafter")?;
     let (train_idx, val_idx) = split(seqs.len(), cfg.val_fraction, cfg.seed);
     let total_tokens: usize = seqs.iter().map(|s| s.tokens.len()).sum();
     let hidden = match cached {

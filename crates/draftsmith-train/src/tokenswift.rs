@@ -13,6 +13,7 @@ use burn::grad_clipping::GradientClippingConfig;
 use burn::optim::AdamWConfig;
 use burn::tensor::backend::{AutodiffBackend, Backend};
 use burn::tensor::{Int, Tensor, TensorData};
+use draftsmith_core::fsio::DirLock;
 use draftsmith_heads::tokenswift::{
     load_tokenswift, save_tokenswift, shifted_loss, TokenSwiftBatch, TokenSwiftConfig, TokenSwiftHeads,
 };
@@ -128,7 +129,7 @@ pub fn train_tokenswift<AB: AutodiffBackend>(
     if let Some(bad) = train.iter().chain(val).find(|c| c.len() != cfg.seq_len) {
         return Err(TrainError::Config(format!("a chunk has {} tokens, seq_len is {}", bad.len(), cfg.seq_len)));
     }
-    std::fs::create_dir_all(run_dir).map_err(TrainError::io(run_dir))?;
+    let _lock = DirLock::acquire(run_dir, "train tokenswift")?;
     let c = target.config();
     let config = TokenSwiftConfig::new(c.vocab_size, c.hidden_size)
         .with_num_heads(cfg.num_heads)
