@@ -8,6 +8,7 @@ use std::sync::Arc;
 use burn::tensor::{backend::Backend, Tensor, TensorData};
 use draftsmith_gguf::{GgufError, GgufFile};
 use draftsmith_kernels::{Activations, QFormat, QMatrix};
+use rayon::prelude::*;
 
 use crate::chat::ChatTemplate;
 use crate::config::{Architecture, HfConfig, ModelConfig, RopeScaling};
@@ -509,7 +510,12 @@ impl<B: Backend> Builder<'_, B> {
             lm_head.is_quantized() && (0..c.num_layers).all(|i| self.host_layer_names(i).all(|n| self.quantizes(&n)));
         let (host, blocks) = match host_path {
             true => {
-                let layers = (0..c.num_layers).map(|i| self.host_layer(i)).collect::<Result<Vec<_>, _>>()?;
+                // In parallel: packing the blocks into the kernels' layout, and the first touch
+                // of the memory it fills, were most of a large model's load on one thread
+                // (Qwen2.5-Coder-1.5B on 2 cores: 2.3–5.1 s, now 1.3–1.6 s). Collected first, so
+                // that a bad file's error is the first layer's, whichever thread saw it.
+                let layers: Vec<_> = (0..c.num_layers).into_par_iter().map(|i| self.host_layer(i)).collect();
+                let layers = layers.into_iter().collect::<Result<Vec<_>, _>>()?;
                 let dims = Dims {
                     heads: c.num_heads,
                     kv_heads: c.num_kv_heads,

@@ -14,8 +14,9 @@ use crate::config::Architecture;
 use crate::error::ModelError;
 use crate::names;
 
-/// Where the engine reads weights from.
-pub trait WeightSource {
+/// Where the engine reads weights from (from several threads at once: the layers load in
+/// parallel).
+pub trait WeightSource: Sync {
     /// File (or directory) the weights come from, for error messages.
     fn path(&self) -> &Path;
     /// Every tensor in the source, under HF names where the name is known.
