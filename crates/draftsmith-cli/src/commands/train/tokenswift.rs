@@ -130,16 +130,6 @@ fn train<B: Backend>(args: &TokenSwiftArgs, device: &B::Device) -> Result<()> {
     let held_out = chunks(&eval_streams, cfg.seq_len);
     let stride = (held_out.len() / cfg.val_chunks.max(1)).max(1);
     let val: Vec<Vec<u32>> = held_out.into_iter().step_by(stride).take(cfg.val_chunks).collect();
-    std::fs::create_dir_all(&args.out).with_context(|| format!("cannot create {}", args.out.display()))?;
-    heldout::write_split(&args.out, &split, &train_streams, &eval_streams)?;
-    heldout::write_eval_prompts(
-        &args.out.join("eval-prompts.jsonl"),
-        &eval_books,
-        &eval_streams,
-        args.prompts_per_book,
-        args.prompt_tokens,
-        &loaded.tokenizer,
-    )?;
     let train_tokens: usize = train_streams.iter().map(Vec::len).sum();
     let fingerprint = serde_json::json!({ "split": split, "train_tokens": train_tokens, "sources": args.books });
     eprintln!(
@@ -163,6 +153,17 @@ fn train<B: Backend>(args: &TokenSwiftArgs, device: &B::Device) -> Result<()> {
     )
     .context("training failed")?;
     display.finish();
+    // Written once the training has let go of the directory (a second run into it stops at the
+    // training's lock before writing anything there).
+    heldout::write_split(&args.out, &split, &train_streams, &eval_streams)?;
+    heldout::write_eval_prompts(
+        &args.out.join("eval-prompts.jsonl"),
+        &eval_books,
+        &eval_streams,
+        args.prompts_per_book,
+        args.prompt_tokens,
+        &loaded.tokenizer,
+    )?;
     println!(
         "done: {} steps (this run: {:.0} s); held-out top-1 % per head (tokens t+2, t+3, …): {}; heads exported to {}",
         summary.steps,
