@@ -49,6 +49,8 @@ pub enum LockError {
         dir.display()
     )]
     Busy { dir: PathBuf, holder: String },
+    #[error("{}: cannot create the directory: {source}", dir.display())]
+    CreateDir { dir: PathBuf, source: io::Error },
     #[error("cannot lock {}: {source}", path.display())]
     Io { path: PathBuf, source: io::Error },
 }
@@ -75,7 +77,7 @@ impl DirLock {
     pub fn acquire(dir: &Path, stage: &str) -> Result<Self, LockError> {
         let path = dir.join(LOCK_FILE);
         let io = |source| LockError::Io { path: path.clone(), source };
-        std::fs::create_dir_all(dir).map_err(|source| LockError::Io { path: dir.to_path_buf(), source })?;
+        std::fs::create_dir_all(dir).map_err(|source| LockError::CreateDir { dir: dir.to_path_buf(), source })?;
         loop {
             let mut file = std::fs::OpenOptions::new()
                 .read(true)
@@ -174,6 +176,11 @@ mod tests {
         std::fs::write(dir.join(LOCK_FILE), "pid 1, draftsmith distill").unwrap();
         let again = DirLock::acquire(&dir, "distill").unwrap();
         drop(again);
+        // A file where the directory should be: named, with what went wrong.
+        let file = dir.join("not-a-dir");
+        std::fs::write(&file, "").unwrap();
+        let err = DirLock::acquire(&file, "eval").unwrap_err().to_string();
+        assert!(err.starts_with(&format!("{}: cannot create the directory", file.display())), "{err}");
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }
