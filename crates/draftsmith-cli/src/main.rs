@@ -53,6 +53,12 @@ enum Command {
 
 fn main() -> ExitCode {
     huge_pages::ask_before_start();
+    // `DRAFTSMITH_THREADS` bounds rayon's pool too (a prefill's activation quantization, the
+    // layers' parallel load), not only the kernels' own.
+    if std::env::var_os("DRAFTSMITH_THREADS").is_some() {
+        let threads = draftsmith_kernels::pool::configured_threads();
+        let _ = rayon::ThreadPoolBuilder::new().num_threads(threads).build_global();
+    }
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_env("DRAFTSMITH_LOG").unwrap_or_else(|_| "warn".into()),

@@ -72,18 +72,21 @@ impl std::fmt::Debug for Pool {
     }
 }
 
+/// The threads the process computes on: `DRAFTSMITH_THREADS` if set (a positive count), else one
+/// per available core.
+pub fn configured_threads() -> usize {
+    std::env::var("DRAFTSMITH_THREADS")
+        .ok()
+        .and_then(|v| v.parse::<usize>().ok())
+        .filter(|&t| t > 0)
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+}
+
 impl Pool {
-    /// The process-wide pool: `DRAFTSMITH_THREADS` threads if set, else one per available core.
+    /// The process-wide pool: [`configured_threads`] threads.
     pub fn global() -> &'static Pool {
         static POOL: OnceLock<Pool> = OnceLock::new();
-        POOL.get_or_init(|| {
-            let threads = std::env::var("DRAFTSMITH_THREADS")
-                .ok()
-                .and_then(|v| v.parse::<usize>().ok())
-                .filter(|&t| t > 0)
-                .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
-            Pool::new(threads)
-        })
+        POOL.get_or_init(|| Pool::new(configured_threads()))
     }
 
     /// A pool of `threads` threads in all (the caller of `run` counts as one). Its workers live
