@@ -25,7 +25,7 @@ pub fn ask_before_start() {
         use std::os::unix::process::CommandExt;
 
         use draftsmith_kernels::probe::{thp_mode, MALLOC_HUGE_PAGES, MALLOC_HUGE_PAGES_KEY};
-        if std::env::var_os("DRAFTSMITH_HUGEPAGES").is_some_and(|v| v == "0") {
+        if setting() == Ok(false) {
             return;
         }
         let tunables = std::env::var("GLIBC_TUNABLES").unwrap_or_default();
@@ -45,5 +45,19 @@ pub fn ask_before_start() {
         // `exec` returns only when it failed; then this process simply goes on.
         let err = std::process::Command::new(exe).arg0(arg0).args(args).env("GLIBC_TUNABLES", value).exec();
         eprintln!("warning: could not restart with huge pages ({err}); going on with 4 KiB pages");
+    }
+}
+
+/// `DRAFTSMITH_HUGEPAGES` as set: `1` (or unset) asks for huge pages, `0` keeps 4 KiB pages; any
+/// other value is refused, naming it.
+pub fn setting() -> Result<bool, String> {
+    match std::env::var_os("DRAFTSMITH_HUGEPAGES") {
+        None => Ok(true),
+        Some(v) if v == "1" => Ok(true),
+        Some(v) if v == "0" => Ok(false),
+        Some(v) => Err(format!(
+            "DRAFTSMITH_HUGEPAGES={}: expected 0 (keep 4 KiB pages) or 1 (ask for huge pages, the default)",
+            v.to_string_lossy()
+        )),
     }
 }

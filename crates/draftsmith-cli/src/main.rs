@@ -52,6 +52,12 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    // A misspelt setting would otherwise fall back to its default unseen (a benchmark of the
+    // `avx2` path timing `avx512vnni`), so it stops the run before anything starts.
+    if let Err(e) = draftsmith_kernels::check_environment().and_then(|()| huge_pages::setting().map(drop)) {
+        eprintln!("error: {e}");
+        return ExitCode::FAILURE;
+    }
     huge_pages::ask_before_start();
     // `DRAFTSMITH_THREADS` bounds rayon's pool too (a prefill's activation quantization, the
     // layers' parallel load), not only the kernels' own.

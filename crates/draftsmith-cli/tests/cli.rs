@@ -116,6 +116,36 @@ fn bad_arguments_are_clear_errors() {
 }
 
 #[test]
+fn a_misspelt_environment_setting_stops_the_run() {
+    // Each would otherwise fall back to its default unseen; a kernel path the CPU lacks too
+    // (`amx` only where the tiles are, so an unknown name stands in for it on every machine).
+    for (var, value, expected) in [
+        ("DRAFTSMITH_THREADS", "two", "positive number of threads"),
+        ("DRAFTSMITH_THREADS", "0", "positive number of threads"),
+        ("DRAFTSMITH_KERNEL_PATH", "avx512", "not a kernel path (scalar, avx2, avx512vnni, amx)"),
+        ("DRAFTSMITH_HUGEPAGES", "off", "expected 0"),
+    ] {
+        let out = bin()
+            .env(var, value)
+            .args(["generate", "--model", &fixture("tiny-llama.gguf").to_string_lossy(), "--prompt", "x"])
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{var}={value} ran");
+        assert!(err.contains(&format!("{var}={value}")) && err.contains(expected), "{var}={value}: {err}");
+    }
+    let out = bin()
+        .env("DRAFTSMITH_THREADS", "1")
+        .env("DRAFTSMITH_KERNEL_PATH", "scalar")
+        .env("DRAFTSMITH_HUGEPAGES", "0")
+        .args(["generate", "--model", &fixture("tiny-llama.gguf").to_string_lossy(), "--prompt", "x"])
+        .args(["--max-new-tokens", "2"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "valid settings run: {}", String::from_utf8_lossy(&out.stderr));
+}
+
+#[test]
 fn bench_ar_reports_the_contract_fields() {
     let out = bin()
         .args(["bench", "ar", "--model"])

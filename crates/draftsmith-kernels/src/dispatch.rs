@@ -91,18 +91,34 @@ impl KernelPath {
     /// on the vector unit (`eval/results/session30-amx/`, `eval/results/session41-xeon-amx/`).
     pub fn detect() -> Self {
         static PATH: OnceLock<KernelPath> = OnceLock::new();
-        *PATH.get_or_init(|| {
-            let forced = std::env::var("DRAFTSMITH_KERNEL_PATH").ok();
-            let forced = forced.and_then(|v| Self::ALL.into_iter().find(|p| p.name() == v));
-            match forced {
-                Some(p) if p.is_supported() => p,
-                _ => Self::ALL
-                    .into_iter()
-                    .rev()
-                    .find(|&p| p != KernelPath::Amx && p.is_supported())
-                    .unwrap_or(Self::Scalar),
+        *PATH.get_or_init(|| match Self::forced().ok().flatten() {
+            Some(p) => p,
+            None => {
+                Self::ALL.into_iter().rev().find(|&p| p != KernelPath::Amx && p.is_supported()).unwrap_or(Self::Scalar)
             }
         })
+    }
+
+    /// `DRAFTSMITH_KERNEL_PATH` as set: `None` when unset, the path when it names one this CPU
+    /// supports, and what is wrong with it otherwise (an unknown name, or a path the CPU lacks).
+    /// [`detect`](Self::detect) ignores a value refused here; the CLI refuses it before anything
+    /// runs, so a benchmark never times another path than the one asked for.
+    pub fn forced() -> Result<Option<Self>, String> {
+        let Some(raw) = std::env::var_os("DRAFTSMITH_KERNEL_PATH") else { return Ok(None) };
+        let value = raw.to_string_lossy();
+        let names: Vec<&str> = Self::ALL.iter().map(|p| p.name()).collect();
+        match Self::ALL.into_iter().find(|p| p.name() == value.trim()) {
+            None => Err(format!("DRAFTSMITH_KERNEL_PATH={value}: not a kernel path ({})", names.join(", "))),
+            Some(p) if !p.is_supported() => {
+                let supported: Vec<&str> =
+                    Self::ALL.into_iter().filter(|p| p.is_supported()).map(|p| p.name()).collect();
+                Err(format!(
+                    "DRAFTSMITH_KERNEL_PATH={value}: this CPU does not support that path (it supports {})",
+                    supported.join(", ")
+                ))
+            }
+            Some(p) => Ok(Some(p)),
+        }
     }
 
     /// Activation rows per kernel call: AVX-512 has 32 vector registers, the others 16; an AMX

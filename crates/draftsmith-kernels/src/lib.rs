@@ -84,6 +84,16 @@ pub use error::KernelError;
 pub use matrix::QMatrix;
 pub use pool::Pool;
 
+/// Checks the environment variables that steer the kernels (`DRAFTSMITH_THREADS`,
+/// `DRAFTSMITH_KERNEL_PATH`): `Err` names the first one set to something unusable and what is
+/// wrong with it. The kernels themselves fall back to their defaults on such a value; a program
+/// calls this first to refuse it instead.
+pub fn check_environment() -> Result<(), String> {
+    pool::threads_setting()?;
+    KernelPath::forced()?;
+    Ok(())
+}
+
 /// How [`QMatrix::matmul_mode`] treats the activations.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum Activations {

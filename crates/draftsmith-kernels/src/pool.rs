@@ -72,14 +72,24 @@ impl std::fmt::Debug for Pool {
     }
 }
 
-/// The threads the process computes on: `DRAFTSMITH_THREADS` if set (a positive count), else one
-/// per available core.
+/// The threads the process computes on: `DRAFTSMITH_THREADS` if set to a positive count, else
+/// one per available core (a value [`threads_setting`] refuses counts as unset here; the CLI
+/// refuses it before anything runs).
 pub fn configured_threads() -> usize {
-    std::env::var("DRAFTSMITH_THREADS")
-        .ok()
-        .and_then(|v| v.parse::<usize>().ok())
-        .filter(|&t| t > 0)
-        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+    threads_setting().ok().flatten().unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()))
+}
+
+/// `DRAFTSMITH_THREADS` as set: `None` when unset, the count when it is a positive integer, and
+/// what is wrong with it otherwise.
+pub fn threads_setting() -> Result<Option<usize>, String> {
+    let Some(raw) = std::env::var_os("DRAFTSMITH_THREADS") else { return Ok(None) };
+    match raw.to_str().and_then(|v| v.trim().parse::<usize>().ok()) {
+        Some(t) if t > 0 => Ok(Some(t)),
+        _ => Err(format!(
+            "DRAFTSMITH_THREADS={}: expected a positive number of threads (unset it for one per core)",
+            raw.to_string_lossy()
+        )),
+    }
 }
 
 impl Pool {
