@@ -116,6 +116,17 @@ fn bad_arguments_are_clear_errors() {
 }
 
 #[test]
+fn a_huge_max_new_tokens_runs_to_the_context_without_reserving_it() {
+    // The cache is sized to what fits the context, not prompt + max_new_tokens (which would
+    // ask for hundreds of GB here, or overflow).
+    for max in ["1000000000", "18446744073709551615"] {
+        let out = generate(&fixture("tiny-llama.gguf"), &["--no-chat-template", "--max-new-tokens", max]);
+        let json = last_json(&out);
+        assert_eq!(json["stop"], "context", "{max}: {json}");
+    }
+}
+
+#[test]
 fn a_misspelt_environment_setting_stops_the_run() {
     // Each would otherwise fall back to its default unseen; a kernel path the CPU lacks too
     // (`amx` only where the tiles are, so an unknown name stands in for it on every machine).

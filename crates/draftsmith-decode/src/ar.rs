@@ -128,7 +128,10 @@ pub(crate) fn start_inner<B: Backend>(
     with_hidden: Option<HiddenState>,
 ) -> Result<Started<B>, ModelError> {
     check_fits(model, prompt)?;
-    let mut cache = model.new_cache(prompt.len() + extra);
+    // Room for what can fit the context at most (a cache grows if a pass needs more), so a huge
+    // `max_new_tokens` reserves no more than a full context.
+    let room = prompt.len().saturating_add(extra).min(model.config().max_position_embeddings);
+    let mut cache = model.new_cache(room);
     let begin = Instant::now();
     let (logits, hidden) = match with_hidden {
         Some(kind) => prefill_with_hidden(model, prompt, &mut cache, kind)?,
@@ -153,7 +156,7 @@ pub fn generate<B: Backend>(
         check_fits(model, prompt)?;
         return Ok(Generation::nothing());
     }
-    let (mut cache, mut logits, prefill) = start(model, prompt, max_new_tokens + 1)?;
+    let (mut cache, mut logits, prefill) = start(model, prompt, max_new_tokens.saturating_add(1))?;
     let start = Instant::now();
     let mut context = prompt.to_vec();
     let mut tokens = Vec::new();

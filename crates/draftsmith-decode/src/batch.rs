@@ -88,7 +88,9 @@ pub fn generate_batch<B: Backend>(
     }
     let width = width.max(1);
     let longest = prompts.iter().map(Vec::len).max().unwrap_or(0);
-    let mut cache = model.new_cache(width.min(prompts.len().max(1)) * (longest + max_new_tokens));
+    // Each sequence needs at most a full context (the cache grows if a pass needs more).
+    let each = longest.saturating_add(max_new_tokens).min(model.config().max_position_embeddings);
+    let mut cache = model.new_cache(width.min(prompts.len().max(1)) * each);
     let mut results: Vec<Option<BatchGeneration>> = vec![None; prompts.len()];
     let mut done = |(input, generation): (usize, BatchGeneration)| {
         on_done(input, &generation);

@@ -236,6 +236,19 @@ pub fn validate_method(method: Method, params: &MethodParams) -> Result<(), Deco
                 let problem = "must be at least 2 (it counts the target's guaranteed token)";
                 return invalid("beam_length", params.beam_length.to_string(), problem);
             }
+            if params.beam_length > MAX_DRAFT_LEN + 1 {
+                let problem = format!("at most {} ({MAX_DRAFT_LEN} draft tokens a beam)", MAX_DRAFT_LEN + 1);
+                return invalid("beam_length", params.beam_length.to_string(), &problem);
+            }
+            let nodes = params.beam_width.saturating_mul(params.beam_length - 1);
+            if nodes > MAX_TREE_NODES {
+                let problem = format!(
+                    "{} beams of {} draft tokens are {nodes} tokens to verify in a pass; at most {MAX_TREE_NODES}",
+                    params.beam_width,
+                    params.beam_length - 1
+                );
+                return invalid("beam_width", params.beam_width.to_string(), &problem);
+            }
             Ok(())
         }
         m if m.uses_draft_model() => {
@@ -252,7 +265,8 @@ pub fn validate_method(method: Method, params: &MethodParams) -> Result<(), Deco
 /// Longest draft `draft_len` may ask for (prompt lookup, token cache, the draft-model methods).
 pub const MAX_DRAFT_LEN: usize = 256;
 
-/// Most nodes a TokenSwift candidate tree (`tree`) may span.
+/// Most nodes a TokenSwift candidate tree (`tree`) may span, and most draft tokens ReDrafter's
+/// beams (`beam_width` × (`beam_length` − 1)) may hold.
 pub const MAX_TREE_NODES: usize = 4096;
 
 /// Nodes of a TokenSwift candidate tree with `counts` candidates per depth: the paths to each
@@ -571,6 +585,17 @@ mod tests {
         let err = validate_method(Method::TokenSwift, &ts(vec![usize::MAX; 4])).unwrap_err().to_string();
         assert!(err.contains("at most 4096"), "{err}");
         assert!(validate_method(Method::TokenSwift, &ts(vec![1, 9, 9, 9])).is_ok(), "the recipes' largest tree");
+        let rd = |beam_width: usize, beam_length: usize| MethodParams {
+            beam_width,
+            beam_length,
+            drafter: Some("r".into()),
+            ..Default::default()
+        };
+        let err = validate_method(Method::ReDrafter, &rd(1, 100_000)).unwrap_err().to_string();
+        assert!(err.contains("beam_length") && err.contains("at most 257"), "{err}");
+        let err = validate_method(Method::ReDrafter, &rd(usize::MAX, 5)).unwrap_err().to_string();
+        assert!(err.contains("beam_width") && err.contains("at most 4096"), "{err}");
+        assert!(validate_method(Method::ReDrafter, &rd(64, 5)).is_ok(), "the recipes' widest beams");
     }
 
     #[test]

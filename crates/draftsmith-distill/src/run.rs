@@ -84,7 +84,8 @@ pub fn distill<B: Backend>(
     let done = range.len() - todo.iter().map(|r| r.len()).sum::<usize>();
     let mut stats = DistillStats { resumed_from: done, ..Default::default() };
     progress(DistillEvent::Start { total: range.len(), done });
-    let mut cache = model.new_cache(cfg.max_seq_len.max(cfg.max_prompt_tokens + cfg.max_new_tokens));
+    let needed = cfg.max_seq_len.max(cfg.max_prompt_tokens.saturating_add(cfg.max_new_tokens));
+    let mut cache = model.new_cache(needed.min(model.config().max_position_embeddings));
     let mut job = Job { model, tokenizer, template, cfg, cache: &mut cache, stats: &mut stats };
     // Responses are generated a chunk of inputs at a time (`batch_size` sequences at once); the
     // records are then written in input order, so shards and resumption are as without batching.

@@ -141,6 +141,17 @@ impl<B: Backend> ReDrafterProposer<B> {
                 },
             }),
         };
+        // Every beam starts from its own token of the first step's top entries.
+        let tokens = loaded.file.draft_vocab.as_ref().map_or(loaded.file.vocab_size, |ids| ids.len());
+        if settings.beam_width > tokens {
+            return Err(bad(
+                "beam_width",
+                settings.beam_width,
+                &format!(
+                    "at most the drafter's draft vocabulary ({tokens} tokens): each beam starts from its own token"
+                ),
+            ));
+        }
         // The quantized CPU path always has a quantized LM head, so the draft vocabulary's rows
         // (`lm_head_rows`) and the tied projection run on the host kernels too.
         let host = target.activations().and_then(|mode| loaded.host().map(|h| (h, mode)));

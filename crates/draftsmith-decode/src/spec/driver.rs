@@ -127,7 +127,7 @@ pub fn generate_speculative_with<B: Backend>(
     let wants_hidden = proposer.wants_hidden();
     let wants_cache = proposer.wants_target_cache();
     proposer.set_sampling(sampler.config());
-    let started = crate::ar::start_inner(model, prompt, max_new_tokens + 64, wants_hidden)?;
+    let started = crate::ar::start_inner(model, prompt, max_new_tokens.saturating_add(64), wants_hidden)?;
     let (mut cache, logits, prefill_time, mut hidden) =
         (started.cache, started.logits, started.prefill, started.hidden);
     let first = sampler.sample(&logits, prompt);
