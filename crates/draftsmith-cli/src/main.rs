@@ -83,13 +83,21 @@ fn main() -> ExitCode {
 
 /// The command line, with every option that takes a value accepting a negative number as that
 /// value (`--temperature -1`): a number out of range then reaches the parameter's own check and
-/// its message, instead of clap's "unexpected argument '-1'".
+/// its message, instead of clap's "unexpected argument '-1'". A list option (`--methods a,b`)
+/// given twice takes its last list, as every other option does (clap's lists would add up).
 fn command() -> clap::Command {
-    fn numbers(cmd: clap::Command) -> clap::Command {
-        cmd.mut_args(|a| if a.get_action().takes_values() { a.allow_negative_numbers(true) } else { a })
-            .mut_subcommands(numbers)
+    fn adjust(cmd: clap::Command) -> clap::Command {
+        cmd.mut_args(|a| {
+            let a = if matches!(a.get_action(), clap::ArgAction::Append) { a.action(clap::ArgAction::Set) } else { a };
+            if a.get_action().takes_values() {
+                a.allow_negative_numbers(true)
+            } else {
+                a
+            }
+        })
+        .mut_subcommands(adjust)
     }
-    numbers(Cli::command())
+    adjust(Cli::command())
 }
 
 /// The error and its causes joined by ": ", leaving out a cause whose text the message before it
@@ -156,6 +164,21 @@ mod tests {
         // A flag is still a flag, and an unknown one still an error.
         assert!(command().try_get_matches_from(["draftsmith", "generate", "-x"]).is_err());
         command().debug_assert();
+    }
+
+    #[test]
+    fn a_list_option_given_twice_takes_its_last_list() {
+        let parse = |args: &[&str]| {
+            let matches = command().try_get_matches_from(args).unwrap_or_else(|e| panic!("{args:?}: {e}"));
+            format!("{:?}", Cli::from_arg_matches(&matches).unwrap().command)
+        };
+        let eval = ["draftsmith", "eval", "--prompts", "p", "--methods", "prompt-lookup,ar", "--methods", "ngram-trie"];
+        let text = parse(&eval);
+        assert!(text.contains("NgramTrie") && !text.contains("PromptLookup"), "{text}");
+        let text = parse(&["draftsmith", "generate", "--prompt", "p", "--tree", "1,3,3,3", "--tree", "1,2"]);
+        assert!(text.contains("tree: [1, 2]"), "{text}");
+        let text = parse(&["draftsmith", "bench", "ar", "--contexts", "64", "--contexts", "128,256"]);
+        assert!(text.contains("contexts: [128, 256]"), "{text}");
     }
 
     #[test]

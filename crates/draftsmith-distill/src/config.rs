@@ -41,6 +41,13 @@ pub struct DistillConfig {
     pub batch_size: usize,
 }
 
+/// Longest greedy teacher continuation stored per position (`teacher_len`; ReDrafter's paper
+/// uses 5, and its drafters are trained at most 32 tokens ahead).
+pub const MAX_TEACHER_LEN: usize = 32;
+
+/// Most next-token candidates stored per position (`topk`).
+pub const MAX_TOPK: usize = 256;
+
 impl Default for DistillConfig {
     fn default() -> Self {
         Self {
@@ -72,6 +79,17 @@ impl DistillConfig {
         }
         if self.responses && self.max_new_tokens == 0 {
             return bad("max_new_tokens", "must be at least 1 when responses are generated".into());
+        }
+        if self.teacher_len > MAX_TEACHER_LEN {
+            let problem = format!(
+                "is {}, at most {MAX_TEACHER_LEN} (each trained position runs the target that many tokens ahead)",
+                self.teacher_len
+            );
+            return bad("teacher_len", problem);
+        }
+        if self.topk > MAX_TOPK {
+            let problem = format!("is {}, at most {MAX_TOPK} (stored for every trained position)", self.topk);
+            return bad("topk", problem);
         }
         if self.max_prompt_tokens == 0 {
             return bad("max_prompt_tokens", "must be at least 1".into());
@@ -134,6 +152,11 @@ mod tests {
         assert!(matches!(cfg.validate(), Err(DistillError::Config { key: "responses", .. })));
         let cfg = DistillConfig { temperature: -1.0, ..Default::default() };
         assert!(matches!(cfg.validate(), Err(DistillError::Config { key: "temperature", .. })));
+        let cfg = DistillConfig { teacher_len: 1_000_000, ..Default::default() };
+        assert!(matches!(cfg.validate(), Err(DistillError::Config { key: "teacher_len", .. })));
+        let cfg = DistillConfig { topk: MAX_TOPK + 1, ..Default::default() };
+        assert!(matches!(cfg.validate(), Err(DistillError::Config { key: "topk", .. })));
+        DistillConfig { teacher_len: MAX_TEACHER_LEN, topk: MAX_TOPK, ..Default::default() }.validate().unwrap();
         DistillConfig::default().validate().unwrap();
     }
 

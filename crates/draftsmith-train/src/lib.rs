@@ -35,3 +35,25 @@ pub(crate) fn finite_positive(x: f64) -> bool {
 pub(crate) fn finite_non_negative(x: f64) -> bool {
     x.is_finite() && x >= 0.0
 }
+
+/// Settings that count something and must be at least 1: the first that is 0, named with its
+/// value.
+pub(crate) fn check_counts(counts: &[(&str, usize)]) -> Result<(), TrainError> {
+    match counts.iter().find(|(_, v)| *v == 0) {
+        Some((name, _)) => Err(TrainError::Config(format!("{name} = 0: must be at least 1"))),
+        None => Ok(()),
+    }
+}
+
+/// A setting that must lie in `range` (`text` says which, for the message; NaN lies in none).
+pub(crate) fn check_fraction(
+    name: &str,
+    value: f64,
+    range: impl std::ops::RangeBounds<f64>,
+    text: &str,
+) -> Result<(), TrainError> {
+    match range.contains(&value) {
+        true => Ok(()),
+        false => Err(TrainError::Config(format!("{name} = {value}: must be {text}"))),
+    }
+}

@@ -92,24 +92,37 @@ impl Default for ReDrafterTrainConfig {
     }
 }
 
+/// Most future tokens a ReDrafter is trained to draft (`horizon`; the reference trains 5).
+pub const MAX_HORIZON: usize = 32;
+
 impl ReDrafterTrainConfig {
     pub fn validate(&self) -> Result<(), TrainError> {
         let bad = |m: &str| Err(TrainError::Config(m.into()));
-        if self.horizon == 0 || self.batch_size == 0 || self.grad_accum == 0 || self.epochs == 0 {
-            return bad("horizon, batch_size, grad_accum and epochs must be positive");
+        let counts = [
+            ("horizon", self.horizon),
+            ("batch_size", self.batch_size),
+            ("grad_accum", self.grad_accum),
+            ("epochs", self.epochs),
+            ("max_steps", self.max_steps.unwrap_or(1)),
+            ("checkpoint_every", self.checkpoint_every),
+            ("log_every", self.log_every),
+        ];
+        crate::check_counts(&counts)?;
+        if self.horizon > MAX_HORIZON {
+            return bad(&format!(
+                "horizon = {}: at most {MAX_HORIZON} (each step's loss runs the drafter that many tokens ahead)",
+                self.horizon
+            ));
         }
-        if !(0.0..1.0).contains(&self.val_fraction) || !(0.0..=1.0).contains(&self.warmup_fraction) {
-            return bad("val_fraction must be in [0, 1) and warmup_fraction in [0, 1]");
-        }
-        if !crate::finite_positive(self.lr) || self.checkpoint_every == 0 || self.log_every == 0 {
-            return bad("lr (finite), checkpoint_every and log_every must be positive");
+        crate::check_fraction("val_fraction", self.val_fraction, 0.0..1.0, "in [0, 1)")?;
+        crate::check_fraction("warmup_fraction", self.warmup_fraction, 0.0..=1.0, "in [0, 1]")?;
+        if !crate::finite_positive(self.lr) {
+            return bad(&format!("lr = {}: must be finite and positive", self.lr));
         }
         if !crate::finite_non_negative(self.weight_decay) {
-            return bad("weight_decay must be finite and ≥ 0");
+            return bad(&format!("weight_decay = {}: must be finite and ≥ 0", self.weight_decay));
         }
-        if !(0.0..=1.0).contains(&self.soft_labels) {
-            return bad("soft_labels must be in [0, 1]");
-        }
+        crate::check_fraction("soft_labels", self.soft_labels, 0.0..=1.0, "in [0, 1]")?;
         if self.soft_labels > 0.0 && self.labels == LabelSource::Teacher {
             return bad("soft_labels needs ground-truth labels (the target's distribution is read at the label's position in the sequence)");
         }

@@ -81,9 +81,14 @@ impl Default for TokenSwiftTrainConfig {
 impl TokenSwiftTrainConfig {
     pub fn validate(&self) -> Result<(), TrainError> {
         let bad = |m: String| Err(TrainError::Config(m));
-        if self.num_heads == 0 || self.batch_size == 0 || self.grad_accum == 0 || self.steps == 0 {
-            return bad("num_heads, batch_size, grad_accum and steps must be positive".into());
-        }
+        crate::check_counts(&[
+            ("num_heads", self.num_heads),
+            ("batch_size", self.batch_size),
+            ("grad_accum", self.grad_accum),
+            ("steps", self.steps),
+            ("checkpoint_every", self.checkpoint_every),
+            ("log_every", self.log_every),
+        ])?;
         if self.seq_len < self.num_heads + 3 {
             return bad(format!(
                 "seq_len {} is too short for {} heads (each needs a token {} positions ahead)",
@@ -92,12 +97,13 @@ impl TokenSwiftTrainConfig {
                 self.num_heads + 1
             ));
         }
-        let positive = crate::finite_positive;
-        if !positive(self.lr) || !positive(self.max_grad_norm) || self.checkpoint_every == 0 || self.log_every == 0 {
-            return bad("lr and max_grad_norm (finite), checkpoint_every and log_every must be positive".into());
+        for (name, value) in [("lr", self.lr), ("max_grad_norm", self.max_grad_norm)] {
+            if !crate::finite_positive(value) {
+                return bad(format!("{name} = {value}: must be finite and positive"));
+            }
         }
         if !crate::finite_non_negative(self.weight_decay) {
-            return bad("weight_decay must be finite and ≥ 0".into());
+            return bad(format!("weight_decay = {}: must be finite and ≥ 0", self.weight_decay));
         }
         Ok(())
     }

@@ -326,16 +326,21 @@ fn cached_hidden_states_train_the_same_drafter_and_resume_an_online_run() {
 }
 
 #[test]
-fn a_learning_rate_or_weight_decay_that_is_not_a_number_is_refused() {
-    for bad in [
-        ReDrafterTrainConfig { lr: f64::NAN, ..cfg() },
-        ReDrafterTrainConfig { lr: f64::INFINITY, ..cfg() },
-        ReDrafterTrainConfig { lr: 0.0, ..cfg() },
-        ReDrafterTrainConfig { weight_decay: -5.0, ..cfg() },
-        ReDrafterTrainConfig { weight_decay: f64::NAN, ..cfg() },
+fn a_setting_out_of_range_is_refused_naming_it_and_its_value() {
+    for (bad, named) in [
+        (ReDrafterTrainConfig { lr: f64::NAN, ..cfg() }, "lr = NaN"),
+        (ReDrafterTrainConfig { lr: f64::INFINITY, ..cfg() }, "lr = inf"),
+        (ReDrafterTrainConfig { lr: 0.0, ..cfg() }, "lr = 0"),
+        (ReDrafterTrainConfig { weight_decay: -5.0, ..cfg() }, "weight_decay = -5"),
+        (ReDrafterTrainConfig { weight_decay: f64::NAN, ..cfg() }, "weight_decay = NaN"),
+        (ReDrafterTrainConfig { batch_size: 0, ..cfg() }, "batch_size = 0"),
+        (ReDrafterTrainConfig { max_steps: Some(0), ..cfg() }, "max_steps = 0"),
+        (ReDrafterTrainConfig { horizon: 1000, ..cfg() }, "horizon = 1000: at most 32"),
+        (ReDrafterTrainConfig { val_fraction: 1.0, ..cfg() }, "val_fraction = 1: must be in [0, 1)"),
+        (ReDrafterTrainConfig { warmup_fraction: -0.1, ..cfg() }, "warmup_fraction = -0.1"),
     ] {
         let err = bad.validate().unwrap_err().to_string();
-        assert!(err.contains("lr") || err.contains("weight_decay"), "{err}");
+        assert!(err.contains(named), "{named}: {err}");
     }
     assert!(cfg().validate().is_ok());
 }

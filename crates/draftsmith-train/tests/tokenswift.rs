@@ -174,12 +174,13 @@ fn a_killed_run_resumes_to_the_same_weights_and_bad_settings_are_refused() {
 fn a_learning_rate_or_weight_decay_that_is_not_a_number_is_refused() {
     let ok = TokenSwiftTrainConfig::default();
     assert!(ok.validate().is_ok());
-    for bad in [
-        TokenSwiftTrainConfig { lr: f64::NAN, ..ok.clone() },
-        TokenSwiftTrainConfig { max_grad_norm: f64::NAN, ..ok.clone() },
-        TokenSwiftTrainConfig { weight_decay: -5.0, ..ok.clone() },
+    for (bad, named) in [
+        (TokenSwiftTrainConfig { lr: f64::NAN, ..ok.clone() }, "lr = NaN"),
+        (TokenSwiftTrainConfig { max_grad_norm: f64::NAN, ..ok.clone() }, "max_grad_norm = NaN"),
+        (TokenSwiftTrainConfig { weight_decay: -5.0, ..ok.clone() }, "weight_decay = -5"),
+        (TokenSwiftTrainConfig { batch_size: 0, ..ok.clone() }, "batch_size = 0"),
     ] {
         let err = bad.validate().unwrap_err().to_string();
-        assert!(err.contains("lr") || err.contains("weight_decay"), "{err}");
+        assert!(err.contains(named), "{named}: {err}");
     }
 }
