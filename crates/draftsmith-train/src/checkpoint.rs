@@ -91,12 +91,7 @@ where
 {
     let Some(state) = read_state(run)? else { return Ok((fresh, optim, 0)) };
     let dir = checkpoint_dir(run);
-    if &state.fingerprint != fingerprint {
-        return Err(TrainError::ResumeMismatch {
-            path: dir,
-            problem: "its training config, data or target differ from this run's".into(),
-        });
-    }
+    same_run(&dir, &state.fingerprint, fingerprint)?;
     check_export(&dir)?;
     let recorder = NamedMpkFileRecorder::<FullPrecisionSettings>::new();
     let bad = |file: &str, e: burn::record::RecorderError| TrainError::Checkpoint {
@@ -110,6 +105,69 @@ where
     let module = fresh.load_record(recorder.load(dir.join(MODULE_FILE), device).map_err(|e| bad(MODULE_FILE, e))?);
     let optim = optim.load_record(recorder.load(dir.join(OPTIMIZER_FILE), device).map_err(|e| bad(OPTIMIZER_FILE, e))?);
     Ok((module, optim, state.step))
+}
+
+/// Refuses to go on in `run` when its checkpoint was written by a run with another fingerprint
+/// (training config, data, target or length), naming what differs; fine when there is no
+/// checkpoint. The trainers ask before their costly set-up (the target's hidden states), and
+/// [`resume`] again.
+pub fn check_resumable(run: &Path, fingerprint: &serde_json::Value) -> Result<(), TrainError> {
+    match read_state(run)? {
+        Some(state) => same_run(&checkpoint_dir(run), &state.fingerprint, fingerprint),
+        None => Ok(()),
+    }
+}
+
+/// `Err` naming the first few settings in which the checkpoint's fingerprint `theirs` differs
+/// from this run's `ours`.
+fn same_run(dir: &Path, theirs: &serde_json::Value, ours: &serde_json::Value) -> Result<(), TrainError> {
+    if theirs == ours {
+        return Ok(());
+    }
+    let mut found = Vec::new();
+    differences("", theirs, ours, &mut found);
+    const SHOWN: usize = 4;
+    let more = found.len().saturating_sub(SHOWN);
+    found.truncate(SHOWN);
+    if more > 0 {
+        found.push(format!("{more} more"));
+    }
+    Err(TrainError::ResumeMismatch {
+        path: dir.to_path_buf(),
+        problem: format!(
+            "it was written by a run with other settings ({}; the checkpoint's value first)",
+            found.join("; ")
+        ),
+    })
+}
+
+/// Appends `path: theirs vs ours` for every leaf in which two JSON values differ (objects
+/// compared key by key, anything else as a whole).
+fn differences(path: &str, theirs: &serde_json::Value, ours: &serde_json::Value, out: &mut Vec<String>) {
+    use serde_json::Value;
+    match (theirs, ours) {
+        (Value::Object(a), Value::Object(b)) => {
+            let mut keys: Vec<&String> = a.keys().chain(b.keys()).collect();
+            keys.sort();
+            keys.dedup();
+            for key in keys {
+                let at = if path.is_empty() { key.clone() } else { format!("{path}.{key}") };
+                let (x, y) = (a.get(key).unwrap_or(&Value::Null), b.get(key).unwrap_or(&Value::Null));
+                differences(&at, x, y, out);
+            }
+        }
+        (a, b) if a != b => {
+            let short = |v: &Value| {
+                let text = v.to_string();
+                match text.chars().count() > 40 {
+                    true => format!("{}…", text.chars().take(40).collect::<String>()),
+                    false => text,
+                }
+            };
+            out.push(format!("{path}: {} vs {}", short(a), short(b)));
+        }
+        _ => {}
+    }
 }
 
 /// A record that could not be read, in burn's words up to its advice on records saved by burn

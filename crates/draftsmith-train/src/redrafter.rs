@@ -150,12 +150,6 @@ pub fn train_redrafter<AB: AutodiffBackend>(
     let begin = Instant::now();
     let _lock = DirLock::acquire(run_dir, "train redrafter")?;
     let (train_idx, val_idx) = split(seqs.len(), cfg.val_fraction, cfg.seed);
-    let total_tokens: usize = seqs.iter().map(|s| s.tokens.len()).sum();
-    let hidden = match cached {
-        Some(store) => store,
-        None => compute_hidden(target, seqs, &mut |done| progress(TrainEvent::Hidden { done, total: total_tokens }))?,
-    };
-    let hidden_seconds = begin.elapsed().as_secs_f64();
     let subset = |idx: &[usize]| -> Vec<Example> {
         let picked: Vec<Sequence> = idx.iter().map(|&i| seqs[i].clone()).collect();
         build_examples(&picked, cfg.horizon, cfg.labels)
@@ -182,6 +176,15 @@ pub fn train_redrafter<AB: AutodiffBackend>(
         .with_rnn(cfg.rnn);
     let fingerprint =
         serde_json::json!({ "train": cfg, "data": data_fingerprint, "target": target_id, "total_steps": total });
+    // A checkpoint of another run is refused before the target's hidden states are computed.
+    crate::checkpoint::check_resumable(run_dir, &fingerprint)?;
+    let total_tokens: usize = seqs.iter().map(|s| s.tokens.len()).sum();
+    let hidden_begin = Instant::now();
+    let hidden = match cached {
+        Some(store) => store,
+        None => compute_hidden(target, seqs, &mut |done| progress(TrainEvent::Hidden { done, total: total_tokens }))?,
+    };
+    let hidden_seconds = hidden_begin.elapsed().as_secs_f64();
     let vocab_size = target.config().vocab_size;
     let draft = draft_vocab(&train, seqs, cfg, vocab_size);
     let device = target.device().clone();

@@ -207,6 +207,15 @@ fn a_killed_run_resumes_to_the_same_weights() {
         train_redrafter::<AB>(&model, &identity(), &seqs, &changed, &killed, serde_json::json!("d"), None, &mut |_| {})
             .unwrap_err();
     assert!(matches!(err, TrainError::ResumeMismatch { .. }), "{err}");
+    // Named, with both values (the checkpoint's first), and before any hidden state is computed.
+    let text = err.to_string();
+    assert!(text.contains(&format!("train.lr: {} vs 0.01", cfg.lr)), "{text}");
+    let mut computed = false;
+    let _ =
+        train_redrafter::<AB>(&model, &identity(), &seqs, &changed, &killed, serde_json::json!("d"), None, &mut |e| {
+            computed |= matches!(e, draftsmith_train::TrainEvent::Hidden { .. })
+        });
+    assert!(!computed, "refused before the hidden-state pass");
 }
 
 #[test]

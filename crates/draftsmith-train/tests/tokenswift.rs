@@ -150,6 +150,7 @@ fn a_killed_run_resumes_to_the_same_weights_and_bad_settings_are_refused() {
     )
     .unwrap_err();
     assert!(matches!(err, TrainError::ResumeMismatch { .. }), "{err}");
+    assert!(err.to_string().contains(&format!("train.lr: {} vs 0.001", cfg.lr)), "{err}");
     let short = TokenSwiftTrainConfig { seq_len: 4, ..cfg.clone() };
     assert!(train_tokenswift::<AB>(
         &model,
