@@ -49,6 +49,12 @@ pub enum LockError {
         dir.display()
     )]
     Busy { dir: PathBuf, holder: String },
+    /// A reader found the directory claimed by a live writer ([`DirLock::check_not_written`]).
+    #[error(
+        "{} is still being written ({holder}): wait for it to finish, or stop it, before reading it",
+        dir.display()
+    )]
+    BeingWritten { dir: PathBuf, holder: String },
     #[error("{}: cannot create the directory: {source}", dir.display())]
     CreateDir { dir: PathBuf, source: io::Error },
     #[error("cannot lock {}: {source}", path.display())]
@@ -113,6 +119,30 @@ impl DirLock {
     }
 }
 
+impl DirLock {
+    /// For a reader: `Err(`[`LockError::BeingWritten`]`)` when a live process holds `dir`'s lock
+    /// (a distillation still writing the dataset about to be read); creates nothing, and a file
+    /// left by a killed run (which holds no lock) reads as free.
+    pub fn check_not_written(dir: &Path) -> Result<(), LockError> {
+        let path = dir.join(LOCK_FILE);
+        let file = match File::open(&path) {
+            Ok(file) => file,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+            Err(source) => return Err(LockError::Io { path, source }),
+        };
+        match file.try_lock_shared() {
+            // Ours for a moment; released when `file` closes.
+            Ok(()) => Ok(()),
+            Err(std::fs::TryLockError::WouldBlock) => {
+                let holder = std::fs::read_to_string(&path).unwrap_or_default().trim().to_string();
+                Err(LockError::BeingWritten { dir: dir.to_path_buf(), holder })
+            }
+            Err(std::fs::TryLockError::Error(e)) if e.kind() == io::ErrorKind::Unsupported => Ok(()),
+            Err(std::fs::TryLockError::Error(source)) => Err(LockError::Io { path, source }),
+        }
+    }
+}
+
 impl Drop for DirLock {
     fn drop(&mut self) {
         // Removed while still locked, so no one can lock this file after we let it go.
@@ -170,10 +200,16 @@ mod tests {
             }
             other => panic!("expected Busy, got {other:?}"),
         }
+        match DirLock::check_not_written(&dir) {
+            Err(LockError::BeingWritten { holder, .. }) => assert!(holder.contains("train redrafter"), "{holder}"),
+            other => panic!("a reader sees the writer: {other:?}"),
+        }
         drop(first);
         assert!(!dir.join(LOCK_FILE).exists(), "the lock file goes with the lock");
+        DirLock::check_not_written(&dir).unwrap();
         // A file left by a killed run holds no lock: the next run takes it over.
         std::fs::write(dir.join(LOCK_FILE), "pid 1, draftsmith distill").unwrap();
+        DirLock::check_not_written(&dir).unwrap();
         let again = DirLock::acquire(&dir, "distill").unwrap();
         drop(again);
         // A file where the directory should be: named, with what went wrong.

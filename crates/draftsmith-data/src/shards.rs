@@ -386,6 +386,8 @@ pub fn read_records(dir: &Path) -> Result<(DistillManifest, Vec<DistillRecord>),
 
 /// [`read_records`] of one dataset directory (with its own `manifest.json`).
 fn read_dataset(dir: &Path) -> Result<(DistillManifest, Vec<DistillRecord>), DataError> {
+    // A distillation still running would leave the reader a dataset it goes on changing.
+    DirLock::check_not_written(dir)?;
     let manifest = read_manifest(dir)?;
     let mut records = Vec::with_capacity(manifest.records());
     for shard in &manifest.shards {

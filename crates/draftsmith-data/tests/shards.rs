@@ -290,7 +290,11 @@ fn unlisted_shards_other_than_the_next_are_refused_and_kept() {
     let writer = ShardWriter::open(&dir, target(), params(), PER_SHARD).unwrap();
     assert_eq!(writer.inputs_done(), 4);
     assert_eq!(files(&dir), ["draftsmith.lock", "elsewhere.parquet", "manifest.json", "shard-00000.parquet"]);
+    // A reader waits for the writer: the dataset it would read is still changing.
+    let err = draftsmith_data::read_records(&dir).unwrap_err().to_string();
+    assert!(err.contains("is still being written") && err.contains("draftsmith distill"), "{err}");
     drop(writer);
+    assert_eq!(draftsmith_data::read_records(&dir).unwrap().1.len(), 4, "read once the writer is gone");
     assert_eq!(
         files(&dir),
         ["elsewhere.parquet", "manifest.json", "shard-00000.parquet"],

@@ -132,6 +132,13 @@ pub fn write_hidden<B: Backend>(
     let hidden = model.config().hidden_size;
     let lengths = lengths(&data.sequences);
     let total: usize = lengths.iter().sum();
+    if total == 0 {
+        // A cache of nothing would only stand in the way of the dataset's real one later.
+        return Err(TrainError::NoExamples(
+            "the dataset has no sequences to compute hidden states for (its distillation has written no shard yet, or --limit 0)"
+                .into(),
+        ));
+    }
     let key = dataset_key(data);
     let mut writer =
         HiddenWriter::open(dir, target.clone(), key, hidden, lengths.clone(), &data.shard_sequences, per_shard)?;
