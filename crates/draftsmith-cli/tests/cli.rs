@@ -95,6 +95,10 @@ fn bad_arguments_are_clear_errors() {
     let out = bin().args(["fetch", "no-such-thing"]).output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && err.contains("smollm2-135m"), "lists the known names: {err}");
+    let tiny = fixture("tiny-llama.gguf");
+    let out = generate(&tiny, &["--no-chat-template", "--prompt", ""]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("the prompt is empty"), "{err}");
     let out = bin().args(["generate", "--model", "/nonexistent/model.gguf", "--prompt", "x"]).output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && err.contains("/nonexistent/model.gguf"), "{err}");

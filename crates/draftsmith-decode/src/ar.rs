@@ -113,6 +113,9 @@ pub fn start_with_hidden<B: Backend>(model: &Model<B>, prompt: &[u32], extra: us
 
 /// Checks that `prompt` leaves room in the context for at least one new token.
 pub(crate) fn check_fits<B: Backend>(model: &Model<B>, prompt: &[u32]) -> Result<(), ModelError> {
+    if prompt.is_empty() {
+        return Err(ModelError::EmptyPrompt);
+    }
     let context_len = model.config().max_position_embeddings;
     if prompt.len() >= context_len {
         return Err(ModelError::ContextOverflow { needed: prompt.len() + 1, context: context_len });

@@ -76,7 +76,7 @@ pub fn generate_batch<B: Backend>(
     let context_len = model.config().max_position_embeddings;
     for p in prompts {
         if p.is_empty() {
-            return Err(ModelError::Input("generate_batch: an empty prompt".into()));
+            return Err(ModelError::EmptyPrompt);
         }
         crate::ar::check_fits(model, p)?;
     }

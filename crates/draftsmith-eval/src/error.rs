@@ -21,6 +21,8 @@ pub enum EvalError {
     Prompt { id: String, source: Box<ModelError> },
     #[error("prompt `{id}`: {len} tokens do not fit the model's context of {context} tokens (at most {} prompt tokens)", context - 1)]
     PromptTooLong { id: String, len: usize, context: usize },
+    #[error("prompt `{id}` is empty: it has no tokens to decode from")]
+    EmptyPrompt { id: String },
     #[error("prompt `{id}`, method `{method}`: {source}")]
     Decode { id: String, method: String, source: Box<DecodeError> },
     #[error(transparent)]

@@ -128,7 +128,10 @@ pub fn encode_prompts(
 
 /// Every prompt must leave room for at least one new token in a context of `context` tokens.
 pub fn check_context(prompts: &[EncodedPrompt], context: usize) -> Result<(), EvalError> {
-    match prompts.iter().find(|p| p.ids.len() + 1 > context || p.ids.is_empty()) {
+    if let Some(p) = prompts.iter().find(|p| p.ids.is_empty()) {
+        return Err(EvalError::EmptyPrompt { id: p.id.clone() });
+    }
+    match prompts.iter().find(|p| p.ids.len() + 1 > context) {
         Some(p) => Err(EvalError::PromptTooLong { id: p.id.clone(), len: p.ids.len(), context }),
         None => Ok(()),
     }
@@ -168,11 +171,14 @@ mod tests {
     }
 
     #[test]
-    fn too_long_prompts_are_named() {
+    fn too_long_and_empty_prompts_are_named() {
         let prompts =
             [EncodedPrompt { id: "ok".into(), ids: vec![1; 7] }, EncodedPrompt { id: "long".into(), ids: vec![1; 8] }];
         assert!(check_context(&prompts[..1], 8).is_ok());
         let err = check_context(&prompts, 8).unwrap_err().to_string();
         assert!(err.contains("`long`") && err.contains("8 tokens"), "{err}");
+        let empty = [EncodedPrompt { id: "blank".into(), ids: vec![] }];
+        let err = check_context(&empty, 8).unwrap_err().to_string();
+        assert_eq!(err, "prompt `blank` is empty: it has no tokens to decode from");
     }
 }

@@ -35,6 +35,8 @@ pub enum ModelError {
     ContextOverflow { needed: usize, context: usize },
     #[error("invalid forward input: {0}")]
     Input(String),
+    #[error("the prompt is empty: there is no token to decode from")]
+    EmptyPrompt,
 }
 
 impl ModelError {

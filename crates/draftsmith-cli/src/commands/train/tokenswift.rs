@@ -111,6 +111,9 @@ fn resolve_source(spec: &str) -> Result<PathBuf> {
 fn train<B: Backend>(args: &TokenSwiftArgs, device: &B::Device) -> Result<()> {
     let cfg = args.config();
     cfg.validate()?;
+    if args.prompt_tokens == 0 && args.prompts_per_book > 0 {
+        bail!("--prompt-tokens 0: an eval prompt needs at least 1 token (--prompts-per-book 0 writes none)");
+    }
     let loaded = args.model.load::<B>(device)?;
     let identity = draftsmith_decode::target_identity(&loaded)?;
     let sources = args.books.iter().map(|s| resolve_source(s)).collect::<Result<Vec<_>>>()?;
