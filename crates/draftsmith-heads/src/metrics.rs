@@ -26,8 +26,13 @@ impl StepMetrics {
         self.trained += other.trained;
     }
 
+    /// The loss averaged over the trained rows; NaN when no row was trained (every label outside
+    /// the draft vocabulary, say), which no real loss is.
     pub fn mean_loss(&self) -> f64 {
-        self.loss_sum / self.trained.max(1) as f64
+        match self.trained {
+            0 => f64::NAN,
+            n => self.loss_sum / n as f64,
+        }
     }
 
     pub fn top1_acc(&self) -> f64 {
@@ -60,4 +65,17 @@ pub(crate) fn step_metrics<B: Backend>(
         top5 += usize::from(r < 5);
     }
     StepMetrics { loss_sum, top1, top5, count, trained: count }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::StepMetrics;
+
+    #[test]
+    fn a_step_with_no_trained_row_has_no_loss_rather_than_zero() {
+        let none = StepMetrics { loss_sum: 0.0, top1: 0, top5: 0, count: 17, trained: 0 };
+        assert!(none.mean_loss().is_nan());
+        let some = StepMetrics { loss_sum: 6.0, top1: 1, top5: 2, count: 4, trained: 3 };
+        assert_eq!(some.mean_loss(), 2.0);
+    }
 }

@@ -259,7 +259,8 @@ pub fn train_redrafter<AB: AutodiffBackend>(
     let outcome = train_loop(&task, &train, &plan, run_dir, &fingerprint, fresh, optim, &device, check, progress)?;
     let summary = TrainSummary {
         steps: total,
-        epochs: cfg.epochs,
+        // The epochs the steps reach into (`max_steps` may end the run inside the first).
+        epochs: total.div_ceil(steps_per_epoch).min(cfg.epochs),
         examples: train.len(),
         train_sequences: train_idx.len(),
         val_sequences: val_idx.len(),

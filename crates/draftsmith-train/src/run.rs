@@ -225,7 +225,8 @@ where
             let rows = &order[index * plan.batch_size..((index + 1) * plan.batch_size).min(order.len())];
             let (loss, metrics) = task.loss(&module, rows)?;
             // The loss is the sum of the steps' mean losses, already on the host in `metrics`.
-            loss_sum += metrics.iter().map(StepMetrics::mean_loss).sum::<f64>();
+            // A step with no trained row (NaN) adds nothing, as it adds nothing to the gradient.
+            loss_sum += metrics.iter().map(StepMetrics::mean_loss).filter(|l| !l.is_nan()).sum::<f64>();
             metrics.iter().zip(window.iter_mut()).for_each(|(m, w)| w.add(m));
             accum.accumulate(&module, GradientsParams::from_grads(loss.backward(), &module));
         }
