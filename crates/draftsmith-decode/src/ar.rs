@@ -52,7 +52,17 @@ pub fn logits_row<B: Backend>(logits: Tensor<B, 2>, row: usize) -> Vec<f32> {
 
 /// Prefills `prompt` into a fresh cache and returns the last position's logits.
 pub fn prefill<B: Backend>(model: &Model<B>, prompt: &[u32], cache: &mut KvCache<B>) -> Result<Vec<f32>, ModelError> {
-    Ok(logits_row(prefill_forward(model, prompt, cache)?.logits, 0))
+    finite(logits_row(prefill_forward(model, prompt, cache)?.logits, 0))
+}
+
+/// The prompt's logits, refused when one is NaN or infinite: damaged weights (a NaN in a
+/// tensor) would otherwise decode as a run of token 0 and exit cleanly. Checked once per prompt,
+/// on the prefill's last row.
+fn finite(logits: Vec<f32>) -> Result<Vec<f32>, ModelError> {
+    match logits.iter().position(|l| !l.is_finite()) {
+        Some(token) => Err(ModelError::NonFiniteLogits { token, value: logits[token] }),
+        None => Ok(logits),
+    }
 }
 
 /// [`prefill`], also returning the last position's hidden state of the kind asked for.
@@ -64,7 +74,7 @@ pub fn prefill_with_hidden<B: Backend>(
 ) -> Result<(Vec<f32>, Vec<f32>), ModelError> {
     let out = prefill_forward(model, prompt, cache)?;
     let hidden = logits_row(hidden_of(&out, kind), prompt.len() - 1);
-    Ok((logits_row(out.logits, 0), hidden))
+    Ok((finite(logits_row(out.logits, 0))?, hidden))
 }
 
 /// The hidden state of `kind` of a forward's output, `[n, hidden]`.

@@ -43,10 +43,12 @@ pub fn read_prompts(path: &Path, limit: Option<usize>) -> Result<PromptSet, Eval
     let bytes = std::fs::read(path).map_err(EvalError::io(path))?;
     let text = String::from_utf8(bytes.clone()).map_err(|e| EvalError::PromptLine {
         path: path.to_path_buf(),
-        line: 0,
+        // The line holding the first byte that is not UTF-8.
+        line: 1 + bytes[..e.utf8_error().valid_up_to()].iter().filter(|&&b| b == b'\n').count(),
         problem: format!("not UTF-8: {e}"),
     })?;
-    let mut prompts = parse_prompts(path, &text)?;
+    // A byte-order mark (some editors write one) is not part of the first line's JSON.
+    let mut prompts = parse_prompts(path, text.strip_prefix('\u{feff}').unwrap_or(&text))?;
     if let Some(k) = limit {
         prompts.truncate(k);
     }
@@ -178,6 +180,18 @@ mod tests {
         let err = check_context(&prompts, 8).unwrap_err().to_string();
         assert!(err.contains("`long`") && err.contains("8 tokens"), "{err}");
         let empty = [EncodedPrompt { id: "blank".into(), ids: vec![] }];
+        let dir = std::env::temp_dir().join(format!("draftsmith-eval-prompts-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        // A byte-order mark is skipped; bytes that are not UTF-8 are named by their line.
+        let bom = dir.join("bom.jsonl");
+        std::fs::write(&bom, "\u{feff}{\"id\": \"a\", \"prompt\": \"hi\"}\n").unwrap();
+        assert_eq!(read_prompts(&bom, None).unwrap().prompts[0].id, "a");
+        let latin1 = dir.join("latin1.jsonl");
+        std::fs::write(&latin1, b"{\"id\": \"a\", \"prompt\": \"hi\"}\n{\"id\": \"b\", \"prompt\": \"caf\xe9\"}\n")
+            .unwrap();
+        let err = read_prompts(&latin1, None).unwrap_err().to_string();
+        assert!(err.starts_with(&format!("{}:2: not UTF-8", latin1.display())), "{err}");
+        std::fs::remove_dir_all(&dir).unwrap();
         let err = check_context(&empty, 8).unwrap_err().to_string();
         assert_eq!(err, "prompt `blank` is empty: it has no tokens to decode from");
     }

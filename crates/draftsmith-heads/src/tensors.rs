@@ -99,6 +99,11 @@ pub(crate) fn write_config(dir: &Path, value: &impl serde::Serialize) -> Result<
 /// Reads `dir/config.json`: its path and the JSON value.
 pub(crate) fn read_config_value(dir: &Path) -> Result<(std::path::PathBuf, serde_json::Value), HeadsError> {
     let path = dir.join("config.json");
+    if dir.is_file() {
+        // A model file given where a drafter's directory belongs (`--drafter model.gguf`).
+        let problem = "a file, not a drafter directory (`drafter.safetensors` + `config.json`, as `train` or `export` write; a draft model goes to --draft-model)";
+        return Err(HeadsError::Config { path: dir.to_path_buf(), problem: problem.into() });
+    }
     let text = std::fs::read_to_string(&path).map_err(HeadsError::io(&path))?;
     let value =
         serde_json::from_str(&text).map_err(|e| HeadsError::Config { path: path.clone(), problem: e.to_string() })?;
@@ -138,8 +143,10 @@ pub(crate) struct Reader<'a> {
 impl<'a> Reader<'a> {
     pub(crate) fn open(path: &'a Path) -> Result<Self, HeadsError> {
         let bytes = std::fs::read(path).map_err(HeadsError::io(path))?;
-        let st = SafeTensors::deserialize(&bytes)
-            .map_err(|e| HeadsError::Safetensors { path: path.to_path_buf(), problem: e.to_string() })?;
+        let st = SafeTensors::deserialize(&bytes).map_err(|e| HeadsError::Safetensors {
+            path: path.to_path_buf(),
+            problem: format!("{e} (truncated, or another format?)"),
+        })?;
         let mut tensors = HashMap::new();
         for (name, view) in st.tensors() {
             let data = view.data();

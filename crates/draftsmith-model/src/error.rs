@@ -37,6 +37,10 @@ pub enum ModelError {
     Input(String),
     #[error("the prompt is empty: there is no token to decode from")]
     EmptyPrompt,
+    #[error(
+        "the model's logits are not finite (token {token}: {value}): its weights are probably damaged (a NaN or infinity in a tensor)"
+    )]
+    NonFiniteLogits { token: usize, value: f32 },
 }
 
 impl ModelError {

@@ -46,7 +46,7 @@ pub struct GenerateArgs {
     /// at the end; lines already written survive an interrupted run.
     #[arg(long)]
     pub stats_out: Option<PathBuf>,
-    #[arg(long, default_value_t = 1000)]
+    #[arg(long, default_value_t = 1000, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
     pub stats_every: usize,
 }
 
