@@ -137,6 +137,9 @@ impl Recipe {
         if recipe.limit == Some(0) {
             return Err(bad("`limit` must be at least 1".into()));
         }
+        if recipe.methods.is_empty() {
+            return Err(bad("`methods` is empty: name at least one method to evaluate".into()));
+        }
         let mut points = recipe.points().map_err(bad)?;
         let mut labels: Vec<&str> = points.iter().map(|p| p.label.as_str()).collect();
         labels.sort_unstable();
@@ -207,11 +210,18 @@ impl Recipe {
         let trained: Vec<PathBuf> =
             self.drafters.iter().filter(|d| d.path.is_none()).map(|d| d.run_dir(&self.name)).collect();
         let mut missing = Vec::new();
+        // A path (the file's extension, or a directory part) rather than a dataset or model name.
+        let is_path = |p: &str, ext: &str| {
+            p.ends_with(ext) || Path::new(p).parent().is_some_and(|parent| !parent.as_os_str().is_empty())
+        };
         let prompts = Path::new(&self.prompts);
-        if (self.prompts.ends_with(".jsonl") || prompts.parent().is_some_and(|p| !p.as_os_str().is_empty()))
-            && !prompts.exists()
-        {
+        if is_path(&self.prompts, ".jsonl") && !prompts.is_file() {
             missing.push(("`prompts`".to_string(), prompts.to_path_buf()));
+        }
+        if let Some(model) = self.model.as_deref().filter(|m| !m.starts_with("hf:") && is_path(m, ".gguf")) {
+            if !Path::new(model).exists() {
+                missing.push(("`model`".to_string(), PathBuf::from(model)));
+            }
         }
         for point in points {
             let Some(dir) = point.params.drafter.as_deref().map(PathBuf::from) else { continue };
@@ -285,6 +295,9 @@ mod tests {
         let path = write("param", "name = \"g\"\nprompts = \"p\"\nmethods = [\"ar\"]\n[params]\ndraft_length = 3\n");
         let err = Recipe::read(&path).unwrap_err().to_string();
         assert!(err.contains("draft_length"), "{err}");
+        let path = write("none", "name = \"g\"\nprompts = \"p\"\nmethods = []\n");
+        let err = Recipe::read(&path).unwrap_err().to_string();
+        assert!(err.contains("`methods` is empty"), "{err}");
         let path = write("method", "name = \"g\"\nprompts = \"p\"\nmethods = [\"ar\", \"medusa\"]\n");
         let err = Recipe::read(&path).unwrap_err().to_string();
         assert!(
@@ -309,11 +322,18 @@ mod tests {
 
     #[test]
     fn inputs_that_must_exist_are_listed_when_missing() {
-        let text = "name = \"m\"\nprompts = \"nowhere/p.jsonl\"\nmethods = [\"ar\", \"redrafter\"]\n[grid]\ndrafter = [\"trained\", \"nowhere/d\"]\n[[drafters]]\nname = \"trained\"\n";
+        let text = "name = \"m\"\nmodel = \"nowhere/m.gguf\"\nprompts = \"nowhere/p.jsonl\"\nmethods = [\"ar\", \"redrafter\"]\n[grid]\ndrafter = [\"trained\", \"nowhere/d\"]\n[[drafters]]\nname = \"trained\"\n";
         let (recipe, points) = Recipe::read(&write("missing", text)).unwrap();
         let missing: Vec<String> =
             recipe.missing_inputs(&points).into_iter().map(|(w, p)| format!("{w} {}", p.display())).collect();
-        assert_eq!(missing, ["`prompts` nowhere/p.jsonl", "`drafter` of grid point drafter=nowhere/d nowhere/d"]);
+        assert_eq!(
+            missing,
+            [
+                "`prompts` nowhere/p.jsonl",
+                "`model` nowhere/m.gguf",
+                "`drafter` of grid point drafter=nowhere/d nowhere/d"
+            ]
+        );
         let named = "name = \"n\"\nprompts = \"mt-bench\"\nmethods = [\"ar\"]\n";
         let (recipe, points) = Recipe::read(&write("named", named)).unwrap();
         assert!(recipe.missing_inputs(&points).is_empty(), "a dataset name is fetched, not a path");
