@@ -31,6 +31,11 @@ pub fn checkpoint_dir(run: &Path) -> PathBuf {
     run.join("checkpoint")
 }
 
+/// The file burn's recorder writes for record `name` in `dir` (it adds its extension).
+fn record_file(dir: &Path, name: &str) -> PathBuf {
+    dir.join(format!("{name}.mpk"))
+}
+
 /// Reads the loop state of the last checkpoint, if any.
 pub fn read_state(run: &Path) -> Result<Option<LoopState>, TrainError> {
     let dir = checkpoint_dir(run);
@@ -95,7 +100,7 @@ where
     check_export(&dir)?;
     let recorder = NamedMpkFileRecorder::<FullPrecisionSettings>::new();
     let bad = |file: &str, e: burn::record::RecorderError| TrainError::Checkpoint {
-        path: dir.join(file),
+        path: record_file(&dir, file),
         problem: format!(
             "{} (truncated or damaged: restore it, or delete {} to restart the run)",
             unreadable_record(&e),
@@ -198,7 +203,7 @@ where
     write_checkpoint(run, state, |dir| {
         export(dir)?;
         let bad = |file: &str, e: burn::record::RecorderError| TrainError::Checkpoint {
-            path: dir.join(file),
+            path: record_file(dir, file),
             problem: e.to_string(),
         };
         recorder.record(module.clone().into_record(), dir.join(MODULE_FILE)).map_err(|e| bad(MODULE_FILE, e))?;

@@ -242,7 +242,7 @@ fn a_damaged_checkpoint_record_is_named_with_what_to_do() {
     let err = train_redrafter::<AB>(&model, &identity(), &seqs, &cfg, &run, serde_json::json!("d"), None, &mut |_| {})
         .unwrap_err()
         .to_string();
-    assert!(err.contains("module") && err.contains("truncated or damaged"), "{err}");
+    assert!(err.contains("module.mpk") && err.contains("truncated or damaged"), "{err}");
     assert!(!err.contains("record-backward-compat"), "burn's advice for 0.14 records is left out: {err}");
 }
 
