@@ -36,6 +36,17 @@ pub fn sync_dir(dir: &Path) {
     let _ = File::open(dir).and_then(|d| d.sync_all());
 }
 
+/// `create_dir_all`, but a file where the directory (or one above it) should be is said as such:
+/// the operating system's own words are "File exists".
+pub fn create_dir(dir: &Path) -> io::Result<()> {
+    std::fs::create_dir_all(dir).map_err(|e| match e.kind() {
+        io::ErrorKind::AlreadyExists | io::ErrorKind::NotADirectory => {
+            io::Error::new(e.kind(), "a file is in the way: not a directory")
+        }
+        _ => e,
+    })
+}
+
 /// The file [`DirLock`] holds in the directory it guards.
 pub const LOCK_FILE: &str = "draftsmith.lock";
 
@@ -83,7 +94,7 @@ impl DirLock {
     pub fn acquire(dir: &Path, stage: &str) -> Result<Self, LockError> {
         let path = dir.join(LOCK_FILE);
         let io = |source| LockError::Io { path: path.clone(), source };
-        std::fs::create_dir_all(dir).map_err(|source| LockError::CreateDir { dir: dir.to_path_buf(), source })?;
+        create_dir(dir).map_err(|source| LockError::CreateDir { dir: dir.to_path_buf(), source })?;
         loop {
             let mut file = std::fs::OpenOptions::new()
                 .read(true)

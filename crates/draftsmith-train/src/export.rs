@@ -161,7 +161,7 @@ pub fn export_drafter<B: Backend>(
 
 /// Copies the weights and config of `source` into `out`, each whole or not at all.
 fn copy_files(source: &Path, out: &Path) -> Result<Vec<PathBuf>, TrainError> {
-    std::fs::create_dir_all(out).map_err(TrainError::io(out))?;
+    draftsmith_core::fsio::create_dir(out).map_err(TrainError::io(out))?;
     let mut files = Vec::new();
     for (from, name) in [(weights_path(source), WEIGHTS_FILE), (source.join(CONFIG_FILE), CONFIG_FILE)] {
         let to = out.join(name);

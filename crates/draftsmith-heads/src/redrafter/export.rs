@@ -64,7 +64,7 @@ pub fn save_redrafter<B: Backend>(
     draft_vocab: Option<&[u32]>,
     training: serde_json::Value,
 ) -> Result<(), HeadsError> {
-    std::fs::create_dir_all(dir).map_err(HeadsError::io(dir))?;
+    draftsmith_core::fsio::create_dir(dir).map_err(HeadsError::io(dir))?;
     let mut named = body_tensors(drafter);
     push_linear(&mut named, &format!("lm_head.{}", drafter.blocks.len()), &drafter.out);
     write(&dir.join(WEIGHTS_FILE), &named, None)?;

@@ -38,7 +38,7 @@ pub fn save_reference<B: Backend>(
     let n = drafter.blocks.len();
     let head = full_head_rows(drafter, file, lm_head)
         .map_err(|problem| HeadsError::Config { path: config_path.clone(), problem })?;
-    std::fs::create_dir_all(dir).map_err(HeadsError::io(dir))?;
+    draftsmith_core::fsio::create_dir(dir).map_err(HeadsError::io(dir))?;
     let mut named = super::export::body_tensors(drafter);
     named.push((format!("lm_head.{n}.weight"), vec![file.vocab_size, file.exit_dim], head));
     let metadata = [("format".to_string(), "pt".to_string())].into_iter().collect();

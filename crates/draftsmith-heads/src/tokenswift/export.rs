@@ -62,7 +62,7 @@ pub fn save_tokenswift<B: Backend>(
     target: &TargetIdentity,
     training: serde_json::Value,
 ) -> Result<(), HeadsError> {
-    std::fs::create_dir_all(dir).map_err(HeadsError::io(dir))?;
+    draftsmith_core::fsio::create_dir(dir).map_err(HeadsError::io(dir))?;
     let mut named: Named = Vec::new();
     for (i, head) in heads.heads.iter().enumerate() {
         push_linear(&mut named, &format!("{}.linear", prefix(i)), &head.linear);
