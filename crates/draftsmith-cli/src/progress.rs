@@ -142,15 +142,16 @@ impl TrainDisplay {
                 self.steps_bar = Some(b);
             }
             TrainEvent::Step { step, loss, lr, top1, .. } => {
-                let acc: Vec<String> = top1.iter().map(|a| format!("{:.0}", a * 100.0)).collect();
+                let acc: Vec<String> = top1.iter().map(|&a| percent(a, 0)).collect();
+                let loss = if loss.is_nan() { "n/a".to_string() } else { format!("{loss:.3}") };
                 if let Some(b) = &self.steps_bar {
                     b.set_position(step as u64);
-                    b.set_message(format!("loss {loss:.3} lr {lr:.1e} top-1 % per head {}", acc.join("/")));
+                    b.set_message(format!("loss {loss} lr {lr:.1e} top-1 % per head {}", acc.join("/")));
                     self.step_lines.tick(b);
                 }
             }
             TrainEvent::Validation { step, heads } => {
-                let acc: Vec<String> = heads.iter().map(|m| format!("{:.1}", m.top1_acc() * 100.0)).collect();
+                let acc: Vec<String> = heads.iter().map(|m| percent(m.top1_acc(), 1)).collect();
                 let line = format!("step {step}: validation top-1 % per head {}", acc.join(" / "));
                 // A hidden bar (stderr not a terminal) prints nothing of its own.
                 match &self.steps_bar {
@@ -171,7 +172,7 @@ impl TrainDisplay {
 
 /// Validation top-1 accuracy per head as `61.2 / 40.3 / …` percent (`n/a` without validation).
 pub fn top1_percents(top1: &[f64]) -> String {
-    let acc: Vec<String> = top1.iter().map(|a| format!("{:.1}", a * 100.0)).collect();
+    let acc: Vec<String> = top1.iter().map(|&a| percent(a, 1)).collect();
     if acc.is_empty() {
         "n/a".into()
     } else {
@@ -189,5 +190,13 @@ mod tests {
         assert_eq!(minutes(Duration::from_secs(12)), "12s");
         assert_eq!(minutes(Duration::from_secs(185)), "3m05s");
         assert_eq!(minutes(Duration::from_secs(3720)), "1h02m");
+    }
+}
+
+/// A fraction as a percentage with `digits` decimals; `–` for NaN (a head that had no rows).
+fn percent(fraction: f64, digits: usize) -> String {
+    match fraction.is_nan() {
+        true => "–".into(),
+        false => format!("{:.*}", digits, fraction * 100.0),
     }
 }

@@ -35,12 +35,22 @@ impl StepMetrics {
         }
     }
 
+    /// Top-1 accuracy over the counted rows; NaN when none counted.
     pub fn top1_acc(&self) -> f64 {
-        self.top1 as f64 / self.count.max(1) as f64
+        ratio(self.top1, self.count)
     }
 
+    /// Top-5 accuracy over the counted rows; NaN when none counted.
     pub fn top5_acc(&self) -> f64 {
-        self.top5 as f64 / self.count.max(1) as f64
+        ratio(self.top5, self.count)
+    }
+}
+
+/// `hits / rows`, NaN for no rows (no accuracy rather than 0 %).
+fn ratio(hits: usize, rows: usize) -> f64 {
+    match rows {
+        0 => f64::NAN,
+        n => hits as f64 / n as f64,
     }
 }
 
@@ -75,6 +85,8 @@ mod tests {
     fn a_step_with_no_trained_row_has_no_loss_rather_than_zero() {
         let none = StepMetrics { loss_sum: 0.0, top1: 0, top5: 0, count: 17, trained: 0 };
         assert!(none.mean_loss().is_nan());
+        let empty = StepMetrics::default();
+        assert!(empty.top1_acc().is_nan() && empty.top5_acc().is_nan());
         let some = StepMetrics { loss_sum: 6.0, top1: 1, top5: 2, count: 4, trained: 3 };
         assert_eq!(some.mean_loss(), 2.0);
     }

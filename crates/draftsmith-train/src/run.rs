@@ -37,8 +37,10 @@ pub enum TrainEvent {
     Step {
         step: usize,
         total: usize,
+        /// The step's loss; NaN when none of its rows was trained.
         loss: f64,
         lr: f64,
+        /// Per head, top-1 accuracy over the logging window; NaN for a head with no rows.
         top1: Vec<f64>,
     },
     Validation {
@@ -195,7 +197,7 @@ where
     for step in start..total {
         let lr = cosine_with_warmup(plan.lr, step, total, plan.warmup_steps);
         let mut accum = GradientsAccumulator::new();
-        let (mut loss_sum, mut epoch) = (0.0, 0);
+        let (mut loss_sum, mut epoch, mut trained_rows) = (0.0, 0, 0usize);
         for micro in 0..plan.grad_accum {
             let (e, index) = match plan.epochs {
                 Epochs::Aligned => (step / steps_per_epoch, (step % steps_per_epoch) * plan.grad_accum + micro),
@@ -227,6 +229,7 @@ where
             // The loss is the sum of the steps' mean losses, already on the host in `metrics`.
             // A step with no trained row (NaN) adds nothing, as it adds nothing to the gradient.
             loss_sum += metrics.iter().map(StepMetrics::mean_loss).filter(|l| !l.is_nan()).sum::<f64>();
+            trained_rows += metrics.iter().map(|m| m.trained).sum::<usize>();
             metrics.iter().zip(window.iter_mut()).for_each(|(m, w)| w.add(m));
             accum.accumulate(&module, GradientsParams::from_grads(loss.backward(), &module));
         }
@@ -237,7 +240,8 @@ where
             progress(TrainEvent::Step {
                 step: done,
                 total,
-                loss: loss_sum / plan.grad_accum as f64,
+                // No loss at all (NaN) rather than 0 when no row of the step was trained.
+                loss: if trained_rows == 0 { f64::NAN } else { loss_sum / plan.grad_accum as f64 },
                 lr,
                 top1: window.iter().map(StepMetrics::top1_acc).collect(),
             });
