@@ -180,6 +180,14 @@ pub fn top1_percents(top1: &[f64]) -> String {
     }
 }
 
+/// A fraction as a percentage with `digits` decimals; `–` for NaN (a head that had no rows).
+fn percent(fraction: f64, digits: usize) -> String {
+    match fraction.is_nan() {
+        true => "–".into(),
+        false => format!("{:.*}", digits, fraction * 100.0),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::minutes;
@@ -190,13 +198,5 @@ mod tests {
         assert_eq!(minutes(Duration::from_secs(12)), "12s");
         assert_eq!(minutes(Duration::from_secs(185)), "3m05s");
         assert_eq!(minutes(Duration::from_secs(3720)), "1h02m");
-    }
-}
-
-/// A fraction as a percentage with `digits` decimals; `–` for NaN (a head that had no rows).
-fn percent(fraction: f64, digits: usize) -> String {
-    match fraction.is_nan() {
-        true => "–".into(),
-        false => format!("{:.*}", digits, fraction * 100.0),
     }
 }
