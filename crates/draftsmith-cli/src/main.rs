@@ -61,8 +61,7 @@ fn main() -> ExitCode {
     huge_pages::ask_before_start();
     // `DRAFTSMITH_THREADS` bounds rayon's pool too (a prefill's activation quantization, the
     // layers' parallel load), not only the kernels' own.
-    if std::env::var_os("DRAFTSMITH_THREADS").is_some() {
-        let threads = draftsmith_kernels::pool::configured_threads();
+    if let Ok(Some(threads)) = draftsmith_kernels::pool::threads_setting() {
         let _ = rayon::ThreadPoolBuilder::new().num_threads(threads).build_global();
     }
     tracing_subscriber::fmt()

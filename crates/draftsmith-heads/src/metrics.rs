@@ -29,28 +29,32 @@ impl StepMetrics {
     /// The loss averaged over the trained rows; NaN when no row was trained (every label outside
     /// the draft vocabulary, say), which no real loss is.
     pub fn mean_loss(&self) -> f64 {
-        match self.trained {
-            0 => f64::NAN,
-            n => self.loss_sum / n as f64,
-        }
+        per_row(self.loss_sum, self.trained)
+    }
+
+    /// The sum of `steps`' mean losses over those that trained a row (`None` when none did: a
+    /// step without one adds nothing to the loss, as it adds nothing to the gradient).
+    pub fn summed_loss(steps: &[StepMetrics]) -> Option<f64> {
+        let trained: Vec<f64> = steps.iter().filter(|m| m.trained > 0).map(StepMetrics::mean_loss).collect();
+        (!trained.is_empty()).then(|| trained.iter().sum())
     }
 
     /// Top-1 accuracy over the counted rows; NaN when none counted.
     pub fn top1_acc(&self) -> f64 {
-        ratio(self.top1, self.count)
+        per_row(self.top1 as f64, self.count)
     }
 
     /// Top-5 accuracy over the counted rows; NaN when none counted.
     pub fn top5_acc(&self) -> f64 {
-        ratio(self.top5, self.count)
+        per_row(self.top5 as f64, self.count)
     }
 }
 
-/// `hits / rows`, NaN for no rows (no accuracy rather than 0 %).
-fn ratio(hits: usize, rows: usize) -> f64 {
+/// `total / rows`, NaN for no rows (no loss or accuracy rather than 0).
+fn per_row(total: f64, rows: usize) -> f64 {
     match rows {
         0 => f64::NAN,
-        n => hits as f64 / n as f64,
+        n => total / n as f64,
     }
 }
 
@@ -89,5 +93,7 @@ mod tests {
         assert!(empty.top1_acc().is_nan() && empty.top5_acc().is_nan());
         let some = StepMetrics { loss_sum: 6.0, top1: 1, top5: 2, count: 4, trained: 3 };
         assert_eq!(some.mean_loss(), 2.0);
+        assert_eq!(StepMetrics::summed_loss(&[none, some, some]), Some(4.0));
+        assert_eq!(StepMetrics::summed_loss(&[none]), None);
     }
 }

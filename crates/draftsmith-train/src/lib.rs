@@ -26,14 +26,22 @@ pub use redrafter::{train_redrafter, ReDrafterTrainConfig};
 pub use run::{TrainEvent, TrainSummary};
 pub use tokenswift::{chunks, train_tokenswift, TokenSwiftTrainConfig};
 
-/// A training setting that must be a finite number above 0 (NaN is neither).
-pub(crate) fn finite_positive(x: f64) -> bool {
-    x.is_finite() && x > 0.0
+/// A training setting that must be a finite number above 0 (NaN is neither), named with its
+/// value when it is not.
+pub(crate) fn check_positive(name: &str, value: f64) -> Result<(), TrainError> {
+    match value.is_finite() && value > 0.0 {
+        true => Ok(()),
+        false => Err(TrainError::Config(format!("{name} = {value}: must be finite and positive"))),
+    }
 }
 
-/// A training setting that must be a finite number ≥ 0 (NaN is neither).
-pub(crate) fn finite_non_negative(x: f64) -> bool {
-    x.is_finite() && x >= 0.0
+/// A training setting that must be a finite number ≥ 0 (NaN is neither), named with its value
+/// when it is not.
+pub(crate) fn check_non_negative(name: &str, value: f64) -> Result<(), TrainError> {
+    match value.is_finite() && value >= 0.0 {
+        true => Ok(()),
+        false => Err(TrainError::Config(format!("{name} = {value}: must be finite and ≥ 0"))),
+    }
 }
 
 /// Settings that count something and must be at least 1: the first that is 0, named with its

@@ -42,10 +42,8 @@ impl MetricsCsv {
         heads: &[StepMetrics],
     ) -> Result<(), TrainError> {
         let mut f = std::fs::OpenOptions::new().append(true).open(&self.path).map_err(TrainError::io(&self.path))?;
-        // Steps with no trained row (a NaN mean) are left out of the total and written as NaN;
-        // so is the total when no step has one.
-        let losses: Vec<f64> = heads.iter().map(|m| m.mean_loss()).filter(|l| !l.is_nan()).collect();
-        let loss = if losses.is_empty() { f64::NAN } else { losses.iter().sum() };
+        // Steps with no trained row are written as NaN; so is the total when no step has one.
+        let loss = StepMetrics::summed_loss(heads).unwrap_or(f64::NAN);
         let mut out = String::new();
         for (i, m) in heads.iter().enumerate() {
             out += &format!(

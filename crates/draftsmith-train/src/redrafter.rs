@@ -116,12 +116,8 @@ impl ReDrafterTrainConfig {
         }
         crate::check_fraction("val_fraction", self.val_fraction, 0.0..1.0, "in [0, 1)")?;
         crate::check_fraction("warmup_fraction", self.warmup_fraction, 0.0..=1.0, "in [0, 1]")?;
-        if !crate::finite_positive(self.lr) {
-            return bad(&format!("lr = {}: must be finite and positive", self.lr));
-        }
-        if !crate::finite_non_negative(self.weight_decay) {
-            return bad(&format!("weight_decay = {}: must be finite and ≥ 0", self.weight_decay));
-        }
+        crate::check_positive("lr", self.lr)?;
+        crate::check_non_negative("weight_decay", self.weight_decay)?;
         crate::check_fraction("soft_labels", self.soft_labels, 0.0..=1.0, "in [0, 1]")?;
         if self.soft_labels > 0.0 && self.labels == LabelSource::Teacher {
             return bad("soft_labels needs ground-truth labels (the target's distribution is read at the label's position in the sequence)");

@@ -197,7 +197,8 @@ where
     for step in start..total {
         let lr = cosine_with_warmup(plan.lr, step, total, plan.warmup_steps);
         let mut accum = GradientsAccumulator::new();
-        let (mut loss_sum, mut epoch, mut trained_rows) = (0.0, 0, 0usize);
+        // The sum over micro-batches of their summed losses; `None` while none trained a row.
+        let (mut loss_sum, mut epoch) = (None::<f64>, 0);
         for micro in 0..plan.grad_accum {
             let (e, index) = match plan.epochs {
                 Epochs::Aligned => (step / steps_per_epoch, (step % steps_per_epoch) * plan.grad_accum + micro),
@@ -227,9 +228,9 @@ where
             let rows = &order[index * plan.batch_size..((index + 1) * plan.batch_size).min(order.len())];
             let (loss, metrics) = task.loss(&module, rows)?;
             // The loss is the sum of the steps' mean losses, already on the host in `metrics`.
-            // A step with no trained row (NaN) adds nothing, as it adds nothing to the gradient.
-            loss_sum += metrics.iter().map(StepMetrics::mean_loss).filter(|l| !l.is_nan()).sum::<f64>();
-            trained_rows += metrics.iter().map(|m| m.trained).sum::<usize>();
+            if let Some(l) = StepMetrics::summed_loss(&metrics) {
+                loss_sum = Some(loss_sum.unwrap_or(0.0) + l);
+            }
             metrics.iter().zip(window.iter_mut()).for_each(|(m, w)| w.add(m));
             accum.accumulate(&module, GradientsParams::from_grads(loss.backward(), &module));
         }
@@ -241,7 +242,7 @@ where
                 step: done,
                 total,
                 // No loss at all (NaN) rather than 0 when no row of the step was trained.
-                loss: if trained_rows == 0 { f64::NAN } else { loss_sum / plan.grad_accum as f64 },
+                loss: loss_sum.map_or(f64::NAN, |l| l / plan.grad_accum as f64),
                 lr,
                 top1: window.iter().map(StepMetrics::top1_acc).collect(),
             });

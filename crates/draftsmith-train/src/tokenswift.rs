@@ -97,14 +97,9 @@ impl TokenSwiftTrainConfig {
                 self.num_heads + 1
             ));
         }
-        for (name, value) in [("lr", self.lr), ("max_grad_norm", self.max_grad_norm)] {
-            if !crate::finite_positive(value) {
-                return bad(format!("{name} = {value}: must be finite and positive"));
-            }
-        }
-        if !crate::finite_non_negative(self.weight_decay) {
-            return bad(format!("weight_decay = {}: must be finite and ≥ 0", self.weight_decay));
-        }
+        crate::check_positive("lr", self.lr)?;
+        crate::check_positive("max_grad_norm", self.max_grad_norm)?;
+        crate::check_non_negative("weight_decay", self.weight_decay)?;
         Ok(())
     }
 }
