@@ -17,8 +17,8 @@ pub use drafters::{target_identity, LoadedDrafters};
 pub use error::DecodeError;
 pub use method::{Method, Needs};
 pub use registry::{
-    build_proposer, build_proposer_with, check_drafters, validate_method, DraftTokens, DraftWeights, Drafters,
-    MethodParams,
+    build_proposer, build_proposer_with, check_drafters, params_read, validate_method, DraftTokens, DraftWeights,
+    Drafters, MethodParams,
 };
 pub use sampling::{Sampler, SamplingConfig};
 pub use spec::{

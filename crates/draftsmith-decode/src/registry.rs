@@ -167,6 +167,36 @@ impl Default for MethodParams {
     }
 }
 
+/// The [`MethodParams`] fields (recipe keys) `method` reads; it ignores the others. Every method
+/// reads the target's penalty, every drafting method the draft policy.
+pub fn params_read(method: Method) -> Vec<&'static str> {
+    const PENALTY: [&str; 2] = ["penalty", "penalty_window"];
+    const DRAFT_MODEL: [&str; 6] =
+        ["draft_model", "draft_vocab", "draft_weights", "draft_len", "copy_context", "lookup_ngram"];
+    let own: &[&str] = match method {
+        Method::Ar => &[],
+        Method::PromptLookup => &["lookup_ngram", "draft_len"],
+        Method::NgramTrie => &["ngram_n", "ngram_lp", "num_draft", "ngram_update_output"],
+        Method::DraftModel | Method::PreCut => &["draft_tokens"],
+        // The token cache wraps prompt lookup when no draft model is given.
+        Method::TokenCache | Method::PostUseDraft | Method::PostUse | Method::PostUsePreCut => &[],
+        Method::ReDrafter => {
+            &["drafter", "beam_width", "beam_length", "tree_attention", "copy_context", "lookup_ngram", "draft_len"]
+        }
+        Method::TokenSwift => &["drafter", "tree", "ngram_topk", "kv_mode", "kv_budget", "kv_sinks"],
+    };
+    let mut read: Vec<&'static str> = PENALTY.into_iter().chain(own.iter().copied()).collect();
+    if method.uses_draft_model() || method == Method::TokenCache {
+        read.extend(DRAFT_MODEL);
+    }
+    if !method.is_ar() {
+        read.push("draft_policy");
+    }
+    read.sort_unstable();
+    read.dedup();
+    read
+}
+
 /// The drafters a run has loaded, for the methods that need one.
 #[derive(Debug)]
 pub struct Drafters<'a, B: Backend> {
@@ -517,6 +547,22 @@ pub fn build_proposer(method: Method, params: &MethodParams) -> Result<Option<Bo
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_parameter_is_read_by_some_method_and_every_name_read_is_a_parameter() {
+        let json = serde_json::to_value(MethodParams::default()).unwrap();
+        let fields: Vec<&str> = json.as_object().unwrap().keys().map(String::as_str).collect();
+        let read: Vec<&str> = Method::ALL.into_iter().flat_map(params_read).collect();
+        for name in &read {
+            assert!(fields.contains(name), "`{name}` is not a MethodParams field");
+        }
+        for field in fields {
+            assert!(read.contains(&field), "no method reads `{field}`");
+        }
+        assert_eq!(params_read(Method::Ar), ["penalty", "penalty_window"]);
+        assert!(params_read(Method::TokenCache).contains(&"draft_model"), "a draft model when given");
+        assert!(!params_read(Method::PromptLookup).contains(&"beam_width"));
+    }
 
     #[test]
     fn redrafter_copies_the_context_under_auto_and_other_drafters_only_when_asked() {

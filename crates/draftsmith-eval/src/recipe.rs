@@ -17,7 +17,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use draftsmith_decode::MethodParams;
+use draftsmith_decode::{Method, MethodParams};
 use serde::Deserialize;
 
 use crate::error::EvalError;
@@ -39,7 +39,7 @@ pub struct Recipe {
     pub max_new_tokens: usize,
     #[serde(default = "default_true")]
     pub chat_template: bool,
-    pub methods: Vec<draftsmith_decode::Method>,
+    pub methods: Vec<Method>,
     /// Decode `ar` once, at the first grid point, and reuse it at the others (the default).
     /// `false` reruns it at every point, interleaved prompt by prompt with the methods, so a
     /// point's speedups are measured side by side even if the machine's load changes between points.
@@ -141,6 +141,18 @@ impl Recipe {
             return Err(bad("`methods` is empty: name at least one method to evaluate".into()));
         }
         let mut points = recipe.points().map_err(bad)?;
+        for key in recipe.grid.keys() {
+            let read_by = |m: &Method| draftsmith_decode::params_read(*m).contains(&key.as_str());
+            if !recipe.methods.iter().any(read_by) {
+                let readers: Vec<&str> = Method::ALL.iter().filter(|m| read_by(m)).map(|m| m.name()).collect();
+                return Err(bad(format!(
+                    "grid parameter `{key}` is read by none of the recipe's methods ({}), so every grid point \
+                     would run the same evals; methods that read it: {}",
+                    recipe.methods.iter().map(|m| m.name()).collect::<Vec<_>>().join(", "),
+                    readers.join(", ")
+                )));
+            }
+        }
         let mut labels: Vec<&str> = points.iter().map(|p| p.label.as_str()).collect();
         labels.sort_unstable();
         if let Some(w) = labels.windows(2).find(|w| w[0] == w[1]) {
@@ -295,6 +307,16 @@ mod tests {
         let path = write("param", "name = \"g\"\nprompts = \"p\"\nmethods = [\"ar\"]\n[params]\ndraft_length = 3\n");
         let err = Recipe::read(&path).unwrap_err().to_string();
         assert!(err.contains("draft_length"), "{err}");
+        let path = write(
+            "unread",
+            "name = \"g\"\nprompts = \"p\"\nmethods = [\"ar\", \"prompt-lookup\"]\n[grid]\nbeam_width = [1, 2]\n",
+        );
+        let err = Recipe::read(&path).unwrap_err().to_string();
+        assert!(
+            err.contains("`beam_width` is read by none of the recipe's methods (ar, prompt-lookup)")
+                && err.contains("methods that read it: redrafter"),
+            "{err}"
+        );
         let path = write("none", "name = \"g\"\nprompts = \"p\"\nmethods = []\n");
         let err = Recipe::read(&path).unwrap_err().to_string();
         assert!(err.contains("`methods` is empty"), "{err}");

@@ -126,6 +126,10 @@ impl ReDrafterTrainConfig {
     }
 }
 
+/// Fewer training positions than this get a warning: a run on them trains, but the drafter it
+/// writes has seen too little to propose much.
+pub const FEW_EXAMPLES: usize = 256;
+
 /// Trains a drafter in `run_dir` (resuming from its checkpoint when there is one) and exports it
 /// there (`drafter.safetensors` + `config.json`). The target's hidden states come from `cached`
 /// (a `draftsmith hidden` cache opened with [`crate::hidden::open_cached`]) or, without one,
@@ -162,6 +166,15 @@ pub fn train_redrafter<AB: AutodiffBackend>(
             train_idx.len(),
             cfg.labels
         )));
+    }
+    if train.len() < FEW_EXAMPLES {
+        tracing::warn!(
+            examples = train.len(),
+            "only {} training positions with a {:?} label: a drafter learns little from so few (distil more \
+             data, or raise --max-seq-len if it cut the responses off)",
+            train.len(),
+            cfg.labels
+        );
     }
     let micro_per_epoch = train.len().div_ceil(cfg.batch_size);
     let steps_per_epoch = micro_per_epoch.div_ceil(cfg.grad_accum);

@@ -148,7 +148,7 @@ impl<B: Backend> ReDrafterProposer<B> {
                 "beam_width",
                 settings.beam_width,
                 &format!(
-                    "at most the drafter's draft vocabulary ({tokens} tokens): each beam starts from its own token"
+                    "at most the size of the drafter's draft vocabulary, {tokens}: each beam starts from its own token"
                 ),
             ));
         }
