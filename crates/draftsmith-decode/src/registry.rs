@@ -171,8 +171,9 @@ impl Default for MethodParams {
 /// reads the target's penalty, every drafting method the draft policy.
 pub fn params_read(method: Method) -> Vec<&'static str> {
     const PENALTY: [&str; 2] = ["penalty", "penalty_window"];
-    const DRAFT_MODEL: [&str; 6] =
-        ["draft_model", "draft_vocab", "draft_weights", "draft_len", "copy_context", "lookup_ngram"];
+    const DRAFT_MODEL: [&str; 4] = ["draft_model", "draft_vocab", "draft_weights", "draft_len"];
+    // The context's continuation beside a drafting model's tokens ([`copy_context`]).
+    const COPY: [&str; 3] = ["copy_context", "lookup_ngram", "draft_len"];
     let own: &[&str] = match method {
         Method::Ar => &[],
         Method::PromptLookup => &["lookup_ngram", "draft_len"],
@@ -180,14 +181,15 @@ pub fn params_read(method: Method) -> Vec<&'static str> {
         Method::DraftModel | Method::PreCut => &["draft_tokens"],
         // The token cache wraps prompt lookup when no draft model is given.
         Method::TokenCache | Method::PostUseDraft | Method::PostUse | Method::PostUsePreCut => &[],
-        Method::ReDrafter => {
-            &["drafter", "beam_width", "beam_length", "tree_attention", "copy_context", "lookup_ngram", "draft_len"]
-        }
+        Method::ReDrafter => &["drafter", "beam_width", "beam_length", "tree_attention"],
         Method::TokenSwift => &["drafter", "tree", "ngram_topk", "kv_mode", "kv_budget", "kv_sinks"],
     };
     let mut read: Vec<&'static str> = PENALTY.into_iter().chain(own.iter().copied()).collect();
     if method.uses_draft_model() || method == Method::TokenCache {
         read.extend(DRAFT_MODEL);
+    }
+    if method.uses_draft_model() || method == Method::TokenCache || method == Method::ReDrafter {
+        read.extend(COPY);
     }
     if !method.is_ar() {
         read.push("draft_policy");

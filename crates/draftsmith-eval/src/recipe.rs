@@ -141,18 +141,6 @@ impl Recipe {
             return Err(bad("`methods` is empty: name at least one method to evaluate".into()));
         }
         let mut points = recipe.points().map_err(bad)?;
-        for key in recipe.grid.keys() {
-            let read_by = |m: &Method| draftsmith_decode::params_read(*m).contains(&key.as_str());
-            if !recipe.methods.iter().any(read_by) {
-                let readers: Vec<&str> = Method::ALL.iter().filter(|m| read_by(m)).map(|m| m.name()).collect();
-                return Err(bad(format!(
-                    "grid parameter `{key}` is read by none of the recipe's methods ({}), so every grid point \
-                     would run the same evals; methods that read it: {}",
-                    recipe.methods.iter().map(|m| m.name()).collect::<Vec<_>>().join(", "),
-                    readers.join(", ")
-                )));
-            }
-        }
         let mut labels: Vec<&str> = points.iter().map(|p| p.label.as_str()).collect();
         labels.sort_unstable();
         if let Some(w) = labels.windows(2).find(|w| w[0] == w[1]) {
@@ -187,6 +175,16 @@ impl Recipe {
         for (key, values) in &self.grid {
             if !known.contains(key) {
                 return Err(format!("grid parameter `{key}` is not a method parameter (known: {})", known.join(", ")));
+            }
+            let read_by = |m: &Method| draftsmith_decode::params_read(*m).contains(&key.as_str());
+            if !self.methods.iter().any(read_by) {
+                let readers: Vec<&str> = Method::ALL.iter().filter(|m| read_by(m)).map(|m| m.name()).collect();
+                return Err(format!(
+                    "grid parameter `{key}` is read by none of the recipe's methods ({}), so every grid point \
+                     would run the same evals; methods that read it: {}",
+                    self.methods.iter().map(|m| m.name()).collect::<Vec<_>>().join(", "),
+                    readers.join(", ")
+                ));
             }
             if values.is_empty() {
                 return Err(format!("grid parameter `{key}` has no values"));
