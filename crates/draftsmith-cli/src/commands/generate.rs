@@ -161,12 +161,13 @@ fn run_on<B: Backend>(args: &GenerateArgs, device: &B::Device) -> Result<()> {
         );
     } else {
         println!();
+        let n = generation.tokens.len();
+        // The first new token comes from the prefill: a decode rate needs a second.
+        let decode = if n > 1 { format!("{decode_tps:.1} tok/s decode") } else { "no decode step".into() };
         eprintln!(
-            "[{} prompt tokens, {:.1} tok/s prefill; {} new tokens, {:.1} tok/s decode; stop: {:?}]",
+            "[{} prompt tokens, {prefill_tps:.1} tok/s prefill; {n} new token{}, {decode}; stop: {:?}]",
             prompt.len(),
-            prefill_tps,
-            generation.tokens.len(),
-            decode_tps,
+            if n == 1 { "" } else { "s" },
             generation.stop
         );
     }
