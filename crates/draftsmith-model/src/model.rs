@@ -422,9 +422,13 @@ impl<B: Backend> Model<B> {
         let (cos, sin) = self.rope.host_tables(positions);
         let mut x = self.embed_tokens_host(tokens);
         let cached = cache.len();
-        let visibility = match mask {
-            AttentionMask::Causal => host::Visibility::Causal { cached },
-            AttentionMask::Visible(m) => host::Visibility::Mask { mask: m, total: cached + n },
+        let rows = match mask {
+            AttentionMask::Causal => None,
+            AttentionMask::Visible(m) => Some(host::MaskRows::new(m, cached + n)),
+        };
+        let visibility = match &rows {
+            None => host::Visibility::Causal { cached },
+            Some(rows) => host::Visibility::Mask(rows),
         };
         let input = PassInput { cos: &cos, sin: &sin, visibility, cached };
         let (kv, queries) = cache.host_split().expect("host cache for the host path");

@@ -12,8 +12,47 @@ use super::{axpy, dot, KvElem};
 pub enum Visibility<'a> {
     /// Row `i` sees keys `0..=cached + i`.
     Causal { cached: usize },
-    /// Row-major `[n, total]`, `true` = visible.
-    Mask { mask: &'a [bool], total: usize },
+    /// A mask's rows, split once for every layer and head of a pass ([`MaskRows::new`]).
+    Mask(&'a MaskRows),
+}
+
+/// A row-major `[n, total]` visibility mask (`true` = visible) as the attention kernels walk
+/// it: per row a run `0..prefix` and the later visible keys, ascending — found once per pass.
+/// (Each layer and kv head scanning the mask again cost batched decoding, whose rows are as long
+/// as the whole cache of 16 sequences, a sizeable part of a pass.)
+pub struct MaskRows {
+    total: usize,
+    /// Per row, the run of visible keys from position 0.
+    prefix: Vec<usize>,
+    /// Row `r`'s later keys: `extra[starts[r]..starts[r + 1]]`.
+    extra: Vec<usize>,
+    starts: Vec<usize>,
+}
+
+impl MaskRows {
+    /// Splits the rows of `mask` (`[n, total]`, `total` > 0 unless `mask` is empty).
+    pub fn new(mask: &[bool], total: usize) -> Self {
+        let n = mask.len().checked_div(total).unwrap_or(0);
+        let (mut prefix, mut extra, mut starts) = (Vec::with_capacity(n), Vec::new(), Vec::with_capacity(n + 1));
+        starts.push(0);
+        for row in mask.chunks_exact(total.max(1)).take(n) {
+            let run = row.iter().position(|&v| !v).unwrap_or(row.len());
+            prefix.push(run);
+            extra.extend((run..total).filter(|&j| row[j]));
+            starts.push(extra.len());
+        }
+        Self { total, prefix, extra, starts }
+    }
+
+    /// Keys per row: the cached ones and the pass's own.
+    pub fn total(&self) -> usize {
+        self.total
+    }
+
+    /// Row `row`'s later keys (past its run).
+    fn extra(&self, row: usize) -> &[usize] {
+        &self.extra[self.starts[row]..self.starts[row + 1]]
+    }
 }
 
 impl Visibility<'_> {
@@ -23,23 +62,10 @@ impl Visibility<'_> {
         extra.clear();
         match self {
             Self::Causal { cached } => cached + row + 1,
-            Self::Mask { mask, total } => {
-                let row = &mask[row * total..][..*total];
-                let prefix = row.iter().position(|&v| !v).unwrap_or(row.len());
-                extra.extend((prefix..*total).filter(|&j| row[j]));
-                prefix
+            Self::Mask(rows) => {
+                extra.extend_from_slice(rows.extra(row));
+                rows.prefix[row]
             }
-        }
-    }
-
-    /// Row `row`'s visible keys as one list, by the definition (the tests' reference for
-    /// [`Visibility::split`]'s run and list).
-    #[cfg(test)]
-    fn keys(&self, row: usize, out: &mut Vec<usize>) {
-        out.clear();
-        match self {
-            Self::Causal { cached } => out.extend(0..=cached + row),
-            Self::Mask { mask, total } => out.extend((0..*total).filter(|&j| mask[row * total + j])),
         }
     }
 }
@@ -143,7 +169,7 @@ pub fn attend_into<T: KvElem>(
     }
     let total = match visibility {
         Visibility::Causal { cached } => cached + n,
-        Visibility::Mask { total, .. } => *total,
+        Visibility::Mask(rows) => rows.total(),
     };
     let pool = draftsmith_kernels::Pool::global();
     let chunks = if n == 1 { 1 } else { n.min(pool.threads()) };
@@ -702,7 +728,8 @@ mod tests {
         let mut mask = vec![true; 3 * cap];
         mask[cap + 3] = false;
         mask[cap + 4] = false;
-        let batch = attend(&q3, &keys, &values, cap, heads, kvh, d, &Visibility::Mask { mask: &mask, total: cap });
+        let rows = MaskRows::new(&mask, cap);
+        let batch = attend(&q3, &keys, &values, cap, heads, kvh, d, &Visibility::Mask(&rows));
         let ours = &batch[heads * d..2 * heads * d];
         assert!(alone.iter().zip(ours).all(|(a, b)| a.to_bits() == b.to_bits()));
         // And it is a proper softmax average: with equal keys it returns the mean of values.
@@ -710,6 +737,31 @@ mod tests {
         let out = attend(&q1, &flat_keys, &values, cap, heads, kvh, d, &Visibility::Causal { cached: 1 });
         let mean0 = (values[0] + values[d]) / 2.0;
         assert!((out[0] - mean0).abs() < 1e-6);
+    }
+
+    #[test]
+    fn mask_rows_split_each_row_into_its_run_and_later_keys() {
+        // Rows: all visible; none; a run with gaps after it; a batch row seeing its own slots
+        // only (no run from key 0).
+        let total = 6;
+        let mask: Vec<bool> = [
+            [true, true, true, true, true, true],
+            [false, false, false, false, false, false],
+            [true, true, false, true, false, true],
+            [false, true, false, false, true, true],
+        ]
+        .concat();
+        let rows = MaskRows::new(&mask, total);
+        assert_eq!(rows.total(), total);
+        let mut extra = Vec::new();
+        let split: Vec<(usize, Vec<usize>)> = (0..4)
+            .map(|r| {
+                let prefix = Visibility::Mask(&rows).split(r, &mut extra);
+                (prefix, extra.clone())
+            })
+            .collect();
+        assert_eq!(split, [(6, vec![]), (0, vec![]), (2, vec![3, 5]), (0, vec![1, 4, 5])]);
+        assert_eq!(MaskRows::new(&[], 0).prefix.len(), 0);
     }
 
     /// `xs` rounded to the cache element `T`.
@@ -787,22 +839,28 @@ mod tests {
                         || x % total - cached_len == x / total
                 })
                 .collect();
-            let mask_vis = Visibility::Mask { mask: &mask, total };
+            let rows = MaskRows::new(&mask, total);
+            let by_mask: Vec<Vec<usize>> =
+                (0..n).map(|i| (0..total).filter(|&j| mask[i * total + j]).collect()).collect();
             // A chain too: each token sees one key more than the one before (the runs of a
             // unit's tokens end at different keys inside the last block).
-            for vis in [mask_vis, Visibility::Causal { cached: cached_len }] {
-                blocked_case(&q, (&keys, &values), (heads, kvh, d, cap, n), &vis);
+            let chain: Vec<Vec<usize>> = (0..n).map(|i| (0..=cached_len + i).collect()).collect();
+            for (vis, visible) in
+                [(Visibility::Mask(&rows), by_mask), (Visibility::Causal { cached: cached_len }, chain)]
+            {
+                blocked_case(&q, (&keys, &values), (heads, kvh, d, cap, n), (&vis, &visible));
             }
         }
     }
 
-    /// Asserts that attention over `vis` has, token by token, the bits of the row reference,
-    /// and that a cache of halves attends exactly as an f32 cache holding the same values.
+    /// Asserts that attention over `vis` has, token by token, the bits of the row reference over
+    /// the keys `visible[i]` token `i` sees by definition, and that a cache of halves attends
+    /// exactly as an f32 cache holding the same values.
     fn blocked_case<T: KvElem>(
         q: &[f32],
         (keys, values): (&[T], &[T]),
         (heads, kvh, d, cap, n): (usize, usize, usize, usize, usize),
-        vis: &Visibility<'_>,
+        (vis, visible): (&Visibility<'_>, &[Vec<usize>]),
     ) {
         let got = attend(q, keys, values, cap, heads, kvh, d, vis);
         let (kf, vf) = (widened(keys), widened(values));
@@ -810,11 +868,9 @@ mod tests {
         assert!(got.iter().zip(&as_f32).all(|(a, b)| a.to_bits() == b.to_bits()), "head_dim {d}: widened");
         let row = heads * d;
         for i in 0..n {
-            let mut visible = Vec::new();
-            vis.keys(i, &mut visible);
             let (q, got) = (&q[i * row..(i + 1) * row], &got[i * row..(i + 1) * row]);
             let what = format!("head_dim {d}, token {i}");
-            assert_token_matches_reference(q, (keys, values), (cap, kvh, d), &visible, got, &what);
+            assert_token_matches_reference(q, (keys, values), (cap, kvh, d), &visible[i], got, &what);
         }
     }
 

@@ -286,14 +286,16 @@ mod tests {
                 mask[t * total + cached + t - 1] = true;
             }
         }
-        let visibility = Visibility::Mask { mask: &mask, total };
+        let rows = crate::host::MaskRows::new(&mask, total);
+        let visibility = Visibility::Mask(&rows);
         let (mut batch, mut reference) = (Vec::new(), Vec::new());
         kv.attend(0, &q, heads, &visibility, &mut batch);
         float.attend(0, &q, heads, &visibility, &mut reference);
         for t in 0..n {
             let alone_mask = &mask[t * total..(t + 1) * total];
             let mut alone = Vec::new();
-            let vis = Visibility::Mask { mask: alone_mask, total };
+            let alone_rows = crate::host::MaskRows::new(alone_mask, total);
+            let vis = Visibility::Mask(&alone_rows);
             kv.attend(0, &q[t * row..(t + 1) * row], heads, &vis, &mut alone);
             let ours = &batch[t * row..(t + 1) * row];
             assert!(alone.iter().zip(ours).all(|(a, b)| a.to_bits() == b.to_bits()), "row {t} alone vs in the batch");

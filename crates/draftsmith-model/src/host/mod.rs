@@ -13,7 +13,7 @@ mod kv;
 #[cfg(target_arch = "x86_64")]
 mod simd;
 
-pub use attend::{attend, attend_into, KeysIn, Visibility};
+pub use attend::{attend, attend_into, KeysIn, MaskRows, Visibility};
 pub use kv::{HostKv, KvFormat};
 
 /// One element of the host KV cache: `f32`, or `f16` for half the bytes a long context reads.
