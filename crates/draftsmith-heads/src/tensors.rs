@@ -104,6 +104,16 @@ pub(crate) fn read_config_value(dir: &Path) -> Result<(std::path::PathBuf, serde
         let problem = "a file, not a drafter directory (`drafter.safetensors` + `config.json`, as `train` or `export` write; a draft model goes to --draft-model)";
         return Err(HeadsError::Config { path: dir.to_path_buf(), problem: problem.into() });
     }
+    if !path.exists() {
+        // Say which: a mistyped path, or a directory that holds no exported drafter (a training
+        // run still under way, a dataset, a model directory).
+        let problem = if dir.is_dir() {
+            "no `config.json` here: not a drafter directory (`train` and `export` write `drafter.safetensors` + `config.json`)"
+        } else {
+            "no such drafter directory"
+        };
+        return Err(HeadsError::Config { path: dir.to_path_buf(), problem: problem.into() });
+    }
     let text = std::fs::read_to_string(&path).map_err(HeadsError::io(&path))?;
     let value =
         serde_json::from_str(&text).map_err(|e| HeadsError::Config { path: path.clone(), problem: e.to_string() })?;

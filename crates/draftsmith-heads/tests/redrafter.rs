@@ -103,6 +103,17 @@ fn a_drafter_for_another_target_is_refused() {
 }
 
 #[test]
+fn a_missing_or_empty_drafter_directory_is_named() {
+    let dev = Default::default();
+    let dir = tmpdir("not-a-drafter");
+    std::fs::create_dir_all(&dir).unwrap();
+    let err = load_redrafter::<B>(&dir, None, &dev).unwrap_err().to_string();
+    assert!(err.contains("not-a-drafter") && err.contains("not a drafter directory"), "{err}");
+    let err = load_redrafter::<B>(&dir.join("typo"), None, &dev).unwrap_err().to_string();
+    assert!(err.contains("typo") && err.contains("no such drafter directory"), "{err}");
+}
+
+#[test]
 fn a_truncated_weights_file_is_a_clear_error() {
     let dev = Default::default();
     let cfg = ReDrafterConfig::for_target(40, 8, HeadKind::Full);
