@@ -271,8 +271,12 @@ impl HiddenWriter {
             shards: Vec::new(),
             complete: false,
         };
-        let (manifest, redo) = if dir.join(HIDDEN_MANIFEST_FILE).exists() {
-            let existing = read_hidden_manifest(dir)?;
+        let existing = match dir.join(HIDDEN_MANIFEST_FILE).exists() {
+            true => Some(read_hidden_manifest(dir)?),
+            false => None,
+        };
+        let manifested = existing.is_some();
+        let (manifest, redo) = if let Some(existing) = existing.filter(|m| !m.shards.is_empty()) {
             let mismatch = |field: &'static str, existing: String, given: String| DataError::ResumeMismatch {
                 dir: dir.to_path_buf(),
                 field,
@@ -330,7 +334,14 @@ impl HiddenWriter {
                 (updated, redo)
             }
         } else {
-            refuse_unmanifested_shards(dir, &LAYOUT)?;
+            if manifested {
+                // A manifest that lists no shard (a first run stopped before its first shard,
+                // for whatever target or state of the dataset): nothing to keep or to protect.
+                // What that run left half-written is its own.
+                remove_leftovers(dir, &LAYOUT, &[])?;
+            } else {
+                refuse_unmanifested_shards(dir, &LAYOUT)?;
+            }
             write_manifest(dir, &fresh)?;
             (fresh, Vec::new())
         };
@@ -778,6 +789,24 @@ mod tests {
         let err = HiddenWriter::open(&dir, target("t"), data, h, lengths, &[2], 1).err().unwrap().to_string();
         assert!(err.contains("hidden-00001.safetensors") && err.contains("redo just that shard"), "{err}");
         assert_eq!(std::fs::read(&shard).unwrap(), bytes);
+    }
+
+    #[test]
+    fn an_empty_cache_starts_afresh_for_any_target_or_dataset() {
+        let dir = tmpdir("empty");
+        let (h, lengths) = (2, vec![2, 2]);
+        let data = serde_json::json!({"shards": ["aa"]});
+        // Stopped before its first shard: the manifest lists none.
+        drop(HiddenWriter::open(&dir, target("t"), data, h, lengths.clone(), &[2], 1).unwrap());
+        std::fs::write(dir.join("hidden-00000.safetensors.tmp"), b"torn").unwrap();
+        let other = serde_json::json!({"shards": ["bb"]});
+        let mut w = HiddenWriter::open(&dir, target("u"), other.clone(), h, lengths.clone(), &[2], 1).unwrap();
+        assert_eq!((w.kept(), w.next_sequence()), (None, 0));
+        assert!(!dir.join("hidden-00000.safetensors.tmp").exists(), "its leftovers removed");
+        w.push(&rows(0, 2, h)).unwrap();
+        w.push(&rows(1, 2, h)).unwrap();
+        let manifest = w.finish().unwrap();
+        assert!(manifest.complete && manifest.dataset == other && manifest.target == target("u"));
     }
 
     #[test]
