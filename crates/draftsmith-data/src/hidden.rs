@@ -271,79 +271,85 @@ impl HiddenWriter {
             shards: Vec::new(),
             complete: false,
         };
-        let existing = match dir.join(HIDDEN_MANIFEST_FILE).exists() {
-            true => Some(read_hidden_manifest(dir)?),
-            false => None,
-        };
-        let manifested = existing.is_some();
-        let (manifest, redo) = if let Some(existing) = existing.filter(|m| !m.shards.is_empty()) {
-            let mismatch = |field: &'static str, existing: String, given: String| DataError::ResumeMismatch {
-                dir: dir.to_path_buf(),
-                field,
-                existing,
-                given,
-            };
-            if existing.target != fresh.target {
-                return Err(mismatch("target", format!("{:?}", existing.target), format!("{:?}", fresh.target)));
-            }
-            if existing.dataset == fresh.dataset {
-                let shape = |m: &HiddenManifest| {
-                    format!("{} sequences, {} tokens, hidden {}", m.sequences, m.tokens, m.hidden_size)
+        let existing = if dir.join(HIDDEN_MANIFEST_FILE).exists() { Some(read_hidden_manifest(dir)?) } else { None };
+        let (manifest, redo) = match existing {
+            Some(existing) if !existing.shards.is_empty() => {
+                let mismatch = |field: &'static str, existing: String, given: String| DataError::ResumeMismatch {
+                    dir: dir.to_path_buf(),
+                    field,
+                    existing,
+                    given,
                 };
-                if shape(&existing) != shape(&fresh) {
-                    return Err(mismatch("size", shape(&existing), shape(&fresh)));
+                if existing.target != fresh.target {
+                    return Err(mismatch("target", format!("{:?}", existing.target), format!("{:?}", fresh.target)));
                 }
-                let redo = check_shards(dir, &existing.shards, hidden_size, &lengths)?;
-                let listed: Vec<&str> = existing.shards.iter().map(|s| s.file.as_str()).collect();
-                remove_leftovers(dir, &LAYOUT, &listed)?;
-                (existing, redo)
-            } else {
-                // Another state of the dataset (a later `distill --limit` appends shards and
-                // completes its last partial one): the sequences of the shards both share are
-                // the same, so the cache's shards that lie within them are kept.
-                let common = shared_shards(&existing.dataset, &fresh.dataset);
-                if common == 0 {
-                    let (was, now) = describe_datasets(&existing.dataset, &fresh.dataset);
-                    return Err(mismatch("dataset", was, now));
-                }
-                if existing.hidden_size != hidden_size {
-                    let hidden = |h: usize| format!("hidden {h}");
-                    return Err(mismatch("size", hidden(existing.hidden_size), hidden(hidden_size)));
-                }
-                let same = shard_sequences.iter().take(common).sum::<usize>().min(lengths.len());
-                let shards: Vec<HiddenShardInfo> =
-                    existing.shards.iter().take_while(|s| s.first_sequence + s.sequences <= same).cloned().collect();
-                let redo = check_shards(dir, &shards, hidden_size, &lengths)?;
-                // What an interrupted run left is judged against the manifest it ran with;
-                // nothing is changed before every check has passed.
-                let listed: Vec<&str> = existing.shards.iter().map(|s| s.file.as_str()).collect();
-                remove_leftovers(dir, &LAYOUT, &listed)?;
-                let updated = HiddenManifest { shards, ..fresh };
-                kept =
-                    Some(Kept { sequences: updated.sequences_done(), of: existing.sequences_done(), shards: common });
-                // The dropped shards (listed, so this cache's own) go first: killed in between,
-                // the old manifest still lists them and the next run drops them again.
-                for dropped in &existing.shards[updated.shards.len()..] {
-                    let path = dir.join(&dropped.file);
-                    match std::fs::remove_file(&path) {
-                        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(DataError::io(&path)(e)),
-                        _ => {}
+                if existing.dataset == fresh.dataset {
+                    let shape = |m: &HiddenManifest| {
+                        format!("{} sequences, {} tokens, hidden {}", m.sequences, m.tokens, m.hidden_size)
+                    };
+                    if shape(&existing) != shape(&fresh) {
+                        return Err(mismatch("size", shape(&existing), shape(&fresh)));
                     }
+                    let redo = check_shards(dir, &existing.shards, hidden_size, &lengths)?;
+                    let listed: Vec<&str> = existing.shards.iter().map(|s| s.file.as_str()).collect();
+                    remove_leftovers(dir, &LAYOUT, &listed)?;
+                    (existing, redo)
+                } else {
+                    // Another state of the dataset (a later `distill --limit` appends shards and
+                    // completes its last partial one): the sequences of the shards both share are
+                    // the same, so the cache's shards that lie within them are kept.
+                    let common = shared_shards(&existing.dataset, &fresh.dataset);
+                    if common == 0 {
+                        let (was, now) = describe_datasets(&existing.dataset, &fresh.dataset);
+                        return Err(mismatch("dataset", was, now));
+                    }
+                    if existing.hidden_size != hidden_size {
+                        let hidden = |h: usize| format!("hidden {h}");
+                        return Err(mismatch("size", hidden(existing.hidden_size), hidden(hidden_size)));
+                    }
+                    let same = shard_sequences.iter().take(common).sum::<usize>().min(lengths.len());
+                    let shards: Vec<HiddenShardInfo> = existing
+                        .shards
+                        .iter()
+                        .take_while(|s| s.first_sequence + s.sequences <= same)
+                        .cloned()
+                        .collect();
+                    let redo = check_shards(dir, &shards, hidden_size, &lengths)?;
+                    // What an interrupted run left is judged against the manifest it ran with;
+                    // nothing is changed before every check has passed.
+                    let listed: Vec<&str> = existing.shards.iter().map(|s| s.file.as_str()).collect();
+                    remove_leftovers(dir, &LAYOUT, &listed)?;
+                    let updated = HiddenManifest { shards, ..fresh };
+                    kept = Some(Kept {
+                        sequences: updated.sequences_done(),
+                        of: existing.sequences_done(),
+                        shards: common,
+                    });
+                    // The dropped shards (listed, so this cache's own) go first: killed in between,
+                    // the old manifest still lists them and the next run drops them again.
+                    for dropped in &existing.shards[updated.shards.len()..] {
+                        let path = dir.join(&dropped.file);
+                        match std::fs::remove_file(&path) {
+                            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(DataError::io(&path)(e)),
+                            _ => {}
+                        }
+                    }
+                    write_manifest(dir, &updated)?;
+                    (updated, redo)
                 }
-                write_manifest(dir, &updated)?;
-                (updated, redo)
             }
-        } else {
-            if manifested {
-                // A manifest that lists no shard (a first run stopped before its first shard,
-                // for whatever target or state of the dataset): nothing to keep or to protect.
-                // What that run left half-written is its own.
-                remove_leftovers(dir, &LAYOUT, &[])?;
-            } else {
-                refuse_unmanifested_shards(dir, &LAYOUT)?;
+            empty => {
+                if empty.is_some() {
+                    // A manifest that lists no shard (a first run stopped before its first
+                    // shard, for whatever target or state of the dataset): nothing to keep or to
+                    // protect. What that run left half-written is its own.
+                    remove_leftovers(dir, &LAYOUT, &[])?;
+                } else {
+                    refuse_unmanifested_shards(dir, &LAYOUT)?;
+                }
+                write_manifest(dir, &fresh)?;
+                (fresh, Vec::new())
             }
-            write_manifest(dir, &fresh)?;
-            (fresh, Vec::new())
         };
         let mut writer = Self {
             dir: dir.to_path_buf(),
