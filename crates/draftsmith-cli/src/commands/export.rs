@@ -84,7 +84,7 @@ pub fn run(args: ExportArgs) -> Result<()> {
     );
     for file in &exported.files {
         let bytes = std::fs::metadata(file).map(|m| m.len()).unwrap_or(0);
-        println!("  {} ({:.1} MB)", file.display(), bytes as f64 / 1e6);
+        println!("  {} ({})", file.display(), indicatif::HumanBytes(bytes));
     }
     Ok(())
 }
