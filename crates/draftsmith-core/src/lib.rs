@@ -34,6 +34,7 @@ pub mod beams;
 pub mod digest;
 pub mod fsio;
 pub mod seq;
+pub mod stamp;
 pub mod tree;
 
 pub use beams::{

@@ -126,6 +126,12 @@ impl FetchError {
     }
 }
 
+impl From<draftsmith_core::stamp::StatError> for FetchError {
+    fn from(e: draftsmith_core::stamp::StatError) -> Self {
+        FetchError::io(e.path, "stat", e.source)
+    }
+}
+
 /// Shorthand for results of this crate.
 pub type Result<T, E = FetchError> = std::result::Result<T, E>;
 

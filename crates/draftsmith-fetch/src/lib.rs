@@ -39,8 +39,10 @@ mod extract;
 mod fetch;
 mod hash;
 mod paths;
-mod stamp;
 mod verify;
+
+// The verification stamps are draftsmith-core's: model fingerprints read and write them too.
+use draftsmith_core::stamp;
 
 #[cfg(test)]
 mod tests;

@@ -4,20 +4,23 @@
 use std::io::Read;
 use std::path::Path;
 
-use draftsmith_core::digest::{hex, sha256_file, Digest, Sha256};
+use draftsmith_core::digest::{hex, Digest, Sha256};
+use draftsmith_core::stamp::sha256_file_stamped;
 
 use crate::error::ModelError;
 
-/// sha256 (hex) of a GGUF file; for a Hugging Face directory, of `config.json` and each
-/// safetensors file's name, size and header (the tensor table with every offset), which
-/// identifies the weights without reading gigabytes.
+/// sha256 (hex) of a GGUF file: what a fresh `<file>.sha256` stamp beside it records, else
+/// hashed and stamped (`fetch` stamps the models it verifies; a user's own GGUF is read in full
+/// once, not by every command that checks a drafter or a dataset against it). For a Hugging
+/// Face directory, of `config.json` and each safetensors file's name, size and header (the
+/// tensor table with every offset), which identifies the weights without reading gigabytes.
 pub fn weights_sha256(path: &Path) -> Result<String, ModelError> {
     let io = |p: &Path| {
         let p = p.to_path_buf();
         move |source| ModelError::Io { path: p, source }
     };
     if path.is_file() {
-        return sha256_file(path).map_err(io(path));
+        return sha256_file_stamped(path).map_err(io(path));
     }
     let mut hasher = Sha256::new();
     {
