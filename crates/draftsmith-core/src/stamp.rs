@@ -27,11 +27,13 @@ pub struct Stamp {
     files: Vec<FileStat>,
 }
 
-/// A failed look at an artifact's files: which path, and what the system said.
+/// A failed look at an artifact's files: what was tried on which path, and what the system said.
 #[derive(Debug, thiserror::Error)]
-#[error("{path}: {source}")]
+#[error("{}: cannot {action}: {source}", path.display())]
 pub struct StatError {
     pub path: PathBuf,
+    /// `stat` or `list directory`.
+    pub action: &'static str,
     #[source]
     pub source: io::Error,
 }
@@ -44,7 +46,8 @@ pub fn stamp_path(path: &Path) -> PathBuf {
 }
 
 fn stat(path: &Path, name: String) -> Result<FileStat, StatError> {
-    let meta = std::fs::metadata(path).map_err(|source| StatError { path: path.to_path_buf(), source })?;
+    let meta =
+        std::fs::metadata(path).map_err(|source| StatError { path: path.to_path_buf(), action: "stat", source })?;
     let mtime_ns = meta.modified().ok().and_then(|t| t.duration_since(UNIX_EPOCH).ok()).map_or(0, |d| d.as_nanos());
     Ok(FileStat { name, size: meta.len(), mtime_ns })
 }
@@ -54,7 +57,7 @@ fn snapshot(path: &Path) -> Result<Vec<FileStat>, StatError> {
     if !path.is_dir() {
         return Ok(vec![stat(path, String::new())?]);
     }
-    let list_error = |source| StatError { path: path.to_path_buf(), source };
+    let list_error = |source| StatError { path: path.to_path_buf(), action: "list directory", source };
     let mut files = Vec::new();
     for entry in std::fs::read_dir(path).map_err(list_error)? {
         let entry = entry.map_err(list_error)?;

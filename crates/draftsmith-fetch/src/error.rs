@@ -128,7 +128,7 @@ impl FetchError {
 
 impl From<draftsmith_core::stamp::StatError> for FetchError {
     fn from(e: draftsmith_core::stamp::StatError) -> Self {
-        FetchError::io(e.path, "stat", e.source)
+        FetchError::io(e.path, e.action, e.source)
     }
 }
 
