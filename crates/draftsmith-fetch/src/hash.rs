@@ -1,8 +1,7 @@
 //! sha256 of files, of directories, and of bytes as they are written.
 
 use std::cell::Cell;
-use std::fs::File;
-use std::io::{self, Read, Write};
+use std::io::{self, Write};
 use std::path::Path;
 
 use draftsmith_core::digest::{Digest, Sha256};
@@ -23,20 +22,10 @@ pub(crate) fn files_hashed() -> u64 {
 
 pub(crate) use draftsmith_core::digest::hex;
 
-/// sha256 (hex) of a file's contents.
+/// sha256 (hex) of a file's contents ([`draftsmith_core::digest::sha256_file`], counted).
 pub(crate) fn sha256_file(path: &Path) -> Result<String> {
     FILES_HASHED.with(|c| c.set(c.get() + 1));
-    let mut file = File::open(path).map_err(|e| FetchError::io(path, "open for hashing", e))?;
-    let mut hasher = Sha256::new();
-    let mut buf = vec![0u8; 1 << 20];
-    loop {
-        let n = file.read(&mut buf).map_err(|e| FetchError::io(path, "read for hashing", e))?;
-        if n == 0 {
-            break;
-        }
-        hasher.update(&buf[..n]);
-    }
-    Ok(hex(&hasher.finalize()))
+    draftsmith_core::digest::sha256_file(path).map_err(|e| FetchError::io(path, "hash", e))
 }
 
 /// The digest of a directory listing: sha256 over `"<sha256>  <name>\n"`
