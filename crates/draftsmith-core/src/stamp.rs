@@ -109,9 +109,10 @@ pub fn sha256_file_stamped(path: &Path) -> io::Result<String> {
     if let Some(sha) = recorded(path) {
         return Ok(sha);
     }
-    let before = Stamp::take(path, "").map_err(|e| e.source)?;
+    // Taken before hashing, as [`Stamp::take`] is: a change while hashing leaves a stale stamp.
+    let files = snapshot(path).map_err(|e| e.source)?;
     let sha = crate::digest::sha256_file(path)?;
-    Stamp { sha256: sha.clone(), ..before }.save(path);
+    Stamp { sha256: sha.clone(), files }.save(path);
     Ok(sha)
 }
 
