@@ -44,7 +44,7 @@ pub struct EvalArgs {
     /// (git-ignored; recorded results go under eval/results/ by an explicit --out).
     #[arg(long)]
     pub out: Option<PathBuf>,
-    /// Reuse the `ar` records of an earlier eval's `records.jsonl` (records whose prompt ids
+    /// Reuse the `ar` records of an earlier eval (its directory, or its `records.jsonl`; records whose prompt ids
     /// differ are ignored) instead of decoding the baseline again. The eval's `manifest.json`
     /// beside them must show the same model, engine, --max-new-tokens, chat template, EOS
     /// handling, sampling, penalty and --turn-tokens.

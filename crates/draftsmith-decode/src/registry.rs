@@ -229,6 +229,8 @@ pub fn validate_method(method: Method, params: &MethodParams) -> Result<(), Deco
     let invalid = |param: &'static str, value: String, problem: &str| {
         Err(DecodeError::InvalidParam { method: method.to_string(), param, value, problem: problem.into() })
     };
+    // The penalty shapes every method's target logits, `ar`'s too.
+    params.sampling().validate()?;
     if method.uses_draft_len() && params.draft_len > MAX_DRAFT_LEN {
         let problem = format!("at most {MAX_DRAFT_LEN} (a pass over that many draft tokens costs many steps)");
         return invalid("draft_len", params.draft_len.to_string(), &problem);
@@ -644,6 +646,11 @@ mod tests {
         let err = validate_method(Method::ReDrafter, &rd(usize::MAX, 5)).unwrap_err().to_string();
         assert!(err.contains("beam_width") && err.contains("at most 4096"), "{err}");
         assert!(validate_method(Method::ReDrafter, &rd(64, 5)).is_ok(), "the recipes' widest beams");
+        for penalty in [-1.0, 0.0, f64::NAN, f64::INFINITY] {
+            let bad = MethodParams { penalty, ..MethodParams::default() };
+            let err = validate_method(Method::Ar, &bad).unwrap_err().to_string();
+            assert!(err.contains("repetition_penalty"), "{penalty}: {err}");
+        }
     }
 
     #[test]

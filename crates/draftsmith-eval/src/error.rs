@@ -35,8 +35,8 @@ pub enum EvalError {
     ManifestMismatch { path: PathBuf, differences: Vec<String> },
     #[error("{path}: its ar records decoded otherwise than this eval ({}); run without --reuse-ar-from", differences.join("; "))]
     ArSourceMismatch { path: PathBuf, differences: Vec<String> },
-    #[error("{dir}: has {records} but no manifest.json; refusing to resume into it")]
-    NoManifest { dir: PathBuf, records: PathBuf },
+    #[error("{dir}: has {file} but no manifest.json, so it is not an eval to resume; refusing to write over it (choose another --out)")]
+    NoManifest { dir: PathBuf, file: PathBuf },
     #[error("{path}: recipe: {problem}")]
     Recipe { path: std::path::PathBuf, problem: String },
     #[error("{}: not a summary: {problem}", path.display())]

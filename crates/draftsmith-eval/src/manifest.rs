@@ -7,10 +7,15 @@ use draftsmith_decode::{DraftTokens, DraftWeights, Method, MethodParams, Samplin
 use serde::{Deserialize, Serialize};
 
 use crate::error::EvalError;
+use crate::evaluate::{REPORT_FILE, SUMMARY_FILE};
+use crate::plot::PLOT_FILE;
 use crate::records::RECORDS_FILE;
 
 /// File name of the manifest inside an eval directory.
 pub const MANIFEST_FILE: &str = "manifest.json";
+
+/// The files an eval writes beside its manifest.
+const EVAL_FILES: [&str; 4] = [RECORDS_FILE, SUMMARY_FILE, REPORT_FILE, PLOT_FILE];
 /// Bumped when records or the manifest change shape.
 pub const SCHEMA_VERSION: u32 = 1;
 
@@ -159,9 +164,10 @@ pub fn prepare_dir(dir: &Path, manifest: &Manifest) -> Result<bool, EvalError> {
         }
         return Ok(true);
     }
-    let records = dir.join(RECORDS_FILE);
-    if records.exists() {
-        return Err(EvalError::NoManifest { dir: dir.to_path_buf(), records });
+    // Without a manifest the directory is not an eval's: refuse to write over files of the names
+    // an eval writes (another tool's, a drafter run's `summary.json`); others are left alone.
+    if let Some(file) = EVAL_FILES.iter().map(|name| dir.join(name)).find(|file| file.exists()) {
+        return Err(EvalError::NoManifest { dir: dir.to_path_buf(), file });
     }
     std::fs::create_dir_all(dir).map_err(EvalError::io(dir))?;
     write_atomic(&path, &serde_json::to_string_pretty(manifest).expect("manifest serializes"))?;
@@ -330,5 +336,19 @@ mod tests {
         std::fs::create_dir_all(&bare).unwrap();
         std::fs::write(bare.join(RECORDS_FILE), "").unwrap();
         assert!(prepare_dir(&bare, &m).unwrap_err().to_string().contains("no manifest.json"));
+        // A drafter run's directory (its own summary.json) is not written over either.
+        let run = dir.join("run");
+        std::fs::create_dir_all(&run).unwrap();
+        std::fs::write(run.join("summary.json"), "{\"steps\": 2292}").unwrap();
+        std::fs::write(run.join("drafter.safetensors"), "weights").unwrap();
+        let err = prepare_dir(&run, &m).unwrap_err().to_string();
+        assert!(err.contains("summary.json") && err.contains("no manifest.json"), "{err}");
+        assert_eq!(std::fs::read_to_string(run.join("summary.json")).unwrap(), "{\"steps\": 2292}");
+        assert!(!run.join(MANIFEST_FILE).exists());
+        // Other files alone do not stop an eval.
+        let other = dir.join("other");
+        std::fs::create_dir_all(&other).unwrap();
+        std::fs::write(other.join("notes.txt"), "mine").unwrap();
+        assert!(!prepare_dir(&other, &m).unwrap());
     }
 }

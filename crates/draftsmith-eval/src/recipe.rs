@@ -112,10 +112,12 @@ pub struct GridPoint {
 }
 
 /// A grid value as it appears in a point's directory name: strings bare, lists joined with
-/// `-` (`drafter=distilled`, `tree=1-3-3-3`), numbers and booleans as written.
+/// `-` (`drafter=distilled`, `tree=1-3-3-3`), numbers and booleans as written. A path's
+/// separators become `_` (`drafter=runs_a`), so every point's directory stays one level inside
+/// the recipe's, whatever the value.
 fn label_value(v: &serde_json::Value) -> String {
     match v {
-        serde_json::Value::String(s) => s.clone(),
+        serde_json::Value::String(s) => s.replace(['/', '\\'], "_"),
         serde_json::Value::Array(items) => items.iter().map(label_value).collect::<Vec<_>>().join("-"),
         other => other.to_string(),
     }
@@ -333,6 +335,8 @@ mod tests {
             ("tokens", "max_new_tokens = 0\n", "max_new_tokens"),
             ("limit", "limit = 0\n", "limit"),
             ("twice", "[grid]\ndraft_len = [2, 2]\n", "draft_len=2"),
+            // Refused when read, not when the run reaches the point.
+            ("penalty", "[grid]\npenalty = [1.0, -1.0]\n", "penalty=-1.0: sampling"),
         ] {
             let path = write(name, &format!("{base}{extra}"));
             let err = Recipe::read(&path).unwrap_err().to_string();
@@ -351,7 +355,7 @@ mod tests {
             [
                 "`prompts` nowhere/p.jsonl",
                 "`model` nowhere/m.gguf",
-                "`drafter` of grid point drafter=nowhere/d nowhere/d"
+                "`drafter` of grid point drafter=nowhere_d nowhere/d"
             ]
         );
         let named = "name = \"n\"\nprompts = \"mt-bench\"\nmethods = [\"ar\"]\n";
@@ -366,6 +370,13 @@ mod tests {
         assert_eq!(recipe.drafters[0].train.horizon, 4);
         assert!(recipe.drafters[0].distill.ground_truth);
         assert_eq!(points[0].label, "drafter=gt", "string values without quotes");
+        let paths = "name = \"p\"\nprompts = \"mt-bench\"\nmethods = [\"redrafter\"]\n[grid]\ndrafter = [\"../../x\", \"/abs/y\"]\n";
+        let (by_path, path_points) = Recipe::read(&write("drafter-paths", paths)).unwrap();
+        let labels: Vec<&str> = path_points.iter().map(|p| p.label.as_str()).collect();
+        assert_eq!(labels, ["drafter=.._.._x", "drafter=_abs_y"], "a path's separators do not nest directories");
+        assert_eq!(path_points[0].params.drafter.as_deref(), Some("../../x"));
+        let results = Path::new("r");
+        assert_eq!(by_path.point_dir(results, &path_points[0]), results.join("p").join("drafter=.._.._x"));
         let dirs: Vec<String> = points.iter().map(|p| p.params.drafter.clone().unwrap()).collect();
         assert_eq!(dirs, vec!["checkpoints/t4/gt".to_string(), "somewhere/else".to_string()]);
         let bad = text.replace("horizon = 4", "horizon = 4, learning_rate = 1.0");

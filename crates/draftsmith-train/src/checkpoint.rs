@@ -10,6 +10,8 @@ use burn::record::{FullPrecisionSettings, NamedMpkFileRecorder, Recorder};
 use burn::tensor::backend::AutodiffBackend;
 use serde::{Deserialize, Serialize};
 
+use draftsmith_heads::redrafter::WEIGHTS_FILE;
+
 use crate::error::TrainError;
 
 /// Where the loop stood.
@@ -94,7 +96,10 @@ where
     M: AutodiffModule<AB>,
     O: Optimizer<M, AB>,
 {
-    let Some(state) = read_state(run)? else { return Ok((fresh, optim, 0)) };
+    let Some(state) = read_state(run)? else {
+        nothing_to_replace(run)?;
+        return Ok((fresh, optim, 0));
+    };
     let dir = checkpoint_dir(run);
     same_run(&dir, &state.fingerprint, fingerprint)?;
     check_export(&dir)?;
@@ -119,7 +124,23 @@ where
 pub fn check_resumable(run: &Path, fingerprint: &serde_json::Value) -> Result<(), TrainError> {
     match read_state(run)? {
         Some(state) => same_run(&checkpoint_dir(run), &state.fingerprint, fingerprint),
-        None => Ok(()),
+        None => nothing_to_replace(run),
+    }
+}
+
+/// A run starting afresh writes its drafter into `run`: refused when `run` already holds one
+/// without a checkpoint to resume (an exported or copied drafter), which it would replace.
+fn nothing_to_replace(run: &Path) -> Result<(), TrainError> {
+    let weights = run.join(WEIGHTS_FILE);
+    match weights.exists() {
+        true => Err(TrainError::Dir {
+            path: run.to_path_buf(),
+            problem: format!(
+                "holds a drafter ({WEIGHTS_FILE}) but no training checkpoint to resume, and a fresh run would \
+                 replace it; use a new run directory or move the drafter"
+            ),
+        }),
+        false => Ok(()),
     }
 }
 

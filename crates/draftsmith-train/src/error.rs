@@ -18,6 +18,9 @@ pub enum TrainError {
     NoExamples(String),
     #[error("invalid training config: {0}")]
     Config(String),
+    /// A run, source or output directory that cannot be used as asked.
+    #[error("{}: {problem}", path.display())]
+    Dir { path: PathBuf, problem: String },
     #[error(transparent)]
     Data(#[from] draftsmith_data::DataError),
     #[error(transparent)]

@@ -41,13 +41,15 @@ pub fn run_drafter(run: &Path) -> Result<PathBuf, TrainError> {
         Ok(checkpoint)
     } else if !run.is_dir() {
         let what = if run.exists() { "is not a directory" } else { "does not exist" };
-        Err(TrainError::Config(format!("{}: {what} (give a training run's directory)", run.display())))
+        Err(TrainError::Dir { path: run.to_path_buf(), problem: format!("{what} (give a training run's directory)") })
     } else {
-        Err(TrainError::Config(format!(
-            "{}: no exported drafter ({WEIGHTS_FILE}) and no checkpoint with one ({}) (has `draftsmith train` finished a checkpoint here?)",
-            run.display(),
-            checkpoint.join(WEIGHTS_FILE).display()
-        )))
+        Err(TrainError::Dir {
+            path: run.to_path_buf(),
+            problem: format!(
+                "no exported drafter ({WEIGHTS_FILE}) and no checkpoint with one ({}) (has `draftsmith train` finished a checkpoint here?)",
+                checkpoint.join(WEIGHTS_FILE).display()
+            ),
+        })
     }
 }
 
@@ -105,6 +107,7 @@ pub fn export_drafter<B: Backend>(
     let identity = target.map(|t| &t.identity);
     let config_path = source.join(CONFIG_FILE);
     let refuse = |problem: String| TrainError::Heads(HeadsError::Config { path: config_path.clone(), problem });
+    no_other_layout(out, format)?;
     match (kind, format) {
         (DrafterKind::TokenSwift, ExportFormat::Reference) => Err(refuse(
             "TokenSwift heads have no reference checkpoint layout that another runtime loads; \
@@ -156,6 +159,26 @@ pub fn export_drafter<B: Backend>(
             );
             Ok(Exported { kind, format, files, target: file.target, description })
         }
+    }
+}
+
+/// Both layouts name their config `config.json`: an export into a directory holding the other
+/// layout's weights (a run's own directory, say) would leave those weights beside a config that
+/// does not describe them, so it is refused before anything is written.
+fn no_other_layout(out: &Path, format: ExportFormat) -> Result<(), TrainError> {
+    let other = match format {
+        ExportFormat::Draftsmith => REFERENCE_WEIGHTS_FILE,
+        ExportFormat::Reference => WEIGHTS_FILE,
+    };
+    match out.join(other).exists() {
+        true => Err(TrainError::Dir {
+            path: out.to_path_buf(),
+            problem: format!(
+                "holds {other}, a drafter in the other layout, whose {CONFIG_FILE} a {format} export would replace; \
+                 choose another --out"
+            ),
+        }),
+        false => Ok(()),
     }
 }
 

@@ -69,6 +69,19 @@ fn a_reference_export_checks_the_target_and_tokenswift_has_none() {
     .unwrap_err()
     .to_string();
     assert!(e.contains("f32 only"), "{e}");
+    // The run's own directory holds its draftsmith-layout drafter: a reference export there
+    // would replace its config.json, so it is refused and the run left as it was.
+    let config = std::fs::read(run.join("config.json")).unwrap();
+    let e = export_drafter::<B>(&run, &run, reference(), Some(&right), &dev).unwrap_err().to_string();
+    assert!(e.contains("holds drafter.safetensors") && e.contains("choose another --out"), "{e}");
+    assert_eq!(std::fs::read(run.join("config.json")).unwrap(), config);
+    assert!(!run.join("model.safetensors").exists());
+    // And the other way round: a draftsmith export over a reference export.
+    let e = export_drafter::<B>(&run, &run.join("c"), ExportOptions::default(), None, &dev).unwrap_err().to_string();
+    assert!(e.contains("holds model.safetensors"), "{e}");
+    // Into its own directory in its own layout it only rewrites the same bytes.
+    export_drafter::<B>(&run, &run, ExportOptions::default(), None, &dev).unwrap();
+    assert_eq!(std::fs::read(run.join("config.json")).unwrap(), config);
 
     let ts = tmpdir("tokenswift");
     let cfg = TokenSwiftConfig::new(40, 8);

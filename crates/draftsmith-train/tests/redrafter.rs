@@ -216,6 +216,21 @@ fn a_killed_run_resumes_to_the_same_weights() {
             computed |= matches!(e, draftsmith_train::TrainEvent::Hidden { .. })
         });
     assert!(!computed, "refused before the hidden-state pass");
+
+    // A directory holding a drafter but no checkpoint (an exported copy) is not trained over.
+    let exported = tmp("exported");
+    std::fs::create_dir_all(&exported).unwrap();
+    for file in ["drafter.safetensors", "config.json"] {
+        std::fs::copy(whole.join(file), exported.join(file)).unwrap();
+    }
+    let err =
+        train_redrafter::<AB>(&model, &identity(), &seqs, &cfg, &exported, serde_json::json!("d"), None, &mut |_| {})
+            .unwrap_err();
+    assert!(err.to_string().contains("holds a drafter (drafter.safetensors) but no training checkpoint"), "{err}");
+    assert_eq!(
+        std::fs::read(exported.join("drafter.safetensors")).unwrap(),
+        std::fs::read(whole.join("drafter.safetensors")).unwrap()
+    );
 }
 
 #[test]

@@ -169,6 +169,29 @@ fn a_killed_run_resumes_to_the_same_weights_and_bad_settings_are_refused() {
         train_tokenswift::<AB>(&model, &identity(), &[], &[], &cfg, &tmp("empty"), serde_json::json!("d"), &mut |_| {}),
         Err(TrainError::NoExamples(_))
     ));
+
+    // A directory holding heads but no checkpoint (an exported copy) is not trained over.
+    let exported = tmp("exported");
+    std::fs::create_dir_all(&exported).unwrap();
+    for file in ["drafter.safetensors", "config.json"] {
+        std::fs::copy(whole.join(file), exported.join(file)).unwrap();
+    }
+    let err = train_tokenswift::<AB>(
+        &model,
+        &identity(),
+        &data[2..],
+        &data[..2],
+        &cfg,
+        &exported,
+        serde_json::json!("d"),
+        &mut |_| {},
+    )
+    .unwrap_err();
+    assert!(err.to_string().contains("holds a drafter (drafter.safetensors) but no training checkpoint"), "{err}");
+    assert_eq!(
+        std::fs::read(exported.join("drafter.safetensors")).unwrap(),
+        std::fs::read(whole.join("drafter.safetensors")).unwrap()
+    );
 }
 
 #[test]

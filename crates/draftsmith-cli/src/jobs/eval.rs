@@ -31,8 +31,16 @@ fn run_on<B: Backend>(args: &EvalArgs, device: &B::Device) -> Result<()> {
     if args.max_new_tokens == 0 {
         bail!("--max-new-tokens must be at least 1");
     }
-    if let Some(path) = args.reuse_ar_from.as_deref().filter(|p| !p.is_file()) {
-        bail!("--reuse-ar-from {}: no such records file (an earlier eval's records.jsonl)", path.display());
+    // An earlier eval's directory stands for its records file.
+    let reuse_ar_from = args.reuse_ar_from.as_deref().map(|p| match p.is_dir() {
+        true => p.join(draftsmith_eval::RECORDS_FILE),
+        false => p.to_path_buf(),
+    });
+    if let Some(path) = reuse_ar_from.as_deref().filter(|p| !p.is_file()) {
+        bail!(
+            "--reuse-ar-from {}: no such records file (an earlier eval's directory or its records.jsonl)",
+            path.display()
+        );
     }
     let set = draftsmith_eval::read_prompts(&resolve_prompts(&args.prompts)?, args.limit)?;
     let out = args.out.clone().unwrap_or_else(|| PathBuf::from(DEFAULT_RUNS_DIR).join(utc_stamp()));
@@ -73,7 +81,7 @@ fn run_on<B: Backend>(args: &EvalArgs, device: &B::Device) -> Result<()> {
         prompts: &prompts,
         stop_tokens: loaded.tokenizer.eos_ids(),
         command_line: &command_line,
-        reuse_ar_from: args.reuse_ar_from.as_deref(),
+        reuse_ar_from: reuse_ar_from.as_deref(),
     };
     let bar = ProgressBar::new(0);
     bar.set_style(
