@@ -25,7 +25,9 @@ pub struct ReproduceArgs {
     /// Activations of the quantized CPU path (see `generate --help`).
     #[arg(long, value_enum, default_value_t = crate::model_arg::ActivationsArg::Int8)]
     pub activations: crate::model_arg::ActivationsArg,
-    /// Only validate the recipe and list its grid points.
+    /// Only check the recipe (its keys, every grid point's values, that the files and
+    /// directories it names exist) and list its grid points; drafters and models are loaded, and
+    /// so checked, when the first point that uses them runs.
     #[arg(long)]
     pub dry_run: bool,
 }
