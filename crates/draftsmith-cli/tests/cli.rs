@@ -121,23 +121,30 @@ fn bad_arguments_are_clear_errors() {
 
 #[test]
 fn a_nan_in_the_weights_is_refused_rather_than_decoded() {
-    let dir = scratch("nan-weights");
-    std::fs::create_dir_all(&dir).unwrap();
-    for entry in std::fs::read_dir(fixture("tiny-llama")).unwrap() {
-        let entry = entry.unwrap();
-        std::fs::copy(entry.path(), dir.join(entry.file_name())).unwrap();
+    // A norm's scale is checked as it loads (the int8 activations would turn its NaN into
+    // finite numbers); a NaN in a matrix shows in the prompt's logits.
+    for (tensor, expected) in [
+        ("model.norm.weight", "tensor `model.norm.weight`: value 0 is NaN"),
+        ("model.layers.0.self_attn.q_proj.weight", "logits are not finite"),
+    ] {
+        let dir = scratch(&format!("nan-weights-{tensor}"));
+        std::fs::create_dir_all(&dir).unwrap();
+        for entry in std::fs::read_dir(fixture("tiny-llama")).unwrap() {
+            let entry = entry.unwrap();
+            std::fs::copy(entry.path(), dir.join(entry.file_name())).unwrap();
+        }
+        // The tensor's first weight (F32) set to NaN, in place.
+        let path = dir.join("model.safetensors");
+        let mut bytes = std::fs::read(&path).unwrap();
+        let n = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
+        let header: serde_json::Value = serde_json::from_slice(&bytes[8..8 + n]).unwrap();
+        let start = header[tensor]["data_offsets"][0].as_u64().unwrap() as usize;
+        bytes[8 + n + start..][..4].copy_from_slice(&f32::NAN.to_le_bytes());
+        std::fs::write(&path, bytes).unwrap();
+        let out = generate(&dir, &["--no-chat-template", "--max-new-tokens", "4"]);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success() && err.contains(expected), "{tensor}: {err}");
     }
-    // The final norm's first weight (F32) set to NaN, in place.
-    let path = dir.join("model.safetensors");
-    let mut bytes = std::fs::read(&path).unwrap();
-    let n = u64::from_le_bytes(bytes[..8].try_into().unwrap()) as usize;
-    let header: serde_json::Value = serde_json::from_slice(&bytes[8..8 + n]).unwrap();
-    let start = header["model.norm.weight"]["data_offsets"][0].as_u64().unwrap() as usize;
-    bytes[8 + n + start..][..4].copy_from_slice(&f32::NAN.to_le_bytes());
-    std::fs::write(&path, bytes).unwrap();
-    let out = generate(&dir, &["--no-chat-template", "--max-new-tokens", "4"]);
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success() && err.contains("logits are not finite"), "{err}");
 }
 
 #[test]

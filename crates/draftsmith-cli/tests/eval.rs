@@ -75,6 +75,19 @@ fn eval_reports_the_contract_is_lossless_and_resumes() {
     let changed = eval(&prompts, &out, &["--max-new-tokens", "11"]);
     let err = String::from_utf8_lossy(&changed.stderr);
     assert!(!changed.status.success() && err.contains("max_new_tokens: 11 vs 10"), "{err}");
+
+    // `ar` reused from the finished run, named by its directory; a run that decodes otherwise
+    // is refused before its own directory is written.
+    let reused = dir.join("reused");
+    let json =
+        last_json(&eval(&prompts, &reused, &["--max-new-tokens", "10", "--reuse-ar-from", out.to_str().unwrap()]));
+    assert_eq!(json["methods"]["prompt-lookup"]["lossless"], true);
+    assert_eq!(lines(reused.join("records.jsonl")), 4);
+    let other = dir.join("other");
+    let refused = eval(&prompts, &other, &["--max-new-tokens", "11", "--reuse-ar-from", out.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success() && err.contains("decoded otherwise"), "{err}");
+    assert!(!other.join("manifest.json").exists(), "nothing written");
 }
 
 #[test]

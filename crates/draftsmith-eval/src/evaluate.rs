@@ -62,13 +62,17 @@ pub fn evaluate<B: Backend>(
     for &m in &manifest.methods {
         draftsmith_decode::validate_method(m, &manifest.params)?;
     }
+    // Another eval's `ar` records are checked before this eval's directory is written.
+    let reuse_ar_from = input.reuse_ar_from.filter(|p| p.exists());
+    if let Some(other) = reuse_ar_from {
+        check_ar_source(other, manifest)?;
+    }
     let _lock = DirLock::acquire(input.out_dir, "eval")?;
     let resumed = prepare_dir(input.out_dir, manifest)?;
     let records_path = input.out_dir.join(RECORDS_FILE);
     let (mut log, existing) = RecordLog::open(&records_path)?;
     let mut done: HashSet<(String, draftsmith_decode::Method)> = existing.iter().map(Record::key).collect();
-    if let Some(other) = input.reuse_ar_from.filter(|p| p.exists()) {
-        check_ar_source(other, manifest)?;
+    if let Some(other) = reuse_ar_from {
         for record in read_records(other)? {
             let same_prompt = input.prompts.iter().any(|p| p.id == record.prompt_id && p.ids == record.prompt_ids);
             if record.method.is_ar() && same_prompt && done.insert(record.key()) {

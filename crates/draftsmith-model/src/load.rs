@@ -523,7 +523,7 @@ impl<B: Backend> Builder<'_, B> {
                     ffn: c.intermediate_size,
                     eps: c.rms_norm_eps,
                 };
-                let final_norm = self.source.load_f32("model.norm.weight")?;
+                let final_norm = self.load_vector("model.norm.weight")?;
                 let (activations, kv_keys) = (self.options.activations, self.options.kv_keys);
                 (Some(HostStack { layers, final_norm, dims, activations, kv_keys }), Vec::new())
             }
@@ -585,7 +585,7 @@ impl<B: Backend> Builder<'_, B> {
                 true => Some(
                     names
                         .iter()
-                        .map(|n| self.source.load_f32(&p(&format!("{n}.bias"))))
+                        .map(|n| self.load_vector(&p(&format!("{n}.bias"))))
                         .collect::<Result<Vec<_>, _>>()?
                         .concat(),
                 ),
@@ -595,10 +595,10 @@ impl<B: Backend> Builder<'_, B> {
         };
         let [qkv, o, gate_up, down] = &HOST_PROJECTIONS;
         Ok(HostLayer {
-            attn_norm: self.source.load_f32(&p("input_layernorm.weight"))?,
+            attn_norm: self.load_vector(&p("input_layernorm.weight"))?,
             qkv: proj(qkv)?,
             o: proj(o)?,
-            mlp_norm: self.source.load_f32(&p("post_attention_layernorm.weight"))?,
+            mlp_norm: self.load_vector(&p("post_attention_layernorm.weight"))?,
             gate_up: proj(gate_up)?,
             down: proj(down)?,
         })
@@ -629,9 +629,24 @@ impl<B: Backend> Builder<'_, B> {
     }
 
     fn vector(&self, name: &str) -> Result<Tensor<B, 1>, ModelError> {
-        let v = self.source.load_f32(name)?;
+        let v = self.load_vector(name)?;
         let n = v.len();
         Ok(Tensor::from_data(TensorData::new(v, [n]), self.device))
+    }
+
+    /// A 1-D weight (a norm's scale, a bias), refused when a value is NaN or infinite: the int8
+    /// activations would turn a NaN into finite numbers, so a damaged vector would decode fluent
+    /// garbage rather than fail the logits' check.
+    fn load_vector(&self, name: &str) -> Result<Vec<f32>, ModelError> {
+        let values = self.source.load_f32(name)?;
+        match values.iter().position(|v| !v.is_finite()) {
+            Some(i) => Err(ModelError::Tensor {
+                path: self.source.path().to_path_buf(),
+                name: self.source.display_name(name),
+                problem: format!("value {i} is {} (a damaged or badly converted model)", values[i]),
+            }),
+            None => Ok(values),
+        }
     }
 
     fn norm(&self, name: &str) -> Result<RmsNorm<B>, ModelError> {
@@ -670,7 +685,7 @@ impl<B: Backend> Builder<'_, B> {
             }
             _ => LinearWeight::Dense(self.matrix(name, true)?),
         };
-        let bias_host = bias.map(|b| self.source.load_f32(&b)).transpose()?;
+        let bias_host = bias.map(|b| self.load_vector(&b)).transpose()?;
         let bias = bias_host.as_ref().map(|b| Tensor::from_data(TensorData::new(b.clone(), [b.len()]), self.device));
         Ok(Linear { weight, bias, bias_host, out_features })
     }
