@@ -107,6 +107,26 @@ fn forward_rejects_bad_input() {
     assert!(err.contains("mask has 3 entries"), "{err}");
 }
 
+/// A cache doubles up to the model's context; a pass's slots past the context (a tree verified
+/// at the end of a long generation) grow it by twice those slots, not by a whole context.
+#[test]
+fn a_cache_grows_by_doubling_up_to_the_context_and_by_the_pass_past_it() {
+    for matmul in [draftsmith_model::MatmulWeights::Quantized, draftsmith_model::MatmulWeights::Dense] {
+        let model = model_with(Architecture::Llama, 3, matmul);
+        let context = model.config().max_position_embeddings;
+        let mut cache = model.new_cache(context / 2 + 1);
+        let d = model.config().num_kv_heads * model.config().head_dim;
+        let rows = |n: usize| vec![0.5f32; n * d];
+        cache.write_rows(0, context / 2, &rows(2), &rows(2));
+        assert_eq!(cache.capacity(), context, "{matmul:?}: doubling stops at the context");
+        cache.set_len(context - 3);
+        cache.write_rows(0, context - 3, &rows(10), &rows(10));
+        assert_eq!(cache.capacity(), context + 20, "{matmul:?}: the context plus twice the pass's 10 slots");
+        cache.write_rows(0, context - 2, &rows(12), &rows(12));
+        assert_eq!(cache.capacity(), context + 20, "{matmul:?}: a later pass of that size fits");
+    }
+}
+
 fn model_with(arch: Architecture, seed: u64, matmul: draftsmith_model::MatmulWeights) -> Model<B> {
     let config = tiny_config(arch);
     draftsmith_model::build_model::<B>(
