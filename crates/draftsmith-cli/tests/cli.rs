@@ -10,6 +10,14 @@ fn scratch(name: &str) -> std::path::PathBuf {
     common::scratch("cli-test", name)
 }
 
+/// The checked-in Hugging Face model directory's files, copied into `to`.
+fn copy_tiny_llama(to: &Path) {
+    for entry in std::fs::read_dir(fixture("tiny-llama")).unwrap() {
+        let entry = entry.unwrap();
+        std::fs::copy(entry.path(), to.join(entry.file_name())).unwrap();
+    }
+}
+
 fn generate(model: &Path, extra: &[&str]) -> Output {
     bin().args(["generate", "--model"]).arg(model).args(["--prompt", "the cat", "--json"]).args(extra).output().unwrap()
 }
@@ -44,10 +52,7 @@ fn hf_ids_use_a_prepopulated_cache_and_fail_fast_offline() {
     let home = scratch("hf");
     let snapshot = home.join("hub/models--tiny--llama/snapshots/0123456789abcdef");
     std::fs::create_dir_all(&snapshot).unwrap();
-    for entry in std::fs::read_dir(fixture("tiny-llama")).unwrap() {
-        let entry = entry.unwrap();
-        std::fs::copy(entry.path(), snapshot.join(entry.file_name())).unwrap();
-    }
+    copy_tiny_llama(&snapshot);
     std::fs::create_dir_all(home.join("hub/models--tiny--llama/refs")).unwrap();
     std::fs::write(home.join("hub/models--tiny--llama/refs/main"), "0123456789abcdef").unwrap();
     let out = bin()
@@ -129,10 +134,7 @@ fn a_nan_in_the_weights_is_refused_rather_than_decoded() {
     ] {
         let dir = scratch(&format!("nan-weights-{tensor}"));
         std::fs::create_dir_all(&dir).unwrap();
-        for entry in std::fs::read_dir(fixture("tiny-llama")).unwrap() {
-            let entry = entry.unwrap();
-            std::fs::copy(entry.path(), dir.join(entry.file_name())).unwrap();
-        }
+        copy_tiny_llama(&dir);
         // The tensor's first weight (F32) set to NaN, in place.
         let path = dir.join("model.safetensors");
         let mut bytes = std::fs::read(&path).unwrap();
