@@ -104,6 +104,20 @@ fn distill_writes_shards_and_resumes_without_redoing_work() {
         "finished shards are kept"
     );
 
+    // A file none of whose conversations is usable is refused, naming the first reason, before
+    // anything is written.
+    let roles = dir.join("roles.jsonl");
+    std::fs::write(&roles, "{\"id\": \"r\", \"messages\": [{\"role\": \"human\", \"content\": \"hi\"}]}\n").unwrap();
+    let unusable = distill(&roles, &dir.join("unusable"), &[]);
+    let err = String::from_utf8_lossy(&unusable.stderr);
+    assert!(
+        !unusable.status.success()
+            && err.contains("roles.jsonl: no usable conversation")
+            && err.contains("role `human` is not one of system, user, assistant"),
+        "{err}"
+    );
+    assert!(!dir.join("unusable").exists());
+
     let other = distill(&data, &out, &["--temperature", "0.5"]);
     assert!(!other.status.success());
     let err = String::from_utf8_lossy(&other.stderr);

@@ -191,6 +191,34 @@ fn distill_train_export_eval_is_lossless_and_stages_refuse_mismatched_inputs() {
         .output()
         .unwrap());
     assert!(e.contains("trained for target") || e.contains("does not fit"), "{e}");
+    // `reproduce --dry-run` loads every drafter the grid names against the recipe's target
+    // before any point runs, and writes nothing.
+    let recipe = dir.join("grid.toml");
+    let results = dir.join("results");
+    for (model, fits) in [(&tiny, true), (&other, false)] {
+        std::fs::write(
+            &recipe,
+            format!(
+                "name = \"g\"\nmodel = {:?}\nprompts = {:?}\nmethods = [\"ar\", \"redrafter\"]\n[grid]\ndrafter = [{:?}, {:?}]\n",
+                model.display().to_string(),
+                prompts.display().to_string(),
+                run.display().to_string(),
+                exported.display().to_string()
+            ),
+        )
+        .unwrap();
+        let out = bin().arg("reproduce").arg(&recipe).arg("--dry-run").arg("--results").arg(&results).output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.success(), fits, "{stderr}");
+        if !fits {
+            assert!(
+                stderr.contains("grid point drafter=")
+                    && (stderr.contains("trained for target") || stderr.contains("does not fit")),
+                "{stderr}"
+            );
+        }
+        assert!(!results.exists(), "a dry run writes nothing");
+    }
     let e = err(bin()
         .args(["eval", "--model"])
         .arg(&tiny)

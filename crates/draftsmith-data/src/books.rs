@@ -32,10 +32,12 @@ pub struct BookSplit {
 }
 
 /// Reads the books of `sources`: a directory (every `*.txt` in it, sorted by name) or a file
-/// (one book). Books shorter than `min_chars` are skipped. Names must be unique.
+/// (one book). Books of a directory shorter than `min_chars` are skipped; a file named on its
+/// own that short is an error. Names must be unique.
 pub fn read_books(sources: &[PathBuf], min_chars: usize) -> Result<Vec<Book>, DataError> {
     let mut books = Vec::new();
     for source in sources {
+        let named = !source.is_dir();
         let files = if source.is_dir() {
             let mut files: Vec<PathBuf> = std::fs::read_dir(source)
                 .map_err(|e| DataError::Io { path: source.clone(), source: e })?
@@ -57,7 +59,12 @@ pub fn read_books(sources: &[PathBuf], min_chars: usize) -> Result<Vec<Book>, Da
             let bytes = std::fs::read(&path).map_err(|e| DataError::Io { path: path.clone(), source: e })?;
             let text = String::from_utf8(bytes)
                 .map_err(|e| DataError::Books { path: path.clone(), problem: format!("not UTF-8 text ({e})") })?;
-            if text.chars().count() < min_chars {
+            let chars = text.chars().count();
+            if chars < min_chars && named {
+                let problem = format!("{chars} characters, shorter than the {min_chars} a book needs");
+                return Err(DataError::Books { path, problem });
+            }
+            if chars < min_chars {
                 continue;
             }
             let name = book_name(&path);
@@ -107,7 +114,7 @@ pub fn split_books(
     if let Some(missing) = eval_names.iter().find(|n| !books.iter().any(|b| &b.name == *n)) {
         let known: Vec<&str> = books.iter().map(|b| b.name.as_str()).collect();
         return Err(DataError::BookSplit(format!(
-            "eval book `{missing}` is not among the books read ({})",
+            "eval book `{missing}` is not among the books read ({}; a directory's books too short to train on are skipped)",
             known.join(", ")
         )));
     }
@@ -166,6 +173,11 @@ mod tests {
         let empty = dir_with(&[]);
         let err = read_books(std::slice::from_ref(&empty), 1).unwrap_err().to_string();
         assert!(err.contains(&empty.display().to_string()) && err.contains("no .txt"), "{err}");
+        let short = empty.join("short.txt");
+        std::fs::write(&short, "too short").unwrap();
+        let err = read_books(std::slice::from_ref(&short), 100).unwrap_err().to_string();
+        assert!(err.contains("short.txt") && err.contains("9 characters, shorter than the 100"), "{err}");
+        std::fs::remove_file(&short).unwrap();
         let missing = empty.join("nope.txt");
         assert!(read_books(std::slice::from_ref(&missing), 1)
             .unwrap_err()

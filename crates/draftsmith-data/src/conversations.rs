@@ -111,6 +111,9 @@ pub struct ReadReport {
     pub conversations: Vec<Conversation>,
     /// Conversations dropped as empty or having an unknown role.
     pub skipped: usize,
+    /// Why the first of them was dropped, naming it (``conversation `7`: role `tool` is not one
+    /// of system, user, assistant``).
+    pub first_skip: Option<String>,
     /// The file ended in the middle of a JSON array (every complete record before it is kept).
     /// Only known when the whole file was read, i.e. not when `limit` stopped reading early.
     pub truncated_tail: bool,
@@ -152,15 +155,24 @@ struct Collector {
 
 impl Collector {
     fn new(limit: usize) -> Self {
-        let report = ReadReport { conversations: Vec::new(), skipped: 0, truncated_tail: false };
+        let report = ReadReport { conversations: Vec::new(), skipped: 0, first_skip: None, truncated_tail: false };
         Collector { report, limit }
     }
 
-    /// Adds a conversation (`None` = unknown role); returns `true` once the limit is reached.
-    fn add(&mut self, conversation: Option<Conversation>) -> bool {
-        match conversation {
-            Some(c) if c.messages.iter().any(|m| !m.content.trim().is_empty()) => self.report.conversations.push(c),
-            _ => self.report.skipped += 1,
+    /// Adds a conversation, or counts one skipped for the reason given; returns `true` once the
+    /// limit is reached.
+    fn add(&mut self, conversation: Result<Conversation, String>) -> bool {
+        let skip = match conversation {
+            Ok(c) if c.messages.iter().any(|m| !m.content.trim().is_empty()) => {
+                self.report.conversations.push(c);
+                None
+            }
+            Ok(c) => Some(format!("conversation `{}` has no message with text", c.id)),
+            Err(reason) => Some(reason),
+        };
+        if let Some(reason) = skip {
+            self.report.skipped += 1;
+            self.report.first_skip.get_or_insert(reason);
         }
         self.full()
     }
@@ -204,22 +216,42 @@ struct RawRecord {
     prompt: Option<String>,
 }
 
-/// Parses one JSON record; `Ok(None)` means a role was unknown. `index` is the fallback id.
-fn parse_record(bytes: &[u8], index: usize) -> Result<Option<Conversation>, String> {
+/// The reason a conversation with an unknown role is skipped.
+fn unknown_role(id: &str, role: &str, field: &str, known: &str) -> String {
+    format!("conversation `{id}`: role `{role}` is not one of {known} (`{field}`)")
+}
+
+/// The roles of `messages` (JSONL and Parquet).
+const CHAT_ROLES: &str = "system, user, assistant";
+
+/// Parses one JSON record: `Err` is a malformed record, `Ok(Err(reason))` a conversation to
+/// skip (an unknown role). `index` is the fallback id.
+fn parse_record(bytes: &[u8], index: usize) -> Result<Result<Conversation, String>, String> {
     let raw: RawRecord = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
     let id = match raw.id.or(raw.question_id).or(raw.task_id) {
         Some(RawId::Str(s)) => s,
         Some(RawId::Int(i)) => i.to_string(),
         None => index.to_string(),
     };
-    let messages: Option<Vec<Message>> = if let Some(ms) = raw.messages {
-        ms.into_iter().map(|m| Role::from_chat(&m.role).map(|role| Message { role, content: m.content })).collect()
+    let messages: Result<Vec<Message>, String> = if let Some(ms) = raw.messages {
+        ms.into_iter()
+            .map(|m| match Role::from_chat(&m.role) {
+                Some(role) => Ok(Message { role, content: m.content }),
+                None => Err(unknown_role(&id, &m.role, "messages", CHAT_ROLES)),
+            })
+            .collect()
     } else if let Some(turns) = raw.conversations {
-        turns.into_iter().map(|t| Role::from_sharegpt(&t.from).map(|role| Message { role, content: t.value })).collect()
+        turns
+            .into_iter()
+            .map(|t| match Role::from_sharegpt(&t.from) {
+                Some(role) => Ok(Message { role, content: t.value }),
+                None => Err(unknown_role(&id, &t.from, "conversations", "system, human, gpt, chatgpt, bing, bard")),
+            })
+            .collect()
     } else if let Some(turns) = raw.turns {
-        Some(turns.into_iter().map(|content| Message { role: Role::User, content }).collect())
+        Ok(turns.into_iter().map(|content| Message { role: Role::User, content }).collect())
     } else if let Some(prompt) = raw.prompt {
-        Some(vec![Message { role: Role::User, content: prompt }])
+        Ok(vec![Message { role: Role::User, content: prompt }])
     } else {
         return Err("record has none of the fields messages, conversations, turns, prompt".into());
     };

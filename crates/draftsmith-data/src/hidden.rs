@@ -287,13 +287,22 @@ impl HiddenWriter {
                     let shape = |m: &HiddenManifest| {
                         format!("{} sequences, {} tokens, hidden {}", m.sequences, m.tokens, m.hidden_size)
                     };
-                    if shape(&existing) != shape(&fresh) {
+                    // A cache made with a smaller `--limit` holds the first sequences of this
+                    // one (their lengths are checked shard by shard): it grows.
+                    let grows = existing.hidden_size == hidden_size && existing.sequences < fresh.sequences;
+                    if shape(&existing) != shape(&fresh) && !grows {
                         return Err(mismatch("size", shape(&existing), shape(&fresh)));
                     }
                     let redo = check_shards(dir, &existing.shards, hidden_size, &lengths)?;
                     let listed: Vec<&str> = existing.shards.iter().map(|s| s.file.as_str()).collect();
                     remove_leftovers(dir, &LAYOUT, &listed)?;
-                    (existing, redo)
+                    if grows {
+                        let grown = HiddenManifest { shards: existing.shards, ..fresh };
+                        write_manifest(dir, &grown)?;
+                        (grown, redo)
+                    } else {
+                        (existing, redo)
+                    }
                 } else {
                     // Another state of the dataset (a later `distill --limit` appends shards and
                     // completes its last partial one): the sequences of the shards both share are
@@ -594,7 +603,7 @@ impl HiddenCache {
                     if manifest.complete { "" } else { " (an interrupted `draftsmith hidden`)" }
                 ),
                 remedy: if manifest.complete {
-                    "delete the cache directory and rerun `draftsmith hidden`"
+                    "rerun `draftsmith hidden` for these sequences (a larger --limit, or none): it extends the cache"
                 } else {
                     "rerun `draftsmith hidden` with the same arguments to finish it"
                 },
@@ -701,6 +710,37 @@ mod tests {
         }
         // A prefix of the sequences (a training --limit) opens too.
         assert!(HiddenCache::open(&dir, &lengths[..3]).is_ok());
+    }
+
+    #[test]
+    fn a_cache_of_the_first_sequences_grows_to_more_of_them() {
+        // `hidden --limit 3`, then `hidden` for all 5 sequences of the same dataset.
+        let dir = tmpdir("limit");
+        let (h, lengths) = (4, vec![3, 5, 2, 4, 1]);
+        let data = serde_json::json!({"shards": ["aa"]});
+        let mut w = HiddenWriter::open(&dir, target("t"), data.clone(), h, lengths[..3].to_vec(), &[5], 2).unwrap();
+        for (s, &len) in lengths.iter().enumerate().take(3) {
+            w.push(&rows(s, len, h)).unwrap();
+        }
+        w.finish().unwrap();
+        let first = std::fs::read(dir.join("hidden-00000.safetensors")).unwrap();
+        let mut w = HiddenWriter::open(&dir, target("t"), data.clone(), h, lengths.clone(), &[5], 2).unwrap();
+        assert_eq!(w.next_sequence(), 3, "the three sequences computed are kept");
+        assert!(!w.manifest().complete && w.manifest().sequences == 5);
+        for (s, &len) in lengths.iter().enumerate().skip(3) {
+            w.push(&rows(s, len, h)).unwrap();
+        }
+        assert!(w.finish().unwrap().complete);
+        assert_eq!(std::fs::read(dir.join("hidden-00000.safetensors")).unwrap(), first);
+        let cache = HiddenCache::open(&dir, &lengths).unwrap();
+        let mut got = Vec::new();
+        cache.extend_row(4, 0, &mut got);
+        assert_eq!(got, rows(4, 1, h));
+        // Other lengths for the sequences kept are refused, not mixed in.
+        let mut other = lengths.clone();
+        other[0] = 2;
+        other.push(3);
+        assert!(HiddenWriter::open(&dir, target("t"), data, h, other, &[6], 2).is_err());
     }
 
     #[test]

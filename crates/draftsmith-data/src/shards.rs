@@ -114,29 +114,34 @@ impl ShardWriter {
             return Err(DataError::InvalidArgument { path: dir.to_path_buf(), problem });
         }
         let lock = DirLock::acquire(dir, "distill")?;
-        let resuming = manifest_path(dir).exists();
-        let manifest = if resuming {
-            let manifest = read_manifest(dir)?;
-            check_resume(dir, &manifest, &target, &params)?;
-            if manifest.part != part {
-                return Err(DataError::ResumeMismatch {
-                    dir: dir.to_path_buf(),
-                    field: "part",
-                    existing: format!("{:?}", manifest.part),
-                    given: format!("{part:?}"),
-                });
-            }
-            manifest
-        } else {
+        let on_disk = if manifest_path(dir).exists() { Some(read_manifest(dir)?) } else { None };
+        // A manifest that lists no shard holds no work yet (a run stopped before its first shard,
+        // e.g. by a missing chat template): a run with other settings starts afresh in it.
+        let resuming = on_disk.as_ref().is_some_and(|m| !m.shards.is_empty());
+        if on_disk.is_none() {
             refuse_unmanifested_shards(dir, &LAYOUT)?;
-            DistillManifest {
+        }
+        let manifest = match on_disk.filter(|_| resuming) {
+            Some(manifest) => {
+                check_resume(dir, &manifest, &target, &params)?;
+                if manifest.part != part {
+                    return Err(DataError::ResumeMismatch {
+                        dir: dir.to_path_buf(),
+                        field: "part",
+                        existing: format!("{:?}", manifest.part),
+                        given: format!("{part:?}"),
+                    });
+                }
+                manifest
+            }
+            None => DistillManifest {
                 format_version: FORMAT_VERSION,
                 target,
                 params,
                 shards: Vec::new(),
                 complete: false,
                 part,
-            }
+            },
         };
         let mut redo = Vec::new();
         for (index, shard) in manifest.shards.iter().enumerate() {
@@ -359,10 +364,22 @@ fn verify_checksum(path: &Path, expected: &str) -> Result<(), DataError> {
     }
     let found = file_sha256(path)?;
     if found != expected {
-        let problem = format!("sha256 is {found} but manifest.json records {expected}");
+        let mut problem = format!("sha256 is {found} but manifest.json records {expected}");
+        if !ends_with_parquet_magic(path) {
+            problem.push_str("; not a complete parquet file (it ends before its footer)");
+        }
         return Err(DataError::CorruptShard { path: path.to_path_buf(), problem });
     }
     Ok(())
+}
+
+/// Whether the file ends with parquet's `PAR1` magic, as every complete parquet file does.
+fn ends_with_parquet_magic(path: &Path) -> bool {
+    use std::io::{Read, Seek, SeekFrom};
+    let mut tail = [0u8; 4];
+    File::open(path)
+        .and_then(|mut f| f.seek(SeekFrom::End(-4)).and_then(|_| f.read_exact(&mut tail)))
+        .is_ok_and(|()| &tail == b"PAR1")
 }
 
 /// Reads every shard listed in `dir/manifest.json`, in order, and checks each record.
@@ -392,6 +409,8 @@ fn read_dataset(dir: &Path) -> Result<(DistillManifest, Vec<DistillRecord>), Dat
     let mut records = Vec::with_capacity(manifest.records());
     for shard in &manifest.shards {
         let path = dir.join(&shard.file);
+        // The checksum first: a damaged shard is named as such, not by what its records look like.
+        verify_checksum(&path, &shard.sha256)?;
         let start = records.len();
         read_shard(&path, &mut records)?;
         let corrupt = |problem: String| DataError::CorruptShard { path: path.clone(), problem };
@@ -406,7 +425,6 @@ fn read_dataset(dir: &Path) -> Result<(DistillManifest, Vec<DistillRecord>), Dat
                 problem,
             })?;
         }
-        verify_checksum(&path, &shard.sha256)?;
     }
     Ok((manifest, records))
 }

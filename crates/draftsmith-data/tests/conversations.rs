@@ -37,6 +37,7 @@ fn sharegpt_maps_roles_and_skips_empty_and_unknown() {
     let report = read_conversations(&path, None).unwrap();
     assert!(!report.truncated_tail);
     assert_eq!(report.skipped, 2);
+    assert_eq!(report.first_skip.as_deref(), Some("conversation `empty` has no message with text"));
     let expected = vec![
         Conversation {
             id: "a".into(),
@@ -92,6 +93,11 @@ fn jsonl_record_shapes_and_id_fields() {
     let path = write("jsonl", "data.jsonl", text);
     let report = read_conversations(&path, None).unwrap();
     assert_eq!(report.skipped, 1);
+    assert_eq!(
+        report.first_skip.as_deref(),
+        Some("conversation `bad-role`: role `tool` is not one of system, user, assistant (`messages`)"),
+        "the reason names the conversation and the roles read"
+    );
     let expected = vec![
         Conversation { id: "81".into(), messages: vec![msg(Role::User, "one"), msg(Role::User, "two")] },
         Conversation { id: "HumanEval/0".into(), messages: vec![msg(Role::User, "def f():")] },

@@ -324,6 +324,26 @@ fn resume_with_other_params_or_target_is_refused() {
 }
 
 #[test]
+fn a_manifest_without_shards_is_started_afresh_with_other_settings() {
+    // A run that stopped before its first shard (a missing chat template, a failed model load)
+    // left a manifest and no work: rerunning as its error advised, with other settings, starts over.
+    let dir = common::fresh_dir("no-shards");
+    drop(ShardWriter::open(&dir, target(), params(), PER_SHARD).unwrap());
+    let other_settings = DistillParams { settings: serde_json::json!({"chat_template": false}), ..params() };
+    let mut writer = ShardWriter::open(&dir, target(), other_settings.clone(), PER_SHARD).unwrap();
+    push_range(&mut writer, 0..4);
+    drop(writer);
+    let manifest: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("manifest.json")).unwrap()).unwrap();
+    assert_eq!(manifest["params"]["settings"], other_settings.settings);
+    // Once a shard is listed, other settings are refused again.
+    assert!(matches!(
+        ShardWriter::open(&dir, target(), params(), PER_SHARD),
+        Err(DataError::ResumeMismatch { field: "params.settings", .. })
+    ));
+}
+
+#[test]
 fn inconsistent_records_are_rejected_on_push() {
     let dir = common::fresh_dir("inconsistent");
     let mut writer = ShardWriter::open(&dir, target(), params(), PER_SHARD).unwrap();

@@ -123,6 +123,19 @@ fn label_value(v: &serde_json::Value) -> String {
     }
 }
 
+/// The dotted key of the first `nan` or `inf` in a TOML value (`params.penalty`, `grid.eta[1]`).
+fn non_finite(value: &toml::Value, key: &str) -> Option<String> {
+    match value {
+        toml::Value::Float(f) if !f.is_finite() => Some(key.to_string()),
+        toml::Value::Array(items) => items.iter().enumerate().find_map(|(i, v)| non_finite(v, &format!("{key}[{i}]"))),
+        toml::Value::Table(table) => table.iter().find_map(|(k, v)| {
+            let key = if key.is_empty() { k.clone() } else { format!("{key}.{k}") };
+            non_finite(v, &key)
+        }),
+        _ => None,
+    }
+}
+
 impl Recipe {
     /// Reads and validates a recipe (unknown keys, unknown grid parameters and ill-typed values
     /// are errors naming the file).
@@ -130,6 +143,11 @@ impl Recipe {
         let bad = |problem: String| EvalError::Recipe { path: path.to_path_buf(), problem };
         let text = std::fs::read_to_string(path).map_err(|e| bad(e.to_string()))?;
         let recipe: Recipe = toml::from_str(&text).map_err(|e| bad(e.to_string()))?;
+        // TOML has `nan` and `inf`; a grid carries values as JSON, which has neither, so they
+        // would surface as "invalid type: null". Name the key instead.
+        if let Some(key) = toml::from_str::<toml::Value>(&text).ok().as_ref().and_then(|v| non_finite(v, "")) {
+            return Err(bad(format!("`{key}` is not a finite number: recipe values must be finite")));
+        }
         if recipe.name.is_empty() || recipe.name.contains(['/', '\\']) {
             return Err(bad(format!("`name` must be a plain directory name, got {:?}", recipe.name)));
         }
@@ -337,6 +355,9 @@ mod tests {
             ("twice", "[grid]\ndraft_len = [2, 2]\n", "draft_len=2"),
             // Refused when read, not when the run reaches the point.
             ("penalty", "[grid]\npenalty = [1.0, -1.0]\n", "penalty=-1.0: sampling"),
+            // TOML's nan / inf would read as "invalid type: null" once in JSON.
+            ("nan", "[params]\npenalty = nan\n", "`params.penalty` is not a finite number"),
+            ("inf", "[grid]\npenalty = [1.2, -inf]\n", "`grid.penalty[1]` is not a finite number"),
         ] {
             let path = write(name, &format!("{base}{extra}"));
             let err = Recipe::read(&path).unwrap_err().to_string();

@@ -15,6 +15,12 @@ pub enum FetchEvent {
         /// Why it was rejected (e.g. the sha256 mismatch).
         reason: String,
     },
+    /// Another process is fetching into the same data directory: this one waits for it (and
+    /// then uses what it fetched).
+    Waiting {
+        /// The lock file held by the other process.
+        lock: PathBuf,
+    },
     /// A package is being downloaded (packages already in the downloads
     /// directory are not reported).
     Downloading {

@@ -1,6 +1,7 @@
 //! The fetch pipeline: verify what is there, download what is missing,
 //! assemble, verify, rename.
 
+use std::fs::{File, OpenOptions, TryLockError};
 use std::path::{Path, PathBuf};
 
 use crate::assemble::assemble_from_archives;
@@ -20,23 +21,62 @@ use crate::verify::verify_with;
 /// path, checked against the catalog's sha256 and renamed into place.
 pub fn fetch(a: &Artifact, data_dir: &Path, progress: &mut dyn FnMut(FetchEvent)) -> Result<PathBuf> {
     let path = artifact_path(data_dir, a);
-    if path.exists() {
-        match verify_with(a, &path, progress) {
-            Ok(()) => {
-                progress(FetchEvent::AlreadyPresent(path.clone()));
-                return Ok(path);
-            }
-            Err(e @ FetchError::ShaMismatch { .. }) => {
-                progress(FetchEvent::Invalid { path: path.clone(), reason: e.to_string() })
-            }
-            Err(e) => return Err(e),
-        }
+    if in_place(a, &path, progress)? {
+        return Ok(path);
     }
     let downloads = data_dir.join("downloads");
+    // One fetch at a time per data directory (parallel `distill --shard` runs on a fresh
+    // machine): the others wait, then find the artifact in place.
+    let (_lock, waited) = lock(&downloads, progress)?;
+    if waited && in_place(a, &path, progress)? {
+        return Ok(path);
+    }
     let archives = download(a, &downloads, progress)?;
     assemble_from_archives(a, &archives, &path, progress)?;
     progress(FetchEvent::Done(path.clone()));
     Ok(path)
+}
+
+/// Whether the artifact is in place and verifies (reported either way).
+fn in_place(a: &Artifact, path: &Path, progress: &mut dyn FnMut(FetchEvent)) -> Result<bool> {
+    if !path.exists() {
+        return Ok(false);
+    }
+    match verify_with(a, path, progress) {
+        Ok(()) => {
+            progress(FetchEvent::AlreadyPresent(path.to_path_buf()));
+            Ok(true)
+        }
+        Err(e @ FetchError::ShaMismatch { .. }) => {
+            progress(FetchEvent::Invalid { path: path.to_path_buf(), reason: e.to_string() });
+            Ok(false)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// Takes `downloads/.lock`, waiting (and saying so) while another process holds it; returns the
+/// held file and whether it waited. Released when the file closes, however the process ends.
+fn lock(downloads: &Path, progress: &mut dyn FnMut(FetchEvent)) -> Result<(File, bool)> {
+    std::fs::create_dir_all(downloads).map_err(|e| FetchError::io(downloads, "create directory", e))?;
+    let path = downloads.join(".lock");
+    let file = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(|e| FetchError::io(&path, "open", e))?;
+    match file.try_lock() {
+        Ok(()) => Ok((file, false)),
+        Err(TryLockError::WouldBlock) => {
+            progress(FetchEvent::Waiting { lock: path.clone() });
+            file.lock().map_err(|e| FetchError::io(&path, "lock", e))?;
+            Ok((file, true))
+        }
+        // A file system without locks: go on unguarded, as before.
+        Err(TryLockError::Error(e)) if e.kind() == std::io::ErrorKind::Unsupported => Ok((file, false)),
+        Err(TryLockError::Error(e)) => Err(FetchError::io(&path, "lock", e)),
+    }
 }
 
 /// Downloads (or finds in `downloads`) every package of `a`; returns the

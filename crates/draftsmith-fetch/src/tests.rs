@@ -360,6 +360,30 @@ fn fetch_uses_kept_downloads_and_is_idempotent() {
 }
 
 #[test]
+fn a_second_fetch_waits_for_the_first_and_uses_what_it_fetched() {
+    let tmp = TempDir::new("fetch-lock");
+    let downloads = tmp.0.join("downloads");
+    std::fs::create_dir_all(&downloads).unwrap();
+    let (art, _, whole) = two_part_model(&downloads);
+    // Another process's fetch, as far as the lock goes (locks belong to an open file).
+    let other = std::fs::File::create(downloads.join(".lock")).unwrap();
+    other.lock().unwrap();
+    let data_dir = tmp.0.clone();
+    let waiting = std::thread::spawn(move || {
+        let mut events = Vec::new();
+        let path = fetch(&art, &data_dir, &mut |e| events.push(e)).unwrap();
+        (path, events)
+    });
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    assert!(!tmp.0.join("datasets/test-artifact/model.gguf").exists(), "nothing assembled while the lock is held");
+    drop(other);
+    let (path, events) = waiting.join().unwrap();
+    assert_eq!(std::fs::read(&path).unwrap(), whole);
+    assert!(matches!(events.first(), Some(FetchEvent::Waiting { .. })), "{events:?}");
+    assert_eq!(events.last(), Some(&FetchEvent::Done(path)));
+}
+
+#[test]
 fn missing_or_failing_pip_names_the_package() {
     let tmp = TempDir::new("pip");
     let pkg = package("no-such-pkg", "no_such_pkg-1.0-py3-none-any.whl", vec!["x"]);

@@ -159,6 +159,8 @@ pub fn write_hidden<B: Backend>(
 /// another target (`target_sha`), another dataset or other reading settings, or does not hold
 /// every sequence of `data`.
 pub fn open_cached(dir: &Path, target_sha: &str, data: &DistilledSequences) -> Result<HiddenStore, TrainError> {
+    // A cache `draftsmith hidden` is still writing is named as such, not as one left unfinished.
+    draftsmith_core::fsio::DirLock::check_not_written(dir)?;
     let manifest = read_hidden_manifest(dir)?;
     let path = dir.join(HIDDEN_MANIFEST_FILE);
     // Each refusal ends with its remedy; training online always works.

@@ -323,6 +323,12 @@ fn cached_hidden_states_train_the_same_drafter_and_resume_an_online_run() {
         shard_sequences: vec![12],
     };
     assert!(open_cached(&cache, &identity().sha256, &first).is_ok());
+    {
+        // While `draftsmith hidden` still writes it, the cache is refused as being written.
+        let _writing = draftsmith_core::fsio::DirLock::acquire(&cache, "hidden").unwrap();
+        let err = open_cached(&cache, &identity().sha256, &data).err().unwrap().to_string();
+        assert!(err.contains(&cache.display().to_string()) && err.contains("still being written"), "{err}");
+    }
     let err = open_cached(&cache, &"ff".repeat(32), &data).err().unwrap().to_string();
     assert!(err.contains("hidden-manifest.json") && err.contains("not with the target being trained for"), "{err}");
     let other =

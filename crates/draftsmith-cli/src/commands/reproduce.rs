@@ -4,7 +4,9 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::{Context, Result};
+use burn::tensor::backend::Backend;
 use clap::Args;
+use draftsmith_decode::Method;
 use draftsmith_eval::{run_recipe, DrafterRecipe, GridPoint, Recipe, RecipeEvent, RecipeStages};
 
 use crate::eval_args::EvalArgs;
@@ -25,9 +27,10 @@ pub struct ReproduceArgs {
     /// Activations of the quantized CPU path (see `generate --help`).
     #[arg(long, value_enum, default_value_t = crate::model_arg::ActivationsArg::Int8)]
     pub activations: crate::model_arg::ActivationsArg,
-    /// Only check the recipe (its keys, every grid point's values, that the files and
-    /// directories it names exist) and list its grid points; drafters and models are loaded, and
-    /// so checked, when the first point that uses them runs.
+    /// Only check the recipe and list its grid points: its keys, every grid point's values, that
+    /// the files and directories it names exist, and that the target and every drafter and
+    /// draft model the grid names load and fit it (each loaded once; a drafter the recipe
+    /// trains is checked once trained). Nothing is written.
     #[arg(long)]
     pub dry_run: bool,
 }
@@ -38,10 +41,6 @@ pub fn run(args: ReproduceArgs) -> Result<()> {
         anyhow::bail!("{}: {what}: {} does not exist", args.recipe.display(), path.display());
     }
     eprintln!("{}: {} grid point(s)", args.recipe.display(), points.len());
-    if args.dry_run {
-        points.iter().for_each(|p| println!("{}", p.label));
-        return Ok(());
-    }
     let model = ModelArgs {
         model: recipe.model.clone().unwrap_or_else(|| DEFAULT_MODEL.to_string()),
         device: args.device,
@@ -49,6 +48,11 @@ pub fn run(args: ReproduceArgs) -> Result<()> {
         activations: args.activations,
         kv_keys: KvKeysArg::Float,
     };
+    if args.dry_run {
+        crate::with_backend!(args.device, |B, device| check_drafters::<B>(&recipe, &points, &model, &device))?;
+        points.iter().for_each(|p| println!("{}", p.label));
+        return Ok(());
+    }
     let mut stages = Stages { recipe: &recipe, model };
     let table = run_recipe(&recipe, &args.recipe, &points, &args.results, &mut stages, &mut |event| match event {
         RecipeEvent::Trained { drafter, run } => eprintln!("drafter `{drafter}`: trained ({})", run.display()),
@@ -65,6 +69,48 @@ pub fn run(args: ReproduceArgs) -> Result<()> {
         RecipeEvent::Point { index, total, label } => eprintln!("[{index}/{total}] {label}"),
     })?;
     println!("{}", table.display());
+    Ok(())
+}
+
+/// Loads the target and each distinct drafter / draft model the grid points name, and checks
+/// them for every method of the recipe as an eval does before its first prompt, so a wrong
+/// drafter at the last point is found before the first one runs.
+fn check_drafters<B: Backend>(
+    recipe: &Recipe,
+    points: &[GridPoint],
+    model: &ModelArgs,
+    device: &B::Device,
+) -> Result<()> {
+    let target = model.load::<B>(device)?;
+    let untrained: Vec<PathBuf> = recipe
+        .drafters
+        .iter()
+        .filter(|d| d.path.is_none())
+        .map(|d| d.run_dir(&recipe.name))
+        .filter(|run| !DrafterRecipe::is_trained(run))
+        .collect();
+    let mut checked = Vec::new();
+    for point in points {
+        let mut params = point.params.clone();
+        if params.drafter.as_deref().is_some_and(|d| untrained.contains(&PathBuf::from(d))) {
+            params.drafter = None;
+        }
+        let key = (params.draft_model.clone(), params.draft_weights, params.drafter.clone());
+        if (key.0.is_none() && key.2.is_none()) || checked.contains(&key) {
+            continue;
+        }
+        let context = || format!("grid point {}", point.label);
+        let drafters = crate::method_args::load_drafters(&params, &target, model, device).with_context(context)?;
+        for &method in &recipe.methods {
+            // A trained drafter's methods wait for the recipe to train it.
+            let untrained = matches!(method, Method::ReDrafter | Method::TokenSwift) && params.drafter.is_none();
+            if !untrained {
+                draftsmith_decode::check_drafters(method, &params, drafters.as_drafters()).with_context(context)?;
+            }
+        }
+        eprintln!("{}: drafters load and fit the target", point.label);
+        checked.push(key);
+    }
     Ok(())
 }
 

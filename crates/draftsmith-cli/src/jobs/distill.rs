@@ -40,8 +40,23 @@ fn run_on<B: Backend>(args: &DistillJob, device: &B::Device) -> Result<()> {
     let data = resolve_data(&args.data)?;
     let out = args.out.clone();
     let report = read_conversations(&data, Some(args.limit))?;
+    let first_skip = report.first_skip.as_deref().unwrap_or("");
+    if report.conversations.is_empty() {
+        bail!(
+            "{}: no usable conversation ({} skipped: empty or with an unknown role; the first: {first_skip})",
+            data.display(),
+            report.skipped
+        );
+    }
     if report.skipped > 0 {
-        eprintln!("{}: {} unusable conversation(s) skipped while reading", data.display(), report.skipped);
+        eprintln!(
+            "{}: {} unusable conversation(s) skipped while reading (the first: {first_skip})",
+            data.display(),
+            report.skipped
+        );
+    }
+    if report.truncated_tail {
+        eprintln!("{}: the file ends inside a record; every complete record before it is read", data.display());
     }
     let model_path = args.model.resolve_path()?;
     let target = TargetId { name: file_name(&model_path), sha256: draftsmith_model::weights_sha256(&model_path)? };

@@ -8,7 +8,7 @@ use arrow_array::RecordBatch;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::arrow::ProjectionMask;
 
-use super::{Collector, Conversation, Message, ReadReport, Role};
+use super::{unknown_role, Collector, Conversation, Message, ReadReport, Role, CHAT_ROLES};
 use crate::arrow_util::{column, wrong_type, ListCol, StrCol};
 use crate::error::DataError;
 
@@ -55,10 +55,11 @@ fn add_batch(batch: &RecordBatch, has_id: bool, first_row: usize, collector: &mu
     for i in 0..batch.num_rows() {
         let id = ids.as_ref().and_then(|c| c.get(i)).map_or_else(|| (first_row + i).to_string(), str::to_string);
         let range = messages.range(i).unwrap_or(0..0);
-        let parsed: Option<Vec<Message>> = range
+        let parsed: Result<Vec<Message>, String> = range
             .map(|j| {
-                let role = Role::from_chat(roles.get(j)?)?;
-                Some(Message { role, content: contents.get(j).unwrap_or("").to_string() })
+                let name = roles.get(j).unwrap_or("");
+                let role = Role::from_chat(name).ok_or_else(|| unknown_role(&id, name, "messages", CHAT_ROLES))?;
+                Ok(Message { role, content: contents.get(j).unwrap_or("").to_string() })
             })
             .collect();
         if collector.add(parsed.map(|messages| Conversation { id, messages })) {
