@@ -155,10 +155,19 @@ fn parquet_messages() {
     let path = common::fresh_dir("parquet").join("data.parquet");
     write_parquet(
         &path,
-        &[("p0", &[("system", "s"), ("user", "u"), ("assistant", "a")]), ("p1", &[]), ("p2", &[("user", "only")])],
+        &[
+            ("p0", &[("system", "s"), ("user", "u"), ("assistant", "a")]),
+            ("p1", &[("user", "u"), ("tool", "t")]),
+            ("p2", &[("user", "only")]),
+            ("p3", &[]),
+        ],
     );
     let report = read_conversations(&path, None).unwrap();
-    assert_eq!(report.skipped, 1);
+    assert_eq!(report.skipped, 2);
+    assert_eq!(
+        report.first_skip.as_deref(),
+        Some("conversation `p1`: role `tool` is not one of system, user, assistant (`messages`)")
+    );
     let expected = vec![
         Conversation {
             id: "p0".into(),

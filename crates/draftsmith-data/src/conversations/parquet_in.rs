@@ -57,7 +57,7 @@ fn add_batch(batch: &RecordBatch, has_id: bool, first_row: usize, collector: &mu
         let range = messages.range(i).unwrap_or(0..0);
         let parsed: Result<Vec<Message>, String> = range
             .map(|j| {
-                let name = roles.get(j).unwrap_or("");
+                let name = roles.get(j).ok_or_else(|| format!("conversation `{id}`: a message has no role"))?;
                 let role = Role::from_chat(name).ok_or_else(|| unknown_role(&id, name, "messages", CHAT_ROLES))?;
                 Ok(Message { role, content: contents.get(j).unwrap_or("").to_string() })
             })
