@@ -117,6 +117,13 @@ fn distill_writes_shards_and_resumes_without_redoing_work() {
         "{err}"
     );
     assert!(!dir.join("unusable").exists());
+    // Usable conversations that all turn out to give no record: an error, not an empty dataset.
+    let answers = dir.join("answers.jsonl");
+    std::fs::write(&answers, "{\"id\": \"a\", \"messages\": [{\"role\": \"assistant\", \"content\": \"hi\"}]}\n")
+        .unwrap();
+    let empty = distill(&answers, &dir.join("empty"), &[]);
+    let err = String::from_utf8_lossy(&empty.stderr);
+    assert!(!empty.status.success() && err.contains("no records") && err.contains("1 no_user_message"), "{err}");
 
     let other = distill(&data, &out, &["--temperature", "0.5"]);
     assert!(!other.status.success());

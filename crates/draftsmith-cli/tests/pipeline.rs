@@ -55,7 +55,7 @@ fn distill_train_export_eval_is_lossless_and_stages_refuse_mismatched_inputs() {
         .arg(&prompts)
         .arg("--out")
         .arg(&data)
-        .args(["--max-new-tokens", "24", "--teacher-len", "3"])
+        .args(["--max-new-tokens", "24", "--teacher-len", "4"])
         .output()
         .unwrap());
 

@@ -182,14 +182,6 @@ impl Collector {
     }
 }
 
-/// An id written as a string or an integer.
-#[derive(Deserialize)]
-#[serde(untagged)]
-enum RawId {
-    Str(String),
-    Int(i64),
-}
-
 /// One ShareGPT turn.
 #[derive(Deserialize)]
 struct RawTurn {
@@ -207,9 +199,9 @@ struct RawMessage {
 /// Any of the record shapes of the module doc; unknown fields are ignored.
 #[derive(Deserialize)]
 struct RawRecord {
-    id: Option<RawId>,
-    question_id: Option<RawId>,
-    task_id: Option<RawId>,
+    id: Option<serde_json::Value>,
+    question_id: Option<serde_json::Value>,
+    task_id: Option<serde_json::Value>,
     messages: Option<Vec<RawMessage>>,
     conversations: Option<Vec<RawTurn>>,
     turns: Option<Vec<String>>,
@@ -228,9 +220,13 @@ const CHAT_ROLES: &str = "system, user, assistant";
 /// skip (an unknown role). `index` is the fallback id.
 fn parse_record(bytes: &[u8], index: usize) -> Result<Result<Conversation, String>, String> {
     let raw: RawRecord = serde_json::from_slice(bytes).map_err(|e| e.to_string())?;
-    let id = match raw.id.or(raw.question_id).or(raw.task_id) {
-        Some(RawId::Str(s)) => s,
-        Some(RawId::Int(i)) => i.to_string(),
+    let id = match (raw.id.map(|v| ("id", v)))
+        .or(raw.question_id.map(|v| ("question_id", v)))
+        .or(raw.task_id.map(|v| ("task_id", v)))
+    {
+        Some((_, serde_json::Value::String(s))) => s,
+        Some((_, serde_json::Value::Number(n))) if n.is_i64() || n.is_u64() => n.to_string(),
+        Some((field, other)) => return Err(format!("`{field}` must be a string or an integer, got {other}")),
         None => index.to_string(),
     };
     let messages: Result<Vec<Message>, String> = if let Some(ms) = raw.messages {

@@ -119,6 +119,10 @@ fn jsonl_bad_line_names_path_and_line() {
     let path = write("jsonl-nofield", "nofield.jsonl", "{\"text\": \"ok\"}\n");
     let text = read_conversations(&path, None).unwrap_err().to_string();
     assert!(text.contains("line 1") && text.contains("none of the fields"), "{text}");
+
+    let path = write("jsonl-id", "id.jsonl", "{\"id\": 7, \"prompt\": \"ok\"}\n{\"id\": 1.5, \"prompt\": \"ok\"}\n");
+    let text = read_conversations(&path, None).unwrap_err().to_string();
+    assert!(text.contains("line 2") && text.contains("`id` must be a string or an integer, got 1.5"), "{text}");
 }
 
 #[test]

@@ -189,6 +189,15 @@ impl<'a> Reader<'a> {
                 found,
             });
         }
+        // A drafter whose training diverged decodes garbage, or stops the beam search on a NaN.
+        if let Some((i, v)) = vals.iter().enumerate().find(|(_, v)| !v.is_finite()) {
+            return Err(HeadsError::Safetensors {
+                path: self.path.to_path_buf(),
+                problem: format!(
+                    "tensor `{name}` value {i} is {v}: a drafter needs finite weights (did its training diverge?)"
+                ),
+            });
+        }
         Ok(vals)
     }
 

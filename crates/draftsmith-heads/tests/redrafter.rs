@@ -127,6 +127,21 @@ fn a_truncated_weights_file_is_a_clear_error() {
 }
 
 #[test]
+fn a_drafter_with_a_nan_weight_is_refused_naming_the_tensor() {
+    let dev = Default::default();
+    let cfg = ReDrafterConfig::for_target(40, 8, HeadKind::Full);
+    let dir = tmpdir("nan");
+    save_redrafter(&dir, &cfg.init::<B>(&dev, 1), &cfg, &target(40, 8), None, serde_json::Value::Null).unwrap();
+    let path = dir.join("drafter.safetensors");
+    let mut bytes = std::fs::read(&path).unwrap();
+    let n = bytes.len();
+    bytes[n - 4..].copy_from_slice(&f32::NAN.to_le_bytes());
+    std::fs::write(&path, &bytes).unwrap();
+    let err = load_redrafter::<B>(&dir, None, &dev).unwrap_err().to_string();
+    assert!(err.contains("drafter.safetensors") && err.contains("is NaN") && err.contains("finite weights"), "{err}");
+}
+
+#[test]
 fn training_steps_fit_a_deterministic_next_token_rule() {
     // Labels follow `next = (input * 3 + 1) % vocab`; the context is noise. A few AdamW steps on
     // the tied head must lower the loss well below chance (ln 40 ≈ 3.7).

@@ -48,6 +48,15 @@ pub fn read_state(run: &Path) -> Result<Option<LoopState>, TrainError> {
     }
     let path = dir.join(STATE_FILE);
     if !path.exists() {
+        // Checkpoints are written whole (a temporary directory renamed into place): one without
+        // its state was damaged, and restarting would replace what it holds.
+        if dir.is_dir() {
+            let problem = format!(
+                "missing, so the checkpoint cannot be resumed: restore it, or delete {} to restart the run from step 0",
+                dir.display()
+            );
+            return Err(TrainError::Checkpoint { path, problem });
+        }
         return Ok(None);
     }
     let text = std::fs::read_to_string(&path).map_err(TrainError::io(&path))?;
@@ -131,16 +140,22 @@ pub fn check_resumable(run: &Path, fingerprint: &serde_json::Value) -> Result<()
 /// A run starting afresh writes its drafter into `run`: refused when `run` already holds one
 /// without a checkpoint to resume (an exported or copied drafter), which it would replace.
 fn nothing_to_replace(run: &Path) -> Result<(), TrainError> {
-    let weights = run.join(WEIGHTS_FILE);
-    match weights.exists() {
-        true => Err(TrainError::Dir {
+    // What a run writes at its end (a run killed earlier leaves only `metrics.csv` and its
+    // checkpoint): found without a checkpoint, they are someone else's.
+    const FINAL_FILES: [&str; 5] = [WEIGHTS_FILE, "config.json", "summary.json", "split.json", "eval-prompts.jsonl"];
+    let found: Vec<&str> = FINAL_FILES.into_iter().filter(|f| run.join(f).exists()).collect();
+    match found.is_empty() {
+        false => Err(TrainError::Dir {
             path: run.to_path_buf(),
             problem: format!(
-                "holds a drafter ({WEIGHTS_FILE}) but no training checkpoint to resume, and a fresh run would \
-                 replace it; use a new run directory or move the drafter"
+                "holds {} but no training checkpoint to resume, and a fresh run would replace {}; use a new run \
+                 directory or move {}",
+                found.join(", "),
+                if found.len() == 1 { "it" } else { "them" },
+                if found.len() == 1 { "it" } else { "them" },
             ),
         }),
-        false => Ok(()),
+        true => Ok(()),
     }
 }
 
@@ -203,7 +218,10 @@ fn unreadable_record(e: &burn::record::RecorderError) -> String {
     let text = e.to_string();
     let first = text.split("The internal data format has changed").next().unwrap_or(&text);
     let first = first.trim_end().trim_end_matches("\\n").trim_end_matches('\n');
-    first.strip_prefix("Unknown(\"").unwrap_or(first).trim().to_string()
+    match first.strip_prefix("Unknown(\"") {
+        Some(inner) => inner.strip_suffix("\")").unwrap_or(inner).trim().to_string(),
+        None => first.trim().to_string(),
+    }
 }
 
 /// Writes a checkpoint: `export(dir)` (the drafter in its export layout), then the burn records of

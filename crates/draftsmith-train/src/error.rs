@@ -32,7 +32,7 @@ pub enum TrainError {
     #[error("{}: {problem}", path.display())]
     HiddenMismatch { path: PathBuf, problem: String },
     /// No held-out book is long enough for one eval prompt.
-    #[error("no held-out book has {tokens} tokens: no eval prompts written")]
+    #[error("no held-out book has {tokens} tokens, so no eval prompt can be cut from one: lower --prompt-tokens, hold out a longer book (--eval-books), or write none (--prompts-per-book 0)")]
     NoEvalPrompts { tokens: usize },
     /// Teacher labels asked for, but the dataset has no teacher continuations.
     #[error("{}: --labels teacher needs teacher continuations; distill with --teacher-len 5", dir.display())]

@@ -108,6 +108,7 @@ pub fn export_drafter<B: Backend>(
     let config_path = source.join(CONFIG_FILE);
     let refuse = |problem: String| TrainError::Heads(HeadsError::Config { path: config_path.clone(), problem });
     no_other_layout(out, format)?;
+    not_another_run(source, out)?;
     match (kind, format) {
         (DrafterKind::TokenSwift, ExportFormat::Reference) => Err(refuse(
             "TokenSwift heads have no reference checkpoint layout that another runtime loads; \
@@ -176,6 +177,24 @@ fn no_other_layout(out: &Path, format: ExportFormat) -> Result<(), TrainError> {
             problem: format!(
                 "holds {other}, a drafter in the other layout, whose {CONFIG_FILE} a {format} export would replace; \
                  choose another --out"
+            ),
+        }),
+        false => Ok(()),
+    }
+}
+
+/// A training run's directory (it has a checkpoint) holds that run's drafter: an export of
+/// another drafter into it would replace it. The run's own directory is fine (its own weights).
+fn not_another_run(source: &Path, out: &Path) -> Result<(), TrainError> {
+    let same = |a: &Path, b: &Path| a.canonicalize().ok().is_some_and(|a| b.canonicalize().ok() == Some(a));
+    let checkpoint = crate::checkpoint::checkpoint_dir(out);
+    match checkpoint.is_dir() && !same(source, out) && !same(source, &checkpoint) {
+        true => Err(TrainError::Dir {
+            path: out.to_path_buf(),
+            problem: format!(
+                "is another training run (it has a checkpoint), whose drafter an export of {} would replace; \
+                 choose another --out",
+                source.display()
             ),
         }),
         false => Ok(()),

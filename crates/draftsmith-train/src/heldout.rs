@@ -17,8 +17,17 @@ pub fn write_split(dir: &Path, split: &BookSplit, train: &[Vec<u32>], eval: &[Ve
     std::fs::write(&path, text).map_err(TrainError::io(&path))
 }
 
+/// Refuses settings that would write no eval prompt (no held-out book has `tokens` tokens);
+/// `per_book == 0` asks for none. Checked before training as well as when writing.
+pub fn check_eval_prompts(streams: &[Vec<u32>], per_book: usize, tokens: usize) -> Result<(), TrainError> {
+    if per_book > 0 && !streams.iter().any(|ids| ids.len() >= tokens) {
+        return Err(TrainError::NoEvalPrompts { tokens });
+    }
+    Ok(())
+}
+
 /// `per_book` prefixes of `tokens` tokens from each held-out book, evenly spaced through it:
-/// `{"id": "<book>@<token offset>", "prompt": <text>}` per line.
+/// `{"id": "<book>@<token offset>", "prompt": <text>}` per line. `per_book == 0` writes nothing.
 pub fn write_eval_prompts(
     path: &Path,
     books: &[Book],
@@ -27,6 +36,10 @@ pub fn write_eval_prompts(
     tokens: usize,
     tokenizer: &draftsmith_model::TextTokenizer,
 ) -> Result<(), TrainError> {
+    check_eval_prompts(streams, per_book, tokens)?;
+    if per_book == 0 {
+        return Ok(());
+    }
     let mut out = String::new();
     for (book, ids) in books.iter().zip(streams) {
         if ids.len() < tokens {
@@ -40,15 +53,21 @@ pub fn write_eval_prompts(
             out.push('\n');
         }
     }
-    if out.is_empty() {
-        return Err(TrainError::NoEvalPrompts { tokens });
-    }
     std::fs::write(path, out).map_err(TrainError::io(path))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn eval_prompts_need_a_long_enough_book_unless_none_are_asked_for() {
+        let streams = [vec![1; 10], vec![2; 40]];
+        assert!(check_eval_prompts(&streams, 2, 40).is_ok());
+        assert!(check_eval_prompts(&streams, 0, 64).is_ok(), "--prompts-per-book 0 writes none");
+        let err = check_eval_prompts(&streams, 2, 64).unwrap_err().to_string();
+        assert!(err.contains("no held-out book has 64 tokens") && err.contains("--prompts-per-book 0"), "{err}");
+    }
 
     #[test]
     fn the_split_records_each_books_token_count() {

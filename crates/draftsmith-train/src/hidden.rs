@@ -140,6 +140,16 @@ pub fn write_hidden<B: Backend>(
         ));
     }
     let key = dataset_key(data);
+    // A complete cache of more of the dataset's sequences (a larger --limit) already serves these.
+    let manifest = dir.join(HIDDEN_MANIFEST_FILE).is_file().then(|| read_hidden_manifest(dir)).transpose()?;
+    if let Some(m) = manifest.filter(|m| {
+        m.complete && m.target == *target && m.dataset == key && m.sequences > lengths.len() && m.hidden_size == hidden
+    }) {
+        draftsmith_core::fsio::DirLock::check_not_written(dir)?;
+        HiddenCache::open(dir, &lengths)?;
+        on_event(HiddenEvent::Opened { done: total, total, kept: None });
+        return Ok(m);
+    }
     let mut writer =
         HiddenWriter::open(dir, target.clone(), key, hidden, lengths.clone(), &data.shard_sequences, per_shard)?;
     // The sequences of listed shards whose files are missing (just those shards are
@@ -159,6 +169,10 @@ pub fn write_hidden<B: Backend>(
 /// another target (`target_sha`), another dataset or other reading settings, or does not hold
 /// every sequence of `data`.
 pub fn open_cached(dir: &Path, target_sha: &str, data: &DistilledSequences) -> Result<HiddenStore, TrainError> {
+    if !dir.is_dir() {
+        let problem = "not a directory: a hidden-state cache is the directory `draftsmith hidden` writes".to_string();
+        return Err(TrainError::Dir { path: dir.to_path_buf(), problem });
+    }
     // A cache `draftsmith hidden` is still writing is named as such, not as one left unfinished.
     draftsmith_core::fsio::DirLock::check_not_written(dir)?;
     let manifest = read_hidden_manifest(dir)?;

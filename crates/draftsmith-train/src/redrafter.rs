@@ -147,6 +147,21 @@ pub fn train_redrafter<AB: AutodiffBackend>(
     progress: &mut dyn FnMut(TrainEvent),
 ) -> Result<TrainSummary, TrainError> {
     cfg.validate()?;
+    let teacher_len = seqs.iter().filter(|s| s.teacher.is_some()).map(|s| s.teacher_len).max();
+    if let (LabelSource::Teacher, Some(t)) = (cfg.labels, teacher_len) {
+        // A continuation's first token is the target's own next token; each head learns one after it.
+        if t <= cfg.horizon {
+            return Err(TrainError::Config(format!(
+                "--horizon {h} with --labels teacher needs continuations of at least {} tokens (the first is the \
+                 target's own next token, each draft step learns one after it), and this dataset's have {t}: distill \
+                 it with --teacher-len {}, or train with --horizon {}",
+                cfg.horizon + 1,
+                cfg.horizon + 1,
+                t.saturating_sub(1).max(1),
+                h = cfg.horizon
+            )));
+        }
+    }
     let begin = Instant::now();
     let _lock = DirLock::acquire(run_dir, "train redrafter")?;
     let (train_idx, val_idx) = split(seqs.len(), cfg.val_fraction, cfg.seed);

@@ -234,6 +234,9 @@ where
             metrics.iter().zip(window.iter_mut()).for_each(|(m, w)| w.add(m));
             accum.accumulate(&module, GradientsParams::from_grads(loss.backward(), &module));
         }
+        if let Some(loss) = loss_sum.filter(|l| !l.is_finite()) {
+            return Err(diverged(run_dir, step + 1, format!("the loss is {loss} (learning rate {lr:.2e})")));
+        }
         module = optim.step(lr, module, accum.grads());
         let done = step + 1;
         if done % plan.log_every == 0 || done == total {
@@ -254,6 +257,7 @@ where
                 csv.log(done, epoch, "val", lr, &heads)?;
                 progress(TrainEvent::Validation { step: done, heads });
             }
+            check_finite(run_dir, done, &module)?;
             let state = LoopState { step: done, total_steps: total, fingerprint: fingerprint.clone() };
             save_checkpoint(run_dir, &state, &module, &optim, |dir| task.export(dir, &module, done))?;
             progress(TrainEvent::Checkpoint { step: done });
@@ -262,7 +266,42 @@ where
     if timed_epoch.is_some() {
         epoch_seconds.push(epoch_began.elapsed().as_secs_f64());
     }
+    check_finite(run_dir, total, &module)?;
     let heads = if task.holds_out() { task.validate(&module.valid())? } else { Vec::new() };
     task.export(run_dir, &module, total)?;
     Ok(LoopOutcome { heads, epoch_seconds })
+}
+
+/// A run stopped because its loss or weights stopped being finite: nothing of that step is
+/// saved, so the last checkpoint stays the last good state.
+fn diverged(run_dir: &Path, step: usize, what: String) -> TrainError {
+    TrainError::Dir {
+        path: run_dir.to_path_buf(),
+        problem: format!(
+            "training diverged at step {step}: {what}; nothing of it was saved (the last checkpoint is kept) — \
+             lower --lr and train into a new directory"
+        ),
+    }
+}
+
+/// Refuses to save a module holding a NaN or an infinity (an update that diverged).
+fn check_finite<B: burn::tensor::backend::Backend, M: burn::module::Module<B>>(
+    run_dir: &Path,
+    step: usize,
+    module: &M,
+) -> Result<(), TrainError> {
+    struct FirstNonFinite(Option<f32>);
+    impl<B: burn::tensor::backend::Backend> burn::module::ModuleVisitor<B> for FirstNonFinite {
+        fn visit_float<const D: usize>(&mut self, param: &burn::module::Param<Tensor<B, D>>) {
+            if self.0.is_none() {
+                self.0 = param.val().into_data().iter::<f32>().find(|v| !v.is_finite());
+            }
+        }
+    }
+    let mut visitor = FirstNonFinite(None);
+    module.visit(&mut visitor);
+    match visitor.0 {
+        Some(v) => Err(diverged(run_dir, step, format!("a weight became {v}"))),
+        None => Ok(()),
+    }
 }

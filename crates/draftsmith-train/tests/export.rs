@@ -34,6 +34,15 @@ fn a_run_exports_its_final_drafter_else_its_checkpoint_else_says_what_is_missing
     let d = cfg.init::<B>(&Default::default(), 1);
     save_redrafter(&run.join("checkpoint"), &d, &cfg, &target(), None, serde_json::json!({})).unwrap();
     assert_eq!(run_drafter(&run).unwrap(), run.join("checkpoint"));
+    // A killed run's checkpoint exports into the run's own directory, but no other drafter does:
+    // it would replace the run's.
+    let dev = Default::default();
+    export_drafter::<B>(&run.join("checkpoint"), &run, ExportOptions::default(), None, &dev).unwrap();
+    std::fs::remove_file(run.join("drafter.safetensors")).unwrap();
+    let other = tmpdir("other-drafter");
+    save_redrafter(&other, &d, &cfg, &target(), None, serde_json::json!({})).unwrap();
+    let e = export_drafter::<B>(&other, &run, ExportOptions::default(), None, &dev).unwrap_err().to_string();
+    assert!(e.contains("is another training run") && e.contains("choose another --out"), "{e}");
     save_redrafter(&run, &d, &cfg, &target(), None, serde_json::json!({})).unwrap();
     assert_eq!(run_drafter(&run).unwrap(), run);
     assert!(export_needs_target(&run, ExportFormat::Reference).unwrap());

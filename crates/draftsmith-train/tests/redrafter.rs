@@ -226,11 +226,47 @@ fn a_killed_run_resumes_to_the_same_weights() {
     let err =
         train_redrafter::<AB>(&model, &identity(), &seqs, &cfg, &exported, serde_json::json!("d"), None, &mut |_| {})
             .unwrap_err();
-    assert!(err.to_string().contains("holds a drafter (drafter.safetensors) but no training checkpoint"), "{err}");
+    assert!(err.to_string().contains("holds drafter.safetensors, config.json but no training checkpoint"), "{err}");
     assert_eq!(
         std::fs::read(exported.join("drafter.safetensors")).unwrap(),
         std::fs::read(whole.join("drafter.safetensors")).unwrap()
     );
+    // Any file a run writes at its end counts: a user's own config.json is not replaced either.
+    std::fs::remove_file(exported.join("drafter.safetensors")).unwrap();
+    let err =
+        train_redrafter::<AB>(&model, &identity(), &seqs, &cfg, &exported, serde_json::json!("d"), None, &mut |_| {})
+            .unwrap_err();
+    assert!(err.to_string().contains("holds config.json but no training checkpoint"), "{err}");
+
+    // A checkpoint without its state (checkpoints are written whole) is damaged: named, not
+    // silently restarted over.
+    std::fs::remove_file(whole.join("checkpoint/state.json")).unwrap();
+    let err =
+        train_redrafter::<AB>(&model, &identity(), &seqs, &cfg, &whole, serde_json::json!("d"), None, &mut |_| {})
+            .unwrap_err()
+            .to_string();
+    assert!(err.contains("state.json") && err.contains("missing") && err.contains("restart the run"), "{err}");
+    assert!(whole.join("checkpoint/module.mpk").exists(), "kept");
+}
+
+#[test]
+fn a_run_that_diverges_stops_and_saves_nothing_of_it() {
+    let model = tiny();
+    let seqs = self_distilled(&model, 12);
+    let cfg = ReDrafterTrainConfig { epochs: 8, lr: 1e6, ..cfg() };
+    let run = tmp("diverged");
+    let mut checkpoints = 0;
+    let err = train_redrafter::<AB>(&model, &identity(), &seqs, &cfg, &run, serde_json::json!("d"), None, &mut |e| {
+        checkpoints += matches!(e, TrainEvent::Checkpoint { .. }) as usize
+    })
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("training diverged at step") && err.contains("lower --lr"), "{err}");
+    assert!(!run.join("drafter.safetensors").exists() || checkpoints > 0, "no drafter of a diverged state: {err}");
+    if run.join("drafter.safetensors").exists() {
+        // What a checkpoint saved before the divergence loads (finite weights).
+        draftsmith_heads::redrafter::load_redrafter::<B>(&run, None, &Default::default()).unwrap();
+    }
 }
 
 #[test]
@@ -323,6 +359,17 @@ fn cached_hidden_states_train_the_same_drafter_and_resume_an_online_run() {
         shard_sequences: vec![12],
     };
     assert!(open_cached(&cache, &identity().sha256, &first).is_ok());
+    // `hidden --limit 4` over that cache: nothing to compute, nothing changed.
+    let mut opened = None;
+    let manifest_before = std::fs::read(cache.join("hidden-manifest.json")).unwrap();
+    write_hidden(&model, &target, &first, &cache, 5, &mut |e| {
+        if let HiddenEvent::Opened { done, total, .. } = e {
+            opened = Some((done, total));
+        }
+    })
+    .unwrap();
+    assert_eq!(opened, Some((first.tokens(), first.tokens())));
+    assert_eq!(std::fs::read(cache.join("hidden-manifest.json")).unwrap(), manifest_before);
     {
         // While `draftsmith hidden` still writes it, the cache is refused as being written.
         let _writing = draftsmith_core::fsio::DirLock::acquire(&cache, "hidden").unwrap();
@@ -373,4 +420,26 @@ fn a_setting_out_of_range_is_refused_naming_it_and_its_value() {
         assert!(err.contains(named), "{named}: {err}");
     }
     assert!(cfg().validate().is_ok());
+}
+
+#[test]
+fn teacher_labels_need_a_continuation_longer_than_the_horizon() {
+    // A continuation's first token is the target's own: 3 tokens label 2 draft steps.
+    let model = tiny();
+    let seqs: Vec<Sequence> = self_distilled(&model, 4)
+        .into_iter()
+        .map(|s| Sequence { teacher: Some(vec![1; s.tokens.len() * 3]), teacher_len: 3, ..s })
+        .collect();
+    let cfg = ReDrafterTrainConfig { horizon: 3, labels: LabelSource::Teacher, ..cfg() };
+    let run = tmp("teacher-horizon");
+    let err = train_redrafter::<AB>(&model, &identity(), &seqs, &cfg, &run, serde_json::json!("d"), None, &mut |_| {})
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("--horizon 3 with --labels teacher needs continuations of at least 4 tokens")
+            && err.contains("--teacher-len 4")
+            && err.contains("--horizon 2"),
+        "{err}"
+    );
+    assert!(!run.exists(), "refused before the run's directory is made");
 }

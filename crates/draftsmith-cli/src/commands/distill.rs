@@ -35,7 +35,9 @@ pub struct DistillArgs {
     /// Also write ground-truth records: the whole conversation, trained on its assistant turns.
     #[arg(long)]
     pub ground_truth: bool,
-    /// Greedy teacher continuation length T per trained position (0 = none; the ReDrafter paper uses 5).
+    /// Greedy teacher continuation length T per trained position (0 = none; the ReDrafter paper
+    /// uses 5). Its first token is the target's own next token, so `train redrafter --labels
+    /// teacher` trains up to T − 1 draft steps (`--horizon` ≤ T − 1).
     #[arg(long, default_value_t = DistillConfig::default().teacher_len)]
     pub teacher_len: usize,
     /// Store the target's top-k next-token ids and log-probs at every position (0 = none).

@@ -41,6 +41,13 @@ pub struct ExportArgs {
 
 pub fn run(args: ExportArgs) -> Result<()> {
     let source = run_drafter(&args.run)?;
+    if source != args.run {
+        eprintln!(
+            "{}: training has not finished (no final drafter): exporting its last checkpoint ({})",
+            args.run.display(),
+            source.display()
+        );
+    }
     let device = Default::default();
     let model = match (&args.model, export_needs_target(&source, args.format)?) {
         (Some(model), _) => Some(model.clone()),

@@ -41,6 +41,9 @@ fn run_on<B: Backend>(args: &DistillJob, device: &B::Device) -> Result<()> {
     let out = args.out.clone();
     let report = read_conversations(&data, Some(args.limit))?;
     let first_skip = report.first_skip.as_deref().unwrap_or("");
+    if report.conversations.is_empty() && report.skipped == 0 {
+        bail!("{}: holds no conversation", data.display());
+    }
     if report.conversations.is_empty() {
         bail!(
             "{}: no usable conversation ({} skipped: empty or with an unknown role; the first: {first_skip})",
@@ -121,7 +124,34 @@ fn run_on<B: Backend>(args: &DistillJob, device: &B::Device) -> Result<()> {
         None => out,
     };
     print_summary(&stats, manifest.records(), &out, args.json);
+    // A part may hold no record of its own; a whole dataset without one is nothing to train on.
+    if manifest.records() == 0 && args.shard.is_none() {
+        bail!(
+            "{}: no records: every conversation read was skipped ({}); nothing to train on (the directory holds no record and can be deleted)",
+            out.display(),
+            skipped_text(&stats)
+        );
+    }
     Ok(())
+}
+
+/// The skip counts by reason (`390 prompt_too_long, 26 no_user_message`), or `none`.
+fn skipped_text(stats: &DistillStats) -> String {
+    let skipped: Vec<String> = stats
+        .skipped
+        .iter()
+        .map(|(r, n)| {
+            format!(
+                "{n} {}",
+                serde_json::to_value(r).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default()
+            )
+        })
+        .collect();
+    if skipped.is_empty() {
+        "none".into()
+    } else {
+        skipped.join(", ")
+    }
 }
 
 fn print_summary(stats: &DistillStats, total_records: usize, out: &Path, json: bool) {
@@ -133,22 +163,12 @@ fn print_summary(stats: &DistillStats, total_records: usize, out: &Path, json: b
         );
         return;
     }
-    let skipped: Vec<String> = stats
-        .skipped
-        .iter()
-        .map(|(r, n)| {
-            format!(
-                "{n} {}",
-                serde_json::to_value(r).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default()
-            )
-        })
-        .collect();
     let resumed =
         if stats.resumed_from > 0 { format!(" (resumed after {} done)", stats.resumed_from) } else { String::new() };
     println!(
         "{} records ({} self-distilled, {} ground truth) from {} conversations{resumed}, {} tokens; skipped: {}; {:.1}s, {:.1} tok/s generated, {:.1} tok/s through the target → {} ({total_records} records in all)",
         stats.records, stats.self_distilled, stats.ground_truth, stats.inputs, stats.tokens_written,
-        if skipped.is_empty() { "none".into() } else { skipped.join(", ") },
+        skipped_text(stats),
         stats.seconds, stats.tokens_generated as f64 / s, stats.tokens_processed as f64 / s, out.display()
     );
 }

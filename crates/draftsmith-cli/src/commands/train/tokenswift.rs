@@ -128,6 +128,7 @@ fn train<B: Backend>(args: &TokenSwiftArgs, device: &B::Device) -> Result<()> {
     eprintln!("tokenizing {} training and {} held-out books …", train_books.len(), eval_books.len());
     let train_streams = tokenize(&train_books)?;
     let eval_streams = tokenize(&eval_books)?;
+    heldout::check_eval_prompts(&eval_streams, args.prompts_per_book, args.prompt_tokens)?;
     let train_chunks = chunks(&train_streams, cfg.seq_len);
     // Validation chunks spread over the held-out books (never trained on).
     let held_out = chunks(&eval_streams, cfg.seq_len);
