@@ -22,6 +22,10 @@ pub struct LoopState {
     pub total_steps: usize,
     /// The training config and data fingerprint the run was started with (must match on resume).
     pub fingerprint: serde_json::Value,
+    /// sha256 of each file of the checkpoint, by name, filled in when it is written and checked
+    /// on resume (absent in checkpoints written before session 82: not checked).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub files: std::collections::BTreeMap<String, String>,
 }
 
 pub const STATE_FILE: &str = "state.json";
@@ -74,8 +78,10 @@ pub fn write_checkpoint(
     let _ = std::fs::remove_dir_all(&tmp);
     std::fs::create_dir_all(&tmp).map_err(TrainError::io(&tmp))?;
     write(&tmp)?;
+    let mut state = state.clone();
+    state.files = checksums(&tmp)?;
     let state_path = tmp.join(STATE_FILE);
-    std::fs::write(&state_path, serde_json::to_string_pretty(state).expect("serializable"))
+    std::fs::write(&state_path, serde_json::to_string_pretty(&state).expect("serializable"))
         .map_err(TrainError::io(&state_path))?;
     let dir = checkpoint_dir(run);
     let old = run.join("checkpoint.old");
@@ -111,6 +117,7 @@ where
     };
     let dir = checkpoint_dir(run);
     same_run(&dir, &state.fingerprint, fingerprint)?;
+    verify_checksums(&dir, &state)?;
     check_export(&dir)?;
     let recorder = NamedMpkFileRecorder::<FullPrecisionSettings>::new();
     let bad = |file: &str, e: burn::record::RecorderError| TrainError::Checkpoint {
@@ -124,6 +131,42 @@ where
     let module = fresh.load_record(recorder.load(dir.join(MODULE_FILE), device).map_err(|e| bad(MODULE_FILE, e))?);
     let optim = optim.load_record(recorder.load(dir.join(OPTIMIZER_FILE), device).map_err(|e| bad(OPTIMIZER_FILE, e))?);
     Ok((module, optim, state.step))
+}
+
+/// sha256 of every file in a checkpoint directory being written, by name.
+fn checksums(dir: &Path) -> Result<std::collections::BTreeMap<String, String>, TrainError> {
+    let mut files = std::collections::BTreeMap::new();
+    for entry in std::fs::read_dir(dir).map_err(TrainError::io(dir))? {
+        let path = entry.map_err(TrainError::io(dir))?.path();
+        if path.is_file() {
+            let sha = draftsmith_core::digest::sha256_file(&path).map_err(TrainError::io(&path))?;
+            files.insert(path.file_name().expect("a listed file has a name").to_string_lossy().into_owned(), sha);
+        }
+    }
+    Ok(files)
+}
+
+/// Checks the files `state` lists against their sha256 (a record changed in place would resume
+/// into a different run, or fail deep inside burn's decoder).
+fn verify_checksums(dir: &Path, state: &LoopState) -> Result<(), TrainError> {
+    for (name, expected) in &state.files {
+        let path = dir.join(name);
+        let problem = |what: String| TrainError::Checkpoint {
+            path: path.clone(),
+            problem: format!(
+                "{what} (changed or damaged since it was saved): restore it, or delete {} to restart the run",
+                dir.display()
+            ),
+        };
+        if !path.is_file() {
+            return Err(problem("missing".into()));
+        }
+        let found = draftsmith_core::digest::sha256_file(&path).map_err(TrainError::io(&path))?;
+        if &found != expected {
+            return Err(problem(format!("sha256 is {found}, state.json records {expected}")));
+        }
+    }
+    Ok(())
 }
 
 /// Refuses to go on in `run` when its checkpoint was written by a run with another fingerprint

@@ -258,7 +258,12 @@ where
                 progress(TrainEvent::Validation { step: done, heads });
             }
             check_finite(run_dir, done, &module)?;
-            let state = LoopState { step: done, total_steps: total, fingerprint: fingerprint.clone() };
+            let state = LoopState {
+                step: done,
+                total_steps: total,
+                fingerprint: fingerprint.clone(),
+                files: Default::default(),
+            };
             save_checkpoint(run_dir, &state, &module, &optim, |dir| task.export(dir, &module, done))?;
             progress(TrainEvent::Checkpoint { step: done });
         }

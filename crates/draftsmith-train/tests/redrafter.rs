@@ -290,9 +290,20 @@ fn a_damaged_checkpoint_record_is_named_with_what_to_do() {
         .expect("a module record");
     let bytes = std::fs::read(&record).unwrap();
     std::fs::write(&record, &bytes[..bytes.len() / 2]).unwrap();
-    let err = train_redrafter::<AB>(&model, &identity(), &seqs, &cfg, &run, serde_json::json!("d"), None, &mut |_| {})
-        .unwrap_err()
-        .to_string();
+    let resume = || {
+        train_redrafter::<AB>(&model, &identity(), &seqs, &cfg, &run, serde_json::json!("d"), None, &mut |_| {})
+            .unwrap_err()
+            .to_string()
+    };
+    // The checkpoint's state lists each file's sha256: a changed record is named before burn reads it.
+    let err = resume();
+    assert!(err.contains("module.mpk") && err.contains("sha256") && err.contains("changed or damaged"), "{err}");
+    // A checkpoint written before the checksums: burn's decoder names the damage.
+    let state_path = run.join("checkpoint/state.json");
+    let mut state: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&state_path).unwrap()).unwrap();
+    assert!(state.as_object_mut().unwrap().remove("files").is_some());
+    std::fs::write(&state_path, state.to_string()).unwrap();
+    let err = resume();
     assert!(err.contains("module.mpk") && err.contains("truncated or damaged"), "{err}");
     assert!(!err.contains("record-backward-compat"), "burn's advice for 0.14 records is left out: {err}");
 }
