@@ -125,6 +125,15 @@ fn distill_writes_shards_and_resumes_without_redoing_work() {
     let err = String::from_utf8_lossy(&empty.stderr);
     assert!(!empty.status.success() && err.contains("no records") && err.contains("1 no_user_message"), "{err}");
 
+    // Another file of the same name and size is not resumed into the dataset.
+    let same_size = dir.join("alt").join("prompts.jsonl");
+    std::fs::create_dir_all(same_size.parent().unwrap()).unwrap();
+    let text = std::fs::read_to_string(&data).unwrap().replace("the cat", "the owl");
+    std::fs::write(&same_size, text).unwrap();
+    let swapped = distill(&same_size, &out, &[]);
+    let err = String::from_utf8_lossy(&swapped.stderr);
+    assert!(!swapped.status.success() && err.contains("params.settings") && err.contains("input_sha256"), "{err}");
+
     let other = distill(&data, &out, &["--temperature", "0.5"]);
     assert!(!other.status.success());
     let err = String::from_utf8_lossy(&other.stderr);

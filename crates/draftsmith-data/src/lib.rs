@@ -28,7 +28,9 @@ mod shards;
 
 pub use conversations::{read_conversations, Conversation, Message, ReadReport, Role};
 pub use error::DataError;
-pub use manifest::{read_manifest, DistillManifest, DistillParams, ShardInfo, TargetId, FORMAT_VERSION, MANIFEST_FILE};
+pub use manifest::{
+    read_manifest, DistillManifest, DistillParams, ShardInfo, TargetId, FORMAT_VERSION, INPUT_SHA256, MANIFEST_FILE,
+};
 pub use parts::{Part, PartInfo};
 pub use record::{DistillRecord, RecordSource, NO_TOKEN};
 pub use shards::{read_records, ShardWriter};

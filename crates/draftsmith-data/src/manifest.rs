@@ -123,6 +123,24 @@ pub(crate) fn write_manifest(dir: &Path, manifest: &DistillManifest) -> Result<(
     write_atomic(&manifest_path(dir), &text).map_err(|(path, source)| DataError::Io { path, source })
 }
 
+/// The settings key under which `distill` records its input file's sha256, so that a resumed run
+/// cannot append records of another file of the same name and size.
+pub const INPUT_SHA256: &str = "input_sha256";
+
+/// Removes [`INPUT_SHA256`] from `given` wherever `existing` has no such key at the same place
+/// (a manifest written before it was recorded).
+fn drop_unrecorded_input_sha(given: &mut serde_json::Value, existing: &serde_json::Value) {
+    let Some(map) = given.as_object_mut() else { return };
+    if existing.get(INPUT_SHA256).is_none() {
+        map.remove(INPUT_SHA256);
+    }
+    for (key, value) in map.iter_mut() {
+        if let Some(theirs) = existing.get(key) {
+            drop_unrecorded_input_sha(value, theirs);
+        }
+    }
+}
+
 /// Checks that a run with `target` and `params` may resume the dataset described by `existing`.
 pub(crate) fn check_resume(
     dir: &Path,
@@ -151,7 +169,11 @@ pub(crate) fn check_resume(
     let (old, new) = (&existing.params, params);
     differ(dir, "params.teacher_len", &old.teacher_len, &new.teacher_len)?;
     differ(dir, "params.topk", &old.topk, &new.topk)?;
-    if old.settings != new.settings {
+    // The input's sha256 is in the settings since session 82: a manifest without it resumes
+    // on the input's name and size, as it was written.
+    let mut given = new.settings.clone();
+    drop_unrecorded_input_sha(&mut given, &old.settings);
+    if old.settings != given {
         return Err(DataError::ResumeMismatch {
             dir: dir.to_path_buf(),
             field: "params.settings",

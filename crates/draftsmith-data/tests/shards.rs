@@ -344,6 +344,31 @@ fn a_manifest_without_shards_is_started_afresh_with_other_settings() {
 }
 
 #[test]
+fn a_manifest_without_the_inputs_sha256_resumes_and_one_with_it_must_match() {
+    let dir = common::fresh_dir("input-sha");
+    // Nested as `distill` nests it, under the settings' `input`.
+    let plain = DistillParams { settings: serde_json::json!({"temperature": 0.0, "input": {"bytes": 7}}), ..params() };
+    let with = |sha: &str| {
+        let mut settings = plain.settings.clone();
+        settings["input"][draftsmith_data::INPUT_SHA256] = serde_json::json!(sha);
+        DistillParams { settings, ..params() }
+    };
+    // Written before the input's sha256 was recorded.
+    let mut writer = ShardWriter::open(&dir, target(), plain.clone(), PER_SHARD).unwrap();
+    push_range(&mut writer, 0..4);
+    drop(writer);
+    assert_eq!(ShardWriter::open(&dir, target(), with("aa"), PER_SHARD).unwrap().inputs_done(), 4);
+    let recorded = common::fresh_dir("input-sha-recorded");
+    let mut writer = ShardWriter::open(&recorded, target(), with("aa"), PER_SHARD).unwrap();
+    push_range(&mut writer, 0..4);
+    drop(writer);
+    assert!(matches!(
+        ShardWriter::open(&recorded, target(), with("bb"), PER_SHARD),
+        Err(DataError::ResumeMismatch { field: "params.settings", .. })
+    ));
+}
+
+#[test]
 fn inconsistent_records_are_rejected_on_push() {
     let dir = common::fresh_dir("inconsistent");
     let mut writer = ShardWriter::open(&dir, target(), params(), PER_SHARD).unwrap();

@@ -65,8 +65,11 @@ fn run_on<B: Backend>(args: &DistillJob, device: &B::Device) -> Result<()> {
     let target = TargetId { name: file_name(&model_path), sha256: draftsmith_model::weights_sha256(&model_path)? };
     let bytes = std::fs::metadata(&data).with_context(|| format!("{}: cannot stat", data.display()))?.len();
     // The engine is part of the settings: answers differ between activation modes.
-    let params = cfg
-        .params(json!({ "file": file_name(&data), "bytes": bytes, "engine": args.model.engine_label(&model_path)? }));
+    let mut settings =
+        json!({ "file": file_name(&data), "bytes": bytes, "engine": args.model.engine_label(&model_path)? });
+    settings[draftsmith_data::INPUT_SHA256] =
+        json!(draftsmith_core::digest::sha256_file(&data).with_context(|| format!("{}: cannot read", data.display()))?);
+    let params = cfg.params(settings);
     let mut writer = match args.shard {
         Some(part) => {
             ShardWriter::open_part(&out, part, report.conversations.len(), target, params, cfg.inputs_per_shard)?
