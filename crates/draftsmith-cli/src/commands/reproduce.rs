@@ -103,8 +103,9 @@ fn check_drafters<B: Backend>(
         let drafters = crate::method_args::load_drafters(&params, &target, model, device).with_context(context)?;
         for &method in &recipe.methods {
             // A trained drafter's methods wait for the recipe to train it.
-            let untrained = matches!(method, Method::ReDrafter | Method::TokenSwift) && params.drafter.is_none();
-            if !untrained {
+            let waits_for_training =
+                matches!(method, Method::ReDrafter | Method::TokenSwift) && params.drafter.is_none();
+            if !waits_for_training {
                 draftsmith_decode::check_drafters(method, &params, drafters.as_drafters()).with_context(context)?;
             }
         }
