@@ -17,21 +17,17 @@ pub fn fetch_with_progress(artifact: &Artifact) -> Result<PathBuf> {
     spinner.set_style(ProgressStyle::with_template("{spinner} {msg} [{elapsed}]").expect("valid template"));
     spinner.enable_steady_tick(std::time::Duration::from_millis(200));
     let name = artifact.name;
-    let path = draftsmith_fetch::fetch(artifact, &draftsmith_fetch::data_dir(), &mut |event| match event {
-        FetchEvent::AlreadyPresent(p) => spinner.set_message(format!("{name}: already present at {}", p.display())),
-        FetchEvent::Done(p) => spinner.set_message(format!("{name}: ready at {}", p.display())),
-        // Kept on screen: the spinner's line is cleared at the end.
-        FetchEvent::Invalid { path, reason } => {
-            spinner.suspend(|| eprintln!("{name}: {} does not verify ({reason}): building it again", path.display()))
-        }
-        FetchEvent::Waiting { lock } => spinner.suspend(|| {
-            eprintln!(
-                "{name}: another process is fetching into this data directory ({}): waiting for it",
-                lock.display()
-            )
-        }),
-        other => spinner.set_message(format!("{name}: {other:?}")),
-    })?;
+    let path =
+        draftsmith_fetch::fetch(artifact, &draftsmith_fetch::data_dir(), &mut |event| match event {
+            FetchEvent::AlreadyPresent(p) => spinner.set_message(format!("{name}: already present at {}", p.display())),
+            FetchEvent::Done(p) => spinner.set_message(format!("{name}: ready at {}", p.display())),
+            // Kept on screen: the spinner's line is cleared at the end.
+            FetchEvent::Invalid { path, reason } => spinner
+                .suspend(|| eprintln!("{name}: {} does not verify ({reason}): building it again", path.display())),
+            FetchEvent::Waiting { dir, holder } => spinner
+                .suspend(|| eprintln!("{name}: another fetch holds {} ({holder}): waiting for it", dir.display())),
+            other => spinner.set_message(format!("{name}: {other:?}")),
+        })?;
     spinner.finish_and_clear();
     eprintln!("{name}: {}", path.display());
     Ok(path)

@@ -74,7 +74,8 @@ pub enum LockError {
 
 /// An exclusive claim on an output directory for as long as a stage writes it, so that a second
 /// `draftsmith` run into the same directory (a rerun while a killed run's shell still trains,
-/// two terminals) stops at once with [`LockError::Busy`] instead of racing for its files.
+/// two terminals) stops at once with [`LockError::Busy`] instead of racing for its files; or,
+/// through [`DirLock::wait`], waits its turn (fetches sharing a download directory).
 ///
 /// The claim is an advisory lock on `<dir>/draftsmith.lock`, held through the open file: the
 /// operating system drops it when the process ends, however it ends, so a killed run never
@@ -90,11 +91,23 @@ pub struct DirLock {
 
 impl DirLock {
     /// Creates `dir` if needed and claims it for `stage` (a name for the message, such as
-    /// `train redrafter`).
+    /// `train redrafter`); [`LockError::Busy`] while another process holds it.
     pub fn acquire(dir: &Path, stage: &str) -> Result<Self, LockError> {
+        Self::claim(dir, stage, None).map(|(lock, _)| lock)
+    }
+
+    /// Like [`DirLock::acquire`], but waits for another holder to let go instead of refusing
+    /// (one fetch at a time per download directory): `on_wait` is told the holder once, before
+    /// the wait. Returns the lock and whether it waited.
+    pub fn wait(dir: &Path, stage: &str, on_wait: &mut dyn FnMut(&str)) -> Result<(Self, bool), LockError> {
+        Self::claim(dir, stage, Some(on_wait))
+    }
+
+    fn claim(dir: &Path, stage: &str, mut on_wait: Option<&mut dyn FnMut(&str)>) -> Result<(Self, bool), LockError> {
         let path = dir.join(LOCK_FILE);
         let io = |source| LockError::Io { path: path.clone(), source };
         create_dir(dir).map_err(|source| LockError::CreateDir { dir: dir.to_path_buf(), source })?;
+        let mut waited = false;
         loop {
             let mut file = std::fs::OpenOptions::new()
                 .read(true)
@@ -111,21 +124,29 @@ impl DirLock {
                         "" => "a process that has not yet named itself".to_string(),
                         named => named.to_string(),
                     };
-                    return Err(LockError::Busy { dir: dir.to_path_buf(), holder });
+                    let Some(tell) = on_wait.as_mut() else {
+                        return Err(LockError::Busy { dir: dir.to_path_buf(), holder });
+                    };
+                    if !waited {
+                        tell(&holder);
+                        waited = true;
+                    }
+                    file.lock().map_err(io)?;
                 }
                 Err(std::fs::TryLockError::Error(e)) if e.kind() == io::ErrorKind::Unsupported => {
-                    return Ok(Self { path, file: None });
+                    return Ok((Self { path, file: None }, waited));
                 }
                 Err(std::fs::TryLockError::Error(e)) => return Err(io(e)),
             }
-            // The holder before us may have removed the file between our open and our lock:
-            // then we hold a lock on a name no one else will open, and must try again.
+            // The holder before us may have removed the file between our open and our lock (a
+            // holder we waited for always has): then we hold a lock on a name no one else will
+            // open, and must try again.
             if !same_file(&file, &path) {
                 continue;
             }
             let holder = format!("pid {}, draftsmith {stage}", std::process::id());
             file.set_len(0).and_then(|()| file.write_all(holder.as_bytes())).map_err(io)?;
-            return Ok(Self { path, file: Some(file) });
+            return Ok((Self { path, file: Some(file) }, waited));
         }
     }
 }
@@ -228,6 +249,31 @@ mod tests {
         std::fs::write(&file, "").unwrap();
         let err = DirLock::acquire(&file, "eval").unwrap_err().to_string();
         assert!(err.starts_with(&format!("{}: cannot create the directory", file.display())), "{err}");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_waiting_claim_is_told_the_holder_and_gets_the_lock_when_it_goes() {
+        let dir = std::env::temp_dir().join(format!("draftsmith-core-wait-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let (first, waited) = DirLock::wait(&dir, "fetch", &mut |_| panic!("nothing to wait for")).unwrap();
+        assert!(!waited);
+        let waiter = {
+            let dir = dir.clone();
+            std::thread::spawn(move || {
+                let mut told = Vec::new();
+                let (lock, waited) = DirLock::wait(&dir, "fetch", &mut |holder| told.push(holder.to_string())).unwrap();
+                (lock, waited, told)
+            })
+        };
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        assert!(!waiter.is_finished(), "waits while the first holds the lock");
+        drop(first);
+        let (second, waited, told) = waiter.join().unwrap();
+        assert!(waited);
+        assert_eq!(told, [format!("pid {}, draftsmith fetch", std::process::id())], "told once, naming the holder");
+        assert!(matches!(DirLock::acquire(&dir, "eval"), Err(LockError::Busy { .. })), "the waiter holds it now");
+        drop(second);
         std::fs::remove_dir_all(&dir).unwrap();
     }
 }

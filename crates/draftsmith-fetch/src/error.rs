@@ -106,6 +106,10 @@ pub enum FetchError {
         problem: String,
     },
 
+    /// The download directory's lock could not be taken (its directory or lock file).
+    #[error(transparent)]
+    Lock(#[from] draftsmith_core::fsio::LockError),
+
     /// Any file-system error, with the path and the action attempted.
     #[error("{}: cannot {action}: {source}", path.display())]
     Io {

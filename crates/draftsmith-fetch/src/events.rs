@@ -18,8 +18,10 @@ pub enum FetchEvent {
     /// Another process is fetching into the same data directory: this one waits for it (and
     /// then uses what it fetched).
     Waiting {
-        /// The lock file held by the other process.
-        lock: PathBuf,
+        /// The download directory the other process holds.
+        dir: PathBuf,
+        /// Who holds it (pid and stage), as its lock file says.
+        holder: String,
     },
     /// A package is being downloaded (packages already in the downloads
     /// directory are not reported).

@@ -1,8 +1,9 @@
 //! The fetch pipeline: verify what is there, download what is missing,
 //! assemble, verify, rename.
 
-use std::fs::{File, OpenOptions, TryLockError};
 use std::path::{Path, PathBuf};
+
+use draftsmith_core::fsio::DirLock;
 
 use crate::assemble::assemble_from_archives;
 use crate::catalog::{Artifact, Source};
@@ -27,7 +28,9 @@ pub fn fetch(a: &Artifact, data_dir: &Path, progress: &mut dyn FnMut(FetchEvent)
     let downloads = data_dir.join("downloads");
     // One fetch at a time per data directory (parallel `distill --shard` runs on a fresh
     // machine): the others wait, then find the artifact in place.
-    let (_lock, waited) = lock(&downloads, progress)?;
+    let (_lock, waited) = DirLock::wait(&downloads, "fetch", &mut |holder| {
+        progress(FetchEvent::Waiting { dir: downloads.clone(), holder: holder.to_string() })
+    })?;
     if waited && in_place(a, &path, progress)? {
         return Ok(path);
     }
@@ -55,31 +58,7 @@ fn in_place(a: &Artifact, path: &Path, progress: &mut dyn FnMut(FetchEvent)) -> 
     }
 }
 
-/// Takes `downloads/.lock`, waiting (and saying so) while another process holds it; returns the
-/// held file and whether it waited. Released when the file closes, however the process ends.
-fn lock(downloads: &Path, progress: &mut dyn FnMut(FetchEvent)) -> Result<(File, bool)> {
-    std::fs::create_dir_all(downloads).map_err(|e| FetchError::io(downloads, "create directory", e))?;
-    let path = downloads.join(".lock");
-    let file = OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&path)
-        .map_err(|e| FetchError::io(&path, "open", e))?;
-    match file.try_lock() {
-        Ok(()) => Ok((file, false)),
-        Err(TryLockError::WouldBlock) => {
-            progress(FetchEvent::Waiting { lock: path.clone() });
-            file.lock().map_err(|e| FetchError::io(&path, "lock", e))?;
-            Ok((file, true))
-        }
-        // A file system without locks: go on unguarded, as before.
-        Err(TryLockError::Error(e)) if e.kind() == std::io::ErrorKind::Unsupported => Ok((file, false)),
-        Err(TryLockError::Error(e)) => Err(FetchError::io(&path, "lock", e)),
-    }
-}
-
-/// Downloads (or finds in `downloads`, which `lock` made) every package of `a`; returns the
+/// Downloads (or finds in `downloads`, which the lock made) every package of `a`; returns the
 /// archives in catalog order.
 pub(crate) fn download(a: &Artifact, downloads: &Path, progress: &mut dyn FnMut(FetchEvent)) -> Result<Vec<PathBuf>> {
     match a.source {

@@ -366,8 +366,7 @@ fn a_second_fetch_waits_for_the_first_and_uses_what_it_fetched() {
     std::fs::create_dir_all(&downloads).unwrap();
     let (art, _, whole) = two_part_model(&downloads);
     // Another process's fetch, as far as the lock goes (locks belong to an open file).
-    let other = std::fs::File::create(downloads.join(".lock")).unwrap();
-    other.lock().unwrap();
+    let other = draftsmith_core::fsio::DirLock::acquire(&downloads, "fetch").unwrap();
     let data_dir = tmp.0.clone();
     let waiting = std::thread::spawn(move || {
         let mut events = Vec::new();
@@ -379,7 +378,13 @@ fn a_second_fetch_waits_for_the_first_and_uses_what_it_fetched() {
     drop(other);
     let (path, events) = waiting.join().unwrap();
     assert_eq!(std::fs::read(&path).unwrap(), whole);
-    assert!(matches!(events.first(), Some(FetchEvent::Waiting { .. })), "{events:?}");
+    match events.first() {
+        Some(FetchEvent::Waiting { dir, holder }) => {
+            assert_eq!(dir, &downloads);
+            assert_eq!(holder, &format!("pid {}, draftsmith fetch", std::process::id()));
+        }
+        other => panic!("expected Waiting first, got {other:?}"),
+    }
     assert_eq!(events.last(), Some(&FetchEvent::Done(path)));
 }
 
