@@ -64,25 +64,38 @@ pub enum Role {
     Assistant,
 }
 
+/// The chat-template role names, each with its role.
+const CHAT_NAMES: [(&str, Role); 3] = [("system", Role::System), ("user", Role::User), ("assistant", Role::Assistant)];
+
+/// ShareGPT's `from` values, each with its role.
+const SHAREGPT_NAMES: [(&str, Role); 6] = [
+    ("system", Role::System),
+    ("human", Role::User),
+    ("gpt", Role::Assistant),
+    ("chatgpt", Role::Assistant),
+    ("bing", Role::Assistant),
+    ("bard", Role::Assistant),
+];
+
+/// The role `name` stands for in `names`.
+fn lookup(names: &[(&str, Role)], name: &str) -> Option<Role> {
+    names.iter().find(|(n, _)| *n == name).map(|&(_, role)| role)
+}
+
+/// `names`' names, comma separated, for a message.
+fn listed(names: &[(&str, Role)]) -> String {
+    names.iter().map(|(n, _)| *n).collect::<Vec<_>>().join(", ")
+}
+
 impl Role {
     /// Parses a chat-template role name (`system`, `user`, `assistant`).
     pub fn from_chat(role: &str) -> Option<Role> {
-        match role {
-            "system" => Some(Role::System),
-            "user" => Some(Role::User),
-            "assistant" => Some(Role::Assistant),
-            _ => None,
-        }
+        lookup(&CHAT_NAMES, role)
     }
 
     /// Parses a ShareGPT `from` value (`human`, `gpt`, `chatgpt`, `bing`, `bard`, `system`).
     pub fn from_sharegpt(from: &str) -> Option<Role> {
-        match from {
-            "system" => Some(Role::System),
-            "human" => Some(Role::User),
-            "gpt" | "chatgpt" | "bing" | "bard" => Some(Role::Assistant),
-            _ => None,
-        }
+        lookup(&SHAREGPT_NAMES, from)
     }
 }
 
@@ -208,14 +221,13 @@ struct RawRecord {
     prompt: Option<String>,
 }
 
-/// The reason a conversation with an unknown role is skipped.
-fn unknown_role(id: &str, role: &str, field: &str, known: &str) -> String {
-    format!("conversation `{id}`: role `{role}` is not one of {known} (`{field}`)")
+/// The reason a conversation with an unknown role is skipped (`field` names the role list the
+/// record used).
+fn unknown_role(id: &str, role: &str, field: &str, known: &[(&str, Role)]) -> String {
+    format!("conversation `{id}`: role `{role}` is not one of {} (`{field}`)", listed(known))
 }
 
 /// The roles of `messages` (JSONL and Parquet).
-const CHAT_ROLES: &str = "system, user, assistant";
-
 /// Parses one JSON record: `Err` is a malformed record, `Ok(Err(reason))` a conversation to
 /// skip (an unknown role). `index` is the fallback id.
 fn parse_record(bytes: &[u8], index: usize) -> Result<Result<Conversation, String>, String> {
@@ -233,7 +245,7 @@ fn parse_record(bytes: &[u8], index: usize) -> Result<Result<Conversation, Strin
         ms.into_iter()
             .map(|m| match Role::from_chat(&m.role) {
                 Some(role) => Ok(Message { role, content: m.content }),
-                None => Err(unknown_role(&id, &m.role, "messages", CHAT_ROLES)),
+                None => Err(unknown_role(&id, &m.role, "messages", &CHAT_NAMES)),
             })
             .collect()
     } else if let Some(turns) = raw.conversations {
@@ -241,7 +253,7 @@ fn parse_record(bytes: &[u8], index: usize) -> Result<Result<Conversation, Strin
             .into_iter()
             .map(|t| match Role::from_sharegpt(&t.from) {
                 Some(role) => Ok(Message { role, content: t.value }),
-                None => Err(unknown_role(&id, &t.from, "conversations", "system, human, gpt, chatgpt, bing, bard")),
+                None => Err(unknown_role(&id, &t.from, "conversations", &SHAREGPT_NAMES)),
             })
             .collect()
     } else if let Some(turns) = raw.turns {

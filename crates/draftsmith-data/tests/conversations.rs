@@ -98,6 +98,12 @@ fn jsonl_record_shapes_and_id_fields() {
         Some("conversation `bad-role`: role `tool` is not one of system, user, assistant (`messages`)"),
         "the reason names the conversation and the roles read"
     );
+    let sharegpt =
+        write("jsonl-sharegpt", "sharegpt.jsonl", r#"{"id": "t", "conversations": [{"from": "tool", "value": "x"}]}"#);
+    assert_eq!(
+        read_conversations(&sharegpt, None).unwrap().first_skip.as_deref(),
+        Some("conversation `t`: role `tool` is not one of system, human, gpt, chatgpt, bing, bard (`conversations`)")
+    );
     let expected = vec![
         Conversation { id: "81".into(), messages: vec![msg(Role::User, "one"), msg(Role::User, "two")] },
         Conversation { id: "HumanEval/0".into(), messages: vec![msg(Role::User, "def f():")] },

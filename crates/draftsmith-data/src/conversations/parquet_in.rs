@@ -8,7 +8,7 @@ use arrow_array::RecordBatch;
 use parquet::arrow::arrow_reader::ParquetRecordBatchReaderBuilder;
 use parquet::arrow::ProjectionMask;
 
-use super::{unknown_role, Collector, Conversation, Message, ReadReport, Role, CHAT_ROLES};
+use super::{unknown_role, Collector, Conversation, Message, ReadReport, Role, CHAT_NAMES};
 use crate::arrow_util::{column, wrong_type, ListCol, StrCol};
 use crate::error::DataError;
 
@@ -58,7 +58,7 @@ fn add_batch(batch: &RecordBatch, has_id: bool, first_row: usize, collector: &mu
         let parsed: Result<Vec<Message>, String> = range
             .map(|j| {
                 let name = roles.get(j).ok_or_else(|| format!("conversation `{id}`: a message has no role"))?;
-                let role = Role::from_chat(name).ok_or_else(|| unknown_role(&id, name, "messages", CHAT_ROLES))?;
+                let role = Role::from_chat(name).ok_or_else(|| unknown_role(&id, name, "messages", &CHAT_NAMES))?;
                 Ok(Message { role, content: contents.get(j).unwrap_or("").to_string() })
             })
             .collect();
