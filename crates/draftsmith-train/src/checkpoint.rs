@@ -201,14 +201,35 @@ fn nothing_to_replace(run: &Path) -> Result<(), TrainError> {
     }
 }
 
-/// `Err` naming the first few settings in which the checkpoint's fingerprint `theirs` differs
-/// from this run's `ours`.
+/// The fingerprint key naming the kind of drafter a run trains (`redrafter`, `tokenswift`).
+pub const KIND: &str = "kind";
+
+/// `Err` naming the kind of drafter when the checkpoint's fingerprint `theirs` is another
+/// kind's, else the first few settings in which it differs from this run's `ours`.
 fn same_run(dir: &Path, theirs: &serde_json::Value, ours: &serde_json::Value) -> Result<(), TrainError> {
-    if theirs == ours {
+    let kind = |fingerprint: &serde_json::Value| fingerprint.get(KIND).and_then(|k| k.as_str()).map(str::to_string);
+    let ours = match (kind(theirs), kind(ours)) {
+        (Some(a), Some(b)) if a != b => {
+            return Err(TrainError::ResumeMismatch {
+                path: dir.to_path_buf(),
+                problem: format!("it was written by `train {a}`, not `train {b}`: use another run directory"),
+            })
+        }
+        // A checkpoint from before the kind was recorded: compared on the rest.
+        (None, Some(_)) => {
+            let mut ours = ours.clone();
+            if let Some(fields) = ours.as_object_mut() {
+                fields.remove(KIND);
+            }
+            ours
+        }
+        _ => ours.clone(),
+    };
+    if *theirs == ours {
         return Ok(());
     }
     let mut found = Vec::new();
-    differences("", theirs, ours, &mut found);
+    differences("", theirs, &ours, &mut found);
     const SHOWN: usize = 4;
     let more = found.len().saturating_sub(SHOWN);
     found.truncate(SHOWN);
@@ -290,4 +311,25 @@ where
         recorder.record(module.clone().into_record(), dir.join(MODULE_FILE)).map_err(|e| bad(MODULE_FILE, e))?;
         recorder.record(optim.to_record(), dir.join(OPTIMIZER_FILE)).map_err(|e| bad(OPTIMIZER_FILE, e))
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn another_kinds_checkpoint_is_named_and_one_without_a_kind_compares_the_rest() {
+        let dir = Path::new("run/checkpoint");
+        let redrafter = serde_json::json!({ KIND: "redrafter", "train": { "lr": 0.001 } });
+        let tokenswift = serde_json::json!({ KIND: "tokenswift", "train": { "lr": 0.001 } });
+        let err = same_run(dir, &redrafter, &tokenswift).unwrap_err().to_string();
+        assert!(err.contains("written by `train redrafter`, not `train tokenswift`"), "{err}");
+        same_run(dir, &redrafter, &redrafter).unwrap();
+        // Written before the kind was recorded: the same settings resume, others are listed.
+        let old = serde_json::json!({ "train": { "lr": 0.001 } });
+        same_run(dir, &old, &redrafter).unwrap();
+        let other = serde_json::json!({ KIND: "redrafter", "train": { "lr": 0.01 } });
+        let err = same_run(dir, &old, &other).unwrap_err().to_string();
+        assert!(err.contains("train.lr: 0.001 vs 0.01"), "{err}");
+    }
 }

@@ -17,6 +17,7 @@ use rand::seq::SliceRandom;
 use rand::SeedableRng;
 use serde::{Deserialize, Serialize};
 
+use crate::checkpoint::KIND;
 use crate::error::TrainError;
 use crate::examples::{build_examples, example_steps, Example, LabelSource, Sequence};
 use crate::hidden::{compute_hidden, HiddenStore};
@@ -198,8 +199,7 @@ pub fn train_redrafter<AB: AutodiffBackend>(
     let config = ReDrafterConfig::for_target(target.config().vocab_size, target.config().hidden_size, cfg.head)
         .with_num_draft_layers(cfg.num_draft_layers)
         .with_rnn(cfg.rnn);
-    let fingerprint =
-        serde_json::json!({ "train": cfg, "data": data_fingerprint, "target": target_id, "total_steps": total });
+    let fingerprint = serde_json::json!({ KIND: "redrafter", "train": cfg, "data": data_fingerprint, "target": target_id, "total_steps": total });
     // A checkpoint of another run is refused before the target's hidden states are computed.
     crate::checkpoint::check_resumable(run_dir, &fingerprint)?;
     let total_tokens: usize = seqs.iter().map(|s| s.tokens.len()).sum();

@@ -21,6 +21,7 @@ use draftsmith_heads::{StepMetrics, TargetIdentity};
 use draftsmith_model::{AttentionMask, Model};
 use serde::{Deserialize, Serialize};
 
+use crate::checkpoint::KIND;
 use crate::error::TrainError;
 use crate::run::{train_loop, DrafterTask, Epochs, LoopPlan, TrainEvent, TrainSummary};
 
@@ -135,7 +136,8 @@ pub fn train_tokenswift<AB: AutodiffBackend>(
     let config = TokenSwiftConfig::new(c.vocab_size, c.hidden_size)
         .with_num_heads(cfg.num_heads)
         .with_rms_norm_eps(c.rms_norm_eps as f64);
-    let fingerprint = serde_json::json!({ "train": cfg, "data": data_fingerprint, "target": target_id });
+    let fingerprint =
+        serde_json::json!({ KIND: "tokenswift", "train": cfg, "data": data_fingerprint, "target": target_id });
     let device = target.device().clone();
     let micro_per_epoch = train.len().div_ceil(cfg.batch_size);
     let val: Vec<Vec<u32>> = val.iter().take(cfg.val_chunks).cloned().collect();
