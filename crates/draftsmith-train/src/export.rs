@@ -109,6 +109,7 @@ pub fn export_drafter<B: Backend>(
     let refuse = |problem: String| TrainError::Heads(HeadsError::Config { path: config_path.clone(), problem });
     no_other_layout(out, format)?;
     not_another_run(source, out)?;
+    only_its_kind(out, kind)?;
     match (kind, format) {
         (DrafterKind::TokenSwift, ExportFormat::Reference) => Err(refuse(
             "TokenSwift heads have no reference checkpoint layout that another runtime loads; \
@@ -199,6 +200,25 @@ fn not_another_run(source: &Path, out: &Path) -> Result<(), TrainError> {
         }),
         false => Ok(()),
     }
+}
+
+/// An export replaces `out/config.json`: refused, before anything is written, when that file is
+/// not a config of a drafter of this `kind` (a model directory's, another kind of drafter's,
+/// anything else) — re-exporting into an export of the same kind replaces it, as asked.
+fn only_its_kind(out: &Path, kind: DrafterKind) -> Result<(), TrainError> {
+    let config = out.join(CONFIG_FILE);
+    if !config.exists() {
+        return Ok(());
+    }
+    let what = match drafter_kind(out) {
+        Ok(theirs) if theirs == kind => return Ok(()),
+        Ok(theirs) => format!("a {theirs} drafter's {CONFIG_FILE}"),
+        Err(_) => format!("a {CONFIG_FILE} that is not a drafter's (a model's, or another tool's?)"),
+    };
+    Err(TrainError::Dir {
+        path: out.to_path_buf(),
+        problem: format!("holds {what}, which a {kind} export would replace; choose another --out"),
+    })
 }
 
 /// Copies the weights and config of `source` into `out`, each whole or not at all.

@@ -99,4 +99,19 @@ fn a_reference_export_checks_the_target_and_tokenswift_has_none() {
     assert!(e.contains(ts.join("config.json").to_str().unwrap()) && e.contains("TokenSwift"), "{e}");
     let done = export_drafter::<B>(&ts, &ts.join("out"), ExportOptions::default(), None, &dev).unwrap();
     assert_eq!(std::fs::read(&done.files[0]).unwrap(), std::fs::read(ts.join("drafter.safetensors")).unwrap());
+
+    // An export replaces `config.json` only where it is a config of the same kind of drafter:
+    // not a model directory's, not another kind's.
+    let model = tmpdir("model");
+    std::fs::create_dir_all(&model).unwrap();
+    std::fs::write(model.join("config.json"), r#"{"model_type": "llama"}"#).unwrap();
+    let e = export_drafter::<B>(&ts, &model, ExportOptions::default(), None, &dev).unwrap_err().to_string();
+    assert!(e.contains("a config.json that is not a drafter's") && e.contains(model.to_str().unwrap()), "{e}");
+    assert_eq!(std::fs::read_to_string(model.join("config.json")).unwrap(), r#"{"model_type": "llama"}"#);
+    let e = export_drafter::<B>(&ts, &run.join("c"), ExportOptions::default(), None, &dev).unwrap_err().to_string();
+    assert!(e.contains("holds model.safetensors"), "{e}");
+    let e = export_drafter::<B>(&run, &ts.join("out"), ExportOptions::default(), None, &dev).unwrap_err().to_string();
+    assert!(e.contains("holds a tokenswift drafter's config.json, which a redrafter export would replace"), "{e}");
+    // The same kind re-exported into an earlier export replaces it.
+    export_drafter::<B>(&ts, &ts.join("out"), ExportOptions::default(), None, &dev).unwrap();
 }
