@@ -126,8 +126,8 @@ fn bad_arguments_are_clear_errors() {
 
 #[test]
 fn a_nan_in_the_weights_is_refused_rather_than_decoded() {
-    // A norm's scale is checked as it loads (the int8 activations would turn its NaN into
-    // finite numbers); a NaN in a matrix shows in the prompt's logits.
+    // A norm's scale and a quantized matrix are checked as they load (the int8 activations
+    // would turn a NaN into finite numbers); a NaN in an f32 matrix shows in the prompt's logits.
     for (tensor, expected) in [
         ("model.norm.weight", "tensor `model.norm.weight`: value 0 is NaN"),
         ("model.layers.0.self_attn.q_proj.weight", "logits are not finite"),
@@ -147,6 +147,17 @@ fn a_nan_in_the_weights_is_refused_rather_than_decoded() {
         let err = String::from_utf8_lossy(&out.stderr);
         assert!(!out.status.success() && err.contains(expected), "{tensor}: {err}");
     }
+    // In a GGUF, a Q8_0 block's scale (`blk.0.ffn_down.weight`, one 34-byte block per row, at
+    // 13312 in a data section of 18176 bytes ending the file): row 1's set to NaN.
+    let path = scratch("nan-gguf").join("model.gguf");
+    let mut bytes = std::fs::read(fixture("tiny-llama.gguf")).unwrap();
+    let data = bytes.len() - 18176;
+    bytes[data + 13312 + 34..][..2].copy_from_slice(&0x7E00u16.to_le_bytes());
+    std::fs::write(&path, bytes).unwrap();
+    let out = generate(&path, &["--no-chat-template", "--max-new-tokens", "4"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    let expected = "tensor `blk.0.ffn_down.weight`: row 1, block 0: its scale is NaN";
+    assert!(!out.status.success() && err.contains(expected), "{err}");
 }
 
 #[test]

@@ -18,7 +18,7 @@ use crate::fused::{Dims, HostLayer, HostStack, Proj};
 use crate::layers::{Linear, LinearWeight, RmsNorm, Rope};
 use crate::model::{Attention, Block, Mlp, Model};
 use crate::names;
-use crate::source::{stack_runs, GgufSource, QuantWeight, SafetensorsSource, WeightSource};
+use crate::source::{check_finite, stack_runs, GgufSource, QuantWeight, SafetensorsSource, WeightSource};
 use crate::tokenizer::TextTokenizer;
 
 /// How matrix weights are held in memory.
@@ -634,19 +634,12 @@ impl<B: Backend> Builder<'_, B> {
         Ok(Tensor::from_data(TensorData::new(v, [n]), self.device))
     }
 
-    /// A 1-D weight (a norm's scale, a bias), refused when a value is NaN or infinite: the int8
-    /// activations would turn a NaN into finite numbers, so a damaged vector would decode fluent
-    /// garbage rather than fail the logits' check.
+    /// A 1-D weight (a norm's scale, a bias), refused when a value is NaN or infinite
+    /// ([`check_finite`]).
     fn load_vector(&self, name: &str) -> Result<Vec<f32>, ModelError> {
         let values = self.source.load_f32(name)?;
-        match values.iter().position(|v| !v.is_finite()) {
-            Some(i) => Err(ModelError::Tensor {
-                path: self.source.path().to_path_buf(),
-                name: self.source.display_name(name),
-                problem: format!("value {i} is {} (a damaged or badly converted model)", values[i]),
-            }),
-            None => Ok(values),
-        }
+        check_finite(self.source.path(), &self.source.display_name(name), &values)?;
+        Ok(values)
     }
 
     fn norm(&self, name: &str) -> Result<RmsNorm<B>, ModelError> {

@@ -143,7 +143,20 @@ fn quantize(path: &Path, name: &str, values: &[f32], shape: &[usize]) -> Result<
     let [rows, cols] = shape else {
         return Err(tensor_err(path, name, format!("expected a matrix, found shape {shape:?}")));
     };
+    check_finite(path, name, values)?;
     QMatrix::quantize_q8_0(values, *rows, *cols).map_err(|e| tensor_err(path, name, e.to_string()))
+}
+
+/// Refuses a tensor holding a NaN or infinite value, naming the first: the int8 activations
+/// would turn a NaN into finite numbers, so a damaged tensor would decode fluent garbage rather
+/// than fail the logits' check.
+pub(crate) fn check_finite(path: &Path, name: &str, values: &[f32]) -> Result<(), ModelError> {
+    match values.iter().position(|v| !v.is_finite()) {
+        Some(i) => {
+            Err(tensor_err(path, name, format!("value {i} is {} (a damaged or badly converted model)", values[i])))
+        }
+        None => Ok(()),
+    }
 }
 
 /// Rewrites a tensor's GGUF blocks into a block format the kernels multiply natively.
@@ -201,6 +214,22 @@ impl GgufSource {
         })
     }
 
+    /// The tensor's blocks as the file holds them, refused when a block's scale is NaN or
+    /// infinite ([`dequant::first_non_finite_scale`]), naming its row and block.
+    fn checked_bytes(&self, name: &str, info: &draftsmith_gguf::TensorInfo) -> Result<&[u8], ModelError> {
+        let bytes = self.file.tensor_bytes(info);
+        match dequant::first_non_finite_scale(info.dtype, bytes) {
+            Some((block, scale)) => {
+                let per_row = (info.dims.first().copied().unwrap_or(1) as usize / info.dtype.block_size()).max(1);
+                let (row, block) = (block / per_row, block % per_row);
+                let problem =
+                    format!("row {row}, block {block}: its scale is {scale} (a damaged or badly converted model)");
+                Err(tensor_err(self.path(), &self.display_name(name), problem))
+            }
+            None => Ok(bytes),
+        }
+    }
+
     /// Heads whose rows llama.cpp permuted for this tensor, if any.
     fn permuted_heads(&self, name: &str) -> Option<usize> {
         if self.architecture != Architecture::Llama {
@@ -255,7 +284,8 @@ impl WeightSource for GgufSource {
 
     fn load_blocks(&self, name: &str) -> Result<Option<(GgmlType, Vec<u8>)>, ModelError> {
         let info = self.info(name)?;
-        Ok(self.permuted_heads(name).is_none().then(|| (info.dtype, self.file.tensor_bytes(info).to_vec())))
+        let bytes = self.checked_bytes(name, info)?;
+        Ok(self.permuted_heads(name).is_none().then(|| (info.dtype, bytes.to_vec())))
     }
 
     fn quant_weight(&self, name: &str, activations: Activations) -> Result<QuantWeight<'_>, ModelError> {
@@ -277,7 +307,8 @@ impl WeightSource for GgufSource {
             GgmlType::Q4_K => (QFormat::Q4_1, Some(dequant::q4_k_as_q4_1)),
             _ => {
                 let shape = self.shape(name).unwrap_or_default();
-                return quantize(self.path(), name, &self.load_f32(name)?, &shape).map(QuantWeight::Matrix);
+                return quantize(self.path(), &self.display_name(name), &self.load_f32(name)?, &shape)
+                    .map(QuantWeight::Matrix);
             }
         };
         let (cols, rows) = match info.dims.as_slice() {
@@ -286,7 +317,7 @@ impl WeightSource for GgufSource {
         };
         // The file's bytes are read in place where they need no rewriting (the packed matrix
         // is the one copy: a copy first would be a second pass over fresh pages).
-        let bytes = self.file.tensor_bytes(info);
+        let bytes = self.checked_bytes(name, info)?;
         let bytes: Cow<'_, [u8]> = match self.permuted_heads(name) {
             Some(heads) => Cow::Owned(unpermute_rows(bytes, rows, heads)),
             None => Cow::Borrowed(bytes),

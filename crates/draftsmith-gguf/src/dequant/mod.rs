@@ -62,6 +62,36 @@ pub fn dequantize_into(dtype: GgmlType, bytes: &[u8], out: &mut [f32]) -> Result
     Ok(())
 }
 
+/// The byte offsets of a block's f16 scales (`d`, and `m` / `dmin` where the type has one);
+/// empty for the plain float types, whose values are checked as values.
+fn scale_offsets(dtype: GgmlType) -> &'static [usize] {
+    match dtype {
+        GgmlType::Q4_0 | GgmlType::Q5_0 | GgmlType::Q8_0 => &[0],
+        GgmlType::Q4_1 | GgmlType::Q5_1 | GgmlType::Q4_K | GgmlType::Q5_K => &[0, 2],
+        // `ql` 128, `qh` 64, 16 scales, then `d`.
+        GgmlType::Q6_K => &[208],
+        _ => &[],
+    }
+}
+
+/// The first block of `bytes` (whole `dtype` blocks) whose f16 scale is NaN or infinite, with
+/// that scale: a damaged or badly converted file. The int8 kernels would turn such a block's
+/// NaN into finite numbers, so it is found at load rather than in the logits.
+pub fn first_non_finite_scale(dtype: GgmlType, bytes: &[u8]) -> Option<(usize, f32)> {
+    let offsets = scale_offsets(dtype);
+    if offsets.is_empty() {
+        return None;
+    }
+    // The f16 exponent all ones: NaN or infinity.
+    let bad = |bits: u16| bits & 0x7C00 == 0x7C00;
+    bytes.chunks_exact(dtype.type_size()).enumerate().find_map(|(i, block)| {
+        offsets
+            .iter()
+            .find(|&&at| bad(u16::from_le_bytes([block[at], block[at + 1]])))
+            .map(|&at| (i, f16_at(block, at)))
+    })
+}
+
 /// Checks that `bytes` holds exactly `n_elements` values of `dtype`.
 fn check_bytes(dtype: GgmlType, bytes: &[u8], n_elements: usize) -> Result<(), DequantError> {
     let expected = byte_len(dtype, n_elements)?;
@@ -109,6 +139,24 @@ mod tests {
         assert_eq!(err, DequantError::Unsupported(GgmlType::Q2_K));
         let err = dequantize_into(GgmlType::F32, &[0; 8], &mut [0.0; 3]).unwrap_err();
         assert!(matches!(err, DequantError::ByteLength { expected: 12, actual: 8, .. }));
+    }
+
+    #[test]
+    fn a_non_finite_scale_is_found_with_its_block() {
+        let mut q4_1 = vec![0u8; 3 * 20];
+        assert_eq!(first_non_finite_scale(GgmlType::Q4_1, &q4_1), None);
+        q4_1[2 * 20 + 2..][..2].copy_from_slice(&half::f16::INFINITY.to_bits().to_le_bytes());
+        assert_eq!(first_non_finite_scale(GgmlType::Q4_1, &q4_1), Some((2, f32::INFINITY)));
+        let mut q6_k = vec![0u8; 2 * 210];
+        q6_k[210 + 208..][..2].copy_from_slice(&half::f16::NAN.to_bits().to_le_bytes());
+        let (block, scale) = first_non_finite_scale(GgmlType::Q6_K, &q6_k).unwrap();
+        assert!(block == 1 && scale.is_nan());
+        // The sixteen 8-bit sub-block scales before `d` are not f16.
+        assert_eq!(
+            first_non_finite_scale(GgmlType::Q6_K, &[0xFF; 208].iter().chain(&[0; 2]).copied().collect::<Vec<_>>()),
+            None
+        );
+        assert_eq!(first_non_finite_scale(GgmlType::F16, &[0xFF; 4]), None);
     }
 
     #[test]
