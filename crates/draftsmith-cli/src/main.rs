@@ -7,6 +7,7 @@ mod huge_pages;
 mod jobs;
 mod method_args;
 mod model_arg;
+mod out;
 mod progress;
 mod prompt_args;
 mod sampling_args;
@@ -73,6 +74,10 @@ fn main() -> ExitCode {
     let cli = Cli::from_arg_matches(&command().get_matches()).unwrap_or_else(|e| e.exit());
     match run(cli.command) {
         Ok(()) => ExitCode::SUCCESS,
+        // `draftsmith … | head`: the reader has what it wanted.
+        Err(e) if e.downcast_ref::<out::StdoutError>().is_some_and(out::StdoutError::is_closed_pipe) => {
+            ExitCode::SUCCESS
+        }
         Err(e) => {
             eprintln!("error: {}", report(&e));
             ExitCode::FAILURE

@@ -244,3 +244,25 @@ fn bench_ar_probes_the_host_again_after_the_curve() {
         assert!(machine.get("instruction_peak_after_gmac_s").is_none(), "no peak, nothing to probe again: {machine}");
     }
 }
+
+#[test]
+fn a_full_disk_on_stdout_is_an_error_and_a_closed_pipe_ends_quietly() {
+    let model = fixture("tiny-llama.gguf");
+    let args = ["generate", "--model", model.to_str().unwrap(), "--prompt", "the cat", "--no-chat-template"];
+    let full = std::fs::OpenOptions::new().write(true).open("/dev/full").unwrap();
+    let out = bin().args(args).stdout(full).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("cannot write to standard output"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+    // `draftsmith generate … | head -c 1`: the reader is gone before the first token.
+    let mut child =
+        bin().args(args).stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped()).spawn().unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success() && !err.contains("panicked") && !err.contains("error"), "{err}");
+    // A `--stats-out` that cannot be written is an error naming it, not lines lost unseen.
+    let out = bin().args(args).args(["--stats-out", "/dev/full"]).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("/dev/full"), "{err}");
+}

@@ -70,26 +70,32 @@ pub fn ar_stats(output: &[u32], elapsed: std::time::Duration) -> serde_json::Val
     with_output_stats(common_stats(output, output.len().saturating_sub(1), elapsed), output)
 }
 
-/// `--stats-out`: a JSON line every `every` generated tokens (flushed), and one at the end.
+/// `--stats-out`: a JSON line every `every` generated tokens (flushed), and one at the end. A
+/// failed write (a full disk) stops the lines and is reported by [`StatsLog::finish`].
 pub struct StatsLog {
-    file: Option<std::fs::File>,
+    file: Option<(std::path::PathBuf, std::fs::File)>,
     every: usize,
     next: usize,
+    failed: Option<std::io::Error>,
 }
 
 impl StatsLog {
     pub fn open(path: Option<&std::path::Path>, every: usize) -> Result<Self, EvalError> {
         let file = match path {
-            Some(p) => Some(std::fs::OpenOptions::new().create(true).append(true).open(p).map_err(EvalError::io(p))?),
+            Some(p) => Some((
+                p.to_path_buf(),
+                std::fs::OpenOptions::new().create(true).append(true).open(p).map_err(EvalError::io(p))?,
+            )),
             None => None,
         };
-        Ok(Self { file, every: every.max(1), next: every.max(1) })
+        Ok(Self { file, every: every.max(1), next: every.max(1), failed: None })
     }
 
     fn write(&mut self, value: serde_json::Value) {
-        if let Some(f) = &mut self.file {
-            let _ = writeln!(f, "{value}");
-            let _ = f.flush();
+        if let (Some((_, f)), None) = (&mut self.file, &self.failed) {
+            if let Err(e) = writeln!(f, "{value}").and_then(|()| f.flush()) {
+                self.failed = Some(e);
+            }
         }
     }
 
@@ -104,12 +110,17 @@ impl StatsLog {
         }
     }
 
-    /// The last line, marked `"final": true`.
-    pub fn finish(&mut self, line: impl FnOnce() -> serde_json::Value) {
+    /// The last line, marked `"final": true`; `Err` naming the file when a line could not be
+    /// written.
+    pub fn finish(&mut self, line: impl FnOnce() -> serde_json::Value) -> Result<(), EvalError> {
         if self.file.is_some() {
             let mut v = line();
             v["final"] = json!(true);
             self.write(v);
+        }
+        match (&self.file, self.failed.take()) {
+            (Some((path, _)), Some(e)) => Err(EvalError::io(path)(e)),
+            _ => Ok(()),
         }
     }
 }

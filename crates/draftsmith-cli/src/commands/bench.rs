@@ -7,6 +7,7 @@ use clap::{Args, Subcommand};
 use draftsmith_eval::bench::{bench_ar, encode_prompts, BenchConfig, BenchEvent, BenchTarget, CurvePoint, Machine};
 
 use crate::model_arg::ModelArgs;
+use crate::out::outln;
 
 /// Benchmarks (timings are measured here, never asserted in tests).
 #[derive(Debug, Subcommand)]
@@ -47,7 +48,8 @@ pub struct BenchArArgs {
     /// Passes over the prompts (default: 3 with --vs-llamacpp, else 1).
     #[arg(long)]
     pub repeats: Option<usize>,
-    /// Print one JSON object as the last stdout line.
+    /// Leave out the pretty-printed copy of the result on stderr (the result is always the last
+    /// stdout line, one JSON object, for scripts).
     #[arg(long)]
     pub json: bool,
 }
@@ -110,7 +112,7 @@ fn run_ar<B: Backend>(args: &BenchArArgs, device: &B::Device) -> Result<()> {
     if !args.json {
         eprintln!("{}", serde_json::to_string_pretty(&result)?);
     }
-    println!("{result}");
+    outln!("{result}")?;
     Ok(())
 }
 

@@ -11,6 +11,7 @@ use draftsmith_train::{export_drafter, export_needs_target, run_drafter, ExportF
 
 use crate::backend::DeviceKind;
 use crate::model_arg::{ActivationsArg, KvKeysArg, ModelArgs};
+use crate::out::outln;
 
 #[derive(Debug, Args)]
 pub struct ExportArgs {
@@ -83,15 +84,15 @@ pub fn run(args: ExportArgs) -> Result<()> {
     let trained_for = exported.target.as_ref().map_or("an unnamed target".to_string(), |t| {
         format!("{} (sha256 {}…)", t.name, &t.sha256[..12.min(t.sha256.len())])
     });
-    println!(
+    outln!(
         "exported a {} for {trained_for} in the {} layout to {}",
         exported.description,
         exported.format,
         out.display()
-    );
+    )?;
     for file in &exported.files {
         let bytes = std::fs::metadata(file).map(|m| m.len()).unwrap_or(0);
-        println!("  {} ({})", file.display(), indicatif::HumanBytes(bytes));
+        outln!("  {} ({})", file.display(), indicatif::HumanBytes(bytes))?;
     }
     Ok(())
 }

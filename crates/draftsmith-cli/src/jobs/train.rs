@@ -15,6 +15,7 @@ use draftsmith_train::{
 };
 
 use crate::model_arg::ModelArgs;
+use crate::out::outln;
 use crate::progress::TrainDisplay;
 
 /// One ReDrafter training run, resolved.
@@ -104,12 +105,12 @@ fn redrafter<B: Backend>(args: &TrainJob, device: &B::Device) -> Result<()> {
     )
     .context("training failed")?;
     display.finish();
-    println!(
+    outln!(
         "done: {} steps (this run: {:.0} s); validation top-1 % per head: {}; drafter exported to {}",
         summary.steps,
         summary.seconds,
         crate::progress::top1_percents(&summary.val_top1),
         args.out.display()
-    );
+    )?;
     Ok(())
 }

@@ -13,6 +13,7 @@ use draftsmith_data::books::{read_books, split_books, Book};
 use draftsmith_train::{chunks, heldout, train_tokenswift, TokenSwiftTrainConfig};
 
 use crate::model_arg::ModelArgs;
+use crate::out::outln;
 use crate::progress::fetch_with_progress;
 use crate::progress::TrainDisplay;
 
@@ -168,12 +169,12 @@ fn train<B: Backend>(args: &TokenSwiftArgs, device: &B::Device) -> Result<()> {
         args.prompt_tokens,
         &loaded.tokenizer,
     )?;
-    println!(
+    outln!(
         "done: {} steps (this run: {:.0} s); held-out top-1 % per head (tokens t+2, t+3, …): {}; heads exported to {}",
         summary.steps,
         summary.seconds,
         crate::progress::top1_percents(&summary.val_top1),
         args.out.display()
-    );
+    )?;
     Ok(())
 }
