@@ -308,6 +308,11 @@ pub struct HfConfig {
     pub tie_word_embeddings: bool,
     pub bos_token_id: Option<serde_json::Value>,
     pub eos_token_id: Option<serde_json::Value>,
+    /// The MLP's activation: the layers compute SiLU (`silu`, also spelt `swish`) only.
+    pub hidden_act: Option<String>,
+    /// Mistral's (and Qwen2's, with `use_sliding_window`) attention window.
+    pub sliding_window: Option<usize>,
+    pub use_sliding_window: Option<bool>,
 }
 
 fn default_eps() -> f32 {
@@ -346,6 +351,35 @@ impl HfConfig {
             path: path.to_path_buf(),
             name: self.model_type.clone(),
         })?;
+        let refuse = |problem: String| ModelError::Config { path: path.to_path_buf(), problem };
+        match self.hidden_act.as_deref() {
+            None | Some("silu" | "swish") => {}
+            Some(other) => {
+                return Err(refuse(format!(
+                    "hidden_act `{other}`: the {} layers compute SiLU (SwiGLU) only",
+                    architecture.gguf_name()
+                )))
+            }
+        }
+        // Attention over the last `window` tokens equals full attention while the context is no
+        // longer than the window: the context is limited to it.
+        let window = match (self.model_type.as_str(), self.sliding_window) {
+            ("mistral", Some(w)) => Some(w),
+            (_, Some(w)) if self.use_sliding_window == Some(true) => Some(w),
+            _ => None,
+        };
+        let max_position_embeddings = match window {
+            Some(0) => return Err(refuse("sliding_window is 0".into())),
+            Some(w) if w < self.max_position_embeddings => {
+                tracing::warn!(
+                    "{}: attention is limited to a sliding window of {w} tokens: the context is limited to it (max_position_embeddings {})",
+                    path.display(),
+                    self.max_position_embeddings
+                );
+                w
+            }
+            _ => self.max_position_embeddings,
+        };
         let head_dim = self.head_dim.unwrap_or(self.hidden_size / self.num_attention_heads.max(1));
         let rope_scaling = match self.rope_scaling {
             None => RopeScaling::None,
@@ -363,7 +397,7 @@ impl HfConfig {
             rms_norm_eps: self.rms_norm_eps,
             rope_theta: self.rope_theta,
             rope_scaling,
-            max_position_embeddings: self.max_position_embeddings,
+            max_position_embeddings,
             tie_word_embeddings: self.tie_word_embeddings,
         };
         config.validate_keys(path, &hf_key)?;

@@ -21,7 +21,7 @@ pub mod tokenizer;
 
 pub use cache::KvCache;
 pub use chat::{ChatMessage, ChatTemplate};
-pub use config::{Architecture, ModelConfig, RopeScaling};
+pub use config::{Architecture, HfConfig, ModelConfig, RopeScaling};
 pub use draftsmith_kernels::{Activations, QFormat};
 pub use driver::cuda_driver_present;
 pub use error::ModelError;

@@ -410,10 +410,58 @@ fn bad_hf_configs_are_rejected_naming_the_field() {
         c["rope_scaling"] = serde_json::json!({"rope_type": "yarn", "factor": -2.0});
     });
     expect_error(&dir, &["rope_scaling.factor is -2", "finite and positive"]);
+    let dir = edited_hf(&base, "gelu", |c| c["hidden_act"] = "gelu".into());
+    expect_error(&dir, &["config.json", "hidden_act `gelu`", "SiLU (SwiGLU) only"]);
     // A text file in place of the weights.
     let dir = edited_hf(&base, "weights", |_| {});
     std::fs::write(dir.join("model.safetensors"), "not weights at all\n").unwrap();
     expect_error(&dir, &["model.safetensors", "not a readable safetensors file"]);
+}
+
+#[test]
+fn a_sliding_window_limits_the_context() {
+    let config = |edit: fn(&mut Value)| {
+        let mut c: Value =
+            serde_json::from_str(&std::fs::read_to_string(fixtures().join("tiny-llama/config.json")).unwrap()).unwrap();
+        c["max_position_embeddings"] = 2048.into();
+        edit(&mut c);
+        serde_json::from_value::<draftsmith_model::HfConfig>(c).unwrap().into_config(Path::new("config.json"))
+    };
+    let context = |edit| config(edit).unwrap().max_position_embeddings;
+    assert_eq!(context(|c| c["sliding_window"] = 64.into()), 2048, "llama has no window");
+    assert_eq!(context(|c| c["model_type"] = "mistral".into()), 2048, "mistral without a window");
+    assert_eq!(
+        context(|c| {
+            c["model_type"] = "mistral".into();
+            c["sliding_window"] = 64.into();
+        }),
+        64
+    );
+    assert_eq!(context(|c| c["sliding_window"] = 4096.into()), 2048);
+    assert_eq!(
+        context(|c| {
+            c["model_type"] = "qwen2".into();
+            c["sliding_window"] = 64.into();
+            c["use_sliding_window"] = false.into();
+        }),
+        2048,
+        "Qwen2.5's configs name a window they do not use"
+    );
+    assert_eq!(
+        context(|c| {
+            c["model_type"] = "qwen2".into();
+            c["sliding_window"] = 64.into();
+            c["use_sliding_window"] = true.into();
+        }),
+        64
+    );
+    let err = config(|c| {
+        c["model_type"] = "mistral".into();
+        c["sliding_window"] = 0.into();
+    })
+    .unwrap_err()
+    .to_string();
+    assert!(err.contains("sliding_window is 0"), "{err}");
 }
 
 #[test]
