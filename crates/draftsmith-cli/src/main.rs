@@ -70,6 +70,8 @@ fn main() -> ExitCode {
             tracing_subscriber::EnvFilter::try_from_env("DRAFTSMITH_LOG").unwrap_or_else(|_| "warn".into()),
         )
         .with_writer(std::io::stderr)
+        // Colour codes only where a terminal reads them, not into a log file.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let cli = Cli::from_arg_matches(&command().get_matches()).unwrap_or_else(|e| e.exit());
     match run(cli.command) {

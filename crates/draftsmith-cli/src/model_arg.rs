@@ -150,6 +150,12 @@ pub fn resolve_model_path(spec: &str) -> Result<PathBuf> {
         return Ok(path.to_path_buf());
     }
     match draftsmith_fetch::find(spec) {
+        // Refused before a download it could not use.
+        Ok(draftsmith_fetch::Artifact { arch: Some(arch), .. })
+            if draftsmith_model::Architecture::parse(arch).is_none() =>
+        {
+            bail!("`{spec}` is a {arch} model, which the engine does not run (it runs llama and qwen2 models)")
+        }
         Ok(artifact) if artifact.kind == draftsmith_fetch::ArtifactKind::Model => fetch_with_progress(artifact),
         Ok(_) => bail!("`{spec}` is a dataset, not a model"),
         Err(_) if spec.contains('/') || spec.ends_with(".gguf") => bail!("{spec}: no such file or directory"),
@@ -165,7 +171,8 @@ const HF_FILES: &[&str] = &["config.json", "tokenizer.json", "tokenizer_config.j
 fn hf_download(id: &str) -> Result<PathBuf> {
     use hf_hub::{api::sync::ApiBuilder, Cache, Repo, RepoType};
     let (name, revision) = id.split_once('@').unwrap_or((id, "main"));
-    if name.split('/').count() != 2 {
+    let parts: Vec<&str> = name.split('/').collect();
+    if parts.len() != 2 || parts.iter().any(|p| p.is_empty() || *p == "." || *p == "..") || revision.is_empty() {
         bail!("hf:{id}: expected hf:org/name[@revision]");
     }
     let repo = Repo::with_revision(name.to_string(), RepoType::Model, revision.to_string());

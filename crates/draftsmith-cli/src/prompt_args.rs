@@ -11,8 +11,9 @@ use draftsmith_model::{ChatMessage, LoadedModel};
 /// What to generate from.
 #[derive(Debug, Args)]
 pub struct PromptArgs {
-    /// The prompt (the user message unless --no-chat-template).
-    #[arg(long, short = 'p', required_unless_present_any = ["messages", "prompt_file"])]
+    /// The prompt (the user message unless --no-chat-template). One of --prompt, --prompt-file
+    /// and --messages is needed.
+    #[arg(long, short = 'p')]
     pub prompt: Option<String>,
     /// Read the prompt from a text file (e.g. a long book prefix).
     #[arg(long, conflicts_with = "prompt")]
@@ -20,8 +21,8 @@ pub struct PromptArgs {
     /// A JSON file with chat messages: `[{"role": "user", "content": "…"}, …]`.
     #[arg(long, conflicts_with = "prompt")]
     pub messages: Option<PathBuf>,
-    /// A system message placed before the prompt.
-    #[arg(long)]
+    /// A system message placed before the prompt (rendered by the chat template).
+    #[arg(long, conflicts_with = "no_chat_template")]
     pub system: Option<String>,
     /// Tokenize the prompt as raw text instead of applying the model's chat template.
     #[arg(long)]
@@ -32,6 +33,14 @@ pub struct PromptArgs {
 const ROLES: [&str; 4] = ["system", "user", "assistant", "tool"];
 
 impl PromptArgs {
+    /// Refuses, before anything is loaded, a command line without anything to generate from.
+    pub fn check(&self) -> Result<()> {
+        if self.prompt.is_none() && self.prompt_file.is_none() && self.messages.is_none() {
+            anyhow::bail!("nothing to generate from: give --prompt, --prompt-file or --messages");
+        }
+        Ok(())
+    }
+
     /// The prompt's token ids: chat template applied unless disabled.
     pub fn ids<B: Backend>(&self, loaded: &LoadedModel<B>) -> Result<Vec<u32>> {
         let from_file = match &self.prompt_file {

@@ -18,8 +18,8 @@ pub struct SamplingArgs {
     /// Drop tokens below min-p × the top probability (0 = off).
     #[arg(long, default_value_t = 0.0)]
     pub min_p: f32,
-    /// Penalty on tokens already in the context (1 = off); the same as --penalty.
-    #[arg(long, default_value_t = 1.0)]
+    /// Penalty on tokens already in the context (1 = off); the same as --penalty (give one).
+    #[arg(long, default_value_t = 1.0, conflicts_with = "penalty")]
     pub repetition_penalty: f32,
     /// η-sampling threshold (0 = off).
     #[arg(long, default_value_t = 0.0)]

@@ -158,7 +158,10 @@ fn a_sampled_eval_times_every_method_without_comparing_tokens_and_is_seeded() {
     // A resume with other sampling settings is refused; so is a temperature out of range.
     let again = eval(&prompts, &one, &[&flags[..], &["--seed", "7"]].concat());
     let err = String::from_utf8_lossy(&again.stderr);
-    assert!(!again.status.success() && err.contains("sampling: Some("), "{err}");
+    assert!(
+        !again.status.success() && err.contains("sampling: sampled (") && err.contains("seed 7) vs sampled ("),
+        "{err}"
+    );
     let bad = eval(&prompts, &dir.join("bad"), &["--temperature=-1"]);
     let err = String::from_utf8_lossy(&bad.stderr);
     assert!(!bad.status.success() && err.contains("temperature"), "{err}");

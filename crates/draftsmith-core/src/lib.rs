@@ -33,6 +33,7 @@ macro_rules! value_names {
 pub mod beams;
 pub mod digest;
 pub mod fsio;
+pub mod jsondiff;
 pub mod seq;
 pub mod stamp;
 pub mod tree;

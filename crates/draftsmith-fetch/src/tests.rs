@@ -79,6 +79,7 @@ fn artifact(packages: Vec<PipPackage>, assembly: Assembly, output: &'static str,
     Artifact {
         name: "test-artifact",
         kind: ArtifactKind::Dataset,
+        arch: None,
         description: "test",
         source: Source::Pip(leak(packages)),
         assembly,

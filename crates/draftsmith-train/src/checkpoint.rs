@@ -229,7 +229,7 @@ fn same_run(dir: &Path, theirs: &serde_json::Value, ours: &serde_json::Value) ->
         return Ok(());
     }
     let mut found = Vec::new();
-    differences("", theirs, &ours, &mut found);
+    draftsmith_core::jsondiff::differences("", theirs, &ours, &mut found);
     const SHOWN: usize = 4;
     let more = found.len().saturating_sub(SHOWN);
     found.truncate(SHOWN);
@@ -243,35 +243,6 @@ fn same_run(dir: &Path, theirs: &serde_json::Value, ours: &serde_json::Value) ->
             found.join("; ")
         ),
     })
-}
-
-/// Appends `path: theirs vs ours` for every leaf in which two JSON values differ (objects
-/// compared key by key, anything else as a whole).
-fn differences(path: &str, theirs: &serde_json::Value, ours: &serde_json::Value, out: &mut Vec<String>) {
-    use serde_json::Value;
-    match (theirs, ours) {
-        (Value::Object(a), Value::Object(b)) => {
-            let mut keys: Vec<&String> = a.keys().chain(b.keys()).collect();
-            keys.sort();
-            keys.dedup();
-            for key in keys {
-                let at = if path.is_empty() { key.clone() } else { format!("{path}.{key}") };
-                let (x, y) = (a.get(key).unwrap_or(&Value::Null), b.get(key).unwrap_or(&Value::Null));
-                differences(&at, x, y, out);
-            }
-        }
-        (a, b) if a != b => {
-            let short = |v: &Value| {
-                let text = v.to_string();
-                match text.chars().count() > 40 {
-                    true => format!("{}…", text.chars().take(40).collect::<String>()),
-                    false => text,
-                }
-            };
-            out.push(format!("{path}: {} vs {}", short(a), short(b)));
-        }
-        _ => {}
-    }
 }
 
 /// A record that could not be read, in burn's words up to its advice on records saved by burn
