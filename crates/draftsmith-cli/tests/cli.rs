@@ -266,3 +266,21 @@ fn a_full_disk_on_stdout_is_an_error_and_a_closed_pipe_ends_quietly() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && err.contains("/dev/full"), "{err}");
 }
+
+#[test]
+fn a_chat_template_that_does_not_compile_leaves_raw_text_usable() {
+    // `{% endfor %}` misspelt in place (same length): minijinja cannot compile the template.
+    let bytes = std::fs::read(fixture("tiny-llama.gguf")).unwrap();
+    let at = bytes.windows(6).position(|w| w == b"endfor").expect("the fixture's template loops");
+    let mut broken = bytes.clone();
+    broken[at..at + 6].copy_from_slice(b"enxfor");
+    let path = scratch("broken-template").join("model.gguf");
+    std::fs::write(&path, broken).unwrap();
+    let out = generate(&path, &["--max-new-tokens", "2"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("model.gguf: chat template") && err.contains("--no-chat-template"),
+        "{err}"
+    );
+    last_json(&generate(&path, &["--no-chat-template", "--max-new-tokens", "2"]));
+}

@@ -23,6 +23,11 @@ pub enum DistillError {
         tokenizer: PathBuf,
     },
 
+    /// The settings need the model's chat template and it does not compile (the error names
+    /// its file).
+    #[error(transparent)]
+    BrokenChatTemplate(Box<draftsmith_model::ModelError>),
+
     /// The dataset writer was opened with parameters other than the config's.
     #[error("the dataset writer stores {field} = {writer:?} but the distill config says {config:?}")]
     WriterMismatch {

@@ -146,7 +146,10 @@ fn check<'t, B: Backend>(
         return Ok(None);
     }
     match tokenizer.chat_template() {
-        Some(t) => Ok(Some(t)),
+        Some(t) => {
+            t.check().map_err(|e| DistillError::BrokenChatTemplate(Box::new(e)))?;
+            Ok(Some(t))
+        }
         None => Err(DistillError::NoChatTemplate { tokenizer: tokenizer.source().to_path_buf() }),
     }
 }

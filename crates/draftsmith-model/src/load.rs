@@ -200,7 +200,9 @@ fn hf_tokenizer(dir: &Path, bos: Option<u32>, mut eos: Vec<u32>) -> Result<TextT
     let cfg: serde_json::Value = match std::fs::read_to_string(&cfg_path) {
         Ok(text) => serde_json::from_str(&text)
             .map_err(|e| ModelError::Tokenizer { path: cfg_path.clone(), problem: e.to_string() })?,
-        Err(_) => serde_json::Value::Null,
+        // Optional; but one that is there and cannot be read (a directory, no permission) is named.
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => serde_json::Value::Null,
+        Err(e) => return Err(ModelError::io(&cfg_path, e)),
     };
     let token_text = |key: &str| match cfg.get(key) {
         Some(serde_json::Value::String(s)) => Some(s.clone()),
@@ -208,7 +210,7 @@ fn hf_tokenizer(dir: &Path, bos: Option<u32>, mut eos: Vec<u32>) -> Result<TextT
         _ => None,
     };
     let template = match cfg.get("chat_template").and_then(|t| t.as_str()) {
-        Some(t) => Some(ChatTemplate::new(&cfg_path, t, token_text("bos_token"), token_text("eos_token"))?),
+        Some(t) => Some(ChatTemplate::new(&cfg_path, t, token_text("bos_token"), token_text("eos_token"))),
         None => None,
     };
     let add_bos = cfg.get("add_bos_token").and_then(|b| b.as_bool()).unwrap_or(false);

@@ -70,7 +70,7 @@ impl TextTokenizer {
                 t,
                 id("tokenizer.ggml.bos_token_id").map(text),
                 id("tokenizer.ggml.eos_token_id").map(text),
-            )?),
+            )),
             None => None,
         };
         let mut eos: Vec<u32> = id("tokenizer.ggml.eos_token_id").into_iter().collect();
