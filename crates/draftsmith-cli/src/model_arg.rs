@@ -146,8 +146,11 @@ pub fn resolve_model_path(spec: &str) -> Result<PathBuf> {
         return hf_download(id);
     }
     let path = Path::new(spec);
-    if path.exists() {
-        return Ok(path.to_path_buf());
+    match (path.metadata(), path.symlink_metadata()) {
+        (Ok(_), _) => return Ok(path.to_path_buf()),
+        // A link that leads nowhere (a loop, a removed target) is named as what it is.
+        (Err(e), Ok(_)) => bail!("{spec}: a symbolic link that does not lead to a file: {e}"),
+        (Err(_), Err(_)) => {}
     }
     match draftsmith_fetch::find(spec) {
         // Refused before a download it could not use.
