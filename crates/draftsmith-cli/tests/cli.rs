@@ -284,3 +284,13 @@ fn a_chat_template_that_does_not_compile_leaves_raw_text_usable() {
     );
     last_json(&generate(&path, &["--no-chat-template", "--max-new-tokens", "2"]));
 }
+
+#[test]
+fn a_model_link_that_leads_nowhere_is_named() {
+    let dir = scratch("dangling-link");
+    let link = dir.join("model.gguf");
+    std::os::unix::fs::symlink(dir.join("removed.gguf"), &link).unwrap();
+    let out = generate(&link, &[]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("a symbolic link that does not lead to a file"), "{err}");
+}
