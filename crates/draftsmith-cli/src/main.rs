@@ -3,6 +3,7 @@
 mod backend;
 mod commands;
 mod eval_args;
+mod given;
 mod huge_pages;
 mod jobs;
 mod method_args;
@@ -73,7 +74,10 @@ fn main() -> ExitCode {
         // Colour codes only where a terminal reads them, not into a log file.
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
-    let cli = Cli::from_arg_matches(&command().get_matches()).unwrap_or_else(|e| e.exit());
+    let cmd = command();
+    let matches = cmd.clone().get_matches();
+    given::record(&cmd, &matches);
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     match run(cli.command) {
         Ok(()) => ExitCode::SUCCESS,
         // `draftsmith … | head`: the reader has what it wanted.

@@ -52,6 +52,7 @@ pub struct GenerateArgs {
 
 pub fn run(args: GenerateArgs) -> Result<()> {
     args.prompt.check()?;
+    crate::given::warn_unread(&[args.method]);
     args.sampling.config_with(&args.params).validate()?;
     if args.max_new_tokens == 0 {
         anyhow::bail!("--max-new-tokens must be at least 1");
