@@ -294,3 +294,13 @@ fn a_model_link_that_leads_nowhere_is_named() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && err.contains("a symbolic link that does not lead to a file"), "{err}");
 }
+
+#[test]
+fn a_parameter_the_method_does_not_read_is_warned_about() {
+    let out =
+        generate(&fixture("tiny-llama.gguf"), &["--no-chat-template", "--max-new-tokens", "2", "--beam-width", "4"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success() && err.contains("warning: --beam-width is not read by `ar`"), "{err}");
+    let out = generate(&fixture("tiny-llama.gguf"), &["--no-chat-template", "--max-new-tokens", "2", "--penalty", "1"]);
+    assert!(!String::from_utf8_lossy(&out.stderr).contains("warning"), "every method reads the penalty");
+}
