@@ -209,10 +209,10 @@ fn hf_tokenizer(dir: &Path, bos: Option<u32>, mut eos: Vec<u32>) -> Result<TextT
         Some(serde_json::Value::Object(o)) => o.get("content").and_then(|c| c.as_str()).map(String::from),
         _ => None,
     };
-    let template = match cfg.get("chat_template").and_then(|t| t.as_str()) {
-        Some(t) => Some(ChatTemplate::new(&cfg_path, t, token_text("bos_token"), token_text("eos_token"))),
-        None => None,
-    };
+    let template = cfg
+        .get("chat_template")
+        .and_then(|t| t.as_str())
+        .map(|t| ChatTemplate::new(&cfg_path, t, token_text("bos_token"), token_text("eos_token")));
     let add_bos = cfg.get("add_bos_token").and_then(|b| b.as_bool()).unwrap_or(false);
     let inner = TextTokenizer::read_json(&tok_path)?;
     if let Some(id) = token_text("eos_token").and_then(|t| inner.token_to_id(&t)) {

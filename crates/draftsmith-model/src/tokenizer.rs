@@ -64,15 +64,14 @@ impl TextTokenizer {
         let id = |key: &str| ids.iter().find(|(k, _)| k == key).map(|&(_, id)| id);
         let text = |id: u32| tokens.get(id as usize).copied().unwrap_or_default().to_string();
         let add_bos = file.get("tokenizer.ggml.add_bos_token").and_then(|v| v.as_bool()).unwrap_or(false);
-        let template = match file.get("tokenizer.chat_template").and_then(|v| v.as_str()) {
-            Some(t) => Some(ChatTemplate::new(
+        let template = file.get("tokenizer.chat_template").and_then(|v| v.as_str()).map(|t| {
+            ChatTemplate::new(
                 path,
                 t,
                 id("tokenizer.ggml.bos_token_id").map(text),
                 id("tokenizer.ggml.eos_token_id").map(text),
-            )),
-            None => None,
-        };
+            )
+        });
         let mut eos: Vec<u32> = id("tokenizer.ggml.eos_token_id").into_iter().collect();
         if let Some(eot) = id("tokenizer.ggml.eot_token_id") {
             eos.push(eot);
