@@ -157,7 +157,8 @@ pub fn resolve_model_path(spec: &str) -> Result<PathBuf> {
         Ok(draftsmith_fetch::Artifact { arch: Some(arch), .. })
             if draftsmith_model::Architecture::parse(arch).is_none() =>
         {
-            bail!("`{spec}` is a {arch} model, which the engine does not run (it runs llama and qwen2 models)")
+            let supported = draftsmith_model::Architecture::SUPPORTED;
+            bail!("`{spec}` is a {arch} model, which the engine does not run (it runs {supported})")
         }
         Ok(artifact) if artifact.kind == draftsmith_fetch::ArtifactKind::Model => fetch_with_progress(artifact),
         Ok(_) => bail!("`{spec}` is a dataset, not a model"),

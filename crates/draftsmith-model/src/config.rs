@@ -17,6 +17,9 @@ pub enum Architecture {
 }
 
 impl Architecture {
+    /// The architectures the engine runs, by their GGUF names, for messages.
+    pub const SUPPORTED: &'static str = "llama, qwen2";
+
     /// Parses the GGUF `general.architecture` or HF `model_type` value.
     pub fn parse(name: &str) -> Option<Self> {
         match name {

@@ -11,7 +11,7 @@ pub enum ModelError {
     Gguf(#[from] draftsmith_gguf::GgufError),
     #[error("{path}: invalid model configuration: {problem}")]
     Config { path: PathBuf, problem: String },
-    #[error("{path}: unknown architecture `{name}` (supported: llama, qwen2)")]
+    #[error("{path}: unknown architecture `{name}` (supported: {})", crate::config::Architecture::SUPPORTED)]
     UnknownArchitecture { path: PathBuf, name: String },
     #[error("{path}: expected tensor(s) not found: {names}")]
     MissingTensors { path: PathBuf, names: String },

@@ -201,7 +201,7 @@ fn nothing_to_replace(run: &Path) -> Result<(), TrainError> {
     }
 }
 
-/// The fingerprint key naming the kind of drafter a run trains (`redrafter`, `tokenswift`).
+/// The fingerprint key naming the kind of drafter a run trains (`DrafterKind`'s name).
 pub const KIND: &str = "kind";
 
 /// `Err` naming the kind of drafter when the checkpoint's fingerprint `theirs` is another

@@ -11,7 +11,7 @@ use draftsmith_heads::redrafter::{
     load_redrafter, save_redrafter, teacher_forced_loss, HeadKind, ReDrafter, ReDrafterConfig, SoftLabels, TrainBatch,
     VocabProjection,
 };
-use draftsmith_heads::{StepMetrics, TargetIdentity};
+use draftsmith_heads::{DrafterKind, StepMetrics, TargetIdentity};
 use draftsmith_model::Model;
 use rand::seq::SliceRandom;
 use rand::SeedableRng;
@@ -199,7 +199,7 @@ pub fn train_redrafter<AB: AutodiffBackend>(
     let config = ReDrafterConfig::for_target(target.config().vocab_size, target.config().hidden_size, cfg.head)
         .with_num_draft_layers(cfg.num_draft_layers)
         .with_rnn(cfg.rnn);
-    let fingerprint = serde_json::json!({ KIND: "redrafter", "train": cfg, "data": data_fingerprint, "target": target_id, "total_steps": total });
+    let fingerprint = serde_json::json!({ KIND: DrafterKind::ReDrafter.to_string(), "train": cfg, "data": data_fingerprint, "target": target_id, "total_steps": total });
     // A checkpoint of another run is refused before the target's hidden states are computed.
     crate::checkpoint::check_resumable(run_dir, &fingerprint)?;
     let total_tokens: usize = seqs.iter().map(|s| s.tokens.len()).sum();

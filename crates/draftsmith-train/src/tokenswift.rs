@@ -17,7 +17,7 @@ use draftsmith_core::fsio::DirLock;
 use draftsmith_heads::tokenswift::{
     load_tokenswift, save_tokenswift, shifted_loss, TokenSwiftBatch, TokenSwiftConfig, TokenSwiftHeads,
 };
-use draftsmith_heads::{StepMetrics, TargetIdentity};
+use draftsmith_heads::{DrafterKind, StepMetrics, TargetIdentity};
 use draftsmith_model::{AttentionMask, Model};
 use serde::{Deserialize, Serialize};
 
@@ -136,8 +136,7 @@ pub fn train_tokenswift<AB: AutodiffBackend>(
     let config = TokenSwiftConfig::new(c.vocab_size, c.hidden_size)
         .with_num_heads(cfg.num_heads)
         .with_rms_norm_eps(c.rms_norm_eps as f64);
-    let fingerprint =
-        serde_json::json!({ KIND: "tokenswift", "train": cfg, "data": data_fingerprint, "target": target_id });
+    let fingerprint = serde_json::json!({ KIND: DrafterKind::TokenSwift.to_string(), "train": cfg, "data": data_fingerprint, "target": target_id });
     let device = target.device().clone();
     let micro_per_epoch = train.len().div_ceil(cfg.batch_size);
     let val: Vec<Vec<u32>> = val.iter().take(cfg.val_chunks).cloned().collect();
