@@ -7,6 +7,20 @@ use serde_json::Value;
 /// key, a missing key as `null`, anything else as a whole; values longer than 40 characters
 /// cut with `…`). `path` prefixes the keys (`""` for none).
 pub fn differences(path: &str, a: &Value, b: &Value, out: &mut Vec<String>) {
+    for (at, a, b) in leaves(path, a, b) {
+        out.push(format!("{at}: {} vs {}", short(a), short(b)));
+    }
+}
+
+/// The leaves in which `a` and `b` differ, as `(path, a's, b's)`, compared as [`differences`]
+/// compares them.
+pub fn leaves<'v>(path: &str, a: &'v Value, b: &'v Value) -> Vec<(String, &'v Value, &'v Value)> {
+    let mut out = Vec::new();
+    walk(path, a, b, &mut out);
+    out
+}
+
+fn walk<'v>(path: &str, a: &'v Value, b: &'v Value, out: &mut Vec<(String, &'v Value, &'v Value)>) {
     match (a, b) {
         (Value::Object(x), Value::Object(y)) => {
             let mut keys: Vec<&String> = x.keys().chain(y.keys()).collect();
@@ -14,10 +28,10 @@ pub fn differences(path: &str, a: &Value, b: &Value, out: &mut Vec<String>) {
             keys.dedup();
             for key in keys {
                 let at = if path.is_empty() { key.clone() } else { format!("{path}.{key}") };
-                differences(&at, x.get(key).unwrap_or(&Value::Null), y.get(key).unwrap_or(&Value::Null), out);
+                walk(&at, x.get(key).unwrap_or(&Value::Null), y.get(key).unwrap_or(&Value::Null), out);
             }
         }
-        (a, b) if a != b => out.push(format!("{path}: {} vs {}", short(a), short(b))),
+        (a, b) if a != b => out.push((path.to_string(), a, b)),
         _ => {}
     }
 }

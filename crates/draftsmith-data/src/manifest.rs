@@ -174,11 +174,17 @@ pub(crate) fn check_resume(
     let mut given = new.settings.clone();
     drop_unrecorded_input_sha(&mut given, &old.settings);
     if old.settings != given {
+        // Only the settings that differ, each under its dotted key.
+        let (mut existing, mut ours) = (serde_json::Map::new(), serde_json::Map::new());
+        for (key, a, b) in draftsmith_core::jsondiff::leaves("", &old.settings, &given) {
+            existing.insert(key.clone(), a.clone());
+            ours.insert(key, b.clone());
+        }
         return Err(DataError::ResumeMismatch {
             dir: dir.to_path_buf(),
             field: "params.settings",
-            existing: old.settings.to_string(),
-            given: new.settings.to_string(),
+            existing: serde_json::Value::Object(existing).to_string(),
+            given: serde_json::Value::Object(ours).to_string(),
         });
     }
     Ok(())

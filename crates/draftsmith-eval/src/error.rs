@@ -39,6 +39,12 @@ pub enum EvalError {
     NoManifest { dir: PathBuf, file: PathBuf },
     #[error("{path}: recipe: {problem}")]
     Recipe { path: std::path::PathBuf, problem: String },
+    #[error(
+        "drafter `{drafter}`: {} was trained with other recipe settings ({}); delete it (and {}, if a distillation \
+         setting changed) to train it with these, or give the drafter another name",
+        run.display(), differences.join("; "), data.display()
+    )]
+    TrainedOtherwise { drafter: String, run: PathBuf, data: PathBuf, differences: Vec<String> },
     #[error("{}: not a summary: {problem}", path.display())]
     Summary { path: PathBuf, problem: String },
     #[error("plot: {problem}")]

@@ -123,6 +123,11 @@ fn label_value(v: &serde_json::Value) -> String {
     }
 }
 
+/// Whether `name` is one directory name (not empty, no separator, not `.` or `..`).
+fn plain_name(name: &str) -> bool {
+    !name.is_empty() && !name.contains(['/', '\\']) && name != "." && name != ".."
+}
+
 /// The dotted key of the first `nan` or `inf` in a TOML value (`params.penalty`, `grid.eta[1]`).
 fn non_finite(value: &toml::Value, key: &str) -> Option<String> {
     match value {
@@ -148,8 +153,33 @@ impl Recipe {
         if let Some(key) = toml::from_str::<toml::Value>(&text).ok().as_ref().and_then(|v| non_finite(v, "")) {
             return Err(bad(format!("`{key}` is not a finite number: recipe values must be finite")));
         }
-        if recipe.name.is_empty() || recipe.name.contains(['/', '\\']) {
+        if !plain_name(&recipe.name) {
             return Err(bad(format!("`name` must be a plain directory name, got {:?}", recipe.name)));
+        }
+        // `[params]` as written (the typed struct holds every parameter, defaults included).
+        let written: Vec<String> = toml::from_str::<toml::Value>(&text)
+            .ok()
+            .and_then(|v| v.get("params").and_then(|p| p.as_table()).map(|t| t.keys().cloned().collect()))
+            .unwrap_or_default();
+        if let Some(key) = written.iter().find(|k| recipe.grid.contains_key(k.as_str())) {
+            return Err(bad(format!(
+                "`{key}` is set in both [params] and [grid]: the grid's values would override the base one; keep one"
+            )));
+        }
+        if let Some(key) = written
+            .iter()
+            .find(|k| !recipe.methods.iter().any(|m| draftsmith_decode::params_read(*m).contains(&k.as_str())))
+        {
+            let readers: Vec<&str> = Method::ALL
+                .iter()
+                .filter(|m| draftsmith_decode::params_read(**m).contains(&key.as_str()))
+                .map(|m| m.name())
+                .collect();
+            return Err(bad(format!(
+                "`params.{key}` is read by none of the recipe's methods ({}), so it would change nothing; methods that read it: {}",
+                recipe.methods.iter().map(|m| m.name()).collect::<Vec<_>>().join(", "),
+                if readers.is_empty() { "none".to_string() } else { readers.join(", ") }
+            )));
         }
         if recipe.max_new_tokens == 0 {
             return Err(bad("`max_new_tokens` must be at least 1".into()));
@@ -169,12 +199,52 @@ impl Recipe {
                 w[0]
             )));
         }
-        for d in &recipe.drafters {
-            d.distill.validate().map_err(|e| bad(format!("drafter `{}`: {e}", d.name)))?;
-            d.train.validate().map_err(|e| bad(format!("drafter `{}`: {e}", d.name)))?;
+        for (i, d) in recipe.drafters.iter().enumerate() {
+            let named = |problem: String| bad(format!("drafter `{}`: {problem}", d.name));
+            // The name is a directory under `checkpoints/<recipe>/` and `data/distilled/<recipe>/`.
+            if !plain_name(&d.name) {
+                return Err(bad(format!("a drafter's `name` must be a plain directory name, got {:?}", d.name)));
+            }
+            if recipe.drafters[..i].iter().any(|other| other.name == d.name) {
+                return Err(bad(format!(
+                    "two [[drafters]] are named `{}`: each trains into its own directory, so names must differ",
+                    d.name
+                )));
+            }
+            d.distill.validate().map_err(|e| named(e.to_string()))?;
+            d.train.validate().map_err(|e| named(e.to_string()))?;
+            if d.path.is_some() {
+                continue;
+            }
+            if d.limit == 0 {
+                return Err(named("`limit` must be at least 1 (conversations to distil)".into()));
+            }
+            let horizon = d.train.horizon;
+            if d.train.labels == draftsmith_train::LabelSource::Teacher && d.distill.teacher_len <= horizon {
+                return Err(named(format!(
+                    "`train.labels = \"teacher\"` with `train.horizon = {horizon}` needs teacher continuations of at \
+                     least {} tokens (the first is the target's own next token): set `distill.teacher_len = {}` \
+                     (it is {})",
+                    horizon + 1,
+                    horizon + 1,
+                    d.distill.teacher_len
+                )));
+            }
         }
         for point in &mut points {
             if let Some(d) = recipe.drafters.iter().find(|d| point.params.drafter.as_deref() == Some(d.name.as_str())) {
+                // A tied head's drafter proposes from its draft vocabulary only; each beam
+                // starts from its own token.
+                let vocab = d.train.draft_vocab;
+                let tied = d.train.head == draftsmith_heads::redrafter::HeadKind::Tied;
+                let beams = recipe.methods.contains(&Method::ReDrafter) && d.path.is_none();
+                if beams && tied && vocab > 0 && point.params.beam_width > vocab {
+                    return Err(bad(format!(
+                        "{}: `beam_width` {} is more than drafter `{}`'s `train.draft_vocab` {vocab}: each beam \
+                         starts from its own token",
+                        point.label, point.params.beam_width, d.name
+                    )));
+                }
                 point.params.drafter = Some(d.run_dir(&recipe.name).display().to_string());
             }
         }
@@ -247,6 +317,13 @@ impl Recipe {
         let prompts = Path::new(&self.prompts);
         if is_path(&self.prompts, ".jsonl") && !prompts.is_file() {
             missing.push(("`prompts`".to_string(), prompts.to_path_buf()));
+        }
+        for d in self.drafters.iter().filter(|d| d.path.is_none()) {
+            let data = Path::new(&d.data);
+            let trained = DrafterRecipe::is_trained(&d.run_dir(&self.name));
+            if !trained && (is_path(&d.data, ".jsonl") || is_path(&d.data, ".json")) && !data.is_file() {
+                missing.push((format!("`data` of drafter `{}`", d.name), data.to_path_buf()));
+            }
         }
         if let Some(model) = self.model.as_deref().filter(|m| !m.starts_with("hf:") && is_path(m, ".gguf")) {
             if !Path::new(model).exists() {
@@ -403,5 +480,34 @@ mod tests {
         let bad = text.replace("horizon = 4", "horizon = 4, learning_rate = 1.0");
         let err = Recipe::read(&write("drafters-bad", &bad)).unwrap_err().to_string();
         assert!(err.contains("learning_rate") && err.contains("drafters-bad"), "{err}");
+    }
+
+    #[test]
+    fn drafter_names_and_settings_that_cannot_work_together_are_refused_up_front() {
+        let base = "name = \"g\"\nprompts = \"p\"\nmethods = [\"ar\", \"redrafter\"]\n";
+        for (name, extra, word) in [
+            ("escape", "[[drafters]]\nname = \"../x\"\n", "plain directory name"),
+            ("dot", "[[drafters]]\nname = \"..\"\n", "plain directory name"),
+            ("twice", "[[drafters]]\nname = \"a\"\n[[drafters]]\nname = \"a\"\nlimit = 3\n", "two [[drafters]]"),
+            ("limit0", "[[drafters]]\nname = \"a\"\nlimit = 0\n", "`limit` must be at least 1"),
+            (
+                "teacher",
+                "[[drafters]]\nname = \"a\"\ntrain = { horizon = 6, labels = \"teacher\" }\n",
+                "teacher_len = 7",
+            ),
+            (
+                "vocab",
+                "[params]\ndrafter = \"a\"\nbeam_width = 16\n[[drafters]]\nname = \"a\"\ntrain = { draft_vocab = 8 }\n",
+                "`train.draft_vocab` 8",
+            ),
+            ("unread", "[params]\nngram_n = 4\n", "`params.ngram_n` is read by none"),
+            ("both", "[params]\nbeam_width = 2\n[grid]\nbeam_width = [1, 2]\n", "both [params] and [grid]"),
+        ] {
+            let path = write(&format!("drafters-{name}"), &format!("{base}{extra}"));
+            let err = Recipe::read(&path).unwrap_err().to_string();
+            assert!(err.contains(word), "{name}: {err}");
+        }
+        let ok = "[params]\ndrafter = \"a\"\n[[drafters]]\nname = \"a\"\ndistill = { teacher_len = 7 }\ntrain = { horizon = 6, labels = \"teacher\" }\n";
+        Recipe::read(&write("drafters-ok", &format!("{base}{ok}"))).unwrap();
     }
 }

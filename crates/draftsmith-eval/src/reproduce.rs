@@ -48,10 +48,78 @@ pub enum RecipeEvent<'a> {
     },
 }
 
+/// The file in a recipe-trained drafter's run directory that records the recipe settings it was
+/// distilled and trained with (`data`, `limit`, `distill`, `train`), so a rerun after the recipe
+/// changed is refused rather than reusing the drafter.
+pub const RECIPE_DRAFTER_FILE: &str = "recipe-drafter.json";
+
 impl DrafterRecipe {
     /// Whether the drafter in `run` finished training (a rerun skips it).
     pub fn is_trained(run: &Path) -> bool {
         run.join("summary.json").is_file() && run.join("drafter.safetensors").is_file()
+    }
+
+    /// The settings [`RECIPE_DRAFTER_FILE`] records.
+    fn settings(&self) -> serde_json::Value {
+        serde_json::json!({ "data": self.data, "limit": self.limit, "distill": self.distill, "train": self.train })
+    }
+
+    /// Refuses the trained drafter in `run` when it was distilled or trained with other settings
+    /// than this recipe's, naming them. A drafter trained before [`RECIPE_DRAFTER_FILE`] existed is
+    /// compared on what its checkpoint recorded (the training and distillation settings; not
+    /// `data` and `limit`).
+    pub fn check_trained(&self, recipe: &str, run: &Path) -> Result<(), EvalError> {
+        let read = |path: &Path| -> Result<Option<serde_json::Value>, EvalError> {
+            match std::fs::read_to_string(path) {
+                Ok(text) => serde_json::from_str(&text)
+                    .map(Some)
+                    .map_err(|e| EvalError::Manifest { path: path.to_path_buf(), problem: e.to_string() }),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+                Err(source) => Err(EvalError::Io { path: path.to_path_buf(), source }),
+            }
+        };
+        let ours = self.settings();
+        let (theirs, ours) = if let Some(recorded) = read(&run.join(RECIPE_DRAFTER_FILE))? {
+            (recorded, ours)
+        } else if let Some(state) = read(&run.join("checkpoint").join("state.json"))? {
+            // The distillation settings as the training data's fingerprint holds them (the
+            // input file described apart).
+            let distill = |settings: &serde_json::Value| {
+                let mut settings = settings.clone();
+                if let Some(map) = settings.as_object_mut() {
+                    map.remove("input");
+                }
+                settings
+            };
+            let fingerprint = &state["fingerprint"];
+            (
+                serde_json::json!({ "distill": distill(&fingerprint["data"]["params"]), "train": fingerprint["train"] }),
+                serde_json::json!({
+                    "distill": distill(&self.distill.params(serde_json::Value::Null).settings),
+                    "train": ours["train"]
+                }),
+            )
+        } else {
+            return Ok(());
+        };
+        let mut differences = Vec::new();
+        draftsmith_core::jsondiff::differences("", &theirs, &ours, &mut differences);
+        if differences.is_empty() {
+            return Ok(());
+        }
+        Err(EvalError::TrainedOtherwise {
+            drafter: self.name.clone(),
+            run: run.to_path_buf(),
+            data: self.data_dir(recipe),
+            differences,
+        })
+    }
+
+    /// Records this drafter's settings in `run` once it is trained ([`RECIPE_DRAFTER_FILE`]).
+    pub fn record_trained(&self, run: &Path) -> Result<(), EvalError> {
+        let text = serde_json::to_vec_pretty(&self.settings()).expect("settings always serialize");
+        draftsmith_core::fsio::write_atomic(&run.join(RECIPE_DRAFTER_FILE), &text)
+            .map_err(|(path, source)| EvalError::Io { path, source })
     }
 }
 
@@ -67,6 +135,7 @@ pub fn run_recipe<S: RecipeStages>(
     for d in recipe.drafters.iter().filter(|d| d.path.is_none()) {
         let run = d.run_dir(&recipe.name);
         if DrafterRecipe::is_trained(&run) {
+            d.check_trained(&recipe.name, &run)?;
             on_event(RecipeEvent::Trained { drafter: &d.name, run: &run });
             continue;
         }
@@ -75,6 +144,7 @@ pub fn run_recipe<S: RecipeStages>(
         stages.distill(d, &data)?;
         on_event(RecipeEvent::Training { drafter: &d.name, run: &run });
         stages.train(d, &data, &run)?;
+        d.record_trained(&run)?;
     }
     // Every point decodes the same prompts with the same baseline: unless the recipe says
     // otherwise, `ar` runs once, at the first point.

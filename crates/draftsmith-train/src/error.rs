@@ -35,7 +35,11 @@ pub enum TrainError {
     #[error("no held-out book has {tokens} tokens, so no eval prompt can be cut from one: lower --prompt-tokens, hold out a longer book (--eval-books), or write none (--prompts-per-book 0)")]
     NoEvalPrompts { tokens: usize },
     /// Teacher labels asked for, but the dataset has no teacher continuations.
-    #[error("{}: --labels teacher needs teacher continuations; distill with --teacher-len 5", dir.display())]
+    #[error(
+        "{}: --labels teacher needs teacher continuations and this dataset has none: distill it with --teacher-len \
+         at least --horizon + 1 (`distill.teacher_len` in a recipe)",
+        dir.display()
+    )]
     NoTeacher { dir: PathBuf },
 }
 

@@ -41,6 +41,13 @@ pub fn run(args: ReproduceArgs) -> Result<()> {
     if let Some((what, path)) = recipe.missing_inputs(&points).into_iter().next() {
         anyhow::bail!("{}: {what}: {} does not exist", args.recipe.display(), path.display());
     }
+    if args.results.exists() && !args.results.is_dir() {
+        anyhow::bail!(
+            "--results {}: not a directory (results go to <dir>/{}/<grid point>/)",
+            args.results.display(),
+            recipe.name
+        );
+    }
     eprintln!("{}: {} grid point(s)", args.recipe.display(), points.len());
     let model = ModelArgs {
         model: recipe.model.clone().unwrap_or_else(|| DEFAULT_MODEL.to_string()),
@@ -50,6 +57,11 @@ pub fn run(args: ReproduceArgs) -> Result<()> {
         kv_keys: KvKeysArg::Float,
     };
     if args.dry_run {
+        // A prompt file is read as the evals will read it (ids, texts); a dataset name is fetched then.
+        let prompts = Path::new(&recipe.prompts);
+        if prompts.is_file() {
+            draftsmith_eval::read_prompts(prompts, recipe.limit)?;
+        }
         crate::with_backend!(args.device, |B, device| check_drafters::<B>(&recipe, &points, &model, &device))?;
         for point in &points {
             outln!("{}", point.label)?;
@@ -84,6 +96,12 @@ fn check_drafters<B: Backend>(
     model: &ModelArgs,
     device: &B::Device,
 ) -> Result<()> {
+    for d in recipe.drafters.iter().filter(|d| d.path.is_none()) {
+        let run = d.run_dir(&recipe.name);
+        if DrafterRecipe::is_trained(&run) {
+            d.check_trained(&recipe.name, &run)?;
+        }
+    }
     let target = model.load::<B>(device)?;
     let untrained: Vec<PathBuf> = recipe
         .drafters

@@ -76,3 +76,33 @@ fn a_trained_drafter_is_recognised_by_its_summary_and_weights() {
     assert!(DrafterRecipe::is_trained(&dir));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn a_trained_drafter_with_other_recipe_settings_is_refused_naming_them() {
+    let dir = std::env::temp_dir().join(format!("draftsmith-reproduce-settings-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let read = |extra: &str| -> DrafterRecipe {
+        let text = format!("name = \"t\"\nprompts = \"p\"\nmethods = [\"ar\"]\n[[drafters]]\nname = \"d\"\n{extra}");
+        toml::from_str::<Recipe>(&text).unwrap().drafters.remove(0)
+    };
+    let trained = read("limit = 4\ntrain = { horizon = 2 }\n");
+    // Nothing recorded (not a recipe's run): nothing to compare.
+    trained.check_trained("t", &dir).unwrap();
+    trained.record_trained(&dir).unwrap();
+    trained.check_trained("t", &dir).unwrap();
+    let err = read("limit = 8\ntrain = { horizon = 3 }\n").check_trained("t", &dir).unwrap_err().to_string();
+    assert!(err.contains("limit: 4 vs 8") && err.contains("train.horizon: 2 vs 3"), "{err}");
+    assert!(err.contains("drafter `d`") && err.contains("data/distilled/t/d"), "{err}");
+
+    // A run trained before the settings were recorded: its checkpoint's fingerprint.
+    std::fs::remove_file(dir.join(RECIPE_DRAFTER_FILE)).unwrap();
+    std::fs::create_dir_all(dir.join("checkpoint")).unwrap();
+    let mut distill = trained.distill.params(serde_json::json!({ "file": "x.jsonl" })).settings;
+    distill["max_new_tokens"] = serde_json::json!(7);
+    let state = serde_json::json!({ "fingerprint": { "train": trained.train, "data": { "params": distill } } });
+    std::fs::write(dir.join("checkpoint/state.json"), state.to_string()).unwrap();
+    let err = trained.check_trained("t", &dir).unwrap_err().to_string();
+    assert!(err.contains(&format!("distill.max_new_tokens: 7 vs {}", trained.distill.max_new_tokens)), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
