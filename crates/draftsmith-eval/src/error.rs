@@ -29,6 +29,8 @@ pub enum EvalError {
     Method(Box<DecodeError>),
     #[error("{path}:{line}: not a record: {problem}")]
     RecordLine { path: PathBuf, line: usize, problem: String },
+    #[error("{path}: {problem}")]
+    Records { path: PathBuf, problem: String },
     #[error("{path}: invalid manifest: {problem}")]
     Manifest { path: PathBuf, problem: String },
     #[error("{path} was written by a different eval ({}); choose another --out or remove the directory", differences.join("; "))]

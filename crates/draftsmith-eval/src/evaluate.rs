@@ -14,7 +14,7 @@ use crate::lossless::{ar_margin, classify, measure_bound, LosslessCheck};
 use crate::manifest::{check_ar_source, prepare_dir, write_atomic, Manifest};
 use crate::plot::{render_plot, PLOT_FILE};
 use crate::prompts::{check_context, EncodedPrompt};
-use crate::records::{pending_pairs, read_records, Record, RecordLog, RECORDS_FILE};
+use crate::records::{check_records, pending_pairs, read_records, Record, RecordLog, RECORDS_FILE};
 use crate::report::render_report;
 use crate::runner::{run_pending, Progress, RunSpec};
 use crate::summary::{summarize, Summary};
@@ -71,6 +71,8 @@ pub fn evaluate<B: Backend>(
     let resumed = prepare_dir(input.out_dir, manifest)?;
     let records_path = input.out_dir.join(RECORDS_FILE);
     let (mut log, existing) = RecordLog::open(&records_path)?;
+    let ids: Vec<&str> = input.prompts.iter().map(|p| p.id.as_str()).collect();
+    check_records(&records_path, &existing, &ids)?;
     let mut done: HashSet<(String, draftsmith_decode::Method)> = existing.iter().map(Record::key).collect();
     if let Some(other) = reuse_ar_from {
         for record in read_records(other)? {
@@ -93,7 +95,6 @@ pub fn evaluate<B: Backend>(
     // A rerun that finds every pair done runs nothing: peaks would describe no run, so the
     // summary keeps those of the run that wrote the records.
     let peak = || model.activations().map(draftsmith_kernels::probe::instruction_peak).filter(|&p| p > 0.0);
-    let ids: Vec<&str> = input.prompts.iter().map(|p| p.id.as_str()).collect();
     let pending = pending_pairs(&ids, &manifest.methods, &done);
     let before = if pending.is_empty() { None } else { peak() };
     run_pending(model, drafters, input.prompts, &spec, &mut log, &pending, on_progress)?;

@@ -110,6 +110,30 @@ impl RecordLog {
     }
 }
 
+/// Refuses records an eval of `prompt_ids` cannot have written (`path` names the file): a second
+/// record of one prompt and method, or a record of a prompt the set does not hold (a line copied
+/// in, or another eval's records appended). The summary would count them as prompts of their own.
+pub fn check_records(path: &Path, records: &[Record], prompt_ids: &[&str]) -> Result<(), EvalError> {
+    let bad = |problem: String| EvalError::Records { path: path.to_path_buf(), problem };
+    let mut seen = HashSet::new();
+    for r in records {
+        if !prompt_ids.contains(&r.prompt_id.as_str()) {
+            return Err(bad(format!(
+                "holds a record of prompt `{}`, which this eval's prompt set does not hold; remove that line (or \
+                 use another --out)",
+                r.prompt_id
+            )));
+        }
+        if !seen.insert(r.key()) {
+            return Err(bad(format!(
+                "holds two records of prompt `{}`, method `{}`, where an eval writes one; remove one of them",
+                r.prompt_id, r.method
+            )));
+        }
+    }
+    Ok(())
+}
+
 /// The (prompt, method) pairs of `prompts` × `methods` not yet in `done`, prompt-major, in
 /// method order (so `ar` runs before the methods of the same prompt).
 pub fn pending_pairs<'a>(
@@ -186,6 +210,20 @@ pub(crate) mod tests {
         std::fs::write(&path, "{\"x\": 1}\n").unwrap();
         let err = read_records(&path).unwrap_err().to_string();
         assert!(err.contains("records.jsonl:1: not a record"), "{err}");
+    }
+
+    #[test]
+    fn a_repeated_or_foreign_record_is_refused_naming_it() {
+        let path = Path::new("out/records.jsonl");
+        let (a, b) = (record("p1", "ar", &[5], &[]), record("p1", "prompt-lookup", &[5], &[(1, 2)]));
+        check_records(path, &[a.clone(), b.clone()], &["p1", "p2"]).unwrap();
+        let err = check_records(path, &[a.clone(), b.clone(), b.clone()], &["p1"]).unwrap_err().to_string();
+        assert!(
+            err.contains("out/records.jsonl") && err.contains("two records of prompt `p1`, method `prompt-lookup`"),
+            "{err}"
+        );
+        let err = check_records(path, &[a, record("zzz", "ar", &[5], &[])], &["p1"]).unwrap_err().to_string();
+        assert!(err.contains("prompt `zzz`, which this eval's prompt set does not hold"), "{err}");
     }
 
     #[test]

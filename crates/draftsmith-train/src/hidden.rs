@@ -87,16 +87,24 @@ pub fn compute_hidden<B: Backend>(
     Ok(HiddenStore { hidden, rows: Rows::Memory { data, offsets } })
 }
 
-/// What ties a cache to its sequences: the dataset's fingerprint without the `limit` it was
-/// read with (a cache of the whole dataset serves any `--limit`; the sequences' lengths are
-/// checked one by one).
-fn dataset_key(data: &DistilledSequences) -> serde_json::Value {
+/// What ties a cache to its sequences and the engine that computed them: the dataset's
+/// fingerprint without the `limit` it was read with (a cache of the whole dataset serves any
+/// `--limit`; the sequences' lengths are checked one by one), plus `engine` (`cpu/quantized/int8`:
+/// activation modes give other hidden states). A cache written before the engine was recorded
+/// (`recorded` without one) is compared without it.
+fn dataset_key(data: &DistilledSequences, engine: &str, recorded: Option<&serde_json::Value>) -> serde_json::Value {
     let mut key = data.fingerprint.clone();
     if let Some(map) = key.as_object_mut() {
         map.remove("limit");
+        if recorded.is_none_or(|r| r.get(ENGINE).is_some()) {
+            map.insert(ENGINE.into(), engine.into());
+        }
     }
     key
 }
+
+/// The cache's dataset key naming the engine that computed the hidden states.
+const ENGINE: &str = "engine";
 
 fn lengths(seqs: &[Sequence]) -> Vec<usize> {
     seqs.iter().map(|s| s.tokens.len()).collect()
@@ -124,6 +132,7 @@ pub enum HiddenEvent {
 pub fn write_hidden<B: Backend>(
     model: &Model<B>,
     target: &TargetId,
+    engine: &str,
     data: &DistilledSequences,
     dir: &Path,
     per_shard: usize,
@@ -139,9 +148,9 @@ pub fn write_hidden<B: Backend>(
                 .into(),
         ));
     }
-    let key = dataset_key(data);
     // A complete cache of more of the dataset's sequences (a larger --limit) already serves these.
     let manifest = dir.join(HIDDEN_MANIFEST_FILE).is_file().then(|| read_hidden_manifest(dir)).transpose()?;
+    let key = dataset_key(data, engine, manifest.as_ref().filter(|m| !m.shards.is_empty()).map(|m| &m.dataset));
     if let Some(m) = manifest.filter(|m| {
         m.complete && m.target == *target && m.dataset == key && m.sequences > lengths.len() && m.hidden_size == hidden
     }) {
@@ -166,9 +175,14 @@ pub fn write_hidden<B: Backend>(
 }
 
 /// Opens the cache in `dir` for `data`: refused (naming the file) when it was computed for
-/// another target (`target_sha`), another dataset or other reading settings, or does not hold
-/// every sequence of `data`.
-pub fn open_cached(dir: &Path, target_sha: &str, data: &DistilledSequences) -> Result<HiddenStore, TrainError> {
+/// another target (`target_sha`), by another `engine`, for another dataset or with other
+/// reading settings, or does not hold every sequence of `data`.
+pub fn open_cached(
+    dir: &Path,
+    target_sha: &str,
+    engine: &str,
+    data: &DistilledSequences,
+) -> Result<HiddenStore, TrainError> {
     if !dir.is_dir() {
         let problem = "not a directory: a hidden-state cache is the directory `draftsmith hidden` writes".to_string();
         return Err(TrainError::Dir { path: dir.to_path_buf(), problem });
@@ -192,7 +206,14 @@ pub fn open_cached(dir: &Path, target_sha: &str, data: &DistilledSequences) -> R
             RECOMPUTE,
         ));
     }
-    let key = dataset_key(data);
+    if let Some(theirs) = manifest.dataset.get(ENGINE).and_then(|e| e.as_str()).filter(|e| *e != engine) {
+        return Err(refuse(
+            format!("computed by the `{theirs}` engine, and this run's is `{engine}` (its hidden states differ)"),
+            "train with the options the cache was computed with (--activations, --kv-keys, --device), compute \
+             another cache with this run's (`draftsmith hidden --out`)",
+        ));
+    }
+    let key = dataset_key(data, engine, Some(&manifest.dataset));
     if manifest.dataset != key {
         let (cache, run) = draftsmith_data::hidden::describe_datasets(&manifest.dataset, &key);
         let fix = if draftsmith_data::hidden::shared_shards(&manifest.dataset, &key) > 0 {

@@ -308,6 +308,9 @@ fn a_damaged_checkpoint_record_is_named_with_what_to_do() {
     assert!(!err.contains("record-backward-compat"), "burn's advice for 0.14 records is left out: {err}");
 }
 
+/// The engine label the tests' caches are computed with.
+const ENGINE: &str = "cpu/quantized/int8";
+
 #[test]
 fn cached_hidden_states_train_the_same_drafter_and_resume_an_online_run() {
     let model = tiny();
@@ -318,7 +321,7 @@ fn cached_hidden_states_train_the_same_drafter_and_resume_an_online_run() {
     let cache = tmp("hidden-cache");
     let target = TargetId { name: "tiny".into(), sha256: identity().sha256 };
     let mut last = (0, 0);
-    let manifest = write_hidden(&model, &target, &data, &cache, 5, &mut |e| {
+    let manifest = write_hidden(&model, &target, ENGINE, &data, &cache, 5, &mut |e| {
         if let HiddenEvent::Progress { done, total } = e {
             last = (done, total)
         }
@@ -335,7 +338,7 @@ fn cached_hidden_states_train_the_same_drafter_and_resume_an_online_run() {
             .unwrap();
     assert_eq!(summary.hidden_source.as_deref(), Some("online"));
     assert_eq!(summary.epoch_seconds.len(), 8, "one time per epoch");
-    let open = || Some(open_cached(&cache, &identity().sha256, &data).unwrap());
+    let open = || Some(open_cached(&cache, &identity().sha256, ENGINE, &data).unwrap());
     let cached = tmp("hidden-cached");
     let mut hidden_events = 0;
     let summary =
@@ -369,11 +372,11 @@ fn cached_hidden_states_train_the_same_drafter_and_resume_an_online_run() {
         fingerprint: fingerprint("s0", Some(4)),
         shard_sequences: vec![12],
     };
-    assert!(open_cached(&cache, &identity().sha256, &first).is_ok());
+    assert!(open_cached(&cache, &identity().sha256, ENGINE, &first).is_ok());
     // `hidden --limit 4` over that cache: nothing to compute, nothing changed.
     let mut opened = None;
     let manifest_before = std::fs::read(cache.join("hidden-manifest.json")).unwrap();
-    write_hidden(&model, &target, &first, &cache, 5, &mut |e| {
+    write_hidden(&model, &target, ENGINE, &first, &cache, 5, &mut |e| {
         if let HiddenEvent::Opened { done, total, .. } = e {
             opened = Some((done, total));
         }
@@ -384,14 +387,28 @@ fn cached_hidden_states_train_the_same_drafter_and_resume_an_online_run() {
     {
         // While `draftsmith hidden` still writes it, the cache is refused as being written.
         let _writing = draftsmith_core::fsio::DirLock::acquire(&cache, "hidden").unwrap();
-        let err = open_cached(&cache, &identity().sha256, &data).err().unwrap().to_string();
+        let err = open_cached(&cache, &identity().sha256, ENGINE, &data).err().unwrap().to_string();
         assert!(err.contains(&cache.display().to_string()) && err.contains("still being written"), "{err}");
     }
-    let err = open_cached(&cache, &"ff".repeat(32), &data).err().unwrap().to_string();
+    // Hidden states of another engine (activation mode) are refused, and `hidden` does not
+    // resume the cache with them.
+    let err = open_cached(&cache, &identity().sha256, "cpu/quantized/f32", &data).err().unwrap().to_string();
+    assert!(err.contains("`cpu/quantized/int8` engine") && err.contains("cpu/quantized/f32"), "{err}");
+    let err = write_hidden(&model, &target, "cpu/quantized/f32", &data, &cache, 5, &mut |_| {}).err().unwrap();
+    assert!(err.to_string().contains("cpu/quantized/f32"), "{err}");
+    // A cache written before the engine was recorded is read by any.
+    let manifest_path = cache.join("hidden-manifest.json");
+    let recorded = std::fs::read(&manifest_path).unwrap();
+    let mut old: serde_json::Value = serde_json::from_slice(&recorded).unwrap();
+    old["dataset"].as_object_mut().unwrap().remove("engine");
+    std::fs::write(&manifest_path, old.to_string()).unwrap();
+    assert!(open_cached(&cache, &identity().sha256, "cpu/quantized/f32", &data).is_ok());
+    std::fs::write(&manifest_path, recorded).unwrap();
+    let err = open_cached(&cache, &"ff".repeat(32), ENGINE, &data).err().unwrap().to_string();
     assert!(err.contains("hidden-manifest.json") && err.contains("not with the target being trained for"), "{err}");
     let other =
         DistilledSequences { sequences: seqs.clone(), fingerprint: fingerprint("s1", None), shard_sequences: vec![12] };
-    let err = open_cached(&cache, &identity().sha256, &other).err().unwrap().to_string();
+    let err = open_cached(&cache, &identity().sha256, ENGINE, &other).err().unwrap().to_string();
     assert!(err.contains("hidden-manifest.json") && err.contains("another dataset") && err.contains("delete"), "{err}");
 
     // The dataset grown by a later distill: the trainer asks for `hidden`, which extends the
@@ -401,16 +418,16 @@ fn cached_hidden_states_train_the_same_drafter_and_resume_an_online_run() {
         fingerprint: serde_json::json!({ "shards": ["s0", "s1"], "params": {}, "limit": null, "max_seq_len": 64 }),
         shard_sequences: vec![12, 3],
     };
-    let err = open_cached(&cache, &identity().sha256, &grown).err().unwrap().to_string();
+    let err = open_cached(&cache, &identity().sha256, ENGINE, &grown).err().unwrap().to_string();
     assert!(err.contains("has grown since") && err.contains("to update it"), "{err}");
     let mut events = Vec::new();
-    let manifest = write_hidden(&model, &target, &grown, &cache, 5, &mut |e| events.push(e)).unwrap();
+    let manifest = write_hidden(&model, &target, ENGINE, &grown, &cache, 5, &mut |e| events.push(e)).unwrap();
     let done: usize = seqs.iter().map(|s| s.tokens.len()).sum();
     let kept = Some(Kept { sequences: 12, of: 12, shards: 1 });
     assert_eq!(events[0], HiddenEvent::Opened { done, total: grown.tokens(), kept });
     assert_eq!(events.len(), 4, "three sequences computed");
     assert!(manifest.complete && manifest.sequences == 15, "{manifest:?}");
-    assert!(open_cached(&cache, &identity().sha256, &grown).is_ok());
+    assert!(open_cached(&cache, &identity().sha256, ENGINE, &grown).is_ok());
 }
 
 #[test]

@@ -52,8 +52,9 @@ pub struct GenerateArgs {
 
 pub fn run(args: GenerateArgs) -> Result<()> {
     args.prompt.check()?;
-    crate::given::warn_unread(&[args.method]);
-    args.sampling.config_with(&args.params).validate()?;
+    let sampling = args.sampling.config_with(&args.params);
+    sampling.validate()?;
+    crate::given::warn_unread(&[args.method], &args.params, &sampling);
     if args.max_new_tokens == 0 {
         anyhow::bail!("--max-new-tokens must be at least 1");
     }

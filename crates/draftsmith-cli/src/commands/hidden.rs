@@ -65,10 +65,17 @@ fn hidden<B: Backend>(args: &HiddenArgs, device: &B::Device) -> Result<()> {
             .expect("valid template"),
     );
     let target = draftsmith_data::TargetId { name: identity.name.clone(), sha256: identity.sha256.clone() };
+    let engine = args.model.engine_label(&loaded.path)?;
     let begin = std::time::Instant::now();
     let lines = crate::progress::OffTerminal::new("hidden");
-    let manifest =
-        write_hidden(&loaded.model, &target, &data, &out, args.sequences_per_shard as usize, &mut |e| match e {
+    let manifest = write_hidden(
+        &loaded.model,
+        &target,
+        &engine,
+        &data,
+        &out,
+        args.sequences_per_shard as usize,
+        &mut |e| match e {
             HiddenEvent::Opened { done, total, kept } => {
                 if let Some(k) = kept {
                     bar.suspend(|| {
@@ -91,8 +98,9 @@ fn hidden<B: Backend>(args: &HiddenArgs, device: &B::Device) -> Result<()> {
                 bar.set_position(done as u64);
                 lines.tick(&bar);
             }
-        })
-        .with_context(|| format!("writing hidden states into {}", out.display()))?;
+        },
+    )
+    .with_context(|| format!("writing hidden states into {}", out.display()))?;
     bar.finish_and_clear();
     outln!(
         "done: {} sequences / {} tokens in {} shards, {:.1} MB, {:.0} s → {}",

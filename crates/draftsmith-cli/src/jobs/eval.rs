@@ -26,7 +26,7 @@ fn run_on<B: Backend>(args: &EvalArgs, device: &B::Device) -> Result<()> {
     let sampling = args.sampling.config_with(&params);
     sampling.validate()?;
     let methods = draftsmith_eval::resolve_methods(&args.methods, &params)?;
-    crate::given::warn_unread(&methods);
+    crate::given::warn_unread(&methods, &params, &sampling);
     if args.limit == Some(0) {
         bail!("--limit must be at least 1");
     }

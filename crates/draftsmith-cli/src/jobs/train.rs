@@ -81,7 +81,7 @@ fn redrafter<B: Backend>(args: &TrainJob, device: &B::Device) -> Result<()> {
     let data = read_dataset(&loaded, &identity, &args.data, cfg.labels, args.limit, args.max_seq_len)?;
     let tokens = data.tokens();
     let cached = match args.hidden.cache_dir(&args.data) {
-        Some(dir) => Some(open_cached(&dir, &identity.sha256, &data)?),
+        Some(dir) => Some(open_cached(&dir, &identity.sha256, &args.model.engine_label(&loaded.path)?, &data)?),
         None => None,
     };
     eprintln!(
