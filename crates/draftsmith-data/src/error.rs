@@ -168,6 +168,15 @@ pub enum DataError {
         command: &'static str,
     },
 
+    /// A directory read as a distilled dataset is none (or does not exist).
+    #[error("{dir}: {problem}")]
+    NotADataset {
+        /// The directory.
+        dir: PathBuf,
+        /// What it is not.
+        problem: &'static str,
+    },
+
     /// An argument is out of range (e.g. zero inputs per shard).
     #[error("{path}: {problem}")]
     InvalidArgument {

@@ -98,6 +98,34 @@ impl ShardWriter {
         inputs_per_shard: usize,
     ) -> Result<Self, DataError> {
         check_kind(dir, true)?;
+        // The other parts already begun must be of the same distillation, or the merge would
+        // refuse them only once every part has run.
+        for (other, path) in part_dirs(dir)? {
+            let begun = other != part && manifest_path(&path).exists();
+            let Some(theirs) = begun.then(|| read_manifest(&path)).transpose()?.filter(|m| !m.shards.is_empty()) else {
+                continue;
+            };
+            let bad = |problem: String| DataError::Parts { dir: dir.to_path_buf(), problem };
+            let split = theirs.part.map(|p| (p.part.count, p.total_inputs));
+            if split.is_some_and(|s| s != (part.count, total_inputs)) {
+                return Err(bad(format!(
+                    "{} is part {other} of {} inputs, and this run is part {part} of {total_inputs}: every part must \
+                     be run with the same arguments and --shard count",
+                    path.display(),
+                    split.map_or(0, |s| s.1)
+                )));
+            }
+            match check_resume(&path, &theirs, &target, &params) {
+                Err(DataError::ResumeMismatch { field, existing, given, .. }) => {
+                    return Err(bad(format!(
+                        "part {other} ({}) has {field} = {existing}, this run has {given}: every part must be run \
+                         with the same arguments",
+                        path.display()
+                    )))
+                }
+                other => other?,
+            }
+        }
         let info = PartInfo { part, total_inputs };
         Self::open_dir(&dir.join(part.dir_name()), target, params, inputs_per_shard, Some(info))
     }
@@ -397,6 +425,14 @@ pub fn read_records(dir: &Path) -> Result<(DistillManifest, Vec<DistillRecord>),
         if !parts.is_empty() {
             return read_parts(dir, parts, read_dataset);
         }
+        let problem = match dir.is_dir() {
+            true => {
+                "not a distilled dataset: it has no manifest.json (nor the parts of a split distillation); give \
+                     the directory `draftsmith distill --out` wrote"
+            }
+            false => "no such directory (a distilled dataset is the directory `draftsmith distill --out` wrote)",
+        };
+        return Err(DataError::NotADataset { dir: dir.to_path_buf(), problem });
     }
     read_dataset(dir)
 }

@@ -113,23 +113,36 @@ fn missing_foreign_and_inconsistent_parts_are_named() {
     let err = err.to_string();
     assert!(err.contains("part 1/2") && err.contains("missing") && err.contains("part-00001-of-00002"), "{err}");
 
+    // A part run with other arguments than those begun beside it is refused before it starts.
+    let open = |part: Part, total: usize, temperature: f64| {
+        ShardWriter::open_part(&dir, part, total, target(), params(temperature), PER_SHARD).err().unwrap().to_string()
+    };
+    let err = open(Part::new(1, 2).unwrap(), total, 0.7);
+    assert!(err.contains("part 0/2") && err.contains("temperature") && err.contains("same arguments"), "{err}");
+    let err = open(Part::new(1, 2).unwrap(), total + 2, 0.0);
+    assert!(err.contains("part-00000-of-00002") && err.contains("of 11"), "{err}");
+    let err = open(Part::new(1, 3).unwrap(), total, 0.0);
+    assert!(err.contains("part 0/2") && err.contains("--shard count"), "{err}");
+    assert!(!dir.join("part-00001-of-00002").exists() && !dir.join("part-00001-of-00003").exists());
+
+    // Parts made elsewhere and moved in beside it are refused by the merge, naming them.
+    let moved_in = |part: Part, total: usize, temperature: f64| {
+        let elsewhere = common::fresh_dir("parts-elsewhere");
+        write_part(&elsewhere, part, total, temperature, None);
+        std::fs::rename(elsewhere.join(part.dir_name()), dir.join(part.dir_name())).unwrap();
+        let err = read_records(&dir).unwrap_err().to_string();
+        std::fs::remove_dir_all(dir.join(part.dir_name())).unwrap();
+        err
+    };
     // Part 1 distilled with other settings.
-    write_part(&dir, Part::new(1, 2).unwrap(), total, 0.7, None);
-    let err = read_records(&dir).unwrap_err().to_string();
+    let err = moved_in(Part::new(1, 2).unwrap(), total, 0.7);
     assert!(err.contains("part-00001-of-00002") && err.contains("params.settings"), "{err}");
-    std::fs::remove_dir_all(dir.join("part-00001-of-00002")).unwrap();
-
     // Part 1 of a different input list.
-    write_part(&dir, Part::new(1, 2).unwrap(), total + 2, 0.0, None);
-    let err = read_records(&dir).unwrap_err().to_string();
+    let err = moved_in(Part::new(1, 2).unwrap(), total + 2, 0.0);
     assert!(err.contains("part-00001-of-00002") && err.contains("inputs"), "{err}");
-    std::fs::remove_dir_all(dir.join("part-00001-of-00002")).unwrap();
-
     // A part of another split beside them.
-    write_part(&dir, Part::new(1, 3).unwrap(), total, 0.0, None);
-    let err = read_records(&dir).unwrap_err().to_string();
+    let err = moved_in(Part::new(1, 3).unwrap(), total, 0.0);
     assert!(err.contains("different splits"), "{err}");
-    std::fs::remove_dir_all(dir.join("part-00001-of-00003")).unwrap();
 
     // Resuming a part with another input count is refused.
     let err = ShardWriter::open_part(&dir, Part::new(0, 2).unwrap(), total + 1, target(), params(0.0), PER_SHARD)

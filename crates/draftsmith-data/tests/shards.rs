@@ -397,3 +397,14 @@ fn zero_inputs_per_shard_is_refused() {
     let Err(err) = ShardWriter::open(&dir, target(), params(), 0) else { panic!("opened") };
     assert!(matches!(err, DataError::InvalidArgument { .. }), "{err:?}");
 }
+
+#[test]
+fn a_directory_that_is_not_a_dataset_is_named_as_such() {
+    let dir = common::fresh_dir("not-a-dataset");
+    std::fs::write(dir.join("shard-00000.parquet"), b"PAR1").unwrap();
+    let err = read_records(&dir).unwrap_err();
+    assert!(matches!(err, DataError::NotADataset { .. }), "{err}");
+    assert!(err.to_string().contains("no manifest.json") && err.to_string().contains("distill --out"), "{err}");
+    let err = read_records(&dir.join("nowhere")).unwrap_err().to_string();
+    assert!(err.contains("nowhere: no such directory"), "{err}");
+}

@@ -98,6 +98,13 @@ impl TokenSwiftTrainConfig {
                 self.num_heads + 1
             ));
         }
+        if self.warmup_steps >= self.steps {
+            return bad(format!(
+                "warmup_steps {} is not below steps {}: the run would end inside its warm-up, before the learning \
+                 rate reaches lr (lower --warmup-steps)",
+                self.warmup_steps, self.steps
+            ));
+        }
         crate::check_positive("lr", self.lr)?;
         crate::check_positive("max_grad_norm", self.max_grad_norm)?;
         crate::check_non_negative("weight_decay", self.weight_decay)?;

@@ -206,6 +206,7 @@ fn a_learning_rate_or_weight_decay_that_is_not_a_number_is_refused() {
         (TokenSwiftTrainConfig { max_grad_norm: f64::NAN, ..ok.clone() }, "max_grad_norm = NaN"),
         (TokenSwiftTrainConfig { weight_decay: -5.0, ..ok.clone() }, "weight_decay = -5"),
         (TokenSwiftTrainConfig { batch_size: 0, ..ok.clone() }, "batch_size = 0"),
+        (TokenSwiftTrainConfig { steps: 10, ..ok.clone() }, "warmup_steps 50 is not below steps 10"),
     ] {
         let err = bad.validate().unwrap_err().to_string();
         assert!(err.contains(named), "{named}: {err}");

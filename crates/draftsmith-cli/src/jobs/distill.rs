@@ -59,6 +59,14 @@ fn run_on<B: Backend>(args: &DistillJob, device: &B::Device) -> Result<()> {
             report.skipped
         );
     }
+    if let Some(part) = args.shard.as_ref().filter(|p| p.count > report.conversations.len()) {
+        bail!(
+            "--shard {part}: {} parts for {} conversations would leave some parts with none; split into at most {} parts",
+            part.count,
+            report.conversations.len(),
+            report.conversations.len()
+        );
+    }
     if report.truncated_tail {
         eprintln!("{}: the file ends inside a record; every complete record before it is read", data.display());
     }

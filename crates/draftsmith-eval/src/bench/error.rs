@@ -28,7 +28,10 @@ pub enum BenchError {
     #[error("--vs-llamacpp needs a GGUF model file, got {}", path.display())]
     NotGguf { path: PathBuf },
     /// The llama.cpp script (built into the binary, run with `python3 -c`) could not be started.
-    #[error("cannot run scripts/bench_llamacpp.py (built in, run with `python3 -c`)")]
+    #[error(
+        "cannot run scripts/bench_llamacpp.py (built in, run with `python3 -c`): --vs-llamacpp needs `python3` on \
+         PATH with llama-cpp-python (`just install-llamacpp`)"
+    )]
     Spawn { source: std::io::Error },
     /// The llama.cpp script started but did not report its engine.
     #[error("scripts/bench_llamacpp.py (built in, run with `python3 -c`) did not start (install llama-cpp-python with `just install-llamacpp`)")]

@@ -73,6 +73,11 @@ impl BenchConfig {
         if self.curve_sizes.contains(&0) {
             return setting("--curve-sizes", "must each be at least 1");
         }
+        for (flag, values) in [("--curve-sizes", &self.curve_sizes), ("--contexts", &self.contexts)] {
+            if let Some(v) = values.iter().enumerate().find(|(i, v)| values[..*i].contains(v)).map(|(_, v)| v) {
+                return setting(flag, &format!("{v} is given twice (each value is measured once)"));
+            }
+        }
         if self.curve_runs == 0 {
             return setting("--curve-runs", "must be at least 1");
         }
@@ -95,6 +100,10 @@ impl BenchConfig {
             return Err(BenchError::Setting { flag: "--tree-size", problem });
         }
         let largest = self.curve_sizes.iter().copied().max().unwrap_or(1);
+        if largest >= context {
+            let problem = format!("{largest}: a draft this long does not fit the model's context of {context}");
+            return Err(BenchError::Setting { flag: "--curve-sizes", problem });
+        }
         if !self.contexts.iter().any(|&c| c + largest < context) {
             let problem = format!(
                 "{:?}: with drafts of up to {largest} tokens (--curve-sizes) none fits the model's context of {context}",

@@ -92,6 +92,13 @@ fn settings_that_cannot_run_are_refused_up_front() {
         let err = bad.validate().unwrap_err().to_string();
         assert!(err.starts_with(flag) && err.contains("at least 1"), "{err}");
     }
+    for (bad, flag) in [
+        (BenchConfig { curve_sizes: vec![2, 1, 2], ..config() }, "--curve-sizes"),
+        (BenchConfig { contexts: vec![64, 64], ..config() }, "--contexts"),
+    ] {
+        let err = bad.validate().unwrap_err().to_string();
+        assert!(err.starts_with(flag) && err.contains("given twice"), "{err}");
+    }
 }
 
 #[test]
@@ -101,5 +108,7 @@ fn sizes_the_models_context_cannot_hold_are_refused_by_flag() {
     assert!(err.starts_with("--tree-size 300:") && err.contains("context of 512"), "{err}");
     let err = BenchConfig { contexts: vec![510, 600], ..config() }.validate_for(512).unwrap_err().to_string();
     assert!(err.starts_with("--contexts [510, 600]:"), "{err}");
+    let err = BenchConfig { curve_sizes: vec![1, 2, 900], ..config() }.validate_for(512).unwrap_err().to_string();
+    assert!(err.starts_with("--curve-sizes 900:"), "the draft, not the contexts, is named: {err}");
     assert!(config().validate_for(512).is_ok(), "one context fits; the other is skipped");
 }
