@@ -102,15 +102,18 @@ impl ShardWriter {
         // refuse them only once every part has run.
         for (other, path) in part_dirs(dir)? {
             let begun = other != part && manifest_path(&path).exists();
-            let Some(theirs) = begun.then(|| read_manifest(&path)).transpose()?.filter(|m| !m.shards.is_empty()) else {
-                continue;
+            let Some(theirs) = begun.then(|| read_manifest(&path)).transpose()? else { continue };
+            // A part begun but stopped before its first shard still records its arguments.
+            let unwritten = match theirs.shards.is_empty() {
+                true => " (it has written no shard yet: if its run stopped, delete that directory)",
+                false => "",
             };
             let bad = |problem: String| DataError::Parts { dir: dir.to_path_buf(), problem };
             let split = theirs.part.map(|p| (p.part.count, p.total_inputs));
             if split.is_some_and(|s| s != (part.count, total_inputs)) {
                 return Err(bad(format!(
                     "{} is part {other} of {} inputs, and this run is part {part} of {total_inputs}: every part must \
-                     be run with the same arguments and --shard count",
+                     be run with the same arguments and --shard count{unwritten}",
                     path.display(),
                     split.map_or(0, |s| s.1)
                 )));
@@ -119,7 +122,7 @@ impl ShardWriter {
                 Err(DataError::ResumeMismatch { field, existing, given, .. }) => {
                     return Err(bad(format!(
                         "part {other} ({}) has {field} = {existing}, this run has {given}: every part must be run \
-                         with the same arguments",
+                         with the same arguments{unwritten}",
                         path.display()
                     )))
                 }
@@ -421,6 +424,10 @@ fn ends_with_parquet_magic(path: &Path) -> bool {
 /// manifest (see [`Part`]).
 pub fn read_records(dir: &Path) -> Result<(DistillManifest, Vec<DistillRecord>), DataError> {
     if !manifest_path(dir).exists() {
+        if dir.is_file() {
+            let problem = "a file, not a distilled dataset (the directory `draftsmith distill --out` wrote)";
+            return Err(DataError::NotADataset { dir: dir.to_path_buf(), problem });
+        }
         let parts = part_dirs(dir)?;
         if !parts.is_empty() {
             return read_parts(dir, parts, read_dataset);

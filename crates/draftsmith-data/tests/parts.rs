@@ -124,6 +124,14 @@ fn missing_foreign_and_inconsistent_parts_are_named() {
     let err = open(Part::new(1, 3).unwrap(), total, 0.0);
     assert!(err.contains("part 0/2") && err.contains("--shard count"), "{err}");
     assert!(!dir.join("part-00001-of-00002").exists() && !dir.join("part-00001-of-00003").exists());
+    // So is one beside a part begun that has written no shard yet.
+    let begun = common::fresh_dir("parts-begun");
+    drop(ShardWriter::open_part(&begun, Part::new(0, 2).unwrap(), total, target(), params(0.0), PER_SHARD).unwrap());
+    let err = ShardWriter::open_part(&begun, Part::new(1, 2).unwrap(), total, target(), params(0.7), PER_SHARD)
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(err.contains("part 0/2") && err.contains("no shard yet"), "{err}");
 
     // Parts made elsewhere and moved in beside it are refused by the merge, naming them.
     let moved_in = |part: Part, total: usize, temperature: f64| {

@@ -407,4 +407,6 @@ fn a_directory_that_is_not_a_dataset_is_named_as_such() {
     assert!(err.to_string().contains("no manifest.json") && err.to_string().contains("distill --out"), "{err}");
     let err = read_records(&dir.join("nowhere")).unwrap_err().to_string();
     assert!(err.contains("nowhere: no such directory"), "{err}");
+    let err = read_records(&dir.join("shard-00000.parquet")).unwrap_err().to_string();
+    assert!(err.contains("a file, not a distilled dataset"), "{err}");
 }

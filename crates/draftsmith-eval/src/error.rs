@@ -42,11 +42,10 @@ pub enum EvalError {
     #[error("{path}: recipe: {problem}")]
     Recipe { path: std::path::PathBuf, problem: String },
     #[error(
-        "drafter `{drafter}`: {} was trained with other recipe settings ({}); delete it (and {}, if a distillation \
-         setting changed) to train it with these, or give the drafter another name",
-        run.display(), differences.join("; "), data.display()
+        "drafter `{drafter}`: {} was made with other recipe settings ({}); {fix}, or give the drafter another name",
+        dir.display(), differences.join("; ")
     )]
-    TrainedOtherwise { drafter: String, run: PathBuf, data: PathBuf, differences: Vec<String> },
+    MadeOtherwise { drafter: String, dir: PathBuf, differences: Vec<String>, fix: String },
     #[error("{}: not a summary: {problem}", path.display())]
     Summary { path: PathBuf, problem: String },
     #[error("plot: {problem}")]

@@ -125,7 +125,7 @@ fn label_value(v: &serde_json::Value) -> String {
 
 /// Whether `name` is one directory name (not empty, no separator, not `.` or `..`).
 fn plain_name(name: &str) -> bool {
-    !name.is_empty() && !name.contains(['/', '\\']) && name != "." && name != ".."
+    !name.trim().is_empty() && name.trim() == name && !name.contains(['/', '\\']) && name != "." && name != ".."
 }
 
 /// The dotted key of the first `nan` or `inf` in a TOML value (`params.penalty`, `grid.eta[1]`).
@@ -148,19 +148,33 @@ impl Recipe {
         let bad = |problem: String| EvalError::Recipe { path: path.to_path_buf(), problem };
         let text = std::fs::read_to_string(path).map_err(|e| bad(e.to_string()))?;
         let recipe: Recipe = toml::from_str(&text).map_err(|e| bad(e.to_string()))?;
+        // The recipe as written, for what the typed one cannot tell (a key written or defaulted).
+        let raw: toml::Value = toml::from_str(&text).map_err(|e| bad(e.to_string()))?;
         // TOML has `nan` and `inf`; a grid carries values as JSON, which has neither, so they
         // would surface as "invalid type: null". Name the key instead.
-        if let Some(key) = toml::from_str::<toml::Value>(&text).ok().as_ref().and_then(|v| non_finite(v, "")) {
+        if let Some(key) = non_finite(&raw, "") {
             return Err(bad(format!("`{key}` is not a finite number: recipe values must be finite")));
         }
         if !plain_name(&recipe.name) {
             return Err(bad(format!("`name` must be a plain directory name, got {:?}", recipe.name)));
         }
         // `[params]` as written (the typed struct holds every parameter, defaults included).
-        let written: Vec<String> = toml::from_str::<toml::Value>(&text)
-            .ok()
-            .and_then(|v| v.get("params").and_then(|p| p.as_table()).map(|t| t.keys().cloned().collect()))
-            .unwrap_or_default();
+        let written: Vec<String> =
+            raw.get("params").and_then(|p| p.as_table()).map(|t| t.keys().cloned().collect()).unwrap_or_default();
+        // A drafter given by `path` is used as it is: settings to make one would be ignored.
+        let drafters = raw.get("drafters").and_then(|d| d.as_array());
+        for table in drafters.into_iter().flatten().filter_map(|d| d.as_table()) {
+            let making: Vec<&str> =
+                ["data", "limit", "distill", "train"].into_iter().filter(|k| table.contains_key(*k)).collect();
+            if table.contains_key("path") && !making.is_empty() {
+                let name = table.get("name").and_then(|n| n.as_str()).unwrap_or("?");
+                return Err(bad(format!(
+                    "drafter `{name}` has a `path` (an existing drafter, used as it is) and {}, which would make \
+                     one: give one or the other",
+                    making.iter().map(|k| format!("`{k}`")).collect::<Vec<_>>().join(", ")
+                )));
+            }
+        }
         if let Some(key) = written.iter().find(|k| recipe.grid.contains_key(k.as_str())) {
             return Err(bad(format!(
                 "`{key}` is set in both [params] and [grid]: the grid's values would override the base one; keep one"
@@ -488,6 +502,8 @@ mod tests {
         for (name, extra, word) in [
             ("escape", "[[drafters]]\nname = \"../x\"\n", "plain directory name"),
             ("dot", "[[drafters]]\nname = \"..\"\n", "plain directory name"),
+            ("blank", "[[drafters]]\nname = \" \"\n", "plain directory name"),
+            ("path", "[[drafters]]\nname = \"a\"\npath = \"x\"\nlimit = 3\n", "`path` (an existing drafter"),
             ("twice", "[[drafters]]\nname = \"a\"\n[[drafters]]\nname = \"a\"\nlimit = 3\n", "two [[drafters]]"),
             ("limit0", "[[drafters]]\nname = \"a\"\nlimit = 0\n", "`limit` must be at least 1"),
             (

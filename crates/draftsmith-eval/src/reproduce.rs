@@ -48,9 +48,10 @@ pub enum RecipeEvent<'a> {
     },
 }
 
-/// The file in a recipe-trained drafter's run directory that records the recipe settings it was
-/// distilled and trained with (`data`, `limit`, `distill`, `train`), so a rerun after the recipe
-/// changed is refused rather than reusing the drafter.
+/// The file that records the recipe settings a drafter is made with (`data` and its sha256 when
+/// it is a file, `limit`, `distill`, `train`): written into its data directory before distilling
+/// and into its run directory before training, so a rerun after the recipe changed is refused
+/// rather than resuming or reusing what the old settings made.
 pub const RECIPE_DRAFTER_FILE: &str = "recipe-drafter.json";
 
 impl DrafterRecipe {
@@ -60,67 +61,119 @@ impl DrafterRecipe {
     }
 
     /// The settings [`RECIPE_DRAFTER_FILE`] records.
-    fn settings(&self) -> serde_json::Value {
-        serde_json::json!({ "data": self.data, "limit": self.limit, "distill": self.distill, "train": self.train })
+    fn settings(&self) -> Result<serde_json::Value, EvalError> {
+        let data = Path::new(&self.data);
+        let sha = match data.is_file() {
+            true => Some(
+                draftsmith_core::digest::sha256_file(data)
+                    .map_err(|source| EvalError::Io { path: data.to_path_buf(), source })?,
+            ),
+            false => None,
+        };
+        // The distillation settings its data depend on (not the batch and shard sizes), as a
+        // resumed `distill` compares them.
+        let distill = without_input(&self.distill.params(serde_json::Value::Null).settings);
+        Ok(serde_json::json!({
+            "data": self.data, "data_sha256": sha, "limit": self.limit, "distill": distill, "train": self.train
+        }))
     }
 
-    /// Refuses the trained drafter in `run` when it was distilled or trained with other settings
-    /// than this recipe's, naming them. A drafter trained before [`RECIPE_DRAFTER_FILE`] existed is
-    /// compared on what its checkpoint recorded (the training and distillation settings; not
-    /// `data` and `limit`).
-    pub fn check_trained(&self, recipe: &str, run: &Path) -> Result<(), EvalError> {
-        let read = |path: &Path| -> Result<Option<serde_json::Value>, EvalError> {
-            match std::fs::read_to_string(path) {
-                Ok(text) => serde_json::from_str(&text)
-                    .map(Some)
-                    .map_err(|e| EvalError::Manifest { path: path.to_path_buf(), problem: e.to_string() }),
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
-                Err(source) => Err(EvalError::Io { path: path.to_path_buf(), source }),
-            }
+    /// Refuses what the recipe made of this drafter under other settings than it now has, naming
+    /// them: distilled data (its directory's [`RECIPE_DRAFTER_FILE`], compared on everything but
+    /// `train`) and a training run begun or finished (its run directory's, compared on
+    /// everything). A run trained before the file existed is compared on what its checkpoint
+    /// recorded (the training and distillation settings, not `data` and `limit`). A data file
+    /// gone since is not compared by its hash.
+    pub fn check_made(&self, data: &Path, run: &Path) -> Result<(), EvalError> {
+        let ours = self.settings()?;
+        let refuse = |dir: &Path, differences: Vec<String>, fix: String| EvalError::MadeOtherwise {
+            drafter: self.name.clone(),
+            dir: dir.to_path_buf(),
+            differences,
+            fix,
         };
-        let ours = self.settings();
-        let (theirs, ours) = if let Some(recorded) = read(&run.join(RECIPE_DRAFTER_FILE))? {
-            (recorded, ours)
-        } else if let Some(state) = read(&run.join("checkpoint").join("state.json"))? {
-            // The distillation settings as the training data's fingerprint holds them (the
-            // input file described apart).
-            let distill = |settings: &serde_json::Value| {
-                let mut settings = settings.clone();
-                if let Some(map) = settings.as_object_mut() {
-                    map.remove("input");
+        if data.join("manifest.json").exists() {
+            if let Some(theirs) = read_json(&data.join(RECIPE_DRAFTER_FILE))? {
+                let differences = differ(&theirs, &ours, &["train"]);
+                if !differences.is_empty() {
+                    let fix = format!("delete it and {} to make the drafter with these", run.display());
+                    return Err(refuse(data, differences, fix));
                 }
-                settings
-            };
+            }
+        }
+        if !Self::is_trained(run) && !run.join("checkpoint").exists() {
+            return Ok(());
+        }
+        let (theirs, ours) = if let Some(recorded) = read_json(&run.join(RECIPE_DRAFTER_FILE))? {
+            (recorded, ours)
+        } else if let Some(state) = read_json(&run.join("checkpoint").join("state.json"))? {
+            // The distillation settings as the training data's fingerprint holds them.
             let fingerprint = &state["fingerprint"];
             (
-                serde_json::json!({ "distill": distill(&fingerprint["data"]["params"]), "train": fingerprint["train"] }),
                 serde_json::json!({
-                    "distill": distill(&self.distill.params(serde_json::Value::Null).settings),
-                    "train": ours["train"]
+                    "distill": without_input(&fingerprint["data"]["params"]), "train": fingerprint["train"]
                 }),
+                serde_json::json!({ "distill": ours["distill"], "train": ours["train"] }),
             )
         } else {
             return Ok(());
         };
-        let mut differences = Vec::new();
-        draftsmith_core::jsondiff::differences("", &theirs, &ours, &mut differences);
+        let differences = differ(&theirs, &ours, &[]);
         if differences.is_empty() {
             return Ok(());
         }
-        Err(EvalError::TrainedOtherwise {
-            drafter: self.name.clone(),
-            run: run.to_path_buf(),
-            data: self.data_dir(recipe),
-            differences,
-        })
+        let fix = format!(
+            "delete it (and {}, if a distillation setting changed) to make the drafter with these",
+            data.display()
+        );
+        Err(refuse(run, differences, fix))
     }
 
-    /// Records this drafter's settings in `run` once it is trained ([`RECIPE_DRAFTER_FILE`]).
-    pub fn record_trained(&self, run: &Path) -> Result<(), EvalError> {
-        let text = serde_json::to_vec_pretty(&self.settings()).expect("settings always serialize");
-        draftsmith_core::fsio::write_atomic(&run.join(RECIPE_DRAFTER_FILE), &text)
+    /// Records this drafter's settings in `dir` (created if need be) before a stage writes there
+    /// ([`RECIPE_DRAFTER_FILE`]).
+    pub fn record_settings(&self, dir: &Path) -> Result<(), EvalError> {
+        let text = serde_json::to_vec_pretty(&self.settings()?).expect("settings always serialize");
+        std::fs::create_dir_all(dir).map_err(|source| EvalError::Io { path: dir.to_path_buf(), source })?;
+        draftsmith_core::fsio::write_atomic(&dir.join(RECIPE_DRAFTER_FILE), &text)
             .map_err(|(path, source)| EvalError::Io { path, source })
     }
+}
+
+/// Distillation settings without their `input` (the input file, recorded apart).
+fn without_input(settings: &serde_json::Value) -> serde_json::Value {
+    let mut settings = settings.clone();
+    if let Some(map) = settings.as_object_mut() {
+        map.remove("input");
+    }
+    settings
+}
+
+/// A JSON file, `None` when it does not exist.
+fn read_json(path: &Path) -> Result<Option<serde_json::Value>, EvalError> {
+    match std::fs::read_to_string(path) {
+        Ok(text) => serde_json::from_str(&text)
+            .map(Some)
+            .map_err(|e| EvalError::Manifest { path: path.to_path_buf(), problem: e.to_string() }),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(None),
+        Err(source) => Err(EvalError::Io { path: path.to_path_buf(), source }),
+    }
+}
+
+/// The differences between recorded settings `theirs` and `ours`, leaving out the keys `skip`
+/// (and the data file's hash where it is gone now).
+fn differ(theirs: &serde_json::Value, ours: &serde_json::Value, skip: &[&str]) -> Vec<String> {
+    let gone = ours.get("data_sha256").is_some_and(|v| v.is_null());
+    let (mut theirs, mut ours) = (theirs.clone(), ours.clone());
+    for v in [&mut theirs, &mut ours] {
+        if let Some(map) = v.as_object_mut() {
+            for key in skip.iter().copied().chain(gone.then_some("data_sha256")) {
+                map.remove(key);
+            }
+        }
+    }
+    let mut differences = Vec::new();
+    draftsmith_core::jsondiff::differences("", &theirs, &ours, &mut differences);
+    differences
 }
 
 /// Runs the recipe read from `recipe_path` with results under `results`; returns the table's path.
@@ -134,17 +187,18 @@ pub fn run_recipe<S: RecipeStages>(
 ) -> Result<PathBuf, S::Error> {
     for d in recipe.drafters.iter().filter(|d| d.path.is_none()) {
         let run = d.run_dir(&recipe.name);
+        let data = d.data_dir(&recipe.name);
+        d.check_made(&data, &run)?;
         if DrafterRecipe::is_trained(&run) {
-            d.check_trained(&recipe.name, &run)?;
             on_event(RecipeEvent::Trained { drafter: &d.name, run: &run });
             continue;
         }
-        let data = d.data_dir(&recipe.name);
         on_event(RecipeEvent::Distilling { drafter: d, data: &data });
+        d.record_settings(&data)?;
         stages.distill(d, &data)?;
         on_event(RecipeEvent::Training { drafter: &d.name, run: &run });
+        d.record_settings(&run)?;
         stages.train(d, &data, &run)?;
-        d.record_trained(&run)?;
     }
     // Every point decodes the same prompts with the same baseline: unless the recipe says
     // otherwise, `ar` runs once, at the first point.

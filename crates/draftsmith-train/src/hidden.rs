@@ -189,6 +189,13 @@ pub fn open_cached(
     }
     // A cache `draftsmith hidden` is still writing is named as such, not as one left unfinished.
     draftsmith_core::fsio::DirLock::check_not_written(dir)?;
+    if !dir.join(HIDDEN_MANIFEST_FILE).exists() {
+        let problem = format!(
+            "not a hidden-state cache: it has no {HIDDEN_MANIFEST_FILE} (a cache is the directory `draftsmith hidden` \
+             writes)"
+        );
+        return Err(TrainError::Dir { path: dir.to_path_buf(), problem });
+    }
     let manifest = read_hidden_manifest(dir)?;
     let path = dir.join(HIDDEN_MANIFEST_FILE);
     // Each refusal ends with its remedy; training online always works.

@@ -97,10 +97,7 @@ fn check_drafters<B: Backend>(
     device: &B::Device,
 ) -> Result<()> {
     for d in recipe.drafters.iter().filter(|d| d.path.is_none()) {
-        let run = d.run_dir(&recipe.name);
-        if DrafterRecipe::is_trained(&run) {
-            d.check_trained(&recipe.name, &run)?;
-        }
+        d.check_made(&d.data_dir(&recipe.name), &d.run_dir(&recipe.name))?;
     }
     let target = model.load::<B>(device)?;
     let untrained: Vec<PathBuf> = recipe

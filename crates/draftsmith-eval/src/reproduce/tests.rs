@@ -78,31 +78,66 @@ fn a_trained_drafter_is_recognised_by_its_summary_and_weights() {
 }
 
 #[test]
-fn a_trained_drafter_with_other_recipe_settings_is_refused_naming_them() {
-    let dir = std::env::temp_dir().join(format!("draftsmith-reproduce-settings-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(&dir).unwrap();
+fn what_a_drafter_was_made_with_under_other_recipe_settings_is_refused_naming_them() {
+    let root = std::env::temp_dir().join(format!("draftsmith-reproduce-settings-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    let (data, run) = (root.join("data"), root.join("run"));
     let read = |extra: &str| -> DrafterRecipe {
         let text = format!("name = \"t\"\nprompts = \"p\"\nmethods = [\"ar\"]\n[[drafters]]\nname = \"d\"\n{extra}");
         toml::from_str::<Recipe>(&text).unwrap().drafters.remove(0)
     };
-    let trained = read("limit = 4\ntrain = { horizon = 2 }\n");
-    // Nothing recorded (not a recipe's run): nothing to compare.
-    trained.check_trained("t", &dir).unwrap();
-    trained.record_trained(&dir).unwrap();
-    trained.check_trained("t", &dir).unwrap();
-    let err = read("limit = 8\ntrain = { horizon = 3 }\n").check_trained("t", &dir).unwrap_err().to_string();
-    assert!(err.contains("limit: 4 vs 8") && err.contains("train.horizon: 2 vs 3"), "{err}");
-    assert!(err.contains("drafter `d`") && err.contains("data/distilled/t/d"), "{err}");
+    let made = read("limit = 4\ntrain = { horizon = 2 }\n");
+    let other = read("limit = 8\ntrain = { horizon = 3 }\n");
+    let retrained = read("limit = 4\ntrain = { horizon = 3 }\n");
+    // Nothing made yet: nothing to compare, whatever was recorded.
+    made.check_made(&data, &run).unwrap();
+    made.record_settings(&data).unwrap();
+    made.record_settings(&run).unwrap();
+    other.check_made(&data, &run).unwrap();
+    // Distilled data: compared on everything but the training settings.
+    std::fs::write(data.join("manifest.json"), "{}").unwrap();
+    let err = other.check_made(&data, &run).unwrap_err().to_string();
+    assert!(err.contains("limit: 4 vs 8") && !err.contains("horizon") && err.contains("drafter `d`"), "{err}");
+    assert!(err.contains(&format!("delete it and {}", run.display())), "{err}");
+    retrained.check_made(&data, &run).unwrap();
+    // A run begun or trained: compared on everything.
+    std::fs::write(run.join("summary.json"), "{}").unwrap();
+    std::fs::write(run.join("drafter.safetensors"), "").unwrap();
+    made.check_made(&data, &run).unwrap();
+    let err = retrained.check_made(&data, &run).unwrap_err().to_string();
+    assert!(err.contains("train.horizon: 2 vs 3") && err.contains(&run.display().to_string()), "{err}");
 
     // A run trained before the settings were recorded: its checkpoint's fingerprint.
-    std::fs::remove_file(dir.join(RECIPE_DRAFTER_FILE)).unwrap();
-    std::fs::create_dir_all(dir.join("checkpoint")).unwrap();
-    let mut distill = trained.distill.params(serde_json::json!({ "file": "x.jsonl" })).settings;
+    std::fs::remove_file(run.join(RECIPE_DRAFTER_FILE)).unwrap();
+    std::fs::create_dir_all(run.join("checkpoint")).unwrap();
+    let mut distill = made.distill.params(serde_json::json!({ "file": "x.jsonl" })).settings;
     distill["max_new_tokens"] = serde_json::json!(7);
-    let state = serde_json::json!({ "fingerprint": { "train": trained.train, "data": { "params": distill } } });
-    std::fs::write(dir.join("checkpoint/state.json"), state.to_string()).unwrap();
-    let err = trained.check_trained("t", &dir).unwrap_err().to_string();
-    assert!(err.contains(&format!("distill.max_new_tokens: 7 vs {}", trained.distill.max_new_tokens)), "{err}");
-    let _ = std::fs::remove_dir_all(&dir);
+    let state = serde_json::json!({ "fingerprint": { "train": made.train, "data": { "params": distill } } });
+    std::fs::write(run.join("checkpoint/state.json"), state.to_string()).unwrap();
+    let err = made.check_made(&data, &run).unwrap_err().to_string();
+    assert!(err.contains(&format!("distill.max_new_tokens: 7 vs {}", made.distill.max_new_tokens)), "{err}");
+    let _ = std::fs::remove_dir_all(&root);
+}
+
+#[test]
+fn a_drafters_data_file_is_recorded_by_its_hash() {
+    let root = std::env::temp_dir().join(format!("draftsmith-reproduce-data-sha-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&root);
+    std::fs::create_dir_all(&root).unwrap();
+    let (data, run, file) = (root.join("data"), root.join("run"), root.join("conversations.jsonl"));
+    std::fs::write(&file, "{\"prompt\": \"a\"}\n").unwrap();
+    let text = format!(
+        "name = \"t\"\nprompts = \"p\"\nmethods = [\"ar\"]\n[[drafters]]\nname = \"d\"\ndata = {:?}\n",
+        file.display().to_string()
+    );
+    let drafter = toml::from_str::<Recipe>(&text).unwrap().drafters.remove(0);
+    drafter.record_settings(&data).unwrap();
+    std::fs::write(data.join("manifest.json"), "{}").unwrap();
+    drafter.check_made(&data, &run).unwrap();
+    std::fs::write(&file, "{\"prompt\": \"b\"}\n").unwrap();
+    let err = drafter.check_made(&data, &run).unwrap_err().to_string();
+    assert!(err.contains("data_sha256"), "a file edited in place is found: {err}");
+    std::fs::remove_file(&file).unwrap();
+    drafter.check_made(&data, &run).unwrap();
+    let _ = std::fs::remove_dir_all(&root);
 }
