@@ -123,6 +123,22 @@ fn label_value(v: &serde_json::Value) -> String {
     }
 }
 
+/// `None` when one of `methods` reads method parameter `key`; else, for a refusal, that none of
+/// them does and which methods would.
+fn read_by_none(methods: &[Method], key: &str) -> Option<String> {
+    let read_by = |m: &Method| draftsmith_decode::params_read(*m).contains(&key);
+    if methods.iter().any(read_by) {
+        return None;
+    }
+    let names = |ms: Vec<&Method>| ms.into_iter().map(|m| m.name()).collect::<Vec<_>>().join(", ");
+    let readers = names(Method::ALL.iter().filter(|m| read_by(m)).collect());
+    Some(format!(
+        "is read by none of the recipe's methods ({}; methods that read it: {})",
+        names(methods.iter().collect()),
+        if readers.is_empty() { "none" } else { &readers }
+    ))
+}
+
 /// Whether `name` is one directory name (not empty, no separator, not `.` or `..`).
 fn plain_name(name: &str) -> bool {
     !name.trim().is_empty() && name.trim() == name && !name.contains(['/', '\\']) && name != "." && name != ".."
@@ -180,20 +196,10 @@ impl Recipe {
                 "`{key}` is set in both [params] and [grid]: the grid's values would override the base one; keep one"
             )));
         }
-        if let Some(key) = written
-            .iter()
-            .find(|k| !recipe.methods.iter().any(|m| draftsmith_decode::params_read(*m).contains(&k.as_str())))
-        {
-            let readers: Vec<&str> = Method::ALL
-                .iter()
-                .filter(|m| draftsmith_decode::params_read(**m).contains(&key.as_str()))
-                .map(|m| m.name())
-                .collect();
-            return Err(bad(format!(
-                "`params.{key}` is read by none of the recipe's methods ({}), so it would change nothing; methods that read it: {}",
-                recipe.methods.iter().map(|m| m.name()).collect::<Vec<_>>().join(", "),
-                if readers.is_empty() { "none".to_string() } else { readers.join(", ") }
-            )));
+        for key in &written {
+            if let Some(readers) = read_by_none(&recipe.methods, key) {
+                return Err(bad(format!("`params.{key}` {readers}, so it would change nothing")));
+            }
         }
         if recipe.max_new_tokens == 0 {
             return Err(bad("`max_new_tokens` must be at least 1".into()));
@@ -280,15 +286,8 @@ impl Recipe {
             if !known.contains(key) {
                 return Err(format!("grid parameter `{key}` is not a method parameter (known: {})", known.join(", ")));
             }
-            let read_by = |m: &Method| draftsmith_decode::params_read(*m).contains(&key.as_str());
-            if !self.methods.iter().any(read_by) {
-                let readers: Vec<&str> = Method::ALL.iter().filter(|m| read_by(m)).map(|m| m.name()).collect();
-                return Err(format!(
-                    "grid parameter `{key}` is read by none of the recipe's methods ({}), so every grid point \
-                     would run the same evals; methods that read it: {}",
-                    self.methods.iter().map(|m| m.name()).collect::<Vec<_>>().join(", "),
-                    readers.join(", ")
-                ));
+            if let Some(readers) = read_by_none(&self.methods, key) {
+                return Err(format!("grid parameter `{key}` {readers}, so every grid point would run the same evals"));
             }
             if values.is_empty() {
                 return Err(format!("grid parameter `{key}` has no values"));
@@ -422,7 +421,7 @@ mod tests {
         );
         let err = Recipe::read(&path).unwrap_err().to_string();
         assert!(
-            err.contains("`beam_width` is read by none of the recipe's methods (ar, prompt-lookup)")
+            err.contains("`beam_width` is read by none of the recipe's methods (ar, prompt-lookup;")
                 && err.contains("methods that read it: redrafter"),
             "{err}"
         );

@@ -92,7 +92,7 @@ impl DrafterRecipe {
             differences,
             fix,
         };
-        if data.join("manifest.json").exists() {
+        if data.join(draftsmith_data::MANIFEST_FILE).exists() {
             if let Some(theirs) = read_json(&data.join(RECIPE_DRAFTER_FILE))? {
                 let differences = differ(&theirs, &ours, &["train"]);
                 if !differences.is_empty() {
@@ -101,12 +101,13 @@ impl DrafterRecipe {
                 }
             }
         }
-        if !Self::is_trained(run) && !run.join("checkpoint").exists() {
+        let checkpoint = draftsmith_train::checkpoint::checkpoint_dir(run);
+        if !Self::is_trained(run) && !checkpoint.exists() {
             return Ok(());
         }
         let (theirs, ours) = if let Some(recorded) = read_json(&run.join(RECIPE_DRAFTER_FILE))? {
             (recorded, ours)
-        } else if let Some(state) = read_json(&run.join("checkpoint").join("state.json"))? {
+        } else if let Some(state) = read_json(&checkpoint.join(draftsmith_train::checkpoint::STATE_FILE))? {
             // The distillation settings as the training data's fingerprint holds them.
             let fingerprint = &state["fingerprint"];
             (
