@@ -29,7 +29,7 @@ pub use plot::PLOT_FILE;
 pub use prompts::{encode_prompts, read_prompts, EncodedPrompt, Prompt, PromptSet};
 pub use recipe::{DrafterRecipe, GridPoint, Recipe};
 pub use records::{read_records, Record, RECORDS_FILE};
-pub use reproduce::{combined_table, run_recipe, RecipeEvent, RecipeStages};
+pub use reproduce::{combined_table, run_recipe, RecipeEvent, RecipeSettings, RecipeStages};
 pub use runner::{Progress, RunSpec};
 pub use stats::{peak_rss_mb, StatsLog};
 pub use summary::{alpha, distinct_n, interval_text, summarize, tokens_per_step, MethodSummary, Mismatch, Summary};

@@ -79,12 +79,12 @@ impl DrafterRecipe {
     }
 
     /// Refuses what the recipe made of this drafter under other settings than it now has, naming
-    /// them: distilled data (its directory's [`RECIPE_DRAFTER_FILE`], compared on everything but
+    /// them, and returns the settings (for [`RecipeSettings::record`]): distilled data (its directory's [`RECIPE_DRAFTER_FILE`], compared on everything but
     /// `train`) and a training run begun or finished (its run directory's, compared on
     /// everything). A run trained before the file existed is compared on what its checkpoint
     /// recorded (the training and distillation settings, not `data` and `limit`). A data file
     /// gone since is not compared by its hash.
-    pub fn check_made(&self, data: &Path, run: &Path) -> Result<(), EvalError> {
+    pub fn check_made(&self, data: &Path, run: &Path) -> Result<RecipeSettings, EvalError> {
         let ours = self.settings()?;
         let refuse = |dir: &Path, differences: Vec<String>, fix: String| EvalError::MadeOtherwise {
             drafter: self.name.clone(),
@@ -103,10 +103,10 @@ impl DrafterRecipe {
         }
         let checkpoint = draftsmith_train::checkpoint::checkpoint_dir(run);
         if !Self::is_trained(run) && !checkpoint.exists() {
-            return Ok(());
+            return Ok(RecipeSettings(ours));
         }
-        let (theirs, ours) = if let Some(recorded) = read_json(&run.join(RECIPE_DRAFTER_FILE))? {
-            (recorded, ours)
+        let (theirs, compared) = if let Some(recorded) = read_json(&run.join(RECIPE_DRAFTER_FILE))? {
+            (recorded, ours.clone())
         } else if let Some(state) = read_json(&checkpoint.join(draftsmith_train::checkpoint::STATE_FILE))? {
             // The distillation settings as the training data's fingerprint holds them.
             let fingerprint = &state["fingerprint"];
@@ -117,11 +117,11 @@ impl DrafterRecipe {
                 serde_json::json!({ "distill": ours["distill"], "train": ours["train"] }),
             )
         } else {
-            return Ok(());
+            return Ok(RecipeSettings(ours));
         };
-        let differences = differ(&theirs, &ours, &[]);
+        let differences = differ(&theirs, &compared, &[]);
         if differences.is_empty() {
-            return Ok(());
+            return Ok(RecipeSettings(ours));
         }
         let fix = format!(
             "delete it (and {}, if a distillation setting changed) to make the drafter with these",
@@ -129,11 +129,17 @@ impl DrafterRecipe {
         );
         Err(refuse(run, differences, fix))
     }
+}
 
-    /// Records this drafter's settings in `dir` (created if need be) before a stage writes there
-    /// ([`RECIPE_DRAFTER_FILE`]).
-    pub fn record_settings(&self, dir: &Path) -> Result<(), EvalError> {
-        let text = serde_json::to_vec_pretty(&self.settings()?).expect("settings always serialize");
+/// A drafter's recipe settings as [`RECIPE_DRAFTER_FILE`] records them ([`DrafterRecipe::check_made`]
+/// computes them once, hashing the data file once).
+#[derive(Debug, Clone)]
+pub struct RecipeSettings(serde_json::Value);
+
+impl RecipeSettings {
+    /// Records them in `dir` (created if need be) before a stage writes there.
+    pub fn record(&self, dir: &Path) -> Result<(), EvalError> {
+        let text = serde_json::to_vec_pretty(&self.0).expect("settings always serialize");
         std::fs::create_dir_all(dir).map_err(|source| EvalError::Io { path: dir.to_path_buf(), source })?;
         draftsmith_core::fsio::write_atomic(&dir.join(RECIPE_DRAFTER_FILE), &text)
             .map_err(|(path, source)| EvalError::Io { path, source })
@@ -189,16 +195,16 @@ pub fn run_recipe<S: RecipeStages>(
     for d in recipe.drafters.iter().filter(|d| d.path.is_none()) {
         let run = d.run_dir(&recipe.name);
         let data = d.data_dir(&recipe.name);
-        d.check_made(&data, &run)?;
+        let settings = d.check_made(&data, &run)?;
         if DrafterRecipe::is_trained(&run) {
             on_event(RecipeEvent::Trained { drafter: &d.name, run: &run });
             continue;
         }
         on_event(RecipeEvent::Distilling { drafter: d, data: &data });
-        d.record_settings(&data)?;
+        settings.record(&data)?;
         stages.distill(d, &data)?;
         on_event(RecipeEvent::Training { drafter: &d.name, run: &run });
-        d.record_settings(&run)?;
+        settings.record(&run)?;
         stages.train(d, &data, &run)?;
     }
     // Every point decodes the same prompts with the same baseline: unless the recipe says

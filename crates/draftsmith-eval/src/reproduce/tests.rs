@@ -90,9 +90,9 @@ fn what_a_drafter_was_made_with_under_other_recipe_settings_is_refused_naming_th
     let other = read("limit = 8\ntrain = { horizon = 3 }\n");
     let retrained = read("limit = 4\ntrain = { horizon = 3 }\n");
     // Nothing made yet: nothing to compare, whatever was recorded.
-    made.check_made(&data, &run).unwrap();
-    made.record_settings(&data).unwrap();
-    made.record_settings(&run).unwrap();
+    let settings = made.check_made(&data, &run).unwrap();
+    settings.record(&data).unwrap();
+    settings.record(&run).unwrap();
     other.check_made(&data, &run).unwrap();
     // Distilled data: compared on everything but the training settings.
     std::fs::write(data.join("manifest.json"), "{}").unwrap();
@@ -131,7 +131,7 @@ fn a_drafters_data_file_is_recorded_by_its_hash() {
         file.display().to_string()
     );
     let drafter = toml::from_str::<Recipe>(&text).unwrap().drafters.remove(0);
-    drafter.record_settings(&data).unwrap();
+    drafter.check_made(&data, &run).unwrap().record(&data).unwrap();
     std::fs::write(data.join("manifest.json"), "{}").unwrap();
     drafter.check_made(&data, &run).unwrap();
     std::fs::write(&file, "{\"prompt\": \"b\"}\n").unwrap();
