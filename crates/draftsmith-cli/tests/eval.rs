@@ -88,6 +88,20 @@ fn eval_reports_the_contract_is_lossless_and_resumes() {
     let err = String::from_utf8_lossy(&refused.stderr);
     assert!(!refused.status.success() && err.contains("decoded otherwise"), "{err}");
     assert!(!other.join("manifest.json").exists(), "nothing written");
+
+    // A source holding two `ar` records of one prompt is refused, naming the file and prompt.
+    let twice = dir.join("twice");
+    std::fs::create_dir_all(&twice).unwrap();
+    std::fs::copy(out.join("manifest.json"), twice.join("manifest.json")).unwrap();
+    let text = std::fs::read_to_string(out.join("records.jsonl")).unwrap();
+    let is_ar = |l: &&str| serde_json::from_str::<serde_json::Value>(l).unwrap()["method"] == "ar";
+    let ar_line = text.lines().find(is_ar).unwrap();
+    std::fs::write(twice.join("records.jsonl"), format!("{text}{ar_line}\n")).unwrap();
+    let taker = dir.join("taker");
+    let refused = eval(&prompts, &taker, &["--max-new-tokens", "10", "--reuse-ar-from", twice.to_str().unwrap()]);
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success() && err.contains("two `ar` records of prompt"), "{err}");
+    assert!(err.contains("twice"), "names the file: {err}");
 }
 
 #[test]

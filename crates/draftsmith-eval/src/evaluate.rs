@@ -75,9 +75,8 @@ pub fn evaluate<B: Backend>(
     check_records(&records_path, &existing, &ids)?;
     let mut done: HashSet<(String, draftsmith_decode::Method)> = existing.iter().map(Record::key).collect();
     if let Some(other) = reuse_ar_from {
-        for record in read_records(other)? {
-            let same_prompt = input.prompts.iter().any(|p| p.id == record.prompt_id && p.ids == record.prompt_ids);
-            if record.method.is_ar() && same_prompt && done.insert(record.key()) {
+        for record in reusable_ar(other, input.prompts)? {
+            if done.insert(record.key()) {
                 log.append(&record)?;
             }
         }
@@ -113,6 +112,31 @@ pub fn evaluate<B: Backend>(
     }
     write_outputs(input.out_dir, &summary, manifest, input.command_line)?;
     Ok(EvalOutcome { summary, resumed, ran: pending.len() })
+}
+
+/// The `ar` records of `prompts` (same id, same prompt tokens) in another eval's records file
+/// `path`; refused, before any is taken, when it holds two of one prompt (which would be used
+/// depends on their order).
+fn reusable_ar(path: &Path, prompts: &[EncodedPrompt]) -> Result<Vec<Record>, EvalError> {
+    let mut taken: Vec<Record> = Vec::new();
+    for record in read_records(path)? {
+        let same_prompt = prompts.iter().any(|p| p.id == record.prompt_id && p.ids == record.prompt_ids);
+        if !record.method.is_ar() || !same_prompt {
+            continue;
+        }
+        if taken.iter().any(|r| r.prompt_id == record.prompt_id) {
+            return Err(EvalError::Records {
+                path: path.to_path_buf(),
+                problem: format!(
+                    "holds two `ar` records of prompt `{}`, where an eval writes one; remove one of them before \
+                     reusing its `ar` records",
+                    record.prompt_id
+                ),
+            });
+        }
+        taken.push(record);
+    }
+    Ok(taken)
 }
 
 /// Measures the backend's drift on `ar`'s outputs and classifies every mismatch by `ar`'s margin.

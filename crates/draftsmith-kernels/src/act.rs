@@ -358,8 +358,13 @@ impl ActTiles for ReadyAct<'_, '_> {
 fn quantize_blocks(path: KernelPath, x: &[f32], qs: &mut [i8], d: &mut [f32], sum: &mut [i32]) {
     #[cfg(target_arch = "x86_64")]
     if path.simd() && path.is_supported() {
-        // SAFETY: every non-scalar path requires AVX2, checked by `is_supported`.
-        unsafe { crate::avx2::quantize_blocks(x, qs, d, sum) };
+        if path.wide() {
+            // SAFETY: the wide paths require AVX-512 F/BW/VL, checked by `is_supported`.
+            unsafe { crate::avx512::quantize_blocks(x, qs, d, sum) };
+        } else {
+            // SAFETY: every non-scalar path requires AVX2, checked by `is_supported`.
+            unsafe { crate::avx2::quantize_blocks(x, qs, d, sum) };
+        }
         return;
     }
     let _ = path;

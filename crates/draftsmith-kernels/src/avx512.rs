@@ -449,3 +449,38 @@ pub(crate) unsafe fn fold_q6_k<const C: usize>(
         facc[c] = _mm512_fmadd_ps(v, _mm512_set1_ps(*db.add(c)), facc[c]);
     }
 }
+
+/// [`crate::avx2::quantize_blocks`] sixteen lanes at a time: each block of 32 values in two
+/// vectors, the same per-lane arithmetic (scale, clamp, round half away from zero), so the same
+/// bytes, scales and sums; a block's maximum and sum are exact in any order.
+///
+/// # Safety
+/// The CPU must support AVX-512 F/BW/VL, AVX2, FMA and F16C.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx2,fma,f16c")]
+pub(crate) unsafe fn quantize_blocks(x: &[f32], qs: &mut [i8], d: &mut [f32], sum: &mut [i32]) {
+    let nblk = x.len() / QK;
+    assert!(qs.len() >= nblk * QK && d.len() >= nblk && sum.len() >= nblk);
+    let (lo, hi) = (_mm512_set1_ps(-127.0), _mm512_set1_ps(127.0));
+    let (sign, bias) = (_mm512_set1_epi32(i32::MIN), _mm512_set1_epi32(crate::act::ROUND_BIAS.to_bits() as i32));
+    for i in 0..nblk {
+        let p = x.as_ptr().add(i * QK);
+        let v = [_mm512_loadu_ps(p), _mm512_loadu_ps(p.add(16))];
+        // NaN lanes drop out, as in the scalar fold: `max` returns its second operand when
+        // either is NaN, and that operand is never NaN here.
+        let m = _mm512_max_ps(_mm512_abs_ps(v[0]), _mm512_setzero_ps());
+        let amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v[1]), m));
+        let dd = amax / 127.0;
+        let id = _mm512_set1_ps(if dd != 0.0 { 1.0 / dd } else { 0.0 });
+        let q = v.map(|vk| {
+            let s = _mm512_min_ps(_mm512_max_ps(_mm512_mul_ps(vk, id), lo), hi);
+            // copysign(ROUND_BIAS, s): the sign bit of `s` on the bias's bits.
+            let b = _mm512_ternarylogic_epi32::<0xEA>(_mm512_castps_si512(s), sign, bias);
+            _mm512_cvttps_epi32(_mm512_add_ps(s, _mm512_castsi512_ps(b)))
+        });
+        let out = qs.as_mut_ptr().add(i * QK);
+        _mm_storeu_si128(out.cast(), _mm512_cvtsepi32_epi8(q[0]));
+        _mm_storeu_si128(out.add(16).cast(), _mm512_cvtsepi32_epi8(q[1]));
+        d[i] = dd;
+        sum[i] = _mm512_reduce_add_epi32(_mm512_add_epi32(q[0], q[1]));
+    }
+}

@@ -199,14 +199,21 @@ fn simd_quantizer_is_bit_identical_to_scalar() {
     }
     let x = tricky_blocks(&mut Rng::new(4));
     let nb = x.len() / 32;
-    let (mut q, mut d, mut s) = (vec![0i8; x.len()], vec![0.0f32; nb], vec![0i32; nb]);
-    // SAFETY: AVX2 support checked above.
-    unsafe { crate::avx2::quantize_blocks(&x, &mut q, &mut d, &mut s) };
-    for (b, xb) in x.chunks_exact(32).enumerate() {
-        let mut qr = [0i8; 32];
-        let (dr, sr) = quantize_block_scalar(xb, &mut qr);
-        assert_eq!(&q[b * 32..][..32], &qr, "block {b}");
-        assert_eq!((d[b].to_bits(), s[b]), (dr.to_bits(), sr), "block {b}");
+    type Quantizer = unsafe fn(&[f32], &mut [i8], &mut [f32], &mut [i32]);
+    let mut quantizers: Vec<(&str, Quantizer)> = vec![("avx2", crate::avx2::quantize_blocks)];
+    if crate::KernelPath::Avx512Vnni.is_supported() {
+        quantizers.push(("avx512", crate::avx512::quantize_blocks));
+    }
+    for (name, quantize) in quantizers {
+        let (mut q, mut d, mut s) = (vec![0i8; x.len()], vec![0.0f32; nb], vec![0i32; nb]);
+        // SAFETY: the CPU supports each quantizer's path (checked above).
+        unsafe { quantize(&x, &mut q, &mut d, &mut s) };
+        for (b, xb) in x.chunks_exact(32).enumerate() {
+            let mut qr = [0i8; 32];
+            let (dr, sr) = quantize_block_scalar(xb, &mut qr);
+            assert_eq!(&q[b * 32..][..32], &qr, "{name} block {b}");
+            assert_eq!((d[b].to_bits(), s[b]), (dr.to_bits(), sr), "{name} block {b}");
+        }
     }
 }
 
