@@ -314,8 +314,9 @@ fn tree_nodes(counts: &[usize]) -> usize {
     })
 }
 
-/// Checks that `drafters` hold what `method` drafts with — TokenSwift heads, a ReDrafter, or a
-/// draft model — so a run can refuse a wrong `--drafter` before it writes anything.
+/// Checks that `drafters` hold what `method` drafts with — TokenSwift heads, a ReDrafter (whose
+/// draft vocabulary holds `beam_width` tokens), or a draft model — so a run can refuse a wrong
+/// `--drafter` before it writes anything.
 pub fn check_drafters<B: Backend>(
     method: Method,
     params: &MethodParams,
@@ -338,14 +339,17 @@ pub fn check_drafters<B: Backend>(
                 None => "this method needs trained TokenSwift heads (--drafter)",
             },
         ),
-        Method::ReDrafter if drafters.redrafter.is_none() => invalid(
-            "drafter",
-            params.drafter.as_ref(),
-            match drafters.tokenswift {
-                Some(_) => "holds TokenSwift heads, not a ReDrafter (train one with `train redrafter`)",
-                None => "this method needs a trained drafter (--drafter)",
-            },
-        ),
+        Method::ReDrafter => match drafters.redrafter {
+            Some(loaded) => crate::methods::redrafter::check_beam_width(loaded, params.beam_width),
+            None => invalid(
+                "drafter",
+                params.drafter.as_ref(),
+                match drafters.tokenswift {
+                    Some(_) => "holds TokenSwift heads, not a ReDrafter (train one with `train redrafter`)",
+                    None => "this method needs a trained drafter (--drafter)",
+                },
+            ),
+        },
         m if m.uses_draft_model() && drafters.draft_model.is_none() => {
             invalid("draft_model", None, "this method needs a drafter (--draft-model)")
         }

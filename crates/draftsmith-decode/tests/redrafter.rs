@@ -8,7 +8,8 @@ use burn::backend::Autodiff;
 use common::{ar, tiny, tiny_dense, Lcg, B};
 use draftsmith_decode::methods::{LoadedReDrafter, ReDrafterProposer, ReDrafterSettings};
 use draftsmith_decode::{
-    build_proposer_with, generate_speculative, DraftContext, Drafters, HiddenState, Method, MethodParams, Proposer,
+    build_proposer_with, check_drafters, generate_speculative, DraftContext, Drafters, HiddenState, Method,
+    MethodParams, Proposer,
 };
 use draftsmith_heads::TargetIdentity;
 use draftsmith_model::{Architecture, Model};
@@ -177,6 +178,17 @@ fn a_drafter_with_a_draft_vocabulary_proposes_only_from_it_and_stays_lossless() 
         assert!(proposer.classes.iter().all(|&c| c < draftsmith_decode::spec::policy::NODE_CLASSES));
     }
     assert!(accepted > 0, "the drafter gets drafts accepted");
+
+    // At most one beam per draft-vocabulary token: refused by the check an eval and a recipe's
+    // dry run make before decoding (the drafter's own vocabulary, whatever a recipe asked for),
+    // and by the constructor.
+    let drafters = Drafters { draft_model: None, redrafter: Some(&loaded), tokenswift: None };
+    let wide = MethodParams { beam_width: 9, ..MethodParams::default() };
+    let err = check_drafters(Method::ReDrafter, &wide, drafters).unwrap_err().to_string();
+    assert!(err.contains("beam_width") && err.contains("draft vocabulary, 8"), "{err}");
+    check_drafters(Method::ReDrafter, &MethodParams { beam_width: 8, ..MethodParams::default() }, drafters).unwrap();
+    let settings = ReDrafterSettings { beam_width: 9, beam_length: 4, tree_attention: true };
+    assert!(ReDrafterProposer::new(&model, &loaded, settings).is_err());
 }
 
 #[test]

@@ -92,6 +92,25 @@ pub struct ReDrafterProposer<B: Backend> {
     classes: Vec<usize>,
 }
 
+/// Refuses a `beam_width` above the number of tokens `loaded` drafts from (its draft vocabulary,
+/// or the whole vocabulary without one): each beam starts from its own token of the first
+/// step's top entries. [`check_drafters`](crate::check_drafters) runs it too, so an eval or a
+/// recipe's dry run refuses before decoding.
+pub(crate) fn check_beam_width<B: Backend>(loaded: &LoadedReDrafter<B>, beam_width: usize) -> Result<(), DecodeError> {
+    let tokens = loaded.file.draft_vocab.as_ref().map_or(loaded.file.vocab_size, |ids| ids.len());
+    if beam_width <= tokens {
+        return Ok(());
+    }
+    Err(DecodeError::InvalidParam {
+        method: Method::ReDrafter.to_string(),
+        param: "beam_width",
+        value: beam_width.to_string(),
+        problem: format!(
+            "at most the size of the drafter's draft vocabulary, {tokens}: each beam starts from its own token"
+        ),
+    })
+}
+
 impl<B: Backend> ReDrafterProposer<B> {
     /// Whether drafting runs on the target's host kernels (the target runs the quantized CPU
     /// path) rather than through burn.
@@ -141,17 +160,7 @@ impl<B: Backend> ReDrafterProposer<B> {
                 },
             }),
         };
-        // Every beam starts from its own token of the first step's top entries.
-        let tokens = loaded.file.draft_vocab.as_ref().map_or(loaded.file.vocab_size, |ids| ids.len());
-        if settings.beam_width > tokens {
-            return Err(bad(
-                "beam_width",
-                settings.beam_width,
-                &format!(
-                    "at most the size of the drafter's draft vocabulary, {tokens}: each beam starts from its own token"
-                ),
-            ));
-        }
+        check_beam_width(loaded, settings.beam_width)?;
         // The quantized CPU path always has a quantized LM head, so the draft vocabulary's rows
         // (`lm_head_rows`) and the tied projection run on the host kernels too.
         let host = target.activations().and_then(|mode| loaded.host().map(|h| (h, mode)));
