@@ -148,44 +148,52 @@ pub(crate) fn check_resume(
     target: &TargetId,
     params: &DistillParams,
 ) -> Result<(), DataError> {
+    match resume_difference(existing, target, params) {
+        None => Ok(()),
+        Some((field, existing, given)) => {
+            Err(DataError::ResumeMismatch { dir: dir.to_path_buf(), field, existing, given })
+        }
+    }
+}
+
+/// The first field where a run with `target` and `params` differs from the dataset `existing`
+/// describes, as (field, existing value, given value); for the settings, only the keys that
+/// differ, each under its dotted key. `None` when the run may resume it.
+pub(crate) fn resume_difference(
+    existing: &DistillManifest,
+    target: &TargetId,
+    params: &DistillParams,
+) -> Option<(&'static str, String, String)> {
     fn differ<T: PartialEq + std::fmt::Debug>(
-        dir: &Path,
         field: &'static str,
         existing: &T,
         given: &T,
-    ) -> Result<(), DataError> {
-        if existing == given {
-            return Ok(());
-        }
-        Err(DataError::ResumeMismatch {
-            dir: dir.to_path_buf(),
-            field,
-            existing: format!("{existing:?}"),
-            given: format!("{given:?}"),
-        })
+    ) -> Option<(&'static str, String, String)> {
+        (existing != given).then(|| (field, format!("{existing:?}"), format!("{given:?}")))
     }
-    differ(dir, "target.name", &existing.target.name, &target.name)?;
-    differ(dir, "target.sha256", &existing.target.sha256, &target.sha256)?;
     let (old, new) = (&existing.params, params);
-    differ(dir, "params.teacher_len", &old.teacher_len, &new.teacher_len)?;
-    differ(dir, "params.topk", &old.topk, &new.topk)?;
+    let plain = differ("target.name", &existing.target.name, &target.name)
+        .or_else(|| differ("target.sha256", &existing.target.sha256, &target.sha256))
+        .or_else(|| differ("params.teacher_len", &old.teacher_len, &new.teacher_len))
+        .or_else(|| differ("params.topk", &old.topk, &new.topk));
+    if plain.is_some() {
+        return plain;
+    }
     // The input's sha256 is in the settings since session 82: a manifest without it resumes
     // on the input's name and size, as it was written.
     let mut given = new.settings.clone();
     drop_unrecorded_input_sha(&mut given, &old.settings);
-    if old.settings != given {
-        // Only the settings that differ, each under its dotted key.
-        let (mut existing, mut ours) = (serde_json::Map::new(), serde_json::Map::new());
-        for (key, a, b) in draftsmith_core::jsondiff::leaves("", &old.settings, &given) {
-            existing.insert(key.clone(), a.clone());
-            ours.insert(key, b.clone());
-        }
-        return Err(DataError::ResumeMismatch {
-            dir: dir.to_path_buf(),
-            field: "params.settings",
-            existing: serde_json::Value::Object(existing).to_string(),
-            given: serde_json::Value::Object(ours).to_string(),
-        });
+    if old.settings == given {
+        return None;
     }
-    Ok(())
+    let (mut existing, mut ours) = (serde_json::Map::new(), serde_json::Map::new());
+    for (key, a, b) in draftsmith_core::jsondiff::leaves("", &old.settings, &given) {
+        existing.insert(key.clone(), a.clone());
+        ours.insert(key, b.clone());
+    }
+    Some((
+        "params.settings",
+        serde_json::Value::Object(existing).to_string(),
+        serde_json::Value::Object(ours).to_string(),
+    ))
 }

@@ -13,7 +13,7 @@ use std::str::FromStr;
 use serde::{Deserialize, Serialize};
 
 use crate::error::DataError;
-use crate::manifest::{manifest_path, DistillManifest, ShardInfo};
+use crate::manifest::{manifest_path, resume_difference, DistillManifest, ShardInfo};
 use crate::record::DistillRecord;
 
 /// Part `index` of `count` (0-based: `0/2` and `1/2` are the two halves).
@@ -162,7 +162,7 @@ pub(crate) fn read_parts(
                 merged = Some((DistillManifest { shards, part: None, ..manifest }, info.total_inputs));
             }
             Some((all, total)) => {
-                if let Some((field, ours, first)) = first_difference(&manifest, all) {
+                if let Some((field, ours, first)) = difference(all, &manifest) {
                     return Err(bad(format!(
                         "{}: {field} is {ours} but {first} in part {}: the parts are not one distillation",
                         path.display(),
@@ -184,16 +184,14 @@ pub(crate) fn read_parts(
     Ok(merged.map(|(manifest, _)| (manifest, records)).expect("at least one part"))
 }
 
-/// The first of target and params where `a` and `b` differ: (field, a's value, b's value).
-fn first_difference(a: &DistillManifest, b: &DistillManifest) -> Option<(&'static str, String, String)> {
-    let fields = [
-        ("target.name", a.target.name.clone(), b.target.name.clone()),
-        ("target.sha256", a.target.sha256.clone(), b.target.sha256.clone()),
-        ("params.teacher_len", format!("{:?}", a.params.teacher_len), format!("{:?}", b.params.teacher_len)),
-        ("params.topk", format!("{:?}", a.params.topk), format!("{:?}", b.params.topk)),
-        ("params.settings", a.params.settings.to_string(), b.params.settings.to_string()),
-    ];
-    fields.into_iter().find(|(_, x, y)| x != y)
+/// Where part manifest `ours` and the `first` part's differ, compared as a resume compares them
+/// ([`resume_difference`]: only the differing settings keys; a part written before the input's
+/// sha256 was recorded matches one written after on the input's name and size, either way
+/// round): (field, ours, first's).
+fn difference(first: &DistillManifest, ours: &DistillManifest) -> Option<(&'static str, String, String)> {
+    let (field, firsts, theirs) = resume_difference(first, &ours.target, &ours.params)?;
+    resume_difference(ours, &first.target, &first.params)?;
+    Some((field, theirs, firsts))
 }
 
 /// A part's shard as listed in the merged manifest (its file under the part's directory).

@@ -6,7 +6,7 @@ mod common;
 use std::path::Path;
 
 use draftsmith_data::{
-    read_records, DataError, DistillParams, DistillRecord, Part, RecordSource, ShardWriter, TargetId,
+    read_records, DataError, DistillParams, DistillRecord, Part, RecordSource, ShardWriter, TargetId, INPUT_SHA256,
 };
 
 const PER_SHARD: usize = 3;
@@ -38,7 +38,12 @@ fn records_for(i: usize) -> Vec<DistillRecord> {
 
 /// Writes part `part` of `total` inputs (all of it unless `stop_after` cuts it short).
 fn write_part(dir: &Path, part: Part, total: usize, temperature: f64, stop_after: Option<usize>) {
-    let mut writer = ShardWriter::open_part(dir, part, total, target(), params(temperature), PER_SHARD).unwrap();
+    write_part_with(dir, part, total, params(temperature), stop_after)
+}
+
+/// [`write_part`] with distillation parameters `params`.
+fn write_part_with(dir: &Path, part: Part, total: usize, params: DistillParams, stop_after: Option<usize>) {
+    let mut writer = ShardWriter::open_part(dir, part, total, target(), params, PER_SHARD).unwrap();
     let range = writer.input_range(total).unwrap();
     // A fresh part starts at its range's start, a resumed one after its finished shards.
     let start = writer.inputs_done();
@@ -158,4 +163,31 @@ fn missing_foreign_and_inconsistent_parts_are_named() {
         .unwrap()
         .to_string();
     assert!(err.contains("part") && err.contains("part-00000-of-00002"), "{err}");
+}
+
+#[test]
+fn parts_made_before_and_after_the_input_sha_merge_and_a_difference_names_only_its_key() {
+    let total = 9;
+    let settings = |v: serde_json::Value| DistillParams { settings: v, teacher_len: None, topk: None };
+    // Part 0 written before the input's sha256 was recorded, part 1 after: one distillation.
+    let dir = common::fresh_dir("parts-sha");
+    let old = serde_json::json!({ "temperature": 0.0, "opts": { "a": 1, "b": 2 } });
+    write_part_with(&dir, Part::new(0, 2).unwrap(), total, settings(old.clone()), None);
+    let mut new = old.clone();
+    new[INPUT_SHA256] = "ab".repeat(32).into();
+    write_part_with(&dir, Part::new(1, 2).unwrap(), total, settings(new.clone()), None);
+    let (_, records) = read_records(&dir).unwrap();
+    assert_eq!(records.len(), (0..total).filter(|i| i % 4 != 2).count());
+
+    // A part whose settings differ in one nested key is refused, naming that key alone.
+    let other = common::fresh_dir("parts-nested");
+    write_part_with(&other, Part::new(0, 2).unwrap(), total, settings(new.clone()), None);
+    let elsewhere = common::fresh_dir("parts-nested-elsewhere");
+    new["opts"]["b"] = 3.into();
+    write_part_with(&elsewhere, Part::new(1, 2).unwrap(), total, settings(new), None);
+    let part = Part::new(1, 2).unwrap();
+    std::fs::rename(elsewhere.join(part.dir_name()), other.join(part.dir_name())).unwrap();
+    let err = read_records(&other).unwrap_err().to_string();
+    assert!(err.contains("opts.b") && err.contains("not one distillation"), "{err}");
+    assert!(!err.contains("temperature") && !err.contains(INPUT_SHA256), "only the differing key: {err}");
 }
