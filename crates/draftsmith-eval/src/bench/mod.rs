@@ -231,6 +231,16 @@ pub fn bench_ar<B: Backend>(
             }
         }
     }
+    // llama.cpp's part is done: its process ends here, so nothing of it (threads, memory) sits
+    // beside the timings below, which are the engine's alone.
+    let llamacpp = reference.map(|r| LlamaCppSummary {
+        engine: r.info["engine"].clone(),
+        threads: r.info["threads"].clone(),
+        system_info: r.info["system_info"].clone(),
+        decode_tokens_per_s: lc_tokens as f64 / lc_decode,
+        ms_per_token: 1e3 * lc_decode / lc_tokens as f64,
+        prefill_tokens_per_s: prefill_tokens as f64 / lc_prefill,
+    });
     let context = model.config().max_position_embeddings;
     let prefill_len = 512.min(context - 1);
     let prefill512 = time_prefill(model, prefill_len)?;
@@ -240,14 +250,6 @@ pub fn bench_ar<B: Backend>(
     on_event(BenchEvent::Machine(&machine));
     let verify_curve = verify_curve(model, &machine, &cfg.curve_sizes, &cfg.contexts, cfg.curve_runs, on_event)?;
     machine.reprobe_peak(model);
-    let llamacpp = reference.map(|r| LlamaCppSummary {
-        engine: r.info["engine"].clone(),
-        threads: r.info["threads"].clone(),
-        system_info: r.info["system_info"].clone(),
-        decode_tokens_per_s: lc_tokens as f64 / lc_decode,
-        ms_per_token: 1e3 * lc_decode / lc_tokens as f64,
-        prefill_tokens_per_s: prefill_tokens as f64 / lc_prefill,
-    });
     // The engines alternate prompt by prompt: the median of the per-prompt ratios, with the
     // quartiles and the extremes as its spread.
     let (ratio, spread) = RatioSpread::of(ratios).unzip();
