@@ -51,6 +51,12 @@ impl PromptArgs {
             None => None,
         };
         let prompt = from_file.or_else(|| self.prompt.clone());
+        // An empty or blank prompt (most often an empty or mistyped file) would have the model
+        // answer nothing: refused, naming where it came from.
+        if let Some(p) = prompt.as_ref().filter(|p| p.trim().is_empty()) {
+            let source = self.prompt_file.as_ref().map_or("--prompt".to_string(), |f| f.display().to_string());
+            anyhow::bail!("{source}: the prompt is empty{}", if p.is_empty() { "" } else { " (only whitespace)" });
+        }
         let text = if self.no_chat_template {
             prompt.clone().context("--no-chat-template needs --prompt or --prompt-file")?
         } else {

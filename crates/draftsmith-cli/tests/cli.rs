@@ -104,6 +104,15 @@ fn bad_arguments_are_clear_errors() {
     let out = generate(&tiny, &["--no-chat-template", "--prompt", ""]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && err.contains("the prompt is empty"), "{err}");
+    // With the chat template too, and a blank prompt file is named.
+    let out = generate(&tiny, &["--prompt", "  "]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("--prompt: the prompt is empty (only whitespace)"), "{err}");
+    let blank = std::env::temp_dir().join(format!("draftsmith-blank-prompt-{}.txt", std::process::id()));
+    std::fs::write(&blank, "\n").unwrap();
+    let out = bin().args(["generate", "--model"]).arg(&tiny).arg("--prompt-file").arg(&blank).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains(&format!("{}: the prompt is empty", blank.display())), "{err}");
     let out = bin().args(["generate", "--model", "/nonexistent/model.gguf", "--prompt", "x"]).output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && err.contains("/nonexistent/model.gguf"), "{err}");

@@ -43,6 +43,20 @@ pub fn check_target(
         )));
     }
     if let Some(trained) = trained {
+        // The same weights file with other shapes: the `target` block itself was edited.
+        if trained.sha256 == given.sha256 && !trained.matches(given) {
+            return Err(HeadsError::Incompatible(format!(
+                "{}: `target` records vocab {} / hidden {} for `{}` (sha256 {}), but that model has vocab {} / \
+                 hidden {}: the file was edited or damaged",
+                config_path.display(),
+                trained.vocab_size,
+                trained.hidden_size,
+                trained.name,
+                &trained.sha256[..trained.sha256.len().min(16)],
+                given.vocab_size,
+                given.hidden_size
+            )));
+        }
         if !trained.matches(given) {
             return Err(HeadsError::TargetMismatch {
                 path: config_path.to_path_buf(),

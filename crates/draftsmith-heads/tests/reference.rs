@@ -186,3 +186,36 @@ fn the_probe_holds_inputs_and_the_drafter_outputs_for_them() {
     assert_eq!(l, get("logits"));
     assert_eq!(st.tensor("logits").unwrap().shape(), [4, 40]);
 }
+
+#[test]
+fn an_edited_draft_vocabulary_or_target_block_is_refused_naming_what_differs() {
+    let cfg = ReDrafterConfig::for_target(40, 8, HeadKind::Tied);
+    let d = cfg.init::<B>(&Default::default(), 3);
+    let dir = tmpdir("edited");
+    let training = serde_json::json!({ "config": { "draft_vocab": 4, "head": "tied" } });
+    save_redrafter(&dir, &d, &cfg, &target(), Some(&[2, 5, 11, 30]), training).unwrap();
+    read_drafter_file(&dir).unwrap();
+    let config = dir.join("config.json");
+    let original: Value = serde_json::from_str(&std::fs::read_to_string(&config).unwrap()).unwrap();
+    let edited = |edit: &dyn Fn(&mut Value)| {
+        let mut c = original.clone();
+        edit(&mut c);
+        std::fs::write(&config, c.to_string()).unwrap();
+        load_redrafter::<B>(&dir, Some(&target()), &Default::default()).err().map(|e| e.to_string())
+    };
+    // The list removed (or its key misspelt): the drafter would propose the whole vocabulary.
+    let err = edited(&|c| {
+        let ids = c.as_object_mut().unwrap().remove("draft_vocab").unwrap();
+        c["draft_vocabs"] = ids;
+    })
+    .expect("refused");
+    assert!(err.contains("config.json") && err.contains("no `draft_vocab` list") && err.contains("4 tokens"), "{err}");
+    // More ids than training chose.
+    let err = edited(&|c| c["draft_vocab"] = serde_json::json!([1, 2, 5, 11, 30])).expect("refused");
+    assert!(err.contains("lists 5 tokens, more than the 4"), "{err}");
+    // Fewer is what data with fewer distinct labels gives: taken.
+    assert_eq!(edited(&|c| c["draft_vocab"] = serde_json::json!([2, 5])), None);
+    // The target block's shapes edited: the message names them, not two identical targets.
+    let err = edited(&|c| c["target"]["hidden_size"] = 9.into()).expect("refused");
+    assert!(err.contains("`target` records vocab 40 / hidden 9") && err.contains("has vocab 40 / hidden 8"), "{err}");
+}

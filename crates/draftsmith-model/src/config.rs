@@ -345,7 +345,20 @@ impl HfConfig {
     /// Reads and parses `config.json`.
     pub fn read(path: &Path) -> Result<Self, ModelError> {
         let text = std::fs::read_to_string(path).map_err(|e| ModelError::io(path, e))?;
-        serde_json::from_str(&text).map_err(|e| ModelError::Config { path: path.to_path_buf(), problem: e.to_string() })
+        serde_json::from_str(&text).map_err(|e| {
+            // A trained drafter's directory given where a model goes (`--model`, `--draft-model`).
+            let drafter = serde_json::from_str::<serde_json::Value>(&text)
+                .ok()
+                .and_then(|v| v.get("drafter").and_then(|d| d.as_str()).map(str::to_owned));
+            let problem = match drafter {
+                Some(kind) => format!(
+                    "a trained drafter (`{kind}`), not a model: it goes to --drafter (with --method {kind}); \
+                     --model and --draft-model take a GGUF file or a Hugging Face model directory"
+                ),
+                None => e.to_string(),
+            };
+            ModelError::Config { path: path.to_path_buf(), problem }
+        })
     }
 
     /// Resolves into the runtime configuration.
@@ -570,5 +583,21 @@ mod tests {
         let cfg = ModelConfig { num_heads: 3, num_kv_heads: 2, ..base() };
         let err = cfg.validate(Path::new("/x/config.json")).unwrap_err().to_string();
         assert!(err.contains("/x/config.json") && err.contains("num_kv_heads"), "{err}");
+    }
+
+    #[test]
+    fn a_drafters_config_read_as_a_models_says_where_it_goes() {
+        let dir = std::env::temp_dir().join(format!("draftsmith-drafter-as-model-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("config.json");
+        std::fs::write(&path, r#"{"drafter": "redrafter", "vocab_size": 40, "hidden_size": 8}"#).unwrap();
+        let err = HfConfig::read(&path).unwrap_err().to_string();
+        assert!(err.contains("config.json") && err.contains("a trained drafter (`redrafter`)"), "{err}");
+        assert!(err.contains("--drafter (with --method redrafter)"), "{err}");
+        // Any other unparsable config keeps serde's own message.
+        std::fs::write(&path, r#"{"vocab_size": 40}"#).unwrap();
+        let err = HfConfig::read(&path).unwrap_err().to_string();
+        assert!(err.contains("missing field"), "{err}");
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -112,7 +112,35 @@ pub fn read_drafter_file(dir: &Path) -> Result<DrafterFile, HeadsError> {
             return Err(HeadsError::Config { path, problem });
         }
     }
+    if let Some(problem) = draft_vocab_against_training(&file) {
+        return Err(HeadsError::Config { path, problem });
+    }
     Ok(file)
+}
+
+/// Where `draft_vocab` contradicts the draft vocabulary training recorded
+/// (`training.config.draft_vocab` and `.head`, written by `train redrafter`): a tied head trained
+/// on fewer tokens than the vocabulary must list at most that many (fewer when its data had
+/// fewer distinct labels). A drafter without the record (the reference layout, older exports) is
+/// taken as it is.
+fn draft_vocab_against_training(file: &DrafterFile) -> Option<String> {
+    let trained = file.training.get("config")?;
+    let asked = trained.get("draft_vocab")?.as_u64()? as usize;
+    let tied = trained.get("head").and_then(|h| h.as_str()).map_or(file.head == HeadKind::Tied, |h| h == "tied");
+    if !tied || asked == 0 || asked >= file.vocab_size {
+        return None;
+    }
+    match &file.draft_vocab {
+        None => Some(format!(
+            "no `draft_vocab` list, but training.config.draft_vocab records {asked} tokens: the list was removed or \
+             its key misspelt (re-export the drafter from its run directory)"
+        )),
+        Some(ids) if ids.len() > asked => Some(format!(
+            "`draft_vocab` lists {} tokens, more than the {asked} training.config.draft_vocab records",
+            ids.len()
+        )),
+        Some(_) => None,
+    }
 }
 
 /// The weights of the drafter in `dir`: draftsmith's `drafter.safetensors`, or the reference
