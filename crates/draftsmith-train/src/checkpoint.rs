@@ -146,6 +146,20 @@ fn checksums(dir: &Path) -> Result<std::collections::BTreeMap<String, String>, T
     Ok(files)
 }
 
+/// Checks `run`'s last checkpoint against its `state.json` (there, readable, and every file it
+/// lists with the sha256 it records) before its drafter is taken elsewhere (`export` of a run
+/// that has not finished): a file changed since it was saved is refused, naming it.
+pub fn verify_checkpoint(run: &Path) -> Result<(), TrainError> {
+    let dir = checkpoint_dir(run);
+    match read_state(run)? {
+        Some(state) => verify_checksums(&dir, &state),
+        None => Err(TrainError::Checkpoint {
+            path: dir.join(STATE_FILE),
+            problem: "missing: the checkpoint cannot be checked (restore it)".into(),
+        }),
+    }
+}
+
 /// Checks the files `state` lists against their sha256 (a record changed in place would resume
 /// into a different run, or fail deep inside burn's decoder).
 fn verify_checksums(dir: &Path, state: &LoopState) -> Result<(), TrainError> {

@@ -18,6 +18,9 @@ pub enum TrainError {
     NoExamples(String),
     #[error("invalid training config: {0}")]
     Config(String),
+    /// Export options that do not go together (or with this kind of drafter).
+    #[error("{0}")]
+    ExportOptions(String),
     /// A run, source or output directory that cannot be used as asked.
     #[error("{}: {problem}", path.display())]
     Dir { path: PathBuf, problem: String },

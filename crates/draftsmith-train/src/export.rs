@@ -11,7 +11,7 @@ use draftsmith_heads::redrafter::{
     REFERENCE_WEIGHTS_FILE, WEIGHTS_FILE,
 };
 use draftsmith_heads::tokenswift::load_tokenswift;
-use draftsmith_heads::{drafter_kind, DrafterKind, HeadsError, TargetIdentity, WeightDtype};
+use draftsmith_heads::{drafter_kind, DrafterKind, TargetIdentity, WeightDtype};
 
 use crate::checkpoint::checkpoint_dir;
 use crate::error::TrainError;
@@ -32,12 +32,13 @@ draftsmith_core::value_names!(ExportFormat, "export format", { Draftsmith => "dr
 const PROBE_ROWS: usize = 4;
 
 /// The drafter a training run holds: its final export once training finished, else its last
-/// checkpoint.
+/// checkpoint (checked against its `state.json` first).
 pub fn run_drafter(run: &Path) -> Result<PathBuf, TrainError> {
     let checkpoint = checkpoint_dir(run);
     if run.join(WEIGHTS_FILE).exists() {
         Ok(run.to_path_buf())
     } else if checkpoint.join(WEIGHTS_FILE).exists() {
+        crate::checkpoint::verify_checkpoint(run)?;
         Ok(checkpoint)
     } else if !run.is_dir() {
         let what = if run.exists() { "is not a directory" } else { "does not exist" };
@@ -105,21 +106,21 @@ pub fn export_drafter<B: Backend>(
     let ExportOptions { format, dtype, probe } = options;
     let kind = drafter_kind(source)?;
     let identity = target.map(|t| &t.identity);
-    let config_path = source.join(CONFIG_FILE);
-    let refuse = |problem: String| TrainError::Heads(HeadsError::Config { path: config_path.clone(), problem });
+    // Options that do not go together are the command line's fault, not the drafter's files'.
+    let refuse = |problem: String| TrainError::ExportOptions(problem);
     no_other_layout(out, format)?;
     not_another_run(source, out)?;
     only_its_kind(out, kind)?;
     match (kind, format) {
-        (DrafterKind::TokenSwift, ExportFormat::Reference) => Err(refuse(
-            "TokenSwift heads have no reference checkpoint layout that another runtime loads; \
-             export them with --format draftsmith"
-                .into(),
-        )),
+        (DrafterKind::TokenSwift, ExportFormat::Reference) => Err(refuse(format!(
+            "--format reference: {} holds TokenSwift heads, which have no reference checkpoint layout that another \
+             runtime loads; export them with --format draftsmith",
+            source.display()
+        ))),
         (_, ExportFormat::Draftsmith) if dtype != WeightDtype::F32 => {
-            Err(refuse(format!("the draftsmith layout is f32 only (asked for {dtype})")))
+            Err(refuse(format!("--dtype {dtype} needs --format reference: the draftsmith layout is f32 only")))
         }
-        (_, ExportFormat::Draftsmith) if probe => Err(refuse("a probe is written with --format reference only".into())),
+        (_, ExportFormat::Draftsmith) if probe => Err(refuse("--probe needs --format reference".into())),
         (DrafterKind::TokenSwift, ExportFormat::Draftsmith) => {
             let (heads, file) = load_tokenswift::<B>(source, identity, device)?;
             let files = copy_files(source, out)?;
@@ -138,11 +139,11 @@ pub fn export_drafter<B: Backend>(
                 (HeadKind::Full, _) => None,
                 (HeadKind::Tied, Some(t)) => Some(t.lm_head.clone()),
                 (HeadKind::Tied, None) => {
-                    return Err(refuse(
-                        "the drafter's output layer is tied to the target's LM head: \
-                         pass the target model so the export can write the full layer"
-                            .into(),
-                    ))
+                    return Err(refuse(format!(
+                        "--format reference needs --model here: {}'s output layer is tied to the target's LM \
+                         head, from which the export writes the full layer",
+                        source.display()
+                    )))
                 }
             };
             save_reference(out, &drafter, &file, lm_head.clone(), dtype)?;

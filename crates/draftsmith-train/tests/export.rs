@@ -6,6 +6,7 @@ use burn::tensor::{Distribution, Tensor};
 use draftsmith_heads::redrafter::{save_redrafter, HeadKind, ReDrafterConfig};
 use draftsmith_heads::tokenswift::{save_tokenswift, TokenSwiftConfig};
 use draftsmith_heads::{TargetIdentity, WeightDtype};
+use draftsmith_train::checkpoint::{write_checkpoint, LoopState};
 use draftsmith_train::{export_drafter, export_needs_target, run_drafter, ExportFormat, ExportOptions, ExportTarget};
 
 type B = Flex;
@@ -32,7 +33,27 @@ fn a_run_exports_its_final_drafter_else_its_checkpoint_else_says_what_is_missing
     assert!(e.contains(run.to_str().unwrap()) && e.contains("no exported drafter"), "{e}");
     let cfg = ReDrafterConfig::for_target(40, 8, HeadKind::Tied);
     let d = cfg.init::<B>(&Default::default(), 1);
-    save_redrafter(&run.join("checkpoint"), &d, &cfg, &target(), None, serde_json::json!({})).unwrap();
+    let state = LoopState { step: 1, total_steps: 2, fingerprint: serde_json::json!({}), files: Default::default() };
+    write_checkpoint(&run, &state, |tmp| {
+        save_redrafter(tmp, &d, &cfg, &target(), None, serde_json::json!({})).map_err(Into::into)
+    })
+    .unwrap();
+    assert_eq!(run_drafter(&run).unwrap(), run.join("checkpoint"));
+    // A checkpoint file changed since it was saved, or its state.json gone, is refused.
+    let weights = run.join("checkpoint").join("drafter.safetensors");
+    let saved = std::fs::read(&weights).unwrap();
+    let mut changed = saved.clone();
+    *changed.last_mut().unwrap() ^= 1;
+    std::fs::write(&weights, &changed).unwrap();
+    let e = run_drafter(&run).unwrap_err().to_string();
+    assert!(e.contains("drafter.safetensors") && e.contains("state.json records"), "{e}");
+    std::fs::write(&weights, &saved).unwrap();
+    let state_file = run.join("checkpoint").join("state.json");
+    let kept = std::fs::read(&state_file).unwrap();
+    std::fs::remove_file(&state_file).unwrap();
+    let e = run_drafter(&run).unwrap_err().to_string();
+    assert!(e.contains("state.json") && e.contains("missing"), "{e}");
+    std::fs::write(&state_file, kept).unwrap();
     assert_eq!(run_drafter(&run).unwrap(), run.join("checkpoint"));
     // A killed run's checkpoint exports into the run's own directory, but no other drafter does:
     // it would replace the run's.
@@ -58,7 +79,7 @@ fn a_reference_export_checks_the_target_and_tokenswift_has_none() {
     let lm_head = Tensor::<B, 2>::random([40, 8], Distribution::Normal(0.0, 1.0), &dev);
 
     let e = export_drafter::<B>(&run, &run.join("a"), reference(), None, &dev).unwrap_err().to_string();
-    assert!(e.contains("config.json") && e.contains("LM head"), "{e}");
+    assert!(e.contains("needs --model") && e.contains("LM head") && e.contains(run.to_str().unwrap()), "{e}");
     let other = TargetIdentity { sha256: "00".repeat(32), ..target() };
     let wrong = ExportTarget { identity: other, lm_head: lm_head.clone() };
     let e = export_drafter::<B>(&run, &run.join("b"), reference(), Some(&wrong), &dev).unwrap_err().to_string();
@@ -77,7 +98,7 @@ fn a_reference_export_checks_the_target_and_tokenswift_has_none() {
     )
     .unwrap_err()
     .to_string();
-    assert!(e.contains("f32 only"), "{e}");
+    assert!(e.contains("--dtype f16 needs --format reference") && !e.contains("config.json"), "{e}");
     // The run's own directory holds its draftsmith-layout drafter: a reference export there
     // would replace its config.json, so it is refused and the run left as it was.
     let config = std::fs::read(run.join("config.json")).unwrap();
@@ -96,7 +117,7 @@ fn a_reference_export_checks_the_target_and_tokenswift_has_none() {
     let cfg = TokenSwiftConfig::new(40, 8);
     save_tokenswift(&ts, &cfg.init::<B>(&dev, 1), &cfg, &target(), serde_json::json!({})).unwrap();
     let e = export_drafter::<B>(&ts, &ts.join("out"), reference(), None, &dev).unwrap_err().to_string();
-    assert!(e.contains(ts.join("config.json").to_str().unwrap()) && e.contains("TokenSwift"), "{e}");
+    assert!(e.contains(ts.to_str().unwrap()) && e.contains("TokenSwift") && e.contains("--format draftsmith"), "{e}");
     let done = export_drafter::<B>(&ts, &ts.join("out"), ExportOptions::default(), None, &dev).unwrap();
     assert_eq!(std::fs::read(&done.files[0]).unwrap(), std::fs::read(ts.join("drafter.safetensors")).unwrap());
 
