@@ -110,7 +110,7 @@ pub fn export_drafter<B: Backend>(
     let refuse = |problem: String| TrainError::ExportOptions(problem);
     no_other_layout(out, format)?;
     not_another_run(source, out)?;
-    only_its_kind(out, kind)?;
+    only_its_kind(source, out, kind, format)?;
     match (kind, format) {
         (DrafterKind::TokenSwift, ExportFormat::Reference) => Err(refuse(format!(
             "--format reference: {} holds TokenSwift heads, which have no reference checkpoint layout that another \
@@ -188,9 +188,8 @@ fn no_other_layout(out: &Path, format: ExportFormat) -> Result<(), TrainError> {
 /// A training run's directory (it has a checkpoint) holds that run's drafter: an export of
 /// another drafter into it would replace it. The run's own directory is fine (its own weights).
 fn not_another_run(source: &Path, out: &Path) -> Result<(), TrainError> {
-    let same = |a: &Path, b: &Path| a.canonicalize().ok().is_some_and(|a| b.canonicalize().ok() == Some(a));
     let checkpoint = crate::checkpoint::checkpoint_dir(out);
-    match checkpoint.is_dir() && !same(source, out) && !same(source, &checkpoint) {
+    match checkpoint.is_dir() && !same_dir(source, out) && !same_dir(source, &checkpoint) {
         true => Err(TrainError::Dir {
             path: out.to_path_buf(),
             problem: format!(
@@ -203,12 +202,40 @@ fn not_another_run(source: &Path, out: &Path) -> Result<(), TrainError> {
     }
 }
 
-/// An export replaces `out/config.json`: refused, before anything is written, when that file is
-/// not a config of a drafter of this `kind` (a model directory's, another kind of drafter's,
-/// anything else) — re-exporting into an export of the same kind replaces it, as asked.
-fn only_its_kind(out: &Path, kind: DrafterKind) -> Result<(), TrainError> {
+/// Whether files `a` and `b` hold the same bytes (false when either cannot be read).
+fn same_bytes(a: &Path, b: &Path) -> bool {
+    let size = |p: &Path| std::fs::metadata(p).map(|m| m.len()).ok();
+    size(a).is_some() && size(a) == size(b) && std::fs::read(a).ok().is_some_and(|x| std::fs::read(b).ok() == Some(x))
+}
+
+/// Whether `a` and `b` name the same existing directory.
+fn same_dir(a: &Path, b: &Path) -> bool {
+    a.canonicalize().ok().is_some_and(|a| b.canonicalize().ok() == Some(a))
+}
+
+/// An export replaces `out/config.json` (and its weights): refused, before anything is written,
+/// when that config is not a config of a drafter of this `kind` (a model directory's, another
+/// kind of drafter's, anything else), or when a draftsmith export would replace a
+/// `drafter.safetensors` that has no config beside it and is not `source`'s own weights (someone's
+/// file; an export stopped between its two files leaves exactly `source`'s, and is redone) —
+/// re-exporting into an export of the same kind replaces it, as asked.
+fn only_its_kind(source: &Path, out: &Path, kind: DrafterKind, format: ExportFormat) -> Result<(), TrainError> {
     let config = out.join(CONFIG_FILE);
     if !config.exists() {
+        let lone = out.join(WEIGHTS_FILE);
+        if format == ExportFormat::Draftsmith
+            && lone.exists()
+            && !same_dir(source, out)
+            && !same_bytes(&lone, &weights_path(source))
+        {
+            return Err(TrainError::Dir {
+                path: out.to_path_buf(),
+                problem: format!(
+                    "holds {WEIGHTS_FILE} with no {CONFIG_FILE} beside it, not a drafter export that a {kind} export \
+                     would update; choose another --out"
+                ),
+            });
+        }
         return Ok(());
     }
     let what = match drafter_kind(out) {

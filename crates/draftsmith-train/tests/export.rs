@@ -64,6 +64,17 @@ fn a_run_exports_its_final_drafter_else_its_checkpoint_else_says_what_is_missing
     save_redrafter(&other, &d, &cfg, &target(), None, serde_json::json!({})).unwrap();
     let e = export_drafter::<B>(&other, &run, ExportOptions::default(), None, &dev).unwrap_err().to_string();
     assert!(e.contains("is another training run") && e.contains("choose another --out"), "{e}");
+    // A weights file with no config beside it is someone's file, not an export to update.
+    let lone = tmpdir("lone-weights");
+    std::fs::create_dir_all(&lone).unwrap();
+    std::fs::write(lone.join("drafter.safetensors"), b"precious").unwrap();
+    let e = export_drafter::<B>(&other, &lone, ExportOptions::default(), None, &dev).unwrap_err().to_string();
+    assert!(e.contains("drafter.safetensors with no config.json beside it"), "{e}");
+    assert_eq!(std::fs::read(lone.join("drafter.safetensors")).unwrap(), b"precious");
+    // An export stopped between its weights and its config is redone.
+    std::fs::copy(other.join("drafter.safetensors"), lone.join("drafter.safetensors")).unwrap();
+    export_drafter::<B>(&other, &lone, ExportOptions::default(), None, &dev).unwrap();
+    assert!(lone.join("config.json").is_file());
     save_redrafter(&run, &d, &cfg, &target(), None, serde_json::json!({})).unwrap();
     assert_eq!(run_drafter(&run).unwrap(), run);
     assert!(export_needs_target(&run, ExportFormat::Reference).unwrap());
