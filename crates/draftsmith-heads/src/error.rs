@@ -10,6 +10,11 @@ pub enum HeadsError {
     Config { path: PathBuf, problem: String },
     #[error("{path}: not a valid safetensors file: {problem}")]
     Safetensors { path: PathBuf, problem: String },
+    /// A well-formed file whose weights are not all finite (a run whose training diverged).
+    #[error(
+        "{path}: tensor `{name}` value {index} is {value}: a drafter needs finite weights (did its training diverge?)"
+    )]
+    NonFinite { path: PathBuf, name: String, index: usize, value: f32 },
     #[error("{path}: tensor `{name}` is missing")]
     MissingTensor { path: PathBuf, name: String },
     #[error("{path}: tensor `{name}` has shape {found:?}, the config needs {expected:?}")]

@@ -190,13 +190,8 @@ impl<'a> Reader<'a> {
             });
         }
         // A drafter whose training diverged decodes garbage, or stops the beam search on a NaN.
-        if let Some((i, v)) = vals.iter().enumerate().find(|(_, v)| !v.is_finite()) {
-            return Err(HeadsError::Safetensors {
-                path: self.path.to_path_buf(),
-                problem: format!(
-                    "tensor `{name}` value {i} is {v}: a drafter needs finite weights (did its training diverge?)"
-                ),
-            });
+        if let Some((index, &value)) = vals.iter().enumerate().find(|(_, v)| !v.is_finite()) {
+            return Err(HeadsError::NonFinite { path: self.path.to_path_buf(), name: name.into(), index, value });
         }
         Ok(vals)
     }

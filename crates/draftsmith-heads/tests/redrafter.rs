@@ -139,6 +139,7 @@ fn a_drafter_with_a_nan_weight_is_refused_naming_the_tensor() {
     std::fs::write(&path, &bytes).unwrap();
     let err = load_redrafter::<B>(&dir, None, &dev).unwrap_err().to_string();
     assert!(err.contains("drafter.safetensors") && err.contains("is NaN") && err.contains("finite weights"), "{err}");
+    assert!(!err.contains("not a valid safetensors file"), "the file is well formed: {err}");
 }
 
 #[test]
