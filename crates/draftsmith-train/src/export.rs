@@ -93,9 +93,10 @@ pub struct Exported {
 }
 
 /// Writes the drafter in `source` (see [`run_drafter`]) to `out` in `format`. With `target`, a
-/// drafter trained for another target is refused. Refuses, naming the file, a format the
-/// drafter cannot be written in; files already in `out` are replaced only once the new ones are
-/// whole.
+/// drafter trained for another target is refused. Options that do not go together, or a format
+/// this kind of drafter cannot be written in, are refused as options
+/// ([`TrainError::ExportOptions`]: the command line's fault, not the drafter's files'); files
+/// already in `out` are replaced only once the new ones are whole.
 pub fn export_drafter<B: Backend>(
     source: &Path,
     out: &Path,
@@ -106,21 +107,21 @@ pub fn export_drafter<B: Backend>(
     let ExportOptions { format, dtype, probe } = options;
     let kind = drafter_kind(source)?;
     let identity = target.map(|t| &t.identity);
-    // Options that do not go together are the command line's fault, not the drafter's files'.
-    let refuse = |problem: String| TrainError::ExportOptions(problem);
     no_other_layout(out, format)?;
     not_another_run(source, out)?;
     only_its_kind(source, out, kind, format)?;
     match (kind, format) {
-        (DrafterKind::TokenSwift, ExportFormat::Reference) => Err(refuse(format!(
+        (DrafterKind::TokenSwift, ExportFormat::Reference) => Err(TrainError::ExportOptions(format!(
             "--format reference: {} holds TokenSwift heads, which have no reference checkpoint layout that another \
              runtime loads; export them with --format draftsmith",
             source.display()
         ))),
-        (_, ExportFormat::Draftsmith) if dtype != WeightDtype::F32 => {
-            Err(refuse(format!("--dtype {dtype} needs --format reference: the draftsmith layout is f32 only")))
+        (_, ExportFormat::Draftsmith) if dtype != WeightDtype::F32 => Err(TrainError::ExportOptions(format!(
+            "--dtype {dtype} needs --format reference: the draftsmith layout is f32 only"
+        ))),
+        (_, ExportFormat::Draftsmith) if probe => {
+            Err(TrainError::ExportOptions("--probe needs --format reference".into()))
         }
-        (_, ExportFormat::Draftsmith) if probe => Err(refuse("--probe needs --format reference".into())),
         (DrafterKind::TokenSwift, ExportFormat::Draftsmith) => {
             let (heads, file) = load_tokenswift::<B>(source, identity, device)?;
             let files = copy_files(source, out)?;
@@ -139,7 +140,7 @@ pub fn export_drafter<B: Backend>(
                 (HeadKind::Full, _) => None,
                 (HeadKind::Tied, Some(t)) => Some(t.lm_head.clone()),
                 (HeadKind::Tied, None) => {
-                    return Err(refuse(format!(
+                    return Err(TrainError::ExportOptions(format!(
                         "--format reference needs --model here: {}'s output layer is tied to the target's LM \
                          head, from which the export writes the full layer",
                         source.display()
